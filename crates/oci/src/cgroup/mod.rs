@@ -1,0 +1,274 @@
+//! cgroup v2, and only v2: placement, limits, live updates, freeze, kill and stats.
+//!
+//! crius uses the host's cgroup2 tree wherever it is mounted — `/sys/fs/cgroup` on a pure v2 host, or the
+//! controller-less `/sys/fs/cgroup/unified` of a hybrid host, where grouping, `cgroup.kill`, `cgroup.freeze`,
+//! pid listing and basic `cpu.stat` still work. A limit whose controller the tree lacks is an error that names the
+//! controller, never a silent skip.
+
+mod devices;
+mod plan;
+mod stats;
+
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use oci_spec::runtime::LinuxResources;
+
+pub use plan::{Write, plan, shares_to_weight};
+pub use stats::Stats;
+
+use crate::{Error, Result, err};
+
+/// A container's cgroup directory.
+#[derive(Debug, Clone)]
+pub struct Cgroup {
+    /// Where the cgroup2 filesystem is mounted.
+    pub mount: PathBuf,
+    /// The cgroup directory (below `mount`).
+    pub dir: PathBuf,
+}
+
+/// Finds the cgroup2 mount: `/sys/fs/cgroup` if it is cgroup2, else the first cgroup2 mount in mountinfo.
+pub fn mount_point() -> Result<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| err!("reading mountinfo: {e}"))?;
+    let mut found = Vec::new();
+    for line in info.lines() {
+        // Fields: id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        if right.split(' ').next() == Some("cgroup2")
+            && let Some(mp) = left.split(' ').nth(4)
+        {
+            found.push(PathBuf::from(mp.replace("\\040", " ")));
+        }
+    }
+    let preferred = Path::new("/sys/fs/cgroup");
+    if found.iter().any(|p| p == preferred) {
+        return Ok(preferred.into());
+    }
+    found
+        .into_iter()
+        .next()
+        .ok_or_else(|| err!("no cgroup2 filesystem is mounted (crius needs cgroup v2)"))
+}
+
+impl Cgroup {
+    /// The cgroup for `cgroups_path` (OCI `linux.cgroupsPath`, absolute or relative to the mount) or, if unset,
+    /// `/crius/<id>`. A path that would leave the mount (`..`) is refused.
+    pub fn resolve(cgroups_path: Option<&Path>, id: &str) -> Result<Cgroup> {
+        let mount = mount_point()?;
+        let rel = match cgroups_path {
+            Some(p) if !p.as_os_str().is_empty() => {
+                let s = p.to_string_lossy();
+                if s.contains(':') && !s.starts_with('/') {
+                    return Err(err!(
+                        "cgroupsPath {s:?} is in systemd form (slice:prefix:name); the systemd cgroup driver is \
+                         not supported yet: use a cgroupfs path"
+                    ));
+                }
+                p.to_path_buf()
+            }
+            _ => PathBuf::from("crius").join(id),
+        };
+        let mut dir = mount.clone();
+        for c in rel.components() {
+            match c {
+                Component::Normal(n) => dir.push(n),
+                Component::RootDir | Component::CurDir => {}
+                _ => return Err(err!("cgroupsPath {} must not contain '..'", rel.display())),
+            }
+        }
+        if dir == mount {
+            return Err(err!("cgroupsPath {} is the cgroup root", rel.display()));
+        }
+        Ok(Cgroup { mount, dir })
+    }
+
+    /// Opens an existing cgroup directory (from a state record).
+    pub fn at(dir: &Path) -> Result<Cgroup> {
+        Ok(Cgroup {
+            mount: mount_point()?,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Creates the directory (and parents).
+    pub fn create(&self) -> Result<()> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| self.error(format!("creating: {e}")))
+    }
+
+    fn error(&self, msg: impl Into<String>) -> Error {
+        Error::Cgroup {
+            path: self.dir.display().to_string(),
+            msg: msg.into(),
+        }
+    }
+
+    /// Reads a file of this cgroup, trimmed.
+    pub fn read(&self, file: &str) -> Result<String> {
+        std::fs::read_to_string(self.dir.join(file))
+            .map(|s| s.trim().to_string())
+            .map_err(|e| self.error(format!("reading {file}: {e}")))
+    }
+
+    fn write(&self, file: &str, value: &str) -> Result<()> {
+        std::fs::write(self.dir.join(file), value).map_err(|e| {
+            let hint = match e.raw_os_error() {
+                Some(libc::ENOENT) => " (the kernel has no such cgroup file)",
+                Some(libc::EINVAL) | Some(libc::ERANGE) => " (value refused by the kernel)",
+                _ => "",
+            };
+            self.error(format!("writing {value:?} to {file}: {e}{hint}"))
+        })
+    }
+
+    /// Makes `controllers` available in this cgroup by enabling them in every ancestor's `subtree_control`.
+    /// Fails naming the controller when the tree lacks it and naming `needed_for` (the file that needs it).
+    pub fn enable(&self, controller: &str, needed_for: &str) -> Result<()> {
+        let rel = self
+            .dir
+            .strip_prefix(&self.mount)
+            .map_err(|_| self.error("not below the cgroup mount"))?;
+        let mut cur = self.mount.clone();
+        for part in rel.components() {
+            let available = std::fs::read_to_string(cur.join("cgroup.controllers")).unwrap_or_default();
+            if !available.split_whitespace().any(|c| c == controller) {
+                return Err(self.error(format!(
+                    "cgroup controller {controller:?} is not available in {} (needed for {needed_for}); \
+                     available: [{}]",
+                    cur.display(),
+                    available.trim()
+                )));
+            }
+            let enabled = std::fs::read_to_string(cur.join("cgroup.subtree_control")).unwrap_or_default();
+            if !enabled.split_whitespace().any(|c| c == controller) {
+                std::fs::write(cur.join("cgroup.subtree_control"), format!("+{controller}")).map_err(
+                    |e| {
+                        self.error(format!(
+                            "enabling {controller} in {}/cgroup.subtree_control: {e}",
+                            cur.display()
+                        ))
+                    },
+                )?;
+            }
+            cur.push(part);
+        }
+        Ok(())
+    }
+
+    /// Applies `res`: every file write of [`plan`], after making sure its controller is there, and device rules.
+    pub fn apply(&self, res: &LinuxResources) -> Result<()> {
+        let writes = plan(res)?;
+        let mut enabled: Vec<&str> = Vec::new();
+        for w in &writes {
+            if let Some(c) = w.controller()
+                && !enabled.contains(&c)
+            {
+                self.enable(c, &format!("{}={}", w.file, w.value))?;
+                enabled.push(c);
+            }
+        }
+        for w in &writes {
+            self.write(&w.file, &w.value)?;
+        }
+        if let Some(rules) = res.devices() {
+            devices::apply(&self.dir, rules).map_err(|e| self.error(format!("device rules: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a `memory.max` below what the cgroup uses now (the kernel would OOM-kill instead of failing).
+    pub fn check_memory_decrease(&self, res: &LinuxResources, id: &str) -> Result<()> {
+        let Some(limit) = res.memory().as_ref().and_then(|m| m.limit()).filter(|&l| l > 0) else {
+            return Ok(());
+        };
+        let Ok(usage) = self.read("memory.current") else {
+            return Ok(());
+        };
+        let usage: i64 = usage.parse().unwrap_or(0);
+        if limit < usage {
+            return Err(self.error(format!(
+                "refusing memory limit {limit} bytes for container {id:?}: below its current usage of {usage} bytes"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Moves process `pid` into this cgroup.
+    pub fn add(&self, pid: i32) -> Result<()> {
+        self.write("cgroup.procs", &pid.to_string())
+    }
+
+    /// The pids in this cgroup (not in its children).
+    pub fn procs(&self) -> Result<Vec<i32>> {
+        Ok(self
+            .read("cgroup.procs")?
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect())
+    }
+
+    /// True while a process lives in this cgroup or below.
+    pub fn populated(&self) -> bool {
+        match self.read("cgroup.events") {
+            Ok(ev) => ev.lines().any(|l| l == "populated 1"),
+            Err(_) => false,
+        }
+    }
+
+    /// Freezes or thaws the cgroup and waits until the kernel reports it done.
+    pub fn freeze(&self, frozen: bool) -> Result<()> {
+        self.write("cgroup.freeze", if frozen { "1" } else { "0" })?;
+        let want = if frozen { "frozen 1" } else { "frozen 0" };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.read("cgroup.events")?.lines().any(|l| l == want) || !self.populated() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Err(self.error(format!("timed out waiting for {want:?}")))
+    }
+
+    /// Kills every process in the cgroup and its children (`cgroup.kill`, or SIGKILL to each listed pid on older
+    /// kernels), then waits until it is empty.
+    pub fn kill_all(&self) -> Result<()> {
+        if !self.dir.exists() {
+            return Ok(());
+        }
+        if self.write("cgroup.kill", "1").is_err() {
+            for pid in self.procs()? {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.populated() {
+            if Instant::now() > deadline {
+                return Err(self.error("processes still present 10 s after SIGKILL"));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    /// Removes the (empty) cgroup directory; missing is fine.
+    pub fn remove(&self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match std::fs::remove_dir(&self.dir) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) => return Err(self.error(format!("removing: {e}"))),
+            }
+        }
+    }
+
+    /// Usage figures for `events --stats`.
+    pub fn stats(&self) -> Stats {
+        stats::read(&self.dir)
+    }
+}

@@ -1,0 +1,298 @@
+//! `create`: from a bundle to a container whose init process waits for `start`.
+//!
+//! ```text
+//! runtime ──fork──► stage 1: joins the cgroup and the namespaces given by path, creates the new ones
+//!    │                 (user namespace first; the runtime writes its uid/gid maps), then forks
+//!    │                 └──fork──► init (pid 1 of a new pid namespace): mounts, hostname, pivot_root,
+//!    │                               masked/read-only paths, sysctls, console, prepares the process,
+//!    │                               then blocks opening exec.fifo until `start`, and execs.
+//!    ◄── channel: "userns", "pid N", "hooks" (runtime runs createRuntime/prestart), "created" or "error ..."
+//! ```
+//! Stage 1 exits once init exists, so init is re-parented to the nearest subreaper (a shim, or `run` itself).
+//! On any error everything made so far (process, cgroup, state dir) is removed again.
+
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::OFlag;
+use nix::sched::CloneFlags;
+use nix::sys::stat::Mode;
+use nix::unistd::{ForkResult, Pid, fork};
+use oci_spec::runtime::{LinuxIdMapping, LinuxNamespaceType, Spec};
+
+use crate::cgroup::Cgroup;
+use crate::channel::Channel;
+use crate::config::Bundle;
+use crate::state::{EXEC_FIFO, Record};
+use crate::{Error, Result, err};
+
+/// Options of `create`.
+#[derive(Debug, Default, Clone)]
+pub struct CreateOptions {
+    /// Write the init pid here.
+    pub pid_file: Option<PathBuf>,
+    /// Unix socket that receives the pty master when `process.terminal` is set.
+    pub console_socket: Option<PathBuf>,
+}
+
+/// Removes what a failed create made.
+struct Undo {
+    dir: PathBuf,
+    cgroup: Option<Cgroup>,
+    pid: Option<i32>,
+    armed: bool,
+}
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some(pid) = self.pid {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+        }
+        if let Some(cg) = &self.cgroup {
+            let _ = cg.kill_all();
+            let _ = cg.remove();
+            remove_default_parent(cg);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Removes the shared `crius` parent of default cgroup paths once it is empty.
+pub(crate) fn remove_default_parent(cg: &Cgroup) {
+    if let Some(parent) = cg.dir.parent()
+        && parent == cg.mount.join("crius")
+    {
+        let _ = std::fs::remove_dir(parent);
+    }
+}
+
+/// The state document hooks get on stdin.
+pub(crate) fn hook_state(id: &str, status: &str, pid: i32, bundle: &Path, spec: &Spec) -> serde_json::Value {
+    serde_json::json!({
+        "ociVersion": spec.version(), "id": id, "status": status, "pid": pid,
+        "bundle": bundle, "annotations": spec.annotations().clone().unwrap_or_default(),
+    })
+}
+
+/// Creates container `id` from the bundle at `bundle_dir` under the state root `root`.
+pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) -> Result<Record> {
+    crate::id::validate(id)?;
+    let bundle = crate::config::load(bundle_dir)?;
+    let spec = &bundle.spec;
+    let process = spec.process().as_ref().expect("checked by config::load");
+    let terminal = process.terminal() == Some(true);
+    if terminal && opts.console_socket.is_none() {
+        return Err(err!("process.terminal is true: --console-socket is required"));
+    }
+    std::fs::create_dir_all(root).map_err(|e| err!("creating state root {}: {e}", root.display()))?;
+    let dir = Record::dir(root, id);
+    if let Err(e) = std::fs::create_dir(&dir) {
+        return Err(match e.kind() {
+            std::io::ErrorKind::AlreadyExists => Error::AlreadyExists(id.into()),
+            _ => err!("creating {}: {e}", dir.display()),
+        });
+    }
+    let mut undo = Undo {
+        dir: dir.clone(),
+        cgroup: None,
+        pid: None,
+        armed: true,
+    };
+    let fifo_path = dir.join(EXEC_FIFO);
+    nix::unistd::mkfifo(&fifo_path, Mode::from_bits_truncate(0o622)).map_err(|e| err!("mkfifo: {e}"))?;
+    nix::sys::stat::fchmodat(
+        nix::fcntl::AT_FDCWD,
+        &fifo_path,
+        Mode::from_bits_truncate(0o622),
+        nix::sys::stat::FchmodatFlags::FollowSymlink,
+    )
+    .map_err(|e| err!("chmod exec fifo: {e}"))?;
+    let linux = spec.linux().as_ref().expect("checked by config::load");
+    let cg = Cgroup::resolve(linux.cgroups_path().as_deref(), id)?;
+    cg.create()?;
+    undo.cgroup = Some(cg.clone());
+    if let Some(res) = linux.resources() {
+        cg.apply(res)?;
+    }
+    let fifo: OwnedFd = nix::fcntl::open(&fifo_path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| err!("opening exec fifo: {e}"))?;
+    let console = match &opts.console_socket {
+        Some(p) => Some(
+            UnixStream::connect(p).map_err(|e| err!("connecting to console socket {}: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    let (parent, child) = crate::channel::pair()?;
+    // SAFETY: crius-runc is single-threaded; the child only runs our setup code and then _exits or execs.
+    let stage1 = match unsafe { fork() }.map_err(|e| err!("fork: {e}"))? {
+        ForkResult::Child => {
+            drop(parent);
+            let e = stage1(&bundle, &cg, &child, &fifo, console).unwrap_err();
+            let _ = child.send(&format!("error {e}"));
+            // SAFETY: leave without running destructors that belong to the parent.
+            unsafe { libc::_exit(1) }
+        }
+        ForkResult::Parent { child: pid } => pid,
+    };
+    drop(child);
+    let result = drive(&parent, stage1, &bundle, id, &mut undo);
+    let _ = nix::sys::wait::waitpid(stage1, None);
+    let pid = result?;
+    let (pid_start, _) = crate::state::proc_stat(pid).ok_or_else(|| err!("container init {pid} vanished"))?;
+    let record = Record {
+        id: id.to_string(),
+        pid,
+        pid_start,
+        bundle: bundle.dir.clone(),
+        rootfs: bundle.rootfs.clone(),
+        created: crate::state::now_rfc3339(),
+        cgroup: cg.dir.clone(),
+        spec: bundle.spec.clone(),
+    };
+    record.save(root)?;
+    if let Some(p) = &opts.pid_file {
+        crate::state::atomic_write(
+            &std::path::absolute(p).unwrap_or(p.clone()),
+            pid.to_string().as_bytes(),
+        )?;
+    }
+    undo.armed = false;
+    Ok(record)
+}
+
+/// The runtime's side of the setup conversation. Returns the init pid once init reports "created".
+fn drive(ch: &Channel, stage1: Pid, bundle: &Bundle, id: &str, undo: &mut Undo) -> Result<i32> {
+    let spec = &bundle.spec;
+    let linux = spec.linux().as_ref().expect("checked");
+    let mut pid = None;
+    // Stage 1 ("pid N") and init ("hooks") write to the same channel, so "hooks" may arrive first.
+    let mut hooks_waiting = false;
+    loop {
+        let msg = if hooks_waiting && pid.is_some() {
+            hooks_waiting = false;
+            "hooks".to_string()
+        } else {
+            ch.recv()?
+        };
+        if msg == "hooks" && pid.is_none() {
+            hooks_waiting = true;
+            continue;
+        }
+        let (word, rest) = msg.split_once(' ').unwrap_or((&msg, ""));
+        match word {
+            "userns" => {
+                write_maps(
+                    stage1,
+                    "uid_map",
+                    linux.uid_mappings().as_deref().unwrap_or_default(),
+                )?;
+                write_maps(
+                    stage1,
+                    "gid_map",
+                    linux.gid_mappings().as_deref().unwrap_or_default(),
+                )?;
+                ch.send("go")?;
+            }
+            "pid" => {
+                let p: i32 = rest
+                    .parse()
+                    .map_err(|_| err!("protocol error: bad pid {rest:?}"))?;
+                pid = Some(p);
+                undo.pid = Some(p);
+                if let Some(adj) = spec.process().as_ref().and_then(|p| p.oom_score_adj()) {
+                    set_oom_score_adj(p, adj);
+                }
+            }
+            "hooks" => {
+                let p = pid.ok_or_else(|| err!("protocol error: hooks before pid"))?;
+                if let Some(h) = spec.hooks() {
+                    let state = hook_state(id, "creating", p, &bundle.dir, spec);
+                    crate::hooks::run("prestart", h.prestart().as_deref().unwrap_or_default(), &state)?;
+                    crate::hooks::run(
+                        "createRuntime",
+                        h.create_runtime().as_deref().unwrap_or_default(),
+                        &state,
+                    )?;
+                }
+                ch.send(&format!("go {p}"))?;
+            }
+            "created" => return pid.ok_or_else(|| err!("protocol error: created before pid")),
+            "error" => return Err(Error::Msg(rest.to_string())),
+            "" => return Err(err!("the container process exited during setup")),
+            _ => return Err(err!("protocol error: unexpected {msg:?}")),
+        }
+    }
+}
+
+fn write_maps(pid: Pid, file: &str, maps: &[LinuxIdMapping]) -> Result<()> {
+    let text: String = maps
+        .iter()
+        .map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size()))
+        .collect();
+    let path = format!("/proc/{pid}/{file}");
+    std::fs::write(&path, text.as_bytes())
+        .map_err(|e| err!("writing {path} ({}): {e}", text.trim().replace('\n', ", ")))
+}
+
+/// Sets oom_score_adj; lowering it needs CAP_SYS_RESOURCE, and without it the current value is kept with a warning
+/// instead of failing the container.
+fn set_oom_score_adj(pid: i32, adj: i32) {
+    let path = format!("/proc/{pid}/oom_score_adj");
+    if let Err(e) = std::fs::write(&path, adj.to_string()) {
+        let cur = std::fs::read_to_string(&path).unwrap_or_default();
+        crate::log::warn(&format!(
+            "oom_score_adj {adj} refused ({e}; lowering it needs CAP_SYS_RESOURCE): keeping {}",
+            cur.trim()
+        ));
+    }
+}
+
+fn stage1(
+    bundle: &Bundle,
+    cg: &Cgroup,
+    ch: &Channel,
+    fifo: &OwnedFd,
+    console: Option<UnixStream>,
+) -> Result<()> {
+    cg.add(std::process::id() as i32)?;
+    let linux = bundle.spec.linux().as_ref().expect("checked");
+    let (join, new) = crate::namespaces::split(linux.namespaces().as_deref().unwrap_or_default());
+    for (t, path) in &join {
+        crate::namespaces::join(*t, path)?;
+    }
+    let userns =
+        new.contains(&LinuxNamespaceType::User) || join.iter().any(|(t, _)| *t == LinuxNamespaceType::User);
+    if new.contains(&LinuxNamespaceType::User) {
+        crate::namespaces::create(CloneFlags::CLONE_NEWUSER)?;
+        ch.send("userns")?;
+        ch.expect("go")?;
+        let root = (nix::unistd::Gid::from_raw(0), nix::unistd::Uid::from_raw(0));
+        nix::unistd::setresgid(root.0, root.0, root.0)
+            .map_err(|e| err!("setgid 0 in the user namespace: {e}"))?;
+        nix::unistd::setresuid(root.1, root.1, root.1)
+            .map_err(|e| err!("setuid 0 in the user namespace: {e}"))?;
+    }
+    let flags = new
+        .iter()
+        .filter(|t| **t != LinuxNamespaceType::User)
+        .fold(CloneFlags::empty(), |f, t| f | crate::namespaces::flag(*t));
+    crate::namespaces::create(flags)?;
+    // SAFETY: single-threaded; the child runs init and never returns.
+    match unsafe { fork() }.map_err(|e| err!("fork: {e}"))? {
+        ForkResult::Child => {
+            let e = crate::init::run(bundle, ch, fifo, console, userns).unwrap_err();
+            let _ = ch.send(&format!("error {e}"));
+            // SAFETY: as above.
+            unsafe { libc::_exit(1) }
+        }
+        ForkResult::Parent { child } => {
+            ch.send(&format!("pid {child}"))?;
+            // SAFETY: stage 1 is done; exit without destructors.
+            unsafe { libc::_exit(0) }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! The container's init process: everything between "namespaces exist" and "the user's program runs".
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+
+use oci_spec::runtime::Spec;
+
+use crate::channel::Channel;
+use crate::config::Bundle;
+use crate::{Result, err};
+
+/// Runs init. Returns only errors that happen before the runtime was told "created"; later errors are printed on
+/// the container's stderr and end the process, since nobody waits for them on the channel any more.
+pub fn run(
+    b: &Bundle,
+    ch: &Channel,
+    fifo: &OwnedFd,
+    console: Option<UnixStream>,
+    userns: bool,
+) -> Result<()> {
+    let spec = &b.spec;
+    let process = spec.process().as_ref().expect("checked");
+    nix::unistd::setsid().map_err(|e| err!("setsid: {e}"))?;
+    crate::rootfs::prepare(spec, &b.rootfs, &b.dir, userns)?;
+    set_names(spec)?;
+    ch.send("hooks")?;
+    let go = ch.recv()?;
+    let host_pid: i32 = match go.strip_prefix("go ") {
+        Some(p) => p.parse().unwrap_or(0),
+        None => return Err(err!("setup aborted by the runtime: {go:?}")),
+    };
+    let id = b
+        .dir
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let hooks = spec.hooks().clone().unwrap_or_default();
+    if let Some(h) = hooks.create_container() {
+        crate::hooks::run(
+            "createContainer",
+            h,
+            &crate::create::hook_state(&id, "created", host_pid, &b.dir, spec),
+        )?;
+    }
+    crate::rootfs::pivot(&b.rootfs)?;
+    crate::rootfs::finalize(spec, userns)?;
+    if let Some(sock) = console {
+        crate::console::setup(&sock, process.console_size().as_ref())?;
+    }
+    let cwd = process.cwd();
+    let _ = std::fs::create_dir_all(cwd);
+    nix::unistd::chdir(cwd).map_err(|e| err!("process.cwd {}: {e}", cwd.display()))?;
+    let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().as_ref());
+    let prepared = crate::process::prepare(process, seccomp)?;
+    ch.send("created")?;
+
+    // From here on, errors go to the container's stderr.
+    let fail = |e: crate::Error| -> ! {
+        let _ = writeln!(std::io::stderr(), "crius-runc: container {id}: {e}");
+        // SAFETY: end the process without running destructors.
+        unsafe { libc::_exit(127) }
+    };
+    // `start` opens the fifo; startContainer hooks run before the byte that lets `start` return.
+    let start = wait_for_start(fifo).and_then(|mut f| {
+        if let Some(h) = hooks.start_container() {
+            let state = crate::create::hook_state(&id, "running", host_pid, &b.dir, spec);
+            crate::hooks::run("startContainer", h, &state)?;
+        }
+        f.write_all(b"0").map_err(|e| err!("writing the exec fifo: {e}"))
+    });
+    if let Err(e) = start {
+        fail(e)
+    }
+    match crate::process::finish(process, prepared) {
+        Ok(never) => match never {},
+        Err(e) => fail(e),
+    }
+}
+
+fn set_names(spec: &Spec) -> Result<()> {
+    if let Some(h) = spec.hostname().as_deref().filter(|h| !h.is_empty()) {
+        nix::unistd::sethostname(h).map_err(|e| err!("sethostname {h:?}: {e}"))?;
+    }
+    if let Some(d) = spec.domainname().as_deref().filter(|d| !d.is_empty()) {
+        // SAFETY: pointer and length of a live string.
+        if unsafe { libc::setdomainname(d.as_ptr().cast(), d.len()) } != 0 {
+            return Err(err!("setdomainname {d:?}: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+/// Blocks until `start` opens the exec fifo for reading.
+fn wait_for_start(fifo: &OwnedFd) -> Result<std::fs::File> {
+    let path = format!("/proc/self/fd/{}", fifo.as_raw_fd());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map_err(|e| err!("opening the exec fifo through {path} (is /proc mounted in the container?): {e}"))
+}

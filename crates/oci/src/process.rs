@@ -1,0 +1,183 @@
+//! The last steps before the user's program runs, shared by a container's init and by `exec`: resolve the
+//! executable, set rlimits, user and groups, capabilities, no_new_privs and seccomp, then `execve`.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use libseccomp::ScmpFilterContext;
+use nix::unistd::{Gid, Uid, setgroups, setresgid, setresuid};
+use oci_spec::runtime::{LinuxSeccomp, PosixRlimitType, Process};
+
+use crate::caps::Sets;
+use crate::{Result, err};
+
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Everything checked and compiled ahead, so that failures show at create time and the final steps are short.
+pub struct Prepared {
+    exe: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    caps: Option<Sets>,
+    seccomp: Option<ScmpFilterContext>,
+}
+
+fn cstr(s: impl AsRef<[u8]>, what: &str) -> Result<CString> {
+    CString::new(s.as_ref()).map_err(|_| err!("{what} contains a NUL byte"))
+}
+
+/// Finds `prog` like execvp: a name with `/` is taken as is (relative to `cwd`), else searched in `$PATH`.
+pub fn resolve(prog: &str, env: &[String], cwd: &Path) -> Result<PathBuf> {
+    let is_exec = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| {
+            use std::os::unix::fs::PermissionsExt;
+            m.is_file() && m.permissions().mode() & 0o111 != 0
+        })
+    };
+    if prog.contains('/') {
+        let p = cwd.join(prog);
+        return if is_exec(&p) {
+            Ok(p)
+        } else {
+            Err(err!("exec: {prog:?}: no such executable file"))
+        };
+    }
+    let path = env
+        .iter()
+        .find_map(|e| e.strip_prefix("PATH="))
+        .unwrap_or(DEFAULT_PATH);
+    path.split(':')
+        .map(|d| cwd.join(if d.is_empty() { "." } else { d }).join(prog))
+        .find(|p| is_exec(p))
+        .ok_or_else(|| err!("exec: {prog:?}: executable file not found in $PATH"))
+}
+
+/// Checks and compiles what `finish` will apply. Must run with the container's root as `/`.
+pub fn prepare(p: &Process, seccomp: Option<&LinuxSeccomp>) -> Result<Prepared> {
+    let args = p.args().clone().unwrap_or_default();
+    let env = p.env().clone().unwrap_or_default();
+    let exe = resolve(&args[0], &env, p.cwd())?;
+    Ok(Prepared {
+        exe: cstr(exe.as_os_str().as_bytes(), "process.args[0]")?,
+        argv: args
+            .iter()
+            .map(|a| cstr(a, "process.args"))
+            .collect::<Result<_>>()?,
+        envp: env
+            .iter()
+            .map(|e| cstr(e, "process.env"))
+            .collect::<Result<_>>()?,
+        caps: p.capabilities().as_ref().map(Sets::from_oci).transpose()?,
+        seccomp: seccomp.map(crate::seccomp::build).transpose()?,
+    })
+}
+
+fn rlimit_resource(t: PosixRlimitType) -> Option<libc::__rlimit_resource_t> {
+    use PosixRlimitType::*;
+    Some(match t {
+        RlimitCpu => libc::RLIMIT_CPU,
+        RlimitFsize => libc::RLIMIT_FSIZE,
+        RlimitData => libc::RLIMIT_DATA,
+        RlimitStack => libc::RLIMIT_STACK,
+        RlimitCore => libc::RLIMIT_CORE,
+        RlimitRss => libc::RLIMIT_RSS,
+        RlimitNproc => libc::RLIMIT_NPROC,
+        RlimitNofile => libc::RLIMIT_NOFILE,
+        RlimitMemlock => libc::RLIMIT_MEMLOCK,
+        RlimitAs => libc::RLIMIT_AS,
+        RlimitLocks => libc::RLIMIT_LOCKS,
+        RlimitSigpending => libc::RLIMIT_SIGPENDING,
+        RlimitMsgqueue => libc::RLIMIT_MSGQUEUE,
+        RlimitNice => libc::RLIMIT_NICE,
+        RlimitRtprio => libc::RLIMIT_RTPRIO,
+        RlimitRttime => libc::RLIMIT_RTTIME,
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    })
+}
+
+/// Sets the process's rlimits; an EPERM names the limit and the host's hard limit.
+pub fn set_rlimits(p: &Process) -> Result<()> {
+    for r in p.rlimits().iter().flatten() {
+        let name = serde_json::to_value(r.typ())
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        let Some(res) = rlimit_resource(r.typ()) else {
+            return Err(err!("rlimit {name} is not known"));
+        };
+        let lim = libc::rlimit {
+            rlim_cur: r.soft(),
+            rlim_max: r.hard(),
+        };
+        // SAFETY: plain syscall with a valid struct.
+        if unsafe { libc::setrlimit(res, &lim) } != 0 {
+            let e = std::io::Error::last_os_error();
+            let mut cur = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: as above.
+            unsafe { libc::getrlimit(res, &mut cur) };
+            return Err(err!(
+                "setting rlimit {name} to soft={} hard={}: {e} (the current hard limit is {}; raising it needs \
+                 CAP_SYS_RESOURCE)",
+                r.soft(),
+                r.hard(),
+                cur.rlim_max
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Applies user, groups, capabilities, no_new_privs and seccomp, then executes the program. Returns only on error.
+pub fn finish(p: &Process, prep: Prepared) -> Result<std::convert::Infallible> {
+    set_rlimits(p)?;
+    if let Some(mask) = p.user().umask() {
+        nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(mask));
+    }
+    let nnp = p.no_new_privileges() == Some(true);
+    // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN: load it while we still have it.
+    if !nnp && let Some(f) = &prep.seccomp {
+        crate::seccomp::load(f)?;
+    }
+    if let Some(c) = &prep.caps {
+        crate::caps::drop_bounding(c.bounding)?;
+    }
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) };
+    let user = p.user();
+    let groups: Vec<Gid> = user
+        .additional_gids()
+        .iter()
+        .flatten()
+        .map(|&g| Gid::from_raw(g))
+        .collect();
+    if let Err(e) = setgroups(&groups) {
+        // In a user namespace with setgroups denied, only an empty list is allowed to fail.
+        if !groups.is_empty() {
+            return Err(err!("setting additional groups {groups:?}: {e}"));
+        }
+    }
+    let (gid, uid) = (Gid::from_raw(user.gid()), Uid::from_raw(user.uid()));
+    setresgid(gid, gid, gid).map_err(|e| err!("setting gid {gid}: {e}"))?;
+    setresuid(uid, uid, uid).map_err(|e| err!("setting uid {uid}: {e}"))?;
+    // SAFETY: as above.
+    unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, 0, 0, 0, 0) };
+    if let Some(c) = &prep.caps {
+        crate::caps::apply(c)?;
+    }
+    if nnp {
+        // SAFETY: as above.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return Err(err!("setting no_new_privs: {}", std::io::Error::last_os_error()));
+        }
+        if let Some(f) = &prep.seccomp {
+            crate::seccomp::load(f)?;
+        }
+    }
+    let e = nix::unistd::execve(&prep.exe, &prep.argv, &prep.envp).unwrap_err();
+    Err(err!("exec {:?}: {e}", prep.exe))
+}

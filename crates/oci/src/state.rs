@@ -1,0 +1,227 @@
+//! The on-disk record of a container under the runtime root, and how its status is derived.
+//!
+//! ```text
+//!  create ──► created ──start──► running ◄──resume── paused
+//!                │                  │  └──pause──────►┘
+//!                └──────(exit)──────┴──► stopped ──delete──► (gone)
+//! ```
+//! The status is never stored as truth: it is derived from the init process (pid *and* start time, so a reused
+//! pid is not mistaken for the container), the exec fifo (present until `start`) and `cgroup.freeze`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result, err};
+
+/// File name of the state record inside a container's directory.
+pub const STATE_FILE: &str = "state.json";
+/// File name of the fifo that holds the init process until `start`.
+pub const EXEC_FIFO: &str = "exec.fifo";
+
+/// The status of a container, as the OCI runtime spec names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Set up, waiting for `start`.
+    Created,
+    /// The user process runs.
+    Running,
+    /// Frozen through `cgroup.freeze`.
+    Paused,
+    /// The init process has exited.
+    Stopped,
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            Status::Created => "created",
+            Status::Running => "running",
+            Status::Paused => "paused",
+            Status::Stopped => "stopped",
+        })
+    }
+}
+
+/// What crius-runc keeps about a container (`<root>/<id>/state.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// Container id.
+    pub id: String,
+    /// Host pid of the init process.
+    pub pid: i32,
+    /// Start time of the init process (field 22 of /proc/pid/stat), to tell it from a reused pid.
+    pub pid_start: u64,
+    /// Absolute bundle path.
+    pub bundle: PathBuf,
+    /// Absolute rootfs path.
+    pub rootfs: PathBuf,
+    /// Creation time, RFC 3339.
+    pub created: String,
+    /// The container's cgroup directory (absolute).
+    pub cgroup: PathBuf,
+    /// The configuration the container was created with; `update` keeps its resources current.
+    pub spec: oci_spec::runtime::Spec,
+}
+
+impl Record {
+    /// The directory of container `id` under `root`.
+    pub fn dir(root: &Path, id: &str) -> PathBuf {
+        root.join(id)
+    }
+
+    /// Reads the record of `id`; NotFound if there is none.
+    pub fn load(root: &Path, id: &str) -> Result<Record> {
+        crate::id::validate(id)?;
+        let path = Self::dir(root, id).join(STATE_FILE);
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::NotFound(id.into())),
+            Err(e) => return Err(err!("reading {}: {e}", path.display())),
+        };
+        serde_json::from_slice(&text).map_err(|e| err!("corrupt state {}: {e}", path.display()))
+    }
+
+    /// Writes the record atomically (temp file, fsync, rename, fsync dir).
+    pub fn save(&self, root: &Path) -> Result<()> {
+        let bytes = serde_json::to_vec(self).map_err(|e| err!("encoding state of {}: {e}", self.id))?;
+        atomic_write(&Self::dir(root, &self.id).join(STATE_FILE), &bytes)
+    }
+
+    /// The current status, derived from the process, the exec fifo and the cgroup.
+    pub fn status(&self, root: &Path) -> Status {
+        if !process_alive(self.pid, self.pid_start) {
+            return Status::Stopped;
+        }
+        if Self::dir(root, &self.id).join(EXEC_FIFO).exists() {
+            return Status::Created;
+        }
+        match std::fs::read_to_string(self.cgroup.join("cgroup.freeze")) {
+            Ok(s) if s.trim() == "1" => Status::Paused,
+            _ => Status::Running,
+        }
+    }
+
+    /// The OCI `state` document.
+    pub fn oci_state(&self, root: &Path) -> serde_json::Value {
+        let status = self.status(root);
+        let pid = if status == Status::Stopped { 0 } else { self.pid };
+        serde_json::json!({
+            "ociVersion": self.spec.version(),
+            "id": self.id,
+            "pid": pid,
+            "status": status,
+            "bundle": self.bundle,
+            "rootfs": self.rootfs,
+            "created": self.created,
+            "owner": "",
+            "annotations": self.spec.annotations().clone().unwrap_or_default(),
+        })
+    }
+}
+
+/// Writes `bytes` to `path` so that readers see the old or the new content, never a mix.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| err!("{} has no parent", path.display()))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err!("writing {}: {e}", path.display())
+    })
+}
+
+/// Start time and state letter of `pid` from /proc/pid/stat.
+pub fn proc_stat(pid: i32) -> Option<(u64, char)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and parentheses: fields start after the last ')'.
+    let rest = &text[text.rfind(')')? + 2..];
+    let mut fields = rest.split(' ');
+    let state = fields.next()?.chars().next()?;
+    // `rest` starts at field 3 (state); start time is field 22.
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((start, state))
+}
+
+/// True if `pid` runs and is the same process that was started at `start` (zombies count as gone).
+pub fn process_alive(pid: i32, start: u64) -> bool {
+    match proc_stat(pid) {
+        Some((s, state)) => s == start && state != 'Z' && state != 'X',
+        None => false,
+    }
+}
+
+/// The current time as RFC 3339 with nanoseconds, in UTC.
+pub fn now_rfc3339() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339(d.as_secs() as i64, d.subsec_nanos())
+}
+
+/// Formats a Unix time as RFC 3339 in UTC (civil-from-days, proleptic Gregorian calendar).
+pub fn rfc3339(secs: i64, nanos: u32) -> String {
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_known_dates() {
+        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(rfc3339(951_782_400, 5), "2000-02-29T00:00:00.000000005Z");
+        assert_eq!(rfc3339(1_796_000_000, 0), "2026-11-30T00:53:20.000000000Z");
+    }
+
+    #[test]
+    fn own_process_is_alive_and_start_time_matters() {
+        let me = std::process::id() as i32;
+        let (start, _) = proc_stat(me).unwrap();
+        assert!(process_alive(me, start));
+        assert!(!process_alive(me, start + 1));
+        assert!(!process_alive(i32::MAX, start));
+    }
+
+    #[test]
+    fn atomic_write_replaces_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.json");
+        atomic_write(&p, b"first version, long").unwrap();
+        atomic_write(&p, b"second").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"second");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}

@@ -1,0 +1,265 @@
+//! Command-line definitions: runc's verbs and flags.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// An OCI runtime with runc's command line (cgroup v2 only).
+#[derive(Parser, Debug)]
+#[command(name = "crius-runc", version, about, long_about = None)]
+pub struct Cli {
+    /// Directory for container state (tmpfs recommended).
+    #[arg(
+        long,
+        global = true,
+        default_value = "/run/crius-runc",
+        env = "CRIUS_RUNC_ROOT"
+    )]
+    pub root: PathBuf,
+    /// Write the runtime's log to this file (errors and warnings).
+    #[arg(long, global = true)]
+    pub log: Option<PathBuf>,
+    /// Format of the log file.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Use systemd to manage cgroups (not supported yet: an error).
+    #[arg(long, global = true)]
+    pub systemd_cgroup: bool,
+    /// Accepted for compatibility; logs are always at debug detail on error.
+    #[arg(long, global = true)]
+    pub debug: bool,
+    /// Accepted for compatibility (rootless mode is detected from the config).
+    #[arg(long, global = true)]
+    pub rootless: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Log file format.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum LogFormat {
+    /// `time=... level=... msg=...`
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Output format of list and ps.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// A table for humans.
+    Table,
+    /// JSON.
+    Json,
+}
+
+/// Options shared by create and run.
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// Container id.
+    pub id: String,
+    /// Path to the bundle directory (holding config.json).
+    #[arg(short, long, default_value = ".")]
+    pub bundle: PathBuf,
+    /// File to write the container's init pid to.
+    #[arg(long)]
+    pub pid_file: Option<PathBuf>,
+    /// Unix socket that receives the pty master fd when process.terminal is true.
+    #[arg(long)]
+    pub console_socket: Option<PathBuf>,
+    /// Accepted for compatibility (pivot_root is always used).
+    #[arg(long)]
+    pub no_pivot: bool,
+    /// Accepted for compatibility (no session keyring is created).
+    #[arg(long)]
+    pub no_new_keyring: bool,
+    /// Pass this many extra fds (from 3) to the container (not supported yet unless 0).
+    #[arg(long, default_value_t = 0)]
+    pub preserve_fds: u32,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create a container: set it up and leave its process waiting for `start`.
+    Create(CreateArgs),
+    /// Start a created container.
+    Start {
+        /// Container id.
+        id: String,
+    },
+    /// Create and start a container; without --detach, wait for it, then delete it and exit with its code.
+    Run {
+        #[command(flatten)]
+        create: CreateArgs,
+        /// Return once the container runs.
+        #[arg(short, long)]
+        detach: bool,
+        /// Keep the container's state after it exits.
+        #[arg(long)]
+        keep: bool,
+    },
+    /// Print the OCI state of a container as JSON.
+    State {
+        /// Container id.
+        id: String,
+    },
+    /// Send a signal (default SIGTERM) to a container's init process.
+    Kill {
+        /// Container id.
+        id: String,
+        /// Signal name (KILL, SIGKILL) or number.
+        #[arg(default_value = "SIGTERM")]
+        signal: String,
+        /// Send the signal to every process of the container.
+        #[arg(short, long)]
+        all: bool,
+    },
+    /// Delete a stopped (or created) container.
+    Delete {
+        /// Container id.
+        id: String,
+        /// Kill a running container first; no error if it does not exist.
+        #[arg(short, long)]
+        force: bool,
+    },
+    /// Run a new process in a running container.
+    Exec(ExecArgs),
+    /// Change a running container's cgroup limits live.
+    Update(UpdateArgs),
+    /// List the processes of a container.
+    Ps {
+        /// Container id.
+        id: String,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Options passed to ps(1) for the table format.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        ps_args: Vec<String>,
+    },
+    /// Freeze every process of a container.
+    Pause {
+        /// Container id.
+        id: String,
+    },
+    /// Thaw a paused container.
+    Resume {
+        /// Container id.
+        id: String,
+    },
+    /// Print resource statistics of a container.
+    Events {
+        /// Container id.
+        id: String,
+        /// Print statistics once and exit.
+        #[arg(long)]
+        stats: bool,
+        /// Interval between statistics, e.g. 5s or 500ms.
+        #[arg(long, default_value = "5s")]
+        interval: String,
+    },
+    /// Print what this runtime supports, as JSON (OCI runtime features).
+    Features,
+    /// List containers.
+    List {
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Print ids only.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Write a default config.json (busybox-ready) into the current directory or --bundle.
+    Spec {
+        /// Directory to write config.json to.
+        #[arg(short, long, default_value = ".")]
+        bundle: PathBuf,
+    },
+}
+
+/// exec's options (as runc's).
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    /// Container id.
+    pub id: String,
+    /// The command and its arguments (unless --process is given).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+    /// A JSON file describing the process (OCI `process` object).
+    #[arg(short, long)]
+    pub process: Option<PathBuf>,
+    /// Return once the process runs.
+    #[arg(short, long)]
+    pub detach: bool,
+    /// File to write the process's pid to.
+    #[arg(long)]
+    pub pid_file: Option<PathBuf>,
+    /// Unix socket that receives the pty master fd (with --tty).
+    #[arg(long)]
+    pub console_socket: Option<PathBuf>,
+    /// Allocate a pseudo-terminal.
+    #[arg(short, long)]
+    pub tty: bool,
+    /// Working directory in the container.
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Set an environment variable (NAME=value), repeatable.
+    #[arg(short, long)]
+    pub env: Vec<String>,
+    /// User as uid[:gid].
+    #[arg(short, long)]
+    pub user: Option<String>,
+    /// Additional gid, repeatable.
+    #[arg(short = 'g', long)]
+    pub additional_gids: Vec<u32>,
+    /// Add a capability (CAP_NAME), repeatable.
+    #[arg(short, long)]
+    pub cap: Vec<String>,
+    /// Set no_new_privileges.
+    #[arg(long)]
+    pub no_new_privs: bool,
+    /// Pass this many extra fds to the process (not supported yet unless 0).
+    #[arg(long, default_value_t = 0)]
+    pub preserve_fds: u32,
+}
+
+/// update's options (as runc's).
+#[derive(Args, Debug)]
+pub struct UpdateArgs {
+    /// Container id.
+    pub id: String,
+    /// OCI LinuxResources JSON from a file, or `-` for stdin.
+    #[arg(short, long)]
+    pub resources: Option<PathBuf>,
+    /// CPU CFS period (µs).
+    #[arg(long)]
+    pub cpu_period: Option<u64>,
+    /// CPU CFS quota (µs; -1 = unlimited).
+    #[arg(long, allow_hyphen_values = true)]
+    pub cpu_quota: Option<i64>,
+    /// CPU shares (converted to cpu.weight).
+    #[arg(long)]
+    pub cpu_share: Option<u64>,
+    /// CPUs to use (cpuset).
+    #[arg(long)]
+    pub cpuset_cpus: Option<String>,
+    /// Memory nodes to use (cpuset).
+    #[arg(long)]
+    pub cpuset_mems: Option<String>,
+    /// Memory limit in bytes (-1 = unlimited).
+    #[arg(long, allow_hyphen_values = true)]
+    pub memory: Option<i64>,
+    /// Memory reservation (memory.low) in bytes.
+    #[arg(long, allow_hyphen_values = true)]
+    pub memory_reservation: Option<i64>,
+    /// Memory plus swap limit in bytes (-1 = unlimited).
+    #[arg(long, allow_hyphen_values = true)]
+    pub memory_swap: Option<i64>,
+    /// Maximum number of pids (-1 or 0 = unlimited).
+    #[arg(long, allow_hyphen_values = true)]
+    pub pids_limit: Option<i64>,
+    /// Block IO weight (10-1000).
+    #[arg(long)]
+    pub blkio_weight: Option<u16>,
+}

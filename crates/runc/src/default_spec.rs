@@ -1,0 +1,92 @@
+//! What `crius-runc spec` writes and what `crius-runc features` reports.
+
+use serde_json::{Value, json};
+
+const DEFAULT_CAPS: &[&str] = &["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"];
+
+/// A default config.json: a non-interactive `sh` in new namespaces with the usual mounts and restrictions.
+pub fn config() -> String {
+    let v = json!({
+        "ociVersion": "1.2.0",
+        "process": {
+            "terminal": false,
+            "user": {"uid": 0, "gid": 0},
+            "args": ["sh"],
+            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TERM=xterm"],
+            "cwd": "/",
+            "capabilities": {
+                "bounding": DEFAULT_CAPS, "effective": DEFAULT_CAPS, "permitted": DEFAULT_CAPS,
+            },
+            "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
+            "noNewPrivileges": true
+        },
+        "root": {"path": "rootfs", "readonly": true},
+        "hostname": "crius",
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+            {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+             "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
+            {"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
+            {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]},
+            {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
+            {"destination": "/sys/fs/cgroup", "type": "cgroup2", "source": "cgroup", "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}
+        ],
+        "linux": {
+            "resources": {"devices": [{"allow": false, "access": "rwm"}]},
+            "namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "cgroup"}],
+            "maskedPaths": ["/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+                "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"],
+            "readonlyPaths": ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
+        }
+    });
+    serde_json::to_string_pretty(&v).expect("static JSON")
+}
+
+/// The OCI runtime features document.
+pub fn features() -> Value {
+    let last = crius_oci::caps::last_cap();
+    let mut caps: Vec<(u8, String)> = crius_oci::caps::all_names()
+        .into_iter()
+        .filter(|(i, _)| *i <= last)
+        .collect();
+    caps.sort();
+    let caps: Vec<String> = caps.into_iter().map(|(_, name)| name).collect();
+    json!({
+        "ociVersionMin": "1.0.0",
+        "ociVersionMax": "1.2.0",
+        "hooks": ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"],
+        "mountOptions": ["async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "mand",
+            "noatime", "nodev", "nodiratime", "noexec", "nomand", "norelatime", "nostrictatime", "nosuid",
+            "private", "rbind", "relatime", "remount", "ro", "rprivate", "rshared", "rslave", "runbindable",
+            "rw", "shared", "slave", "strictatime", "suid", "sync", "tmpcopyup", "unbindable"],
+        "linux": {
+            "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "time", "user", "uts"],
+            "capabilities": caps,
+            "cgroup": {"v1": false, "v2": true, "systemd": false, "systemdUser": false, "rdma": true},
+            "seccomp": {
+                "enabled": true,
+                "actions": ["SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS",
+                    "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"],
+                "operators": ["SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT",
+                    "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"],
+                "archs": ["SCMP_ARCH_X86", "SCMP_ARCH_X86_64", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
+                "knownFlags": ["SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW"],
+                "supportedFlags": ["SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW"]
+            },
+            "apparmor": {"enabled": false},
+            "selinux": {"enabled": false},
+            "intelRdt": {"enabled": false}
+        },
+        "annotations": {"io.crius.runtime.version": env!("CARGO_PKG_VERSION")}
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn default_config_parses_as_an_oci_spec() {
+        let spec = crius_oci::config::parse("default", super::config().as_bytes()).unwrap();
+        assert_eq!(spec.process().as_ref().unwrap().args().as_ref().unwrap()[0], "sh");
+    }
+}

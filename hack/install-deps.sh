@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The one place that installs what crius needs to build, test and benchmark on Debian 12 (bookworm).
+# Used by the README and by .ci/run. Idempotent; needs root.
+set -euo pipefail
+
+packages=(
+  # build
+  pkg-config libseccomp-dev protobuf-compiler
+  # test rootfs and images
+  busybox-static
+  # the cgroup-v2 VM (hack/vm): qemu + virtiofsd, Debian's cloud kernel, initramfs tools
+  qemu-system-x86 linux-image-cloud-amd64 cpio kmod lz4 binutils
+  # reference runtimes the tests and benchmarks compare against
+  runc crun
+  # tools used by tests and benchmarks
+  iproute2 util-linux procps hyperfine jq
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt

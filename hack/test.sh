@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The one test entry point (README and .ci/run call it). Needs root and what hack/install-deps.sh installs.
+#   1. static checks: rustfmt, clippy -D warnings, rustdoc -D warnings
+#   2. unit tests (no root needed)
+#   3. privileged tests on this host, with crius-runc and again with runc (which checks the tests themselves)
+#   4. the cgroup-v2 group inside a VM (hack/vm/run-in-vm.sh), with crius-runc and with runc
+# Any failure stops the run with a non-zero exit. Nothing is skipped: a missing prerequisite fails loudly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n=== %s\n' "$*"; }
+host_suites=(--test lifecycle --test isolation --test bad_input)
+
+step "rustfmt"
+cargo fmt --all --check
+step "clippy"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+step "rustdoc"
+RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --workspace --quiet
+
+step "unit tests"
+cargo test --workspace
+
+step "build (binaries used by the privileged tests)"
+cargo build --workspace --bins
+
+step "privileged tests on the host: crius-runc"
+cargo test -p crius-privileged-tests "${host_suites[@]}" -- --ignored
+step "privileged tests on the host: runc (crius-only tests excepted)"
+CRIUS_TEST_RUNTIME=runc cargo test -p crius-privileged-tests "${host_suites[@]}" -- --ignored --skip crius_only
+
+step "cgroup v2 tests in the VM: crius-runc, then runc"
+vm_test=$(cargo test -p crius-privileged-tests --test cgroup_v2 --no-run --message-format=json 2>/dev/null |
+  jq -r 'select(.profile.test == true and .target.name == "cgroup_v2") | .executable' | tail -n1)
+[ -x "$vm_test" ] || { echo "could not find the cgroup_v2 test binary" >&2; exit 1; }
+RUN_IN_VM_TIMEOUT=${RUN_IN_VM_TIMEOUT:-900} hack/vm/run-in-vm.sh sh -c "
+  '$vm_test' --ignored --test-threads=1 &&
+  CRIUS_TEST_RUNTIME=runc '$vm_test' --ignored --test-threads=1 --skip crius_only"
+
+step "all test groups passed"

@@ -1,0 +1,156 @@
+//! Container lifecycle through the runtime's CLI: states, exit codes, output, run --detach, exec, pause.
+//! Runs against crius-runc, and against runc with `CRIUS_TEST_RUNTIME=runc` (hack/test.sh does both).
+
+use crius_test_support::{Bundle, Runtime, unique};
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn create_start_kill_delete_walks_the_states() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = unique("life");
+    rt.create(&id, &b, &[]);
+    let st = rt.state(&id);
+    assert_eq!(st["status"], "created");
+    assert!(st["pid"].as_i64().unwrap() > 0);
+    assert_eq!(st["id"], id.as_str());
+    rt.ok(&["start", &id]);
+    assert_eq!(rt.status(&id), "running");
+    rt.ok(&["kill", &id, "KILL"]);
+    rt.wait_status(&id, "stopped");
+    rt.ok(&["delete", &id]);
+    assert!(
+        !rt.run(&["state", &id]).status.success(),
+        "state of a deleted container must fail"
+    );
+    assert!(rt.ids().is_empty(), "state left behind: {:?}", rt.ids());
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn run_returns_the_exit_code_and_passes_stdout() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sh", "-c", "echo out; echo err >&2; exit 7"]);
+    let dir = b.write().to_str().unwrap().to_string();
+    let id = unique("run");
+    let out = rt.run(&["run", "--bundle", &dir, &id]);
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("err"));
+    assert!(
+        rt.ids().is_empty(),
+        "run must delete the container: {:?}",
+        rt.ids()
+    );
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn run_reports_death_by_signal_as_128_plus_signal() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let dir = b.write().to_str().unwrap().to_string();
+    let id = unique("sig");
+    let mut run = rt
+        .command(&["run", "--bundle", &dir, &id])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !rt.run(&["state", &id]).status.success() || rt.status(&id) != "running" {
+        assert!(std::time::Instant::now() < deadline, "container never ran");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    rt.ok(&["kill", &id, "KILL"]);
+    assert_eq!(run.wait().unwrap().code(), Some(137));
+    assert!(rt.ids().is_empty());
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn run_detach_leaves_it_running() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let dir = b.write().to_str().unwrap().to_string();
+    let id = unique("detach");
+    let out = rt
+        .command(&["run", "--detach", "--bundle", &dir, &id])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(b.path().join("stderr")).unwrap())
+        .status()
+        .unwrap();
+    // Not output(): the container inherits the pipes and would keep them open.
+    assert!(out.success(), "{}", b.stderr());
+    assert_eq!(rt.status(&id), "running");
+    rt.ok(&["delete", "--force", &id]);
+    assert!(rt.ids().is_empty());
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn exec_runs_in_the_containers_namespaces() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = unique("exec");
+    rt.create_started(&id, &b);
+    let out = rt.run(&[
+        "exec",
+        &id,
+        "sh",
+        "-c",
+        "hostname; tr '\\0' ' ' < /proc/1/cmdline; echo; exit 5",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "crius-test\nsleep 1000 \n");
+
+    let process = b.path().join("process.json");
+    let p = serde_json::json!({"cwd": "/tmp", "args": ["sh", "-c", "pwd; echo $X; id -u"], "env": ["PATH=/bin", "X=42"],
+        "user": {"uid": 65534, "gid": 65534}});
+    std::fs::write(&process, p.to_string()).unwrap();
+    let out = rt.ok(&["exec", "--process", process.to_str().unwrap(), &id]);
+    assert_eq!(out, "/tmp\n42\n65534\n");
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn pid_file_ps_list_pause_resume_and_stats() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = unique("misc");
+    let pid_file = b.path().join("pid");
+    rt.create(&id, &b, &["--pid-file", pid_file.to_str().unwrap()]);
+    let pid: i64 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(rt.state(&id)["pid"].as_i64(), Some(pid));
+    rt.ok(&["start", &id]);
+
+    let pids: Vec<i64> = serde_json::from_str(&rt.ok(&["ps", "--format", "json", &id])).unwrap();
+    assert_eq!(pids, vec![pid]);
+    let list = rt.ok(&["list", "--quiet"]);
+    assert!(list.lines().any(|l| l == id), "{list}");
+
+    rt.ok(&["pause", &id]);
+    assert_eq!(rt.status(&id), "paused");
+    rt.fails(&["pause", &id]);
+    rt.ok(&["resume", &id]);
+    assert_eq!(rt.status(&id), "running");
+
+    let ev: serde_json::Value =
+        serde_json::from_str(rt.ok(&["events", "--stats", &id]).lines().next().unwrap()).unwrap();
+    assert_eq!(ev["type"], "stats");
+    assert_eq!(ev["id"], id.as_str());
+    rt.ok(&["delete", "--force", &id]);
+}
