@@ -5,7 +5,6 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
-use nix::sched::CloneFlags;
 use nix::unistd::{ForkResult, fork};
 use oci_spec::runtime::{LinuxNamespaceType, Process};
 
@@ -151,11 +150,10 @@ fn enter(
             )
         })?;
     }
-    let _ = CloneFlags::empty();
     // SAFETY: single-threaded; the child execs or _exits.
     match unsafe { fork() }.map_err(|e| err!("fork: {e}"))? {
         ForkResult::Child => {
-            let e = run_process(ch, opts, console, seccomp).unwrap_err();
+            let e = run_process(opts, console, seccomp).unwrap_err();
             let _ = ch.send(&format!("error {e}"));
             // SAFETY: as above.
             unsafe { libc::_exit(127) }
@@ -169,7 +167,6 @@ fn enter(
 }
 
 fn run_process(
-    _ch: &Channel,
     opts: &ExecOptions,
     console: Option<UnixStream>,
     seccomp: Option<&oci_spec::runtime::LinuxSeccomp>,

@@ -207,7 +207,7 @@ pub struct ExecArgs {
     /// Set an environment variable (NAME=value), repeatable.
     #[arg(short, long)]
     pub env: Vec<String>,
-    /// User as uid[:gid].
+    /// User as `uid[:gid]`.
     #[arg(short, long)]
     pub user: Option<String>,
     /// Additional gid, repeatable.

@@ -380,3 +380,51 @@ pub fn cgroup2_mount() -> PathBuf {
 pub fn pure_cgroup_v2() -> bool {
     cgroup2_mount() == Path::new("/sys/fs/cgroup")
 }
+
+/// A console socket as a shim provides one: the runtime connects and sends the pty master with SCM_RIGHTS.
+pub struct ConsoleSocket {
+    dir: tempfile::TempDir,
+    listener: std::os::unix::net::UnixListener,
+}
+
+impl ConsoleSocket {
+    /// Listens on a fresh socket path.
+    pub fn new() -> ConsoleSocket {
+        let dir = tempfile::Builder::new()
+            .prefix("crius-console-")
+            .tempdir()
+            .expect("tempdir");
+        let listener = std::os::unix::net::UnixListener::bind(dir.path().join("console.sock")).expect("bind");
+        ConsoleSocket { dir, listener }
+    }
+
+    /// The socket path to pass as `--console-socket`.
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("console.sock")
+    }
+
+    /// Accepts the runtime's connection and returns the pty master it sends.
+    pub fn receive(&self) -> std::fs::File {
+        use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let (conn, _) = self.listener.accept().expect("accept");
+        let mut buf = [0u8; 4096];
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+        let msg =
+            recvmsg::<()>(conn.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::empty()).expect("recvmsg");
+        for c in msg.cmsgs().expect("cmsgs") {
+            if let ControlMessageOwned::ScmRights(fds) = c {
+                // SAFETY: the fd was just received and is owned by nobody else.
+                return unsafe { std::fs::File::from_raw_fd(fds[0]) };
+            }
+        }
+        panic!("no fd received on the console socket");
+    }
+}
+
+impl Default for ConsoleSocket {
+    fn default() -> Self {
+        Self::new()
+    }
+}

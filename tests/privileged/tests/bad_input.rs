@@ -131,3 +131,27 @@ fn crius_only_limit_without_its_controller_fails_naming_it() {
     );
     assert_clean(&rt, &b);
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn errors_reach_the_json_log() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["true"]);
+    let log = b.path().join("runtime.log");
+    let log_arg = log.to_str().unwrap().to_string();
+    rt.fails(&[
+        "--log",
+        &log_arg,
+        "--log-format",
+        "json",
+        "state",
+        "no-such-container",
+    ]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["level"], "error");
+    let msg = last["msg"].as_str().unwrap();
+    assert!(msg.contains("does not exist"), "{text}");
+    // crius also names the container (runc 1.1 does not).
+    assert!(!rt.is_crius || msg.contains("no-such-container"), "{text}");
+}

@@ -47,10 +47,27 @@ fn limits_are_in_place_at_create() {
     b.config["linux"]["resources"]["cpu"] = json!({"quota": 50000, "period": 100000});
     b.config["linux"]["resources"]["memory"] = json!({"limit": 67108864});
     b.config["linux"]["resources"]["pids"] = json!({"limit": 64});
+    b.config["linux"]["resources"]["cpu"]["cpus"] = json!("0");
+    b.config["linux"]["resources"]["cpu"]["mems"] = json!("0");
+    b.config["linux"]["resources"]["hugepageLimits"] = json!([{"pageSize": "2MB", "limit": 4194304}]);
+    // The VM has a scratch disk /dev/vda for io limits.
+    let dev = std::fs::read_to_string("/sys/block/vda/dev").expect("the VM's /dev/vda");
+    let (major, minor) = dev.trim().split_once(':').unwrap();
+    let (major, minor): (u64, u64) = (major.parse().unwrap(), minor.parse().unwrap());
+    b.config["linux"]["resources"]["blockIO"] =
+        json!({"throttleReadBpsDevice": [{"major": major, "minor": minor, "rate": 1048576}]});
     let id = started(&rt, &b);
     assert_eq!(read(&b, "cpu.max"), "50000 100000");
     assert_eq!(read(&b, "memory.max"), "67108864");
     assert_eq!(read(&b, "pids.max"), "64");
+    assert_eq!(read(&b, "cpuset.cpus"), "0");
+    assert_eq!(read(&b, "cpuset.mems"), "0");
+    assert_eq!(read(&b, "hugetlb.2MB.max"), "4194304");
+    let io = read(&b, "io.max");
+    assert!(
+        io.starts_with(&format!("{major}:{minor} rbps=1048576 ")),
+        "io.max: {io}"
+    );
     let pid = rt.state(&id)["pid"].as_i64().unwrap();
     assert!(read(&b, "cgroup.procs").lines().any(|l| l == pid.to_string()));
     rt.ok(&["delete", "--force", &id]);

@@ -207,3 +207,41 @@ fn crius_only_oom_score_adj_is_clamped_without_cap_sys_resource() {
         "{out} / {err}"
     );
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn domainname_devices_cgroup_namespace_and_bind_propagation() {
+    let rt = Runtime::from_env();
+    let mut b = sh(
+        "cat /proc/sys/kernel/domainname; stat -c '%F %t:%T' /dev/mydev; grep '^0::' /proc/self/cgroup; \
+                    ls /sys/fs/cgroup/cgroup.procs; grep ' /data ' /proc/self/mountinfo | grep -o 'master:[0-9]*' | wc -l",
+    );
+    b.config["domainname"] = json!("example.test");
+    b.config["linux"]["devices"] =
+        json!([{"path": "/dev/mydev", "type": "c", "major": 1, "minor": 3, "fileMode": 438}]);
+    b.config["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "cgroup"}));
+    let data = b.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    // A shared host mount, bound rslave into the container: its mount is a slave of the host's.
+    std::process::Command::new("mount")
+        .args(["--bind", "--make-shared"])
+        .arg(&data)
+        .arg(&data)
+        .status()
+        .unwrap();
+    let mounts = b.config["mounts"].as_array_mut().unwrap();
+    mounts.push(json!({"destination": "/sys/fs/cgroup", "type": "cgroup2", "source": "cgroup", "options": ["nosuid", "noexec", "nodev", "ro"]}));
+    mounts.push(
+        json!({"destination": "/data", "type": "bind", "source": data, "options": ["rbind", "rslave"]}),
+    );
+    let (code, out, err) = run(&rt, &b);
+    std::process::Command::new("umount").arg(&data).status().unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "example.test\ncharacter special file 1:3\n0::/\n/sys/fs/cgroup/cgroup.procs\n1\n"
+    );
+}

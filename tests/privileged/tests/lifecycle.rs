@@ -154,3 +154,26 @@ fn pid_file_ps_list_pause_resume_and_stats() {
     assert_eq!(ev["id"], id.as_str());
     rt.ok(&["delete", "--force", &id]);
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn terminal_through_the_console_socket() {
+    use std::io::Read;
+    let rt = Runtime::from_env();
+    let mut b = Bundle::new(&["sh", "-c", "[ -t 0 ] && [ -t 1 ] && tty && echo done"]);
+    b.config["process"]["terminal"] = serde_json::json!(true);
+    let console = crius_test_support::ConsoleSocket::new();
+    let id = unique("tty");
+    let sock = console.path();
+    let receiver = std::thread::spawn(move || console.receive());
+    rt.create(&id, &b, &["--console-socket", sock.to_str().unwrap()]);
+    let mut master = receiver.join().unwrap();
+    rt.ok(&["start", &id]);
+    let mut out = Vec::new();
+    // Reading the master ends with EIO once the container's side is closed.
+    let _ = master.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains("/dev/pts/0") && text.contains("done"), "{text:?}");
+    rt.wait_status(&id, "stopped");
+    rt.ok(&["delete", &id]);
+}
