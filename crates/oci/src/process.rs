@@ -53,8 +53,10 @@ pub fn resolve(prog: &str, env: &[String], cwd: &Path) -> Result<PathBuf> {
         .ok_or_else(|| err!("exec: {prog:?}: executable file not found in $PATH"))
 }
 
-/// Checks and compiles what `finish` will apply. Must run with the container's root as `/`.
+/// Sets the rlimits (so an impossible one fails the create or exec call itself), then checks and compiles what
+/// `finish` will apply. Runs in the container process, with the container's root as `/`.
 pub fn prepare(p: &Process, seccomp: Option<&LinuxSeccomp>) -> Result<Prepared> {
+    set_rlimits(p)?;
     let args = p.args().clone().unwrap_or_default();
     let env = p.env().clone().unwrap_or_default();
     let exe = resolve(&args[0], &env, p.cwd())?;
@@ -134,7 +136,6 @@ pub fn set_rlimits(p: &Process) -> Result<()> {
 
 /// Applies user, groups, capabilities, no_new_privs and seccomp, then executes the program. Returns only on error.
 pub fn finish(p: &Process, prep: Prepared) -> Result<std::convert::Infallible> {
-    set_rlimits(p)?;
     if let Some(mask) = p.user().umask() {
         nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(mask));
     }

@@ -155,3 +155,24 @@ fn errors_reach_the_json_log() {
     // crius also names the container (runc 1.1 does not).
     assert!(!rt.is_crius || msg.contains("no-such-container"), "{text}");
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn crius_only_rlimit_above_the_hard_limit_names_it() {
+    let rt = Runtime::from_env();
+    let mut hard = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit with a valid pointer.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut hard) };
+    let mut b = Bundle::new(&["true"]);
+    let above = hard.rlim_max + 1;
+    b.config["process"]["rlimits"] = json!([{"type": "RLIMIT_NOFILE", "hard": above, "soft": above}]);
+    let err = create_fails(&rt, &b, &unique("rlimit"));
+    assert!(
+        err.contains("RLIMIT_NOFILE") && err.contains(&hard.rlim_max.to_string()),
+        "{err}"
+    );
+    assert_clean(&rt, &b);
+}
