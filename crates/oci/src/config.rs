@@ -96,6 +96,7 @@ pub fn check(file: &str, dir: &Path, spec: &Spec) -> Result<PathBuf> {
     if spec.hostname().as_deref().is_some_and(|h| !h.is_empty()) && !seen.contains(&LinuxNamespaceType::Uts) {
         return bad("hostname", "setting a hostname needs a uts namespace");
     }
+    unsupported(file, spec)?;
     let userns = seen.contains(&LinuxNamespaceType::User);
     let maps = linux.uid_mappings().as_ref().is_some_and(|m| !m.is_empty());
     if userns && !maps && linux.namespaces().iter().flatten().all(|n| n.path().is_none()) {
@@ -105,6 +106,46 @@ pub fn check(file: &str, dir: &Path, spec: &Spec) -> Result<PathBuf> {
         );
     }
     Ok(rootfs)
+}
+
+/// Fields crius does not apply yet: refused by name rather than silently ignored.
+fn unsupported(file: &str, spec: &Spec) -> Result<()> {
+    let no = |field: &str| Err(Error::config(file, field, "not supported by crius yet"));
+    let linux = spec.linux().as_ref();
+    if let Some(l) = linux {
+        if l.intel_rdt().is_some() {
+            return no("linux.intelRdt");
+        }
+        if l.memory_policy().is_some() {
+            return no("linux.memoryPolicy");
+        }
+        if l.time_offsets().as_ref().is_some_and(|t| !t.is_empty()) {
+            return no("linux.timeOffsets");
+        }
+        if l.net_devices().as_ref().is_some_and(|d| !d.is_empty()) {
+            return no("linux.netDevices");
+        }
+        if l.personality()
+            .as_ref()
+            .is_some_and(|p| p.flags().as_ref().is_some_and(|f| !f.is_empty()))
+        {
+            return no("linux.personality.flags");
+        }
+    }
+    if let Some(p) = spec.process() {
+        if p.scheduler().is_some() {
+            return no("process.scheduler");
+        }
+        if p.exec_cpu_affinity().is_some() {
+            return no("process.execCPUAffinity");
+        }
+    }
+    for (i, m) in spec.mounts().iter().flatten().enumerate() {
+        if m.uid_mappings().is_some() || m.gid_mappings().is_some() {
+            return no(&format!("mounts[{i}].uidMappings (idmapped mounts)"));
+        }
+    }
+    Ok(())
 }
 
 /// Checks a process description (shared by create and exec).
@@ -155,6 +196,16 @@ mod tests {
             (r#""cwd":"/""#, r#""cwd":"rel""#, "process.cwd"),
             (r#"{"type":"mount"}"#, r#"{"type":"uts"}"#, "a mount namespace"),
             (r#""ociVersion":"1.0.2","#, "", "ociVersion"),
+            (
+                r#""cwd":"/","#,
+                r#""cwd":"/","scheduler":{"policy":"SCHED_FIFO"},"#,
+                "process.scheduler",
+            ),
+            (
+                r#"{"type":"mount"}]"#,
+                r#"{"type":"mount"}],"intelRdt":{"closID":"x"}"#,
+                "linux.intelRdt",
+            ),
         ] {
             let spec = parse("c", GOOD.replace(from, to).as_bytes()).unwrap();
             let e = check("c", dir.path(), &spec).unwrap_err().to_string();

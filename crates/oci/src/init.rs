@@ -52,6 +52,7 @@ pub fn run(
     let _ = std::fs::create_dir_all(cwd);
     nix::unistd::chdir(cwd).map_err(|e| err!("process.cwd {}: {e}", cwd.display()))?;
     let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().as_ref());
+    crate::process::set_personality(spec.linux().as_ref().and_then(|l| l.personality().as_ref()))?;
     let prepared = crate::process::prepare(process, seccomp)?;
     ch.send("created")?;
 

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use libseccomp::ScmpFilterContext;
 use nix::unistd::{Gid, Uid, setgroups, setresgid, setresuid};
-use oci_spec::runtime::{LinuxSeccomp, PosixRlimitType, Process};
+use oci_spec::runtime::{
+    IOPriorityClass, LinuxPersonality, LinuxPersonalityDomain, LinuxSeccomp, PosixRlimitType, Process,
+};
 
 use crate::caps::Sets;
 use crate::{Result, err};
@@ -57,6 +59,7 @@ pub fn resolve(prog: &str, env: &[String], cwd: &Path) -> Result<PathBuf> {
 /// `finish` will apply. Runs in the container process, with the container's root as `/`.
 pub fn prepare(p: &Process, seccomp: Option<&LinuxSeccomp>) -> Result<Prepared> {
     set_rlimits(p)?;
+    set_io_priority(p)?;
     let args = p.args().clone().unwrap_or_default();
     let env = p.env().clone().unwrap_or_default();
     let exe = resolve(&args[0], &env, p.cwd())?;
@@ -97,6 +100,36 @@ fn rlimit_resource(t: PosixRlimitType) -> Option<libc::__rlimit_resource_t> {
         #[allow(unreachable_patterns)]
         _ => return None,
     })
+}
+
+/// Sets the I/O scheduling class and priority (`ioprio_set` for this process).
+fn set_io_priority(p: &Process) -> Result<()> {
+    let Some(io) = p.io_priority() else { return Ok(()) };
+    let class: i64 = match io.class() {
+        IOPriorityClass::IoprioClassRt => 1,
+        IOPriorityClass::IoprioClassBe => 2,
+        IOPriorityClass::IoprioClassIdle => 3,
+    };
+    let value = (class << 13) | (io.priority() & 0x1fff);
+    // SAFETY: ioprio_set(IOPRIO_WHO_PROCESS, 0 = self, value) with integer arguments.
+    if unsafe { libc::syscall(libc::SYS_ioprio_set, 1, 0, value) } != 0 {
+        return Err(err!("process.ioPriority: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Sets the execution domain (`linux.personality`: LINUX or LINUX32).
+pub fn set_personality(p: Option<&LinuxPersonality>) -> Result<()> {
+    let Some(p) = p else { return Ok(()) };
+    let domain: libc::c_ulong = match p.domain() {
+        LinuxPersonalityDomain::PerLinux => 0x0000,
+        LinuxPersonalityDomain::PerLinux32 => 0x0008,
+    };
+    // SAFETY: personality(2) with an integer argument.
+    if unsafe { libc::personality(domain) } < 0 {
+        return Err(err!("linux.personality: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// Sets the process's rlimits; an EPERM names the limit and the host's hard limit.

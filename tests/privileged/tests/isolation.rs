@@ -253,3 +253,16 @@ fn crius_only_domainname() {
     let (code, out, err) = run(&rt, &b);
     assert_eq!((code, out.as_str()), (0, "example.test\n"), "{err}");
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn crius_only_personality_and_io_priority() {
+    // runc 1.1 ignores both (they came in runc 1.2).
+    let rt = Runtime::from_env();
+    let mut b = sh("uname -m; ionice -p $$");
+    b.config["linux"]["personality"] = json!({"domain": "LINUX32"});
+    b.config["process"]["ioPriority"] = json!({"class": "IOPRIO_CLASS_BE", "priority": 5});
+    let (code, out, err) = run(&rt, &b);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "i686\nbest-effort: prio 5\n");
+}
