@@ -3,10 +3,11 @@
 #   on the host: crius-runc vs runc (crun refuses this hybrid-cgroup host)
 #   in the VM (hack/vm, pure cgroup v2): crius-runc vs runc vs crun
 # Prints the median (and p90) per runtime and the ratio to crius-runc. Not a test: figures depend on the machine.
-# Usage: hack/bench-runtime.sh [iterations]      (root; hack/install-deps.sh first)
+# Usage: hack/bench-runtime.sh [iterations] [all|host|vm]     (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-40}
+where=${2:-all}
 
 if [ "${BENCH_INNER:-}" != 1 ]; then
   cargo build --release -p crius-runc --quiet
@@ -29,7 +30,8 @@ bench() {
   for ((i = 0; i < n + 3; i++)); do
     local id="b$i"
     t0=$(now)
-    "$bin" --root "$root" create --bundle "$work" "$id" </dev/null >/dev/null 2>&1
+    "$bin" --root "$root" create --bundle "$work" "$id" </dev/null >/dev/null 2>"$work/err" ||
+      { echo "$name create failed: $(cat "$work/err")" >&2; exit 1; }
     "$bin" --root "$root" start "$id" >/dev/null
     "$bin" --root "$root" delete --force "$id" >/dev/null
     t1=$(now)
@@ -56,5 +58,9 @@ if [ "${BENCH_INNER:-}" = 1 ]; then
   exit 0
 fi
 
-report "host (hybrid cgroups)" crius-runc="$crius" runc=/usr/sbin/runc
-BENCH_INNER=1 RUN_IN_VM_TIMEOUT=1800 hack/vm/run-in-vm.sh bash hack/bench-runtime.sh "$((n / 2))"
+if [ "$where" != vm ]; then
+  report "host (hybrid cgroups)" crius-runc="$crius" runc=/usr/sbin/runc
+fi
+if [ "$where" != host ]; then
+  BENCH_INNER=1 RUN_IN_VM_TIMEOUT=1800 hack/vm/run-in-vm.sh bash hack/bench-runtime.sh "$((n / 2))"
+fi

@@ -127,11 +127,11 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         None => None,
     };
     let (parent, child) = crate::channel::pair()?;
-    // SAFETY: crius-runc is single-threaded; the child only runs our setup code and then _exits or execs.
-    let stage1 = match unsafe { fork() }.map_err(|e| err!("fork: {e}"))? {
+    // crius-runc is single-threaded; the child only runs our setup code and then _exits or execs.
+    let stage1 = match crate::spawn::fork_into_cgroup(&cg.dir)? {
         ForkResult::Child => {
             drop(parent);
-            let e = stage1(&bundle, &cg, &child, &fifo, console).unwrap_err();
+            let e = stage1(&bundle, &child, &fifo, console).unwrap_err();
             let _ = child.send(&format!("error {e}"));
             // SAFETY: leave without running destructors that belong to the parent.
             unsafe { libc::_exit(1) }
@@ -251,14 +251,7 @@ fn set_oom_score_adj(pid: i32, adj: i32) {
     }
 }
 
-fn stage1(
-    bundle: &Bundle,
-    cg: &Cgroup,
-    ch: &Channel,
-    fifo: &OwnedFd,
-    console: Option<UnixStream>,
-) -> Result<()> {
-    cg.add(std::process::id() as i32)?;
+fn stage1(bundle: &Bundle, ch: &Channel, fifo: &OwnedFd, console: Option<UnixStream>) -> Result<()> {
     let linux = bundle.spec.linux().as_ref().expect("checked");
     let (join, new) = crate::namespaces::split(linux.namespaces().as_deref().unwrap_or_default());
     for (t, path) in &join {

@@ -92,11 +92,11 @@ pub fn exec(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32>
     let cg = Cgroup::at(&rec.cgroup)?;
     let seccomp = rec.spec.linux().as_ref().and_then(|l| l.seccomp().clone());
     let (parent, child) = crate::channel::pair()?;
-    // SAFETY: single-threaded process; the child only runs setup code and then execs or _exits.
-    let first = match unsafe { fork() }.map_err(|e| err!("fork: {e}"))? {
+    // Single-threaded process; the child only runs setup code and then execs or _exits.
+    let first = match crate::spawn::fork_into_cgroup(&cg.dir)? {
         ForkResult::Child => {
             drop(parent);
-            let e = enter(&cg, &ns, &child, opts, console, seccomp.as_ref()).unwrap_err();
+            let e = enter(&ns, &child, opts, console, seccomp.as_ref()).unwrap_err();
             let _ = child.send(&format!("error {e}"));
             // SAFETY: leave without running the parent's destructors.
             unsafe { libc::_exit(1) }
@@ -134,14 +134,12 @@ fn collect(ch: &Channel) -> Result<i32> {
 }
 
 fn enter(
-    cg: &Cgroup,
     ns: &[(LinuxNamespaceType, OwnedFd)],
     ch: &Channel,
     opts: &ExecOptions,
     console: Option<UnixStream>,
     seccomp: Option<&oci_spec::runtime::LinuxSeccomp>,
 ) -> Result<()> {
-    cg.add(std::process::id() as i32)?;
     for (t, fd) in ns {
         nix::sched::setns(fd, crate::namespaces::flag(*t)).map_err(|e| {
             err!(

@@ -32,6 +32,7 @@ pub mod ops;
 pub mod process;
 pub mod rootfs;
 pub mod seccomp;
+mod spawn;
 pub mod state;
 pub mod wait;
 

@@ -85,7 +85,7 @@ impl Record {
         serde_json::from_slice(&text).map_err(|e| err!("corrupt state {}: {e}", path.display()))
     }
 
-    /// Writes the record atomically (temp file, fsync, rename, fsync dir).
+    /// Writes the record atomically (see [`atomic_write`]).
     pub fn save(&self, root: &Path) -> Result<()> {
         let bytes = serde_json::to_vec(self).map_err(|e| err!("encoding state of {}: {e}", self.id))?;
         atomic_write(&Self::dir(root, &self.id).join(STATE_FILE), &bytes)
@@ -123,7 +123,8 @@ impl Record {
     }
 }
 
-/// Writes `bytes` to `path` so that readers see the old or the new content, never a mix.
+/// Writes `bytes` to `path` so that readers see the old or the new content, never a mix (temp file + rename).
+/// No fsync: runtime state describes live processes, which a power loss ends too, and it belongs on a tmpfs.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path
         .parent()
@@ -136,9 +137,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
+        std::fs::rename(&tmp, path)
     };
     write().map_err(|e| {
         let _ = std::fs::remove_file(&tmp);

@@ -7,7 +7,7 @@ const DEFAULT_CAPS: &[&str] = &["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SER
 /// A default config.json: a non-interactive `sh` in new namespaces with the usual mounts and restrictions.
 pub fn config() -> String {
     let v = json!({
-        "ociVersion": "1.2.0",
+        "ociVersion": "1.0.2",
         "process": {
             "terminal": false,
             "user": {"uid": 0, "gid": 0},
