@@ -102,25 +102,28 @@ fn run_container(root: &Path, a: &cli::CreateArgs, detach: bool, keep: bool) -> 
     Ok(code)
 }
 
+/// Reads a JSON document from a file, or from stdin for `-`; errors name the file and the field.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = if path == Path::new("-") {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| err!("reading stdin: {e}"))?;
+        s
+    } else {
+        std::fs::read_to_string(path).map_err(|e| err!("reading {}: {e}", path.display()))?
+    };
+    let de = &mut serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(de)
+        .map_err(|e| Error::config(path.display(), e.path().to_string(), e.inner().to_string()))
+}
+
 fn exec(root: &Path, a: cli::ExecArgs) -> Result<i32> {
     if a.preserve_fds != 0 {
         return Err(err!("--preserve-fds is not supported yet"));
     }
     let process: Process = match &a.process {
-        Some(path) => {
-            let text = if path == Path::new("-") {
-                let mut s = String::new();
-                std::io::stdin()
-                    .read_to_string(&mut s)
-                    .map_err(|e| err!("reading stdin: {e}"))?;
-                s
-            } else {
-                std::fs::read_to_string(path).map_err(|e| err!("reading {}: {e}", path.display()))?
-            };
-            let de = &mut serde_json::Deserializer::from_str(&text);
-            serde_path_to_error::deserialize(de)
-                .map_err(|e| Error::config(path.display(), e.path().to_string(), e.inner().to_string()))?
-        }
+        Some(path) => read_json(path)?,
         None => process_from_flags(root, &a)?,
     };
     let opts = ExecOptions {
@@ -191,20 +194,7 @@ fn process_from_flags(root: &Path, a: &cli::ExecArgs) -> Result<Process> {
 
 fn update_resources(a: &cli::UpdateArgs) -> Result<LinuxResources> {
     let mut res: LinuxResources = match &a.resources {
-        Some(path) => {
-            let text = if path == Path::new("-") {
-                let mut s = String::new();
-                std::io::stdin()
-                    .read_to_string(&mut s)
-                    .map_err(|e| err!("reading stdin: {e}"))?;
-                s
-            } else {
-                std::fs::read_to_string(path).map_err(|e| err!("reading {}: {e}", path.display()))?
-            };
-            let de = &mut serde_json::Deserializer::from_str(&text);
-            serde_path_to_error::deserialize(de)
-                .map_err(|e| Error::config(path.display(), e.path().to_string(), e.inner().to_string()))?
-        }
+        Some(path) => read_json(path)?,
         None => LinuxResources::default(),
     };
     let mut cpu = res.cpu().clone().unwrap_or_default();
