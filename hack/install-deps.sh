@@ -12,8 +12,8 @@ packages=(
   qemu-system-x86 linux-image-cloud-amd64 cpio kmod lz4 binutils
   # reference runtimes the tests and benchmarks compare against
   runc crun
-  # tools used by tests and benchmarks
-  iproute2 util-linux procps hyperfine jq
+  # tools used by tests and benchmarks (skopeo and umoci read the test images as real clients do)
+  iproute2 util-linux procps hyperfine jq skopeo umoci
 )
 
 missing=()

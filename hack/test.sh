@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n=== %s\n' "$*"; }
-host_suites=(--test lifecycle --test isolation --test bad_input)
+host_suites=(--test lifecycle --test isolation --test bad_input --test images)
 
 step "rustfmt"
 cargo fmt --all --check
@@ -21,8 +21,9 @@ RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --workspace --quiet
 step "unit tests"
 cargo test --workspace
 
-step "build (binaries used by the privileged tests)"
+step "build (binaries used by the privileged tests, and the static test program for the test images)"
 cargo build --workspace --bins
+cargo rustc -p crius-testprog --release --bin crius-testprog --quiet -- -C target-feature=+crt-static
 
 step "privileged tests on the host: crius-runc"
 cargo test -p crius-privileged-tests "${host_suites[@]}" -- --ignored

@@ -2,6 +2,8 @@
 //! driver for the runtime under test — crius-runc by default, or any runc-compatible binary named by
 //! `CRIUS_TEST_RUNTIME` (`runc`, `crun`, a path), so the same tests check crius and check themselves.
 
+pub mod image;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -358,6 +360,24 @@ pub fn which(name: &str) -> PathBuf {
         .map(|d| Path::new(d).join(name))
         .find(|p| p.exists())
         .unwrap_or_else(|| panic!("{name} is not installed (hack/install-deps.sh installs it)"))
+}
+
+/// The static test program (`crius-testprog`), built by hack/test.sh with
+/// `cargo rustc -p crius-testprog --release -- -C target-feature=+crt-static`, or `CRIUS_TESTPROG`.
+pub fn testprog_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("CRIUS_TESTPROG") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let target = exe.ancestors().nth(3).expect("target/<profile>/deps/<test>");
+    let bin = target.join("release/crius-testprog");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with `cargo rustc -p crius-testprog --release -- -C target-feature=+crt-static` \
+         (hack/test.sh does)",
+        bin.display()
+    );
+    bin
 }
 
 /// The cgroup2 mount point (pure v2: /sys/fs/cgroup; hybrid: /sys/fs/cgroup/unified).
