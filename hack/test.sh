@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n=== %s\n' "$*"; }
-host_suites=(--test lifecycle --test isolation --test bad_input --test images)
+host_suites=(--test lifecycle --test isolation --test bad_input --test images --test image_store)
 
 step "rustfmt"
 cargo fmt --all --check

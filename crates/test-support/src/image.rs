@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -77,6 +77,20 @@ pub fn layer_tar(dir: &Path) -> std::io::Result<Vec<u8>> {
             h.set_entry_type(tar::EntryType::Symlink);
             h.set_size(0);
             b.append_link(&mut h, &rel, std::fs::read_link(&full)?)?;
+        } else if ft.is_char_device() || ft.is_block_device() || ft.is_fifo() {
+            let kind = if ft.is_char_device() {
+                tar::EntryType::Char
+            } else if ft.is_block_device() {
+                tar::EntryType::Block
+            } else {
+                tar::EntryType::Fifo
+            };
+            h.set_entry_type(kind);
+            h.set_size(0);
+            let rdev = meta.rdev();
+            h.set_device_major(libc::major(rdev))?;
+            h.set_device_minor(libc::minor(rdev))?;
+            b.append_data(&mut h, &rel, std::io::empty())?;
         } else if ft.is_file() {
             let key = (meta.dev(), meta.ino());
             if let Some(first) = seen.get(&key).filter(|_| meta.nlink() > 1) {

@@ -40,7 +40,9 @@ pub fn build_busybox_rootfs(dir: &Path) -> std::io::Result<()> {
             format!("copying {} (install busybox-static): {e}", src.display()),
         )
     })?;
-    let list = Command::new(bin.join("busybox")).arg("--list").output()?;
+    // Ask the source binary, never the fresh copy: another test thread's fork may still hold the copy's write fd,
+    // and exec'ing it would then fail with ETXTBSY.
+    let list = Command::new(&src).arg("--list").output()?;
     for applet in String::from_utf8_lossy(&list.stdout).lines() {
         if applet != "busybox" && !applet.is_empty() {
             let _ = std::fs::hard_link(bin.join("busybox"), bin.join(applet));

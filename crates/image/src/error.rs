@@ -1,0 +1,33 @@
+//! Errors of the image store: each names the image, blob or path it is about.
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What can go wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A reference, digest or archive is malformed; the message names it.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// No such image or blob.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Content did not match its digest; nothing was stored.
+    #[error("digest mismatch for {what}: expected {expected}, got {actual}")]
+    DigestMismatch {
+        what: String,
+        expected: String,
+        actual: String,
+    },
+    /// A layer tries to write outside its directory or is otherwise unsafe; nothing outside was written.
+    #[error("unsafe layer entry {path:?}: {why}")]
+    UnsafeEntry { path: String, why: &'static str },
+    /// An I/O or system error, with what was being done.
+    #[error("{0}")]
+    Io(String),
+}
+
+/// Wraps an I/O error with context.
+pub(crate) fn io(what: impl std::fmt::Display, e: impl std::fmt::Display) -> Error {
+    Error::Io(format!("{what}: {e}"))
+}

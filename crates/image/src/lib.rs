@@ -1,0 +1,24 @@
+//! crius-image: where container images live on a node.
+//!
+//! ```text
+//! <root>/blobs/sha256/<hex>      content-addressed blobs (manifests, configs, compressed layers), digest-checked
+//! <root>/ingest/                 blobs being written; renamed into blobs/ only once their digest matches
+//! <root>/layers/<diff-id>/fs     each layer unpacked once (whiteouts as overlayfs whiteouts)
+//! <root>/images/<config-hex>.json image records: id (config digest), names, manifest, layers
+//! <root>/snapshots/<id>/{upper,work,rootfs}   a container's overlay of the image's layers
+//! ```
+//! Nothing half-done is visible: blobs and layers are written under temporary names and renamed into place,
+//! image records are written atomically, and a crash leaves only temporary entries that the next open removes.
+//!
+//! This crate covers the local side (store, import, unpack, snapshots); pulling from registries builds on it.
+
+pub mod digest;
+pub mod error;
+pub mod import;
+pub mod snapshot;
+pub mod store;
+pub mod unpack;
+
+pub use digest::Digest;
+pub use error::{Error, Result};
+pub use store::{ImageRecord, Store};

@@ -1,0 +1,89 @@
+//! A container's root filesystem: an overlay of its image's layer directories (read-only, top layer first)
+//! with its own upper and work directories under `<root>/snapshots/<id>/`. Removing it unmounts and deletes.
+
+use std::path::PathBuf;
+
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+
+use crate::error::io;
+use crate::{Error, ImageRecord, Result, Store};
+
+fn check_id(id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 256
+        && id != "."
+        && id != ".."
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "snapshot id {id:?}: use letters, digits, '-', '_', '.'"
+        )))
+    }
+}
+
+impl Store {
+    fn snapshot_dir(&self, id: &str) -> PathBuf {
+        self.root().join("snapshots").join(id)
+    }
+
+    /// Mounts the rootfs of container `id` from `image` and returns its path. Every layer must be unpacked.
+    pub fn prepare_snapshot(&self, id: &str, image: &ImageRecord) -> Result<PathBuf> {
+        check_id(id)?;
+        let dir = self.snapshot_dir(id);
+        if dir.exists() {
+            return Err(Error::InvalidArgument(format!("snapshot {id:?} already exists")));
+        }
+        let lowers: Vec<String> = image
+            .diff_ids
+            .iter()
+            .rev()
+            .map(|d| {
+                let l = self.layer_dir(d);
+                if l.exists() {
+                    Ok(l.display().to_string())
+                } else {
+                    Err(Error::NotFound(format!("layer {d}")))
+                }
+            })
+            .collect::<Result<_>>()?;
+        let (upper, work, rootfs) = (dir.join("upper"), dir.join("work"), dir.join("rootfs"));
+        for d in [&upper, &work, &rootfs] {
+            std::fs::create_dir_all(d).map_err(|e| io(format!("creating {}", d.display()), e))?;
+        }
+        let data = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            lowers.join(":"),
+            upper.display(),
+            work.display()
+        );
+        if let Err(e) = mount(
+            Some("overlay"),
+            &rootfs,
+            Some("overlay"),
+            MsFlags::empty(),
+            Some(data.as_str()),
+        ) {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(io(format!("mounting the overlay for {id} ({data})"), e));
+        }
+        Ok(rootfs)
+    }
+
+    /// Unmounts and deletes the snapshot of `id`; a missing one is fine.
+    pub fn remove_snapshot(&self, id: &str) -> Result<()> {
+        check_id(id)?;
+        let dir = self.snapshot_dir(id);
+        if !dir.exists() {
+            return Ok(());
+        }
+        match umount2(&dir.join("rootfs"), MntFlags::MNT_DETACH) {
+            Ok(()) | Err(nix::Error::EINVAL) | Err(nix::Error::ENOENT) => {}
+            Err(e) => return Err(io(format!("unmounting snapshot {id}"), e)),
+        }
+        std::fs::remove_dir_all(&dir).map_err(|e| io(format!("removing snapshot {id}"), e))
+    }
+}

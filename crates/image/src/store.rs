@@ -1,0 +1,203 @@
+//! The content store: blobs by digest, unpacked layers by diff id, image records by config digest.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::io;
+use crate::{Digest, Error, Result};
+
+/// One image: its id is the config digest (what CRI reports as the image id); it may have several names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageRecord {
+    /// Config digest.
+    pub id: Digest,
+    /// Every name (`repo:tag`) this image is known by.
+    pub names: Vec<String>,
+    /// Manifest digest (for `repo@digest` lookups).
+    pub manifest: Digest,
+    /// Uncompressed layer digests, lowest first (the layer directories).
+    pub diff_ids: Vec<Digest>,
+    /// Compressed layer blob digests, in the same order.
+    pub layer_blobs: Vec<Digest>,
+    /// Bytes of all blobs of the image.
+    pub size: u64,
+}
+
+/// A store rooted at a directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating) the store at `root` and drops whatever a crash left half-written.
+    pub fn open(root: &Path) -> Result<Store> {
+        for d in ["blobs/sha256", "ingest", "layers", "images", "snapshots"] {
+            std::fs::create_dir_all(root.join(d))
+                .map_err(|e| io(format!("creating {}", root.join(d).display()), e))?;
+        }
+        let s = Store {
+            root: root.to_path_buf(),
+        };
+        let _ = std::fs::remove_dir_all(root.join("ingest"));
+        std::fs::create_dir_all(root.join("ingest")).map_err(|e| io("creating ingest", e))?;
+        if let Ok(entries) = std::fs::read_dir(root.join("layers")) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with(".tmp-") {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// The store's root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where blob `d` lives (whether or not it exists).
+    pub fn blob_path(&self, d: &Digest) -> PathBuf {
+        self.root.join("blobs/sha256").join(d.hex())
+    }
+
+    /// True if blob `d` is stored.
+    pub fn has_blob(&self, d: &Digest) -> bool {
+        self.blob_path(d).exists()
+    }
+
+    /// Reads blob `d`.
+    pub fn read_blob(&self, d: &Digest) -> Result<Vec<u8>> {
+        std::fs::read(self.blob_path(d)).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::NotFound(format!("blob {d}")),
+            _ => io(format!("reading blob {d}"), e),
+        })
+    }
+
+    /// Stores `bytes` as blob `expected` after checking the digest; a mismatch stores nothing.
+    pub fn put_blob(&self, expected: &Digest, bytes: &[u8], what: &str) -> Result<()> {
+        let actual = Digest::of(bytes);
+        if &actual != expected {
+            return Err(Error::DigestMismatch {
+                what: what.to_string(),
+                expected: expected.to_string(),
+                actual: actual.to_string(),
+            });
+        }
+        if self.has_blob(expected) {
+            return Ok(());
+        }
+        let tmp = self
+            .root
+            .join("ingest")
+            .join(format!("{}-{}", expected.hex(), std::process::id()));
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, self.blob_path(expected))
+        };
+        write().map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io(format!("storing blob {expected}"), e)
+        })
+    }
+
+    /// The directory holding the unpacked layer `diff_id` (it exists once unpacked).
+    pub fn layer_dir(&self, diff_id: &Digest) -> PathBuf {
+        self.root.join("layers").join(diff_id.hex()).join("fs")
+    }
+
+    /// Unpacks the compressed layer blob `blob` as `diff_id`, once: a layer already present is kept. The
+    /// uncompressed stream must hash to `diff_id`, or nothing is kept.
+    pub fn ensure_layer(&self, blob: &Digest, diff_id: &Digest) -> Result<PathBuf> {
+        let dir = self.layer_dir(diff_id);
+        if dir.exists() {
+            return Ok(dir);
+        }
+        let tmp = self
+            .root
+            .join("layers")
+            .join(format!(".tmp-{}-{}", diff_id.hex(), std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(tmp.join("fs")).map_err(|e| io("creating layer dir", e))?;
+        let result = (|| {
+            let f = std::fs::File::open(self.blob_path(blob))
+                .map_err(|e| io(format!("opening layer {blob}"), e))?;
+            let got = crate::unpack::unpack(f, &tmp.join("fs"))?;
+            if &got != diff_id {
+                return Err(Error::DigestMismatch {
+                    what: format!("layer {blob} (uncompressed)"),
+                    expected: diff_id.to_string(),
+                    actual: got.to_string(),
+                });
+            }
+            std::fs::rename(&tmp, self.root.join("layers").join(diff_id.hex()))
+                .map_err(|e| io(format!("placing layer {diff_id}"), e))
+        })();
+        if let Err(e) = result {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+        Ok(dir)
+    }
+
+    fn image_path(&self, id: &Digest) -> PathBuf {
+        self.root.join("images").join(format!("{}.json", id.hex()))
+    }
+
+    /// Saves an image record atomically.
+    pub fn save_image(&self, rec: &ImageRecord) -> Result<()> {
+        let path = self.image_path(&rec.id);
+        let tmp = path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec_pretty(rec).map_err(|e| io("encoding image record", e))?;
+        std::fs::write(&tmp, bytes)
+            .and_then(|_| std::fs::rename(&tmp, &path))
+            .map_err(|e| io(format!("saving image {}", rec.id), e))
+    }
+
+    /// Every image, sorted by id.
+    pub fn images(&self) -> Result<Vec<ImageRecord>> {
+        let mut out = Vec::new();
+        let dir = self.root.join("images");
+        for e in std::fs::read_dir(&dir)
+            .map_err(|e| io(format!("reading {}", dir.display()), e))?
+            .flatten()
+        {
+            if e.path().extension().is_some_and(|x| x == "json") {
+                let bytes = std::fs::read(e.path())
+                    .map_err(|err| io(format!("reading {}", e.path().display()), err))?;
+                out.push(
+                    serde_json::from_slice(&bytes)
+                        .map_err(|err| io(format!("corrupt {}", e.path().display()), err))?,
+                );
+            }
+        }
+        out.sort_by(|a: &ImageRecord, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    /// Finds an image by id (`sha256:…` or its hex), by name, or by `name@manifest-digest`.
+    pub fn find(&self, reference: &str) -> Result<ImageRecord> {
+        let all = self.images()?;
+        let hit = all.into_iter().find(|i| {
+            i.id.as_str() == reference
+                || i.id.hex() == reference
+                || i.names.iter().any(|n| n == reference)
+                || reference
+                    .split_once('@')
+                    .is_some_and(|(_, d)| d == i.manifest.as_str())
+        });
+        hit.ok_or_else(|| Error::NotFound(format!("image {reference:?}")))
+    }
+
+    /// Removes an image (all its names) found by any reference. Blobs and layers stay for other images.
+    pub fn remove_image(&self, reference: &str) -> Result<ImageRecord> {
+        let rec = self.find(reference)?;
+        std::fs::remove_file(self.image_path(&rec.id))
+            .map_err(|e| io(format!("removing image {}", rec.id), e))?;
+        Ok(rec)
+    }
+}

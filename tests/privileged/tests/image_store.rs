@@ -1,0 +1,228 @@
+//! The image store on a real filesystem: OCI archive import, layers unpacked once, whiteouts and opaque
+//! directories through a real overlay mount, hard links, setuid and device nodes kept, malicious tars refused
+//! without writing outside, digest mismatches storing nothing, and a container run over the snapshot.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use crius_image::{Error, Store, import, unpack};
+use crius_test_support::{Bundle, Runtime, image, require_root, testprog_binary, unique};
+
+fn write(p: &Path, text: &str) {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn import_an_oci_archive_and_run_a_container_over_its_snapshot() {
+    let rt = Runtime::from_env();
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    let bb = image::busybox(&layout, "busybox:latest").unwrap();
+    image::testprog(&layout, "crius-testprog:latest", &testprog_binary()).unwrap();
+    let archive = dir.path().join("images.tar");
+    image::write_archive(&layout, &archive).unwrap();
+
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    let recs = import::import_archive(&store, &archive).unwrap();
+    assert_eq!(recs.len(), 2);
+    let rec = store.find("busybox:latest").unwrap();
+    assert_eq!(rec.id.as_str(), bb.config);
+    assert_eq!(store.find(&bb.config).unwrap(), rec);
+    assert_eq!(store.find(&format!("busybox@{}", bb.manifest)).unwrap(), rec);
+
+    // Importing again unpacks nothing: the layer directory is the same inode.
+    let layer = store.layer_dir(&rec.diff_ids[0]);
+    let ino = std::fs::metadata(&layer).unwrap().ino();
+    import::import_archive(&store, &archive).unwrap();
+    assert_eq!(std::fs::metadata(&layer).unwrap().ino(), ino);
+
+    let id = unique("snap");
+    let rootfs = store.prepare_snapshot(&id, &rec).unwrap();
+    let mut b = Bundle::new(&["sh", "-c", "echo written > /root/file; cat /root/file"]);
+    b.config["root"] = serde_json::json!({"path": rootfs, "readonly": false});
+    let bundle = b.write().to_str().unwrap().to_string();
+    let out = rt.run(&["run", "--bundle", &bundle, &unique("over")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "written\n");
+    // The write went to the snapshot's upper dir, not to the shared layer.
+    assert!(!layer.join("root/file").exists());
+    store.remove_snapshot(&id).unwrap();
+    assert!(!rootfs.exists());
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&id), "snapshot still mounted");
+
+    let removed = store
+        .remove_image(&bb.manifest.replace("sha256:", "busybox@sha256:"))
+        .unwrap();
+    assert_eq!(removed.id, rec.id);
+    assert!(matches!(store.find("busybox:latest"), Err(Error::NotFound(_))));
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn whiteouts_opaque_dirs_hard_links_setuid_and_devices() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let (lower, upper) = (dir.path().join("lower"), dir.path().join("upper"));
+    write(&lower.join("a/keep"), "k");
+    write(&lower.join("a/gone"), "g");
+    write(&lower.join("d/old1"), "1");
+    write(&lower.join("d/old2"), "2");
+    write(&lower.join("bin/su"), "suid");
+    std::fs::set_permissions(lower.join("bin/su"), std::fs::Permissions::from_mode(0o4755)).unwrap();
+    write(&lower.join("f1"), "same");
+    std::fs::hard_link(lower.join("f1"), lower.join("f2")).unwrap();
+    std::fs::create_dir_all(lower.join("dev")).unwrap();
+    nix::sys::stat::mknod(
+        &lower.join("dev/null"),
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+        nix::sys::stat::makedev(1, 3),
+    )
+    .unwrap();
+    write(&upper.join("a/.wh.gone"), "");
+    write(&upper.join("d/.wh..wh..opq"), "");
+    write(&upper.join("d/new"), "n");
+
+    let layout = dir.path().join("layout");
+    let spec = image::ImageSpec {
+        name: "layers:1".into(),
+        layers: vec![lower, upper],
+        ..Default::default()
+    };
+    image::write_layout(&layout, &[spec]).unwrap();
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    let rec = import::import_layout(&store, &layout).unwrap().remove(0);
+
+    let base = store.layer_dir(&rec.diff_ids[0]);
+    let su = std::fs::metadata(base.join("bin/su")).unwrap();
+    assert_eq!(su.mode() & 0o7777, 0o4755, "setuid survives");
+    let (f1, f2) = (
+        std::fs::metadata(base.join("f1")).unwrap(),
+        std::fs::metadata(base.join("f2")).unwrap(),
+    );
+    assert_eq!(f1.ino(), f2.ino(), "hard link survives");
+    let null = std::fs::metadata(base.join("dev/null")).unwrap();
+    assert_eq!(
+        (
+            nix::sys::stat::major(null.rdev()),
+            nix::sys::stat::minor(null.rdev())
+        ),
+        (1, 3)
+    );
+
+    let id = unique("wh");
+    let root = store.prepare_snapshot(&id, &rec).unwrap();
+    let ls = |d: &str| {
+        let mut v: Vec<String> = std::fs::read_dir(root.join(d))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ls("a"), ["keep"], "the whiteout deletes a/gone");
+    assert_eq!(ls("d"), ["new"], "the opaque dir hides d/old*");
+    store.remove_snapshot(&id).unwrap();
+}
+
+/// A tar entry written byte by byte, so that paths the tar crate would refuse can be made.
+fn raw_entry(out: &mut Vec<u8>, path: &str, kind: tar::EntryType, link: &str, data: &[u8]) {
+    let mut h = tar::Header::new_gnu();
+    h.as_old_mut().name[..path.len()].copy_from_slice(path.as_bytes());
+    h.as_old_mut().linkname[..link.len()].copy_from_slice(link.as_bytes());
+    h.set_entry_type(kind);
+    h.set_mode(0o644);
+    h.set_size(data.len() as u64);
+    h.set_cksum();
+    out.extend_from_slice(h.as_bytes());
+    out.extend_from_slice(data);
+    out.resize(out.len().div_ceil(512) * 512, 0);
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn malicious_tars_write_nothing_outside_the_layer() {
+    require_root();
+    let sandbox = tempfile::tempdir().unwrap();
+    let outside = sandbox.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("dot-dot", {
+            let mut t = Vec::new();
+            raw_entry(&mut t, "../outside/evil", tar::EntryType::Regular, "", b"x");
+            t
+        }),
+        ("symlink then write through it", {
+            let mut t = Vec::new();
+            raw_entry(
+                &mut t,
+                "link",
+                tar::EntryType::Symlink,
+                outside.to_str().unwrap(),
+                b"",
+            );
+            raw_entry(&mut t, "link/evil", tar::EntryType::Regular, "", b"x");
+            t
+        }),
+        ("hard link out", {
+            let mut t = Vec::new();
+            raw_entry(&mut t, "hl", tar::EntryType::Link, "../../../../etc/passwd", b"");
+            t
+        }),
+    ];
+    for (name, mut tar_bytes) in cases {
+        tar_bytes.extend_from_slice(&[0u8; 1024]);
+        let layer = sandbox.path().join(format!("layer-{}", name.replace(' ', "-")));
+        std::fs::create_dir(&layer).unwrap();
+        let err = unpack::unpack(&tar_bytes[..], &layer).unwrap_err();
+        assert!(matches!(err, Error::UnsafeEntry { .. }), "{name}: {err}");
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            0,
+            "{name} wrote outside"
+        );
+    }
+    // An absolute path is taken relative to the layer.
+    let mut t = Vec::new();
+    raw_entry(&mut t, "/abs/file", tar::EntryType::Regular, "", b"x");
+    t.extend_from_slice(&[0u8; 1024]);
+    let layer = sandbox.path().join("layer-abs");
+    std::fs::create_dir(&layer).unwrap();
+    unpack::unpack(&t[..], &layer).unwrap();
+    assert!(layer.join("abs/file").exists());
+    assert!(!Path::new("/abs/file").exists());
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_blob_that_does_not_match_its_digest_stores_nothing() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    let info = image::busybox(&layout, "busybox:latest").unwrap();
+    let blob = layout
+        .join("blobs/sha256")
+        .join(info.layers[0].trim_start_matches("sha256:"));
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&blob, bytes).unwrap();
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    let err = import::import_layout(&store, &layout).unwrap_err();
+    assert!(matches!(err, Error::DigestMismatch { .. }), "{err}");
+    assert!(
+        err.to_string().contains(&info.layers[0]),
+        "the error names the blob: {err}"
+    );
+    assert!(store.images().unwrap().is_empty());
+    assert!(!store.has_blob(&crius_image::Digest::parse(&info.layers[0]).unwrap()));
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("store/layers"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
