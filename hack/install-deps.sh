@@ -14,6 +14,8 @@ packages=(
   runc crun
   # tools used by tests and benchmarks (skopeo and umoci read the test images as real clients do)
   iproute2 util-linux procps hyperfine jq skopeo umoci
+  # a real registry for pull tests, on 127.0.0.1
+  docker-registry
 )
 
 missing=()

@@ -112,34 +112,7 @@ fn import_manifest(
         store.ensure_layer(&d, diff_id)?;
         layer_blobs.push(d);
     }
-    let mut names = store
-        .find(cfg_digest.as_str())
-        .map(|r| r.names)
-        .unwrap_or_default();
-    if let Some(n) = name {
-        // A name moves to this image from any other image that had it.
-        for mut other in store
-            .images()?
-            .into_iter()
-            .filter(|o| o.id != cfg_digest && o.names.contains(&n))
-        {
-            other.names.retain(|x| x != &n);
-            store.save_image(&other)?;
-        }
-        if !names.contains(&n) {
-            names.push(n);
-        }
-    }
-    let rec = ImageRecord {
-        id: cfg_digest,
-        names,
-        manifest: digest.clone(),
-        diff_ids,
-        layer_blobs,
-        size,
-    };
-    store.save_image(&rec)?;
-    Ok(rec)
+    store.record_image(cfg_digest, digest.clone(), diff_ids, layer_blobs, size, name)
 }
 
 /// Imports an OCI archive (a tar of an OCI image layout).

@@ -2,11 +2,22 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::io;
 use crate::{Digest, Error, Result};
+
+/// A name for a temporary file or directory that no other writer in this process or another uses.
+fn temp_name(base: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{base}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
 
 /// One image: its id is the config digest (what CRI reports as the image id); it may have several names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,10 +100,7 @@ impl Store {
         if self.has_blob(expected) {
             return Ok(());
         }
-        let tmp = self
-            .root
-            .join("ingest")
-            .join(format!("{}-{}", expected.hex(), std::process::id()));
+        let tmp = self.root.join("ingest").join(temp_name(expected.hex()));
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(bytes)?;
@@ -120,7 +128,7 @@ impl Store {
         let tmp = self
             .root
             .join("layers")
-            .join(format!(".tmp-{}-{}", diff_id.hex(), std::process::id()));
+            .join(temp_name(&format!(".tmp-{}", diff_id.hex())));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(tmp.join("fs")).map_err(|e| io("creating layer dir", e))?;
         let result = (|| {
@@ -134,8 +142,14 @@ impl Store {
                     actual: got.to_string(),
                 });
             }
-            std::fs::rename(&tmp, self.root.join("layers").join(diff_id.hex()))
-                .map_err(|e| io(format!("placing layer {diff_id}"), e))
+            match std::fs::rename(&tmp, self.root.join("layers").join(diff_id.hex())) {
+                // Another pull unpacked the same layer meanwhile: keep theirs.
+                Err(_) if dir.exists() => {
+                    let _ = std::fs::remove_dir_all(&tmp);
+                    Ok(())
+                }
+                r => r.map_err(|e| io(format!("placing layer {diff_id}"), e)),
+            }
         })();
         if let Err(e) = result {
             let _ = std::fs::remove_dir_all(&tmp);
@@ -151,7 +165,7 @@ impl Store {
     /// Saves an image record atomically.
     pub fn save_image(&self, rec: &ImageRecord) -> Result<()> {
         let path = self.image_path(&rec.id);
-        let tmp = path.with_extension("json.tmp");
+        let tmp = self.root.join("images").join(temp_name(".record"));
         let bytes = serde_json::to_vec_pretty(rec).map_err(|e| io("encoding image record", e))?;
         std::fs::write(&tmp, bytes)
             .and_then(|_| std::fs::rename(&tmp, &path))
@@ -191,6 +205,42 @@ impl Store {
                     .is_some_and(|(_, d)| d == i.manifest.as_str())
         });
         hit.ok_or_else(|| Error::NotFound(format!("image {reference:?}")))
+    }
+
+    /// Records image `id`, adding `name` to its names; a name moves here from any other image that had it.
+    pub fn record_image(
+        &self,
+        id: Digest,
+        manifest: Digest,
+        diff_ids: Vec<Digest>,
+        layer_blobs: Vec<Digest>,
+        size: u64,
+        name: Option<String>,
+    ) -> Result<ImageRecord> {
+        let mut names = self.find(id.as_str()).map(|r| r.names).unwrap_or_default();
+        if let Some(n) = name {
+            for mut other in self
+                .images()?
+                .into_iter()
+                .filter(|o| o.id != id && o.names.contains(&n))
+            {
+                other.names.retain(|x| x != &n);
+                self.save_image(&other)?;
+            }
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        let rec = ImageRecord {
+            id,
+            names,
+            manifest,
+            diff_ids,
+            layer_blobs,
+            size,
+        };
+        self.save_image(&rec)?;
+        Ok(rec)
     }
 
     /// Removes an image (all its names) found by any reference. Blobs and layers stay for other images.

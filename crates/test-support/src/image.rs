@@ -205,6 +205,34 @@ pub fn write_layout(out: &Path, images: &[ImageSpec]) -> std::io::Result<Vec<Ima
     Ok(infos)
 }
 
+/// Adds an image index named `name` to the layout at `out`, listing existing manifests with the platforms given
+/// as (`ImageInfo`, architecture) — a multi-arch image.
+pub fn write_index(out: &Path, name: &str, entries: &[(&ImageInfo, &str)]) -> std::io::Result<String> {
+    let manifests: Vec<Value> = entries
+        .iter()
+        .map(|(info, arch)| {
+            let size = blob(out, &info.manifest).map(|b| b.len()).unwrap_or(0);
+            json!({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": info.manifest, "size": size,
+                   "platform": {"architecture": arch, "os": "linux"}})
+        })
+        .collect();
+    let idx = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests});
+    let bytes = serde_json::to_vec(&idx)?;
+    let d = put_blob(out, &bytes)?;
+    let path = out.join("index.json");
+    let mut index: Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+    let list = index["manifests"]
+        .as_array_mut()
+        .ok_or_else(|| std::io::Error::other("index.json has no manifests"))?;
+    list.retain(|m| m["annotations"]["org.opencontainers.image.ref.name"] != name);
+    list.push(
+        json!({"mediaType": "application/vnd.oci.image.index.v1+json", "digest": d, "size": bytes.len(),
+                     "annotations": {"org.opencontainers.image.ref.name": name}}),
+    );
+    std::fs::write(&path, serde_json::to_vec_pretty(&index)?)?;
+    Ok(d)
+}
+
 /// Packs the layout at `layout` into an OCI archive (a tar of the layout) at `archive`.
 pub fn write_archive(layout: &Path, archive: &Path) -> std::io::Result<()> {
     std::fs::write(archive, layer_tar(layout)?)

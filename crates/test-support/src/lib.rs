@@ -3,6 +3,7 @@
 //! `CRIUS_TEST_RUNTIME` (`runc`, `crun`, a path), so the same tests check crius and check themselves.
 
 pub mod image;
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

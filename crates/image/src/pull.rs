@@ -1,0 +1,252 @@
+//! Pulling from OCI and Docker registries (oci-client): manifests, manifest lists and indexes (linux/amd64 is
+//! picked), configs and layers, each checked against its digest before it is stored; layers the store already
+//! has are not downloaded again, the others are downloaded concurrently. A registry on a loopback address, or a
+//! host listed as insecure, is reached over plain http.
+
+use std::collections::HashMap;
+
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::OciDistributionError;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde_json::Value;
+
+use crate::{Digest, Error, ImageRecord, Result, Store};
+
+const MANIFEST_TYPES: &[&str] = &[
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+];
+
+/// Credentials for a registry.
+#[derive(Debug, Clone, Default)]
+pub enum Auth {
+    /// No credentials.
+    #[default]
+    Anonymous,
+    /// Username and password (basic auth, or exchanged for a bearer token when the registry asks).
+    Basic(String, String),
+}
+
+/// How to reach registries.
+#[derive(Debug, Clone, Default)]
+pub struct PullOptions {
+    /// Hosts (`host:port`) reached over plain http, besides loopback addresses.
+    pub insecure: Vec<String>,
+    /// Registry host → mirror host to pull from instead.
+    pub mirrors: HashMap<String, String>,
+    /// Credentials.
+    pub auth: Auth,
+}
+
+/// What a pull did.
+#[derive(Debug, Clone)]
+pub struct PullReport {
+    /// The image as stored.
+    pub image: ImageRecord,
+    /// Blobs downloaded (manifests not counted): 0 when everything was already there.
+    pub blobs_fetched: usize,
+    /// Bytes downloaded for those blobs.
+    pub bytes_fetched: u64,
+}
+
+/// Parses a reference as a container runtime does: `busybox` is `docker.io/library/busybox:latest`.
+pub fn parse_reference(reference: &str) -> Result<Reference> {
+    reference
+        .parse::<Reference>()
+        .map_err(|e| Error::InvalidArgument(format!("image reference {reference:?}: {e}")))
+}
+
+fn is_loopback(host: &str) -> bool {
+    let name = host
+        .rsplit_once(':')
+        .map(|(h, p)| {
+            if p.bytes().all(|b| b.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        })
+        .unwrap_or(host);
+    name == "localhost" || name.starts_with("127.") || name == "[::1]"
+}
+
+fn map_err(what: &str, e: OciDistributionError) -> Error {
+    match e {
+        OciDistributionError::ImageManifestNotFoundError(m) => Error::NotFound(format!("{what}: {m}")),
+        OciDistributionError::RegistryError { envelope, .. }
+            if envelope
+                .errors
+                .iter()
+                .any(|x| format!("{:?}", x.code).contains("Unknown")) =>
+        {
+            Error::NotFound(format!("{what}: {envelope:?}"))
+        }
+        other => Error::Io(format!("{what}: {other}")),
+    }
+}
+
+/// Pulls `reference` into `store`; the image gets the normalized name (`docker.io/library/busybox:latest`).
+pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<PullReport> {
+    let mut image = parse_reference(reference)?;
+    if let Some(mirror) = opts.mirrors.get(image.registry()) {
+        image.set_mirror_registry(mirror.clone());
+    }
+    let host = image.resolve_registry().to_string();
+    let protocol = if is_loopback(&host) || opts.insecure.contains(&host) {
+        ClientProtocol::HttpsExcept(vec![host.clone()])
+    } else {
+        ClientProtocol::Https
+    };
+    let client = Client::new(ClientConfig {
+        protocol,
+        ..Default::default()
+    });
+    let auth = match &opts.auth {
+        Auth::Anonymous => RegistryAuth::Anonymous,
+        Auth::Basic(u, p) => RegistryAuth::Basic(u.clone(), p.clone()),
+    };
+    let whole = image.whole();
+    let (bytes, _) = client
+        .pull_manifest_raw(&image, &auth, MANIFEST_TYPES)
+        .await
+        .map_err(|e| map_err(&whole, e))?;
+    let mut manifest_digest = Digest::of(&bytes);
+    if let Some(want) = image.digest()
+        && want != manifest_digest.as_str()
+    {
+        return Err(Error::DigestMismatch {
+            what: format!("manifest of {whole}"),
+            expected: want.into(),
+            actual: manifest_digest.to_string(),
+        });
+    }
+    let mut manifest: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::InvalidArgument(format!("manifest of {whole}: {e}")))?;
+    let mut manifest_bytes = bytes.to_vec();
+    if manifest["manifests"].is_array() {
+        let pick = manifest["manifests"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["platform"]["os"] == "linux" && m["platform"]["architecture"] == "amd64");
+        let pick =
+            pick.ok_or_else(|| Error::NotFound(format!("{whole}: no linux/amd64 image in its index")))?;
+        let d = Digest::parse(pick["digest"].as_str().unwrap_or_default())?;
+        let by_digest = image.clone_with_digest(d.to_string());
+        let (b, _) = client
+            .pull_manifest_raw(&by_digest, &auth, MANIFEST_TYPES)
+            .await
+            .map_err(|e| map_err(&whole, e))?;
+        manifest_digest = Digest::of(&b);
+        if manifest_digest != d {
+            return Err(Error::DigestMismatch {
+                what: format!("manifest of {whole}"),
+                expected: d.to_string(),
+                actual: manifest_digest.to_string(),
+            });
+        }
+        manifest =
+            serde_json::from_slice(&b).map_err(|e| Error::InvalidArgument(format!("manifest {d}: {e}")))?;
+        manifest_bytes = b.to_vec();
+    }
+    let cfg_digest = Digest::parse(manifest["config"]["digest"].as_str().unwrap_or_default())?;
+    let layer_digests: Vec<Digest> = manifest["layers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| Digest::parse(l["digest"].as_str().unwrap_or_default()))
+        .collect::<Result<_>>()?;
+    let mut wanted = vec![cfg_digest.clone()];
+    wanted.extend(layer_digests.iter().cloned());
+    let missing: Vec<Digest> = wanted.into_iter().filter(|d| !store.has_blob(d)).collect();
+    let fetches = missing.iter().map(|d| {
+        let (client, image, whole) = (&client, &image, &whole);
+        async move {
+            // One download per blob, however many pulls want it at once.
+            let lock = inflight(store, d);
+            let _guard = lock.lock().await;
+            if store.has_blob(d) {
+                return Ok(None);
+            }
+            let mut buf: Vec<u8> = Vec::new();
+            client
+                .pull_blob(image, d.as_str(), &mut buf)
+                .await
+                .map_err(|e| map_err(&format!("blob {d} of {whole}"), e))?;
+            store.put_blob(d, &buf, &format!("blob of {whole}"))?;
+            Ok::<Option<u64>, Error>(Some(buf.len() as u64))
+        }
+    });
+    let sizes: Vec<u64> = futures::future::try_join_all(fetches)
+        .await?
+        .into_iter()
+        .flatten()
+        .collect();
+    // Only now, with every blob verified and stored, does the manifest enter the store.
+    store.put_blob(&manifest_digest, &manifest_bytes, "manifest")?;
+    let cfg: Value = serde_json::from_slice(&store.read_blob(&cfg_digest)?)
+        .map_err(|e| Error::InvalidArgument(format!("config {cfg_digest}: {e}")))?;
+    let diff_ids: Vec<Digest> = cfg["rootfs"]["diff_ids"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| Digest::parse(d.as_str().unwrap_or_default()))
+        .collect::<Result<_>>()?;
+    if diff_ids.len() != layer_digests.len() {
+        return Err(Error::InvalidArgument(format!(
+            "{whole}: {} layers, {} diff ids",
+            layer_digests.len(),
+            diff_ids.len()
+        )));
+    }
+    for (blob, diff) in layer_digests.iter().zip(&diff_ids) {
+        store.ensure_layer(blob, diff)?;
+    }
+    let size = cfg_digest_size(store, &cfg_digest, &layer_digests);
+    let name = if image.digest().is_some() && image.tag().is_none() {
+        None
+    } else {
+        Some(image_name(&image))
+    };
+    let record = store.record_image(cfg_digest, manifest_digest, diff_ids, layer_digests, size, name)?;
+    Ok(PullReport {
+        image: record,
+        blobs_fetched: sizes.len(),
+        bytes_fetched: sizes.iter().sum(),
+    })
+}
+
+/// The lock that serialises downloads of blob `d` into `store`.
+fn inflight(store: &Store, d: &Digest) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    static MAP: std::sync::Mutex<Option<HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>> =
+        std::sync::Mutex::new(None);
+    let mut map = MAP.lock().unwrap_or_else(|p| p.into_inner());
+    let key = format!("{}\0{d}", store.root().display());
+    map.get_or_insert_with(HashMap::new)
+        .entry(key)
+        .or_default()
+        .clone()
+}
+
+fn image_name(r: &Reference) -> String {
+    format!(
+        "{}/{}:{}",
+        r.registry(),
+        r.repository(),
+        r.tag().unwrap_or("latest")
+    )
+}
+
+fn cfg_digest_size(store: &Store, cfg: &Digest, layers: &[Digest]) -> u64 {
+    std::iter::once(cfg)
+        .chain(layers)
+        .map(|d| {
+            std::fs::metadata(store.blob_path(d))
+                .map(|m| m.len())
+                .unwrap_or(0)
+        })
+        .sum()
+}

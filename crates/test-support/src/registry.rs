@@ -1,0 +1,111 @@
+//! A real registry for pull tests: Debian's `docker-registry` (distribution 2.8) serving plain http on a free
+//! 127.0.0.1 port with its storage in a temp dir, filled with `skopeo copy`. Stopped (and its data removed)
+//! when dropped.
+
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running registry.
+pub struct Registry {
+    child: Child,
+    dir: tempfile::TempDir,
+    /// `127.0.0.1:<port>`.
+    pub host: String,
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+impl Registry {
+    /// Starts a registry; fails loudly when docker-registry is not installed.
+    pub fn start() -> Registry {
+        let bin = crate::which("docker-registry");
+        let dir = tempfile::Builder::new()
+            .prefix("crius-registry-")
+            .tempdir()
+            .expect("tempdir");
+        let port = free_port();
+        let host = format!("127.0.0.1:{port}");
+        let config = format!(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n",
+            dir.path().join("data").display()
+        );
+        std::fs::write(dir.path().join("config.yml"), config).expect("registry config");
+        let log = std::fs::File::create(dir.path().join("registry.log")).expect("log");
+        let child = Command::new(bin)
+            .arg("serve")
+            .arg(dir.path().join("config.yml"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting docker-registry");
+        let r = Registry { child, dir, host };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(&r.host).is_err() {
+            assert!(Instant::now() < deadline, "registry did not listen: {}", r.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        r
+    }
+
+    /// The registry's log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
+    }
+
+    /// Pushes image `name` of the OCI layout at `layout` as `<host>/<repo_tag>` with skopeo.
+    pub fn push(&self, layout: &Path, name: &str, repo_tag: &str) {
+        let out = Command::new(crate::which("skopeo"))
+            .args(["copy", "--quiet", "--all", "--dest-tls-verify=false"])
+            .arg(format!("oci:{}:{name}", layout.display()))
+            .arg(format!("docker://{}/{repo_tag}", self.host))
+            .output()
+            .expect("running skopeo");
+        assert!(
+            out.status.success(),
+            "skopeo push {repo_tag}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Starts it again on the same address with the same data.
+    pub fn restart(&mut self) {
+        self.stop();
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir.path().join("registry.log"))
+            .expect("log");
+        self.child = Command::new(crate::which("docker-registry"))
+            .arg("serve")
+            .arg(self.dir.path().join("config.yml"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting docker-registry");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(&self.host).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "registry did not listen again: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the registry now (to test a registry that went away).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

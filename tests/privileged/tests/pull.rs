@@ -1,0 +1,155 @@
+//! Pulls from a real registry (Debian's docker-registry on 127.0.0.1, filled with skopeo): by tag, by digest,
+//! a multi-arch index, nothing fetched twice, shared layers fetched once by concurrent pulls, and errors that
+//! leave the store unchanged.
+
+use crius_image::pull::{PullOptions, pull};
+use crius_image::{Error, Store};
+use crius_test_support::registry::Registry;
+use crius_test_support::{image, require_root, testprog_binary};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    layout: std::path::PathBuf,
+    store: Store,
+    bb: image::ImageInfo,
+    tp: image::ImageInfo,
+}
+
+fn fixture() -> Fixture {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    let bb = image::busybox(&layout, "busybox:latest").unwrap();
+    let tp = image::testprog(&layout, "crius-testprog:latest", &testprog_binary()).unwrap();
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    Fixture {
+        _dir: dir,
+        layout,
+        store,
+        bb,
+        tp,
+    }
+}
+
+fn blobs(store: &Store) -> usize {
+    std::fs::read_dir(store.root().join("blobs/sha256"))
+        .unwrap()
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn pull_by_tag_then_by_digest_fetches_each_blob_once() {
+    let f = fixture();
+    let reg = Registry::start();
+    reg.push(&f.layout, "busybox:latest", "tools/busybox:1.0");
+    let name = format!("{}/tools/busybox:1.0", reg.host);
+    let opts = PullOptions::default();
+
+    let first = pull(&f.store, &name, &opts).await.unwrap();
+    assert_eq!(first.image.id.as_str(), f.bb.config, "image id = config digest");
+    assert_eq!(first.image.names, vec![name.clone()]);
+    assert_eq!(first.blobs_fetched, 2, "config and one layer");
+    assert!(
+        f.store
+            .layer_dir(&first.image.diff_ids[0])
+            .join("bin/busybox")
+            .exists()
+    );
+
+    let again = pull(&f.store, &name, &opts).await.unwrap();
+    assert_eq!(again.blobs_fetched, 0, "a second pull downloads nothing");
+    let by_digest = format!("{}/tools/busybox@{}", reg.host, first.image.manifest);
+    let d = pull(&f.store, &by_digest, &opts).await.unwrap();
+    assert_eq!((d.image.id.clone(), d.blobs_fetched), (first.image.id.clone(), 0));
+    assert_eq!(f.store.find(&by_digest).unwrap().id, first.image.id);
+    assert_eq!(
+        f.store.images().unwrap().len(),
+        1,
+        "one image however it was pulled"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn a_multi_arch_index_resolves_to_linux_amd64() {
+    let f = fixture();
+    let reg = Registry::start();
+    image::write_index(&f.layout, "multi:latest", &[(&f.tp, "arm64"), (&f.bb, "amd64")]).unwrap();
+    reg.push(&f.layout, "multi:latest", "multi:latest");
+    let got = pull(
+        &f.store,
+        &format!("{}/multi:latest", reg.host),
+        &PullOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(got.image.id.as_str(), f.bb.config, "the amd64 entry is picked");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn concurrent_pulls_sharing_a_layer_fetch_it_once() {
+    let f = fixture();
+    let reg = Registry::start();
+    // Two images over the same busybox layer: the second adds a layer of its own.
+    let extra = tempfile::tempdir().unwrap();
+    std::fs::write(extra.path().join("extra"), "x").unwrap();
+    let rootfs = tempfile::tempdir().unwrap();
+    crius_test_support::build_busybox_rootfs(rootfs.path()).unwrap();
+    let spec = image::ImageSpec {
+        name: "stacked:latest".into(),
+        layers: vec![rootfs.path().into(), extra.path().into()],
+        cmd: vec!["sh".into()],
+        ..Default::default()
+    };
+    let stacked = image::write_layout(&f.layout, &[spec]).unwrap().remove(0);
+    assert_eq!(
+        stacked.layers[0], f.bb.layers[0],
+        "the base layer is byte-identical"
+    );
+    reg.push(&f.layout, "busybox:latest", "a:1");
+    reg.push(&f.layout, "stacked:latest", "b:1");
+    let opts = PullOptions::default();
+    let (ra, rb) = (format!("{}/a:1", reg.host), format!("{}/b:1", reg.host));
+    let (a, b) = tokio::join!(pull(&f.store, &ra, &opts), pull(&f.store, &rb, &opts));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    // Distinct blobs: two configs, the shared layer, the extra layer.
+    assert_eq!(
+        a.blobs_fetched + b.blobs_fetched,
+        4,
+        "the shared layer is downloaded once"
+    );
+    assert_eq!(
+        std::fs::read_dir(f.store.root().join("layers")).unwrap().count(),
+        2,
+        "each layer unpacked once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn bad_references_unknown_images_and_a_registry_that_went_away() {
+    let f = fixture();
+    let mut reg = Registry::start();
+    reg.push(&f.layout, "busybox:latest", "busybox:1");
+    let opts = PullOptions::default();
+    let err = pull(&f.store, "Not A Reference", &opts).await.unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("Not A Reference"),
+        "{err}"
+    );
+    let err = pull(&f.store, &format!("{}/nothing:here", reg.host), &opts)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound(_)), "{err}");
+
+    reg.stop();
+    let name = format!("{}/busybox:1", reg.host);
+    assert!(pull(&f.store, &name, &opts).await.is_err());
+    assert!(f.store.images().unwrap().is_empty(), "store unchanged");
+    assert_eq!(blobs(&f.store), 0, "no stray blob");
+    reg.restart();
+    let ok = pull(&f.store, &name, &opts).await.unwrap();
+    assert_eq!(ok.image.id.as_str(), f.bb.config);
+}
