@@ -13,6 +13,8 @@ pub struct Registry {
     dir: tempfile::TempDir,
     /// `127.0.0.1:<port>`.
     pub host: String,
+    /// `user:password` when the registry asks for basic auth.
+    creds: Option<String>,
 }
 
 fn free_port() -> u16 {
@@ -21,8 +23,17 @@ fn free_port() -> u16 {
 }
 
 impl Registry {
-    /// Starts a registry; fails loudly when docker-registry is not installed.
+    /// Starts a registry open to anyone; fails loudly when docker-registry is not installed.
     pub fn start() -> Registry {
+        Self::start_with(None)
+    }
+
+    /// Starts a registry that demands basic auth (its htpasswd mode, the file made by `htpasswd -B`).
+    pub fn start_with_basic_auth(user: &str, password: &str) -> Registry {
+        Self::start_with(Some((user, password)))
+    }
+
+    fn start_with(basic: Option<(&str, &str)>) -> Registry {
         let bin = crate::which("docker-registry");
         let dir = tempfile::Builder::new()
             .prefix("crius-registry-")
@@ -30,10 +41,26 @@ impl Registry {
             .expect("tempdir");
         let port = free_port();
         let host = format!("127.0.0.1:{port}");
-        let config = format!(
+        let mut config = format!(
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n",
             dir.path().join("data").display()
         );
+        if let Some((user, password)) = basic {
+            let out = Command::new(crate::which("htpasswd"))
+                .args(["-Bbn", user, password])
+                .output()
+                .expect("htpasswd");
+            assert!(
+                out.status.success(),
+                "htpasswd: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::fs::write(dir.path().join("htpasswd"), &out.stdout).expect("htpasswd file");
+            config += &format!(
+                "auth:\n  htpasswd:\n    realm: crius-test\n    path: {}\n",
+                dir.path().join("htpasswd").display()
+            );
+        }
         std::fs::write(dir.path().join("config.yml"), config).expect("registry config");
         let log = std::fs::File::create(dir.path().join("registry.log")).expect("log");
         let child = Command::new(bin)
@@ -43,7 +70,13 @@ impl Registry {
             .stderr(log)
             .spawn()
             .expect("starting docker-registry");
-        let r = Registry { child, dir, host };
+        let creds = basic.map(|(u, p)| format!("{u}:{p}"));
+        let r = Registry {
+            child,
+            dir,
+            host,
+            creds,
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(&r.host).is_err() {
             assert!(Instant::now() < deadline, "registry did not listen: {}", r.log());
@@ -59,8 +92,12 @@ impl Registry {
 
     /// Pushes image `name` of the OCI layout at `layout` as `<host>/<repo_tag>` with skopeo.
     pub fn push(&self, layout: &Path, name: &str, repo_tag: &str) {
-        let out = Command::new(crate::which("skopeo"))
-            .args(["copy", "--quiet", "--all", "--dest-tls-verify=false"])
+        let mut cmd = Command::new(crate::which("skopeo"));
+        cmd.args(["copy", "--quiet", "--all", "--dest-tls-verify=false"]);
+        if let Some(c) = &self.creds {
+            cmd.arg("--dest-creds").arg(c);
+        }
+        let out = cmd
             .arg(format!("oci:{}:{name}", layout.display()))
             .arg(format!("docker://{}/{repo_tag}", self.host))
             .output()

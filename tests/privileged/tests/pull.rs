@@ -153,3 +153,50 @@ async fn bad_references_unknown_images_and_a_registry_that_went_away() {
     let ok = pull(&f.store, &name, &opts).await.unwrap();
     assert_eq!(ok.image.id.as_str(), f.bb.config);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo, htpasswd: run through hack/test.sh"]
+async fn basic_auth_is_required_and_accepted() {
+    use crius_image::pull::Auth;
+    let f = fixture();
+    let reg = Registry::start_with_basic_auth("alice", "s3cret");
+    reg.push(&f.layout, "busybox:latest", "private/busybox:1");
+    let name = format!("{}/private/busybox:1", reg.host);
+    let anonymous = pull(&f.store, &name, &PullOptions::default()).await.unwrap_err();
+    assert!(!matches!(anonymous, Error::InvalidArgument(_)), "{anonymous}");
+    let wrong = PullOptions {
+        auth: Auth::Basic("alice".into(), "wrong".into()),
+        ..Default::default()
+    };
+    assert!(pull(&f.store, &name, &wrong).await.is_err());
+    assert!(f.store.images().unwrap().is_empty());
+    let right = PullOptions {
+        auth: Auth::Basic("alice".into(), "s3cret".into()),
+        ..Default::default()
+    };
+    let got = pull(&f.store, &name, &right).await.unwrap();
+    assert_eq!(got.image.id.as_str(), f.bb.config);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn short_names_are_normalised_and_pulled_through_a_mirror() {
+    let f = fixture();
+    let reg = Registry::start();
+    reg.push(&f.layout, "busybox:latest", "library/busybox:latest");
+    let mut opts = PullOptions::default();
+    opts.mirrors.insert("docker.io".into(), reg.host.clone());
+    let got = pull(&f.store, "busybox", &opts).await.unwrap();
+    assert_eq!(
+        got.image.names,
+        vec!["docker.io/library/busybox:latest".to_string()]
+    );
+    assert_eq!(
+        f.store
+            .find("docker.io/library/busybox:latest")
+            .unwrap()
+            .id
+            .as_str(),
+        f.bb.config
+    );
+}
