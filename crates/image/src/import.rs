@@ -131,3 +131,112 @@ pub fn import_archive(store: &Store, archive: &Path) -> Result<Vec<ImageRecord>>
     let _ = std::fs::remove_dir_all(&tmp);
     result
 }
+
+/// Imports a docker-archive (`docker save` / `skopeo copy … docker-archive:`): `manifest.json` lists each
+/// image's config file, its layer tars and its tags. A manifest is synthesised for the store's record.
+pub fn import_docker_archive(store: &Store, archive: &Path) -> Result<Vec<ImageRecord>> {
+    let tmp = store
+        .root()
+        .join("ingest")
+        .join(format!("docker-archive-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(|e| io("creating an ingest dir", e))?;
+    let result = (|| {
+        let f = std::fs::File::open(archive).map_err(|e| io(format!("opening {}", archive.display()), e))?;
+        crate::unpack::unpack(f, &tmp)?;
+        let read = |name: &str| -> Result<Vec<u8>> {
+            let rel = crate::unpack::clean(Path::new(name))?;
+            let path = tmp
+                .join(rel)
+                .canonicalize()
+                .map_err(|e| io(format!("{name} in the archive"), e))?;
+            if !path.starts_with(tmp.canonicalize().map_err(|e| io("ingest dir", e))?) {
+                return Err(Error::UnsafeEntry {
+                    path: name.to_string(),
+                    why: "points outside the archive",
+                });
+            }
+            std::fs::read(&path).map_err(|e| io(format!("reading {name} from the archive"), e))
+        };
+        let manifest: Value = serde_json::from_slice(&read("manifest.json")?)
+            .map_err(|e| Error::InvalidArgument(format!("{}: manifest.json: {e}", archive.display())))?;
+        let mut out = Vec::new();
+        for entry in manifest.as_array().into_iter().flatten() {
+            let cfg_bytes = read(entry["Config"].as_str().unwrap_or_default())?;
+            let cfg_digest = Digest::of(&cfg_bytes);
+            store.put_blob(&cfg_digest, &cfg_bytes, "image config")?;
+            let cfg: Value = serde_json::from_slice(&cfg_bytes)
+                .map_err(|e| Error::InvalidArgument(format!("config {cfg_digest}: {e}")))?;
+            let diff_ids: Vec<Digest> = cfg["rootfs"]["diff_ids"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|d| Digest::parse(d.as_str().unwrap_or_default()))
+                .collect::<Result<_>>()?;
+            let layer_files: Vec<&str> = entry["Layers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            if layer_files.len() != diff_ids.len() {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: {} layers but the config lists {} diff ids",
+                    archive.display(),
+                    layer_files.len(),
+                    diff_ids.len()
+                )));
+            }
+            let mut layer_blobs = Vec::new();
+            let mut descriptors = Vec::new();
+            let mut size = cfg_bytes.len() as u64;
+            for (file, diff_id) in layer_files.iter().zip(&diff_ids) {
+                let bytes = read(file)?;
+                let d = Digest::of(&bytes);
+                store.put_blob(&d, &bytes, "layer")?;
+                store.ensure_layer(&d, diff_id)?;
+                size += bytes.len() as u64;
+                descriptors.push(serde_json::json!({
+                    "mediaType": "application/vnd.docker.image.rootfs.diff.tar", "digest": d, "size": bytes.len()}));
+                layer_blobs.push(d);
+            }
+            let m = serde_json::json!({
+                "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "digest": cfg_digest,
+                           "size": cfg_bytes.len()},
+                "layers": descriptors,
+            });
+            let m_bytes = serde_json::to_vec(&m).map_err(|e| io("encoding a manifest", e))?;
+            let m_digest = Digest::of(&m_bytes);
+            store.put_blob(&m_digest, &m_bytes, "manifest")?;
+            let tags: Vec<String> = entry["RepoTags"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect();
+            let mut rec = None;
+            for tag in tags.iter().map(Some).chain(tags.is_empty().then_some(None)) {
+                rec = Some(store.record_image(
+                    cfg_digest.clone(),
+                    m_digest.clone(),
+                    diff_ids.clone(),
+                    layer_blobs.clone(),
+                    size,
+                    tag.cloned(),
+                )?);
+            }
+            out.extend(rec);
+        }
+        if out.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: manifest.json lists no image",
+                archive.display()
+            )));
+        }
+        Ok(out)
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    result
+}

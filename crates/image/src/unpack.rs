@@ -29,18 +29,16 @@ impl<R: Read> Read for Hashing<R> {
     }
 }
 
-/// Unpacks a layer (gzip or plain tar) from `reader` into `dest`; returns the digest of the uncompressed tar
+/// Unpacks a layer (gzip, zstd or plain tar) from `reader` into `dest`; returns the digest of the uncompressed tar
 /// (the layer's diff id).
 pub fn unpack(reader: impl Read, dest: &Path) -> Result<Digest> {
     let mut buffered = BufReader::new(reader);
     let head = buffered.fill_buf().map_err(|e| io("reading layer", e))?;
     let plain: Box<dyn Read> = match head {
         [0x1f, 0x8b, ..] => Box::new(flate2::read::GzDecoder::new(buffered)),
-        [0x28, 0xb5, 0x2f, 0xfd, ..] => {
-            return Err(Error::InvalidArgument(
-                "zstd-compressed layers are not supported yet".into(),
-            ));
-        }
+        [0x28, 0xb5, 0x2f, 0xfd, ..] => Box::new(
+            zstd::stream::read::Decoder::with_buffer(buffered).map_err(|e| io("reading zstd layer", e))?,
+        ),
         _ => Box::new(buffered),
     };
     let mut hashing = Hashing {

@@ -27,6 +27,8 @@ pub struct ImageSpec {
     pub user: String,
     /// Working directory.
     pub workdir: String,
+    /// Compress layers with zstd instead of gzip.
+    pub zstd: bool,
 }
 
 /// The digests of a written image.
@@ -140,9 +142,16 @@ pub fn write_layout(out: &Path, images: &[ImageSpec]) -> std::io::Result<Vec<Ima
         for dir in &img.layers {
             let tar = layer_tar(dir)?;
             diff_ids.push(digest(&tar));
-            let gz = gzip(&tar)?;
-            let d = put_blob(out, &gz)?;
-            layers.push(json!({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": d, "size": gz.len()}));
+            let (blob, media) = if img.zstd {
+                (
+                    zstd::encode_all(&tar[..], 3)?,
+                    "application/vnd.oci.image.layer.v1.tar+zstd",
+                )
+            } else {
+                (gzip(&tar)?, "application/vnd.oci.image.layer.v1.tar+gzip")
+            };
+            let d = put_blob(out, &blob)?;
+            layers.push(json!({"mediaType": media, "digest": d, "size": blob.len()}));
         }
         let mut config = json!({"Env": img.env});
         for (key, v) in [("Entrypoint", &img.entrypoint), ("Cmd", &img.cmd)] {

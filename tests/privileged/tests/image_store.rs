@@ -226,3 +226,57 @@ fn a_blob_that_does_not_match_its_digest_stores_nothing() {
         0
     );
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn zstd_layers_unpack_like_gzip_ones() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    write(&src.join("etc/motd"), "zstd layer\n");
+    let layout = dir.path().join("layout");
+    let spec = image::ImageSpec {
+        name: "z:1".into(),
+        layers: vec![src],
+        zstd: true,
+        ..Default::default()
+    };
+    let info = image::write_layout(&layout, &[spec]).unwrap().remove(0);
+    let manifest = image::json_blob(&layout, &info.manifest).unwrap();
+    assert_eq!(
+        manifest["layers"][0]["mediaType"],
+        "application/vnd.oci.image.layer.v1.tar+zstd"
+    );
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    let rec = import::import_layout(&store, &layout).unwrap().remove(0);
+    let motd = std::fs::read_to_string(store.layer_dir(&rec.diff_ids[0]).join("etc/motd")).unwrap();
+    assert_eq!(motd, "zstd layer\n");
+}
+
+#[test]
+#[ignore = "needs root, skopeo: run through hack/test.sh"]
+fn docker_archives_import_with_their_tags() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    let bb = image::busybox(&layout, "busybox:latest").unwrap();
+    let archive = dir.path().join("docker.tar");
+    let out = std::process::Command::new(crius_test_support::which("skopeo"))
+        .args(["copy", "--quiet"])
+        .arg(format!("oci:{}:busybox:latest", layout.display()))
+        .arg(format!(
+            "docker-archive:{}:example.test/busybox:v1",
+            archive.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    let recs = import::import_docker_archive(&store, &archive).unwrap();
+    assert_eq!(recs.len(), 1);
+    let rec = store.find("example.test/busybox:v1").unwrap();
+    assert_eq!(rec.diff_ids.len(), 1);
+    assert!(store.layer_dir(&rec.diff_ids[0]).join("bin/busybox").exists());
+    // The config travels unchanged, so the image id is the same as from the OCI layout.
+    assert_eq!(rec.id.as_str(), bb.config);
+}
