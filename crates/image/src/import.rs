@@ -8,9 +8,6 @@ use serde_json::Value;
 use crate::error::io;
 use crate::{Digest, Error, ImageRecord, Result, Store};
 
-const INDEX: &str = "application/vnd.oci.image.index.v1+json";
-const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
-
 fn read_layout_blob(layout: &Path, d: &Digest) -> Result<Vec<u8>> {
     std::fs::read(layout.join("blobs/sha256").join(d.hex()))
         .map_err(|e| io(format!("reading blob {d} of the archive"), e))
@@ -39,19 +36,8 @@ pub fn import_layout(store: &Store, layout: &Path) -> Result<Vec<ImageRecord>> {
         store.put_blob(&digest, &bytes, "manifest")?;
         let mut manifest: Value = serde_json::from_slice(&bytes)
             .map_err(|e| Error::InvalidArgument(format!("manifest {digest}: {e}")))?;
-        let media = desc["mediaType"]
-            .as_str()
-            .or(manifest["mediaType"].as_str())
-            .unwrap_or_default();
-        if media == INDEX || media == DOCKER_LIST {
-            let pick = manifest["manifests"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|m| m["platform"]["os"] == "linux" && m["platform"]["architecture"] == "amd64");
-            let pick =
-                pick.ok_or_else(|| Error::NotFound(format!("a linux/amd64 manifest in index {digest}")))?;
-            digest = descriptor_digest(pick, "image index")?;
+        if crate::manifest::is_index(&manifest) {
+            digest = crate::manifest::pick_linux_amd64(&manifest, &format!("index {digest}"))?;
             bytes = read_layout_blob(layout, &digest)?;
             store.put_blob(&digest, &bytes, "manifest")?;
             manifest = serde_json::from_slice(&bytes)
@@ -84,12 +70,7 @@ fn import_manifest(
     store.put_blob(&cfg_digest, &cfg_bytes, "image config")?;
     let cfg: Value = serde_json::from_slice(&cfg_bytes)
         .map_err(|e| Error::InvalidArgument(format!("config {cfg_digest}: {e}")))?;
-    let diff_ids: Vec<Digest> = cfg["rootfs"]["diff_ids"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|d| Digest::parse(d.as_str().unwrap_or_default()))
-        .collect::<Result<_>>()?;
+    let diff_ids = crate::manifest::diff_ids(&cfg)?;
     let layers = m["layers"].as_array().cloned().unwrap_or_default();
     if layers.len() != diff_ids.len() {
         return Err(Error::InvalidArgument(format!(
@@ -117,17 +98,20 @@ fn import_manifest(
 
 /// Imports an OCI archive (a tar of an OCI image layout).
 pub fn import_archive(store: &Store, archive: &Path) -> Result<Vec<ImageRecord>> {
+    with_unpacked(store, archive, |tmp| import_layout(store, tmp))
+}
+
+/// Unpacks `archive` into a fresh ingest directory, runs `f` on it, and removes the directory again.
+fn with_unpacked<T>(store: &Store, archive: &Path, f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
     let tmp = store
         .root()
         .join("ingest")
-        .join(format!("archive-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
+        .join(format!("archive-{}", crate::store::temp_name("x")));
     std::fs::create_dir_all(&tmp).map_err(|e| io("creating an ingest dir", e))?;
-    let result = (|| {
-        let f = std::fs::File::open(archive).map_err(|e| io(format!("opening {}", archive.display()), e))?;
-        crate::unpack::unpack(f, &tmp)?;
-        import_layout(store, &tmp)
-    })();
+    let result = std::fs::File::open(archive)
+        .map_err(|e| io(format!("opening {}", archive.display()), e))
+        .and_then(|file| crate::unpack::unpack(file, &tmp))
+        .and_then(|_| f(&tmp));
     let _ = std::fs::remove_dir_all(&tmp);
     result
 }
@@ -135,15 +119,7 @@ pub fn import_archive(store: &Store, archive: &Path) -> Result<Vec<ImageRecord>>
 /// Imports a docker-archive (`docker save` / `skopeo copy … docker-archive:`): `manifest.json` lists each
 /// image's config file, its layer tars and its tags. A manifest is synthesised for the store's record.
 pub fn import_docker_archive(store: &Store, archive: &Path) -> Result<Vec<ImageRecord>> {
-    let tmp = store
-        .root()
-        .join("ingest")
-        .join(format!("docker-archive-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|e| io("creating an ingest dir", e))?;
-    let result = (|| {
-        let f = std::fs::File::open(archive).map_err(|e| io(format!("opening {}", archive.display()), e))?;
-        crate::unpack::unpack(f, &tmp)?;
+    with_unpacked(store, archive, |tmp| {
         let read = |name: &str| -> Result<Vec<u8>> {
             let rel = crate::unpack::clean(Path::new(name))?;
             let path = tmp
@@ -167,12 +143,7 @@ pub fn import_docker_archive(store: &Store, archive: &Path) -> Result<Vec<ImageR
             store.put_blob(&cfg_digest, &cfg_bytes, "image config")?;
             let cfg: Value = serde_json::from_slice(&cfg_bytes)
                 .map_err(|e| Error::InvalidArgument(format!("config {cfg_digest}: {e}")))?;
-            let diff_ids: Vec<Digest> = cfg["rootfs"]["diff_ids"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|d| Digest::parse(d.as_str().unwrap_or_default()))
-                .collect::<Result<_>>()?;
+            let diff_ids = crate::manifest::diff_ids(&cfg)?;
             let layer_files: Vec<&str> = entry["Layers"]
                 .as_array()
                 .into_iter()
@@ -236,7 +207,5 @@ pub fn import_docker_archive(store: &Store, archive: &Path) -> Result<Vec<ImageR
             )));
         }
         Ok(out)
-    })();
-    let _ = std::fs::remove_dir_all(&tmp);
-    result
+    })
 }

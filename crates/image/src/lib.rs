@@ -15,6 +15,7 @@
 pub mod digest;
 pub mod error;
 pub mod import;
+pub mod manifest;
 pub mod pull;
 pub mod snapshot;
 pub mod store;

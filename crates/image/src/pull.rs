@@ -126,15 +126,8 @@ pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<
     let mut manifest: Value = serde_json::from_slice(&bytes)
         .map_err(|e| Error::InvalidArgument(format!("manifest of {whole}: {e}")))?;
     let mut manifest_bytes = bytes.to_vec();
-    if manifest["manifests"].is_array() {
-        let pick = manifest["manifests"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|m| m["platform"]["os"] == "linux" && m["platform"]["architecture"] == "amd64");
-        let pick =
-            pick.ok_or_else(|| Error::NotFound(format!("{whole}: no linux/amd64 image in its index")))?;
-        let d = Digest::parse(pick["digest"].as_str().unwrap_or_default())?;
+    if crate::manifest::is_index(&manifest) {
+        let d = crate::manifest::pick_linux_amd64(&manifest, &whole)?;
         let by_digest = image.clone_with_digest(d.to_string());
         let (b, _) = client
             .pull_manifest_raw(&by_digest, &auth, MANIFEST_TYPES)
@@ -189,12 +182,7 @@ pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<
     store.put_blob(&manifest_digest, &manifest_bytes, "manifest")?;
     let cfg: Value = serde_json::from_slice(&store.read_blob(&cfg_digest)?)
         .map_err(|e| Error::InvalidArgument(format!("config {cfg_digest}: {e}")))?;
-    let diff_ids: Vec<Digest> = cfg["rootfs"]["diff_ids"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|d| Digest::parse(d.as_str().unwrap_or_default()))
-        .collect::<Result<_>>()?;
+    let diff_ids = crate::manifest::diff_ids(&cfg)?;
     if diff_ids.len() != layer_digests.len() {
         return Err(Error::InvalidArgument(format!(
             "{whole}: {} layers, {} diff ids",

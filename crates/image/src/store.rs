@@ -10,7 +10,7 @@ use crate::error::io;
 use crate::{Digest, Error, Result};
 
 /// A name for a temporary file or directory that no other writer in this process or another uses.
-fn temp_name(base: &str) -> String {
+pub(crate) fn temp_name(base: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     format!(
         "{base}-{}-{}",

@@ -22,6 +22,22 @@ fn free_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
+/// Runs `docker-registry serve <dir>/config.yml`, appending its log to `<dir>/registry.log`.
+fn spawn(dir: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("registry.log"))
+        .expect("registry log");
+    Command::new(crate::which("docker-registry"))
+        .arg("serve")
+        .arg(dir.join("config.yml"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("starting docker-registry")
+}
+
 impl Registry {
     /// Starts a registry open to anyone; fails loudly when docker-registry is not installed.
     pub fn start() -> Registry {
@@ -34,7 +50,7 @@ impl Registry {
     }
 
     fn start_with(basic: Option<(&str, &str)>) -> Registry {
-        let bin = crate::which("docker-registry");
+        crate::which("docker-registry");
         let dir = tempfile::Builder::new()
             .prefix("crius-registry-")
             .tempdir()
@@ -62,26 +78,15 @@ impl Registry {
             );
         }
         std::fs::write(dir.path().join("config.yml"), config).expect("registry config");
-        let log = std::fs::File::create(dir.path().join("registry.log")).expect("log");
-        let child = Command::new(bin)
-            .arg("serve")
-            .arg(dir.path().join("config.yml"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("starting docker-registry");
         let creds = basic.map(|(u, p)| format!("{u}:{p}"));
+        let child = spawn(dir.path());
         let r = Registry {
             child,
             dir,
             host,
             creds,
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(&r.host).is_err() {
-            assert!(Instant::now() < deadline, "registry did not listen: {}", r.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        r.wait_listening();
         r
     }
 
@@ -112,22 +117,16 @@ impl Registry {
     /// Starts it again on the same address with the same data.
     pub fn restart(&mut self) {
         self.stop();
-        let log = std::fs::OpenOptions::new()
-            .append(true)
-            .open(self.dir.path().join("registry.log"))
-            .expect("log");
-        self.child = Command::new(crate::which("docker-registry"))
-            .arg("serve")
-            .arg(self.dir.path().join("config.yml"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("starting docker-registry");
+        self.child = spawn(self.dir.path());
+        self.wait_listening();
+    }
+
+    fn wait_listening(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(&self.host).is_err() {
             assert!(
                 Instant::now() < deadline,
-                "registry did not listen again: {}",
+                "registry did not listen: {}",
                 self.log()
             );
             std::thread::sleep(Duration::from_millis(20));
