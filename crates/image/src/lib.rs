@@ -15,6 +15,7 @@
 pub mod digest;
 pub mod error;
 pub mod import;
+pub mod ingest;
 pub mod manifest;
 pub mod pull;
 pub mod snapshot;

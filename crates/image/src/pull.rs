@@ -164,13 +164,14 @@ pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<
             if store.has_blob(d) {
                 return Ok(None);
             }
-            let mut buf: Vec<u8> = Vec::new();
+            // Straight to disk, hashed on the way; stored only if the digest matches.
+            let mut w = store.blob_writer(d)?;
             client
-                .pull_blob(image, d.as_str(), &mut buf)
+                .pull_blob(image, d.as_str(), &mut w)
                 .await
                 .map_err(|e| map_err(&format!("blob {d} of {whole}"), e))?;
-            store.put_blob(d, &buf, &format!("blob of {whole}"))?;
-            Ok::<Option<u64>, Error>(Some(buf.len() as u64))
+            let size = w.commit(store, d, &format!("blob of {whole}"))?;
+            Ok::<Option<u64>, Error>(Some(size))
         }
     });
     let sizes: Vec<u64> = futures::future::try_join_all(fetches)

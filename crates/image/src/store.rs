@@ -100,17 +100,10 @@ impl Store {
         if self.has_blob(expected) {
             return Ok(());
         }
-        let tmp = self.root.join("ingest").join(temp_name(expected.hex()));
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(bytes)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, self.blob_path(expected))
-        };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io(format!("storing blob {expected}"), e)
-        })
+        let mut w = self.blob_writer(expected)?;
+        w.write_all(bytes)
+            .map_err(|e| io(format!("writing blob {expected}"), e))?;
+        w.commit(self, expected, what).map(drop)
     }
 
     /// The directory holding the unpacked layer `diff_id` (it exists once unpacked).
