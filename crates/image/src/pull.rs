@@ -155,57 +155,65 @@ pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<
     let mut wanted = vec![cfg_digest.clone()];
     wanted.extend(layer_digests.iter().cloned());
     let missing: Vec<Digest> = wanted.into_iter().filter(|d| !store.has_blob(d)).collect();
-    let fetches = missing.iter().map(|d| {
-        let (client, image, whole) = (&client, &image, &whole);
-        async move {
-            // One download per blob, however many pulls want it at once.
-            let lock = inflight(store, d);
-            let _guard = lock.lock().await;
-            if store.has_blob(d) {
-                return Ok(None);
+    let result = async {
+        let fetches = missing.iter().map(|d| {
+            let (client, image, whole) = (&client, &image, &whole);
+            async move {
+                // One download per blob, however many pulls want it at once.
+                let lock = inflight(store, d);
+                let _guard = lock.lock().await;
+                if store.has_blob(d) {
+                    return Ok(None);
+                }
+                // Straight to disk, hashed on the way; stored only if the digest matches.
+                let mut w = store.blob_writer(d)?;
+                client
+                    .pull_blob(image, d.as_str(), &mut w)
+                    .await
+                    .map_err(|e| map_err(&format!("blob {d} of {whole}"), e))?;
+                let size = w.commit(store, d, &format!("blob of {whole}"))?;
+                Ok::<Option<u64>, Error>(Some(size))
             }
-            // Straight to disk, hashed on the way; stored only if the digest matches.
-            let mut w = store.blob_writer(d)?;
-            client
-                .pull_blob(image, d.as_str(), &mut w)
-                .await
-                .map_err(|e| map_err(&format!("blob {d} of {whole}"), e))?;
-            let size = w.commit(store, d, &format!("blob of {whole}"))?;
-            Ok::<Option<u64>, Error>(Some(size))
+        });
+        let sizes: Vec<u64> = futures::future::try_join_all(fetches)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        // Only now, with every blob verified and stored, does the manifest enter the store.
+        store.put_blob(&manifest_digest, &manifest_bytes, "manifest")?;
+        let cfg: Value = serde_json::from_slice(&store.read_blob(&cfg_digest)?)
+            .map_err(|e| Error::InvalidArgument(format!("config {cfg_digest}: {e}")))?;
+        let diff_ids = crate::manifest::diff_ids(&cfg)?;
+        if diff_ids.len() != layer_digests.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{whole}: {} layers, {} diff ids",
+                layer_digests.len(),
+                diff_ids.len()
+            )));
         }
-    });
-    let sizes: Vec<u64> = futures::future::try_join_all(fetches)
-        .await?
-        .into_iter()
-        .flatten()
-        .collect();
-    // Only now, with every blob verified and stored, does the manifest enter the store.
-    store.put_blob(&manifest_digest, &manifest_bytes, "manifest")?;
-    let cfg: Value = serde_json::from_slice(&store.read_blob(&cfg_digest)?)
-        .map_err(|e| Error::InvalidArgument(format!("config {cfg_digest}: {e}")))?;
-    let diff_ids = crate::manifest::diff_ids(&cfg)?;
-    if diff_ids.len() != layer_digests.len() {
-        return Err(Error::InvalidArgument(format!(
-            "{whole}: {} layers, {} diff ids",
-            layer_digests.len(),
-            diff_ids.len()
-        )));
+        for (blob, diff) in layer_digests.iter().zip(&diff_ids) {
+            store.ensure_layer(blob, diff)?;
+        }
+        let size = cfg_digest_size(store, &cfg_digest, &layer_digests);
+        let name = if image.digest().is_some() && image.tag().is_none() {
+            None
+        } else {
+            Some(image_name(&image))
+        };
+        let record = store.record_image(cfg_digest, manifest_digest, diff_ids, layer_digests, size, name)?;
+        Ok(PullReport {
+            image: record,
+            blobs_fetched: sizes.len(),
+            bytes_fetched: sizes.iter().sum(),
+        })
     }
-    for (blob, diff) in layer_digests.iter().zip(&diff_ids) {
-        store.ensure_layer(blob, diff)?;
+    .await;
+    if result.is_err() {
+        // Nothing of a failed pull stays: blobs it stored that no image uses are removed again.
+        store.remove_unreferenced(&missing);
     }
-    let size = cfg_digest_size(store, &cfg_digest, &layer_digests);
-    let name = if image.digest().is_some() && image.tag().is_none() {
-        None
-    } else {
-        Some(image_name(&image))
-    };
-    let record = store.record_image(cfg_digest, manifest_digest, diff_ids, layer_digests, size, name)?;
-    Ok(PullReport {
-        image: record,
-        blobs_fetched: sizes.len(),
-        bytes_fetched: sizes.iter().sum(),
-    })
+    result
 }
 
 /// The lock that serialises downloads of blob `d` into `store`.

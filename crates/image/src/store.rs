@@ -236,6 +236,19 @@ impl Store {
         Ok(rec)
     }
 
+    /// Removes those of `blobs` that no image record refers to.
+    pub fn remove_unreferenced(&self, blobs: &[Digest]) {
+        let images = self.images().unwrap_or_default();
+        for d in blobs {
+            let used = images
+                .iter()
+                .any(|i| &i.id == d || &i.manifest == d || i.layer_blobs.contains(d));
+            if !used {
+                let _ = std::fs::remove_file(self.blob_path(d));
+            }
+        }
+    }
+
     /// Removes an image (all its names) found by any reference. Blobs and layers stay for other images.
     pub fn remove_image(&self, reference: &str) -> Result<ImageRecord> {
         let rec = self.find(reference)?;

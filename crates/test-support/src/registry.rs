@@ -90,6 +90,17 @@ impl Registry {
         r
     }
 
+    /// Where the registry keeps the bytes of blob `digest` (`sha256:…`), to break or restore it in tests.
+    pub fn blob_data(&self, digest: &str) -> std::path::PathBuf {
+        let hex = digest.trim_start_matches("sha256:");
+        self.dir
+            .path()
+            .join("data/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+
     /// The registry's log.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()

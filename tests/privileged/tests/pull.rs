@@ -200,3 +200,35 @@ async fn short_names_are_normalised_and_pulled_through_a_mirror() {
         f.bb.config
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn a_blob_failing_mid_pull_leaves_the_store_as_it_was() {
+    let f = fixture();
+    let reg = Registry::start();
+    reg.push(&f.layout, "busybox:latest", "busybox:1");
+    // The manifest and config are served, the layer is gone: the pull fails after storing the config.
+    let layer = reg.blob_data(&f.bb.layers[0]);
+    let saved = std::fs::read(&layer).unwrap();
+    std::fs::remove_file(&layer).unwrap();
+    let name = format!("{}/busybox:1", reg.host);
+    let err = pull(&f.store, &name, &PullOptions::default()).await.unwrap_err();
+    assert!(
+        err.to_string().contains(&f.bb.layers[0]),
+        "the error names the blob: {err}"
+    );
+    assert!(f.store.images().unwrap().is_empty());
+    assert_eq!(
+        blobs(&f.store),
+        0,
+        "the config fetched before the failure is removed again"
+    );
+    assert_eq!(
+        std::fs::read_dir(f.store.root().join("ingest")).unwrap().count(),
+        0,
+        "no partial download left"
+    );
+    std::fs::write(&layer, saved).unwrap();
+    let ok = pull(&f.store, &name, &PullOptions::default()).await.unwrap();
+    assert_eq!(ok.image.id.as_str(), f.bb.config);
+}
