@@ -11,7 +11,7 @@ packages=(
   # the cgroup-v2 VM (hack/vm): qemu + virtiofsd, Debian's cloud kernel, initramfs tools
   qemu-system-x86 linux-image-cloud-amd64 cpio kmod lz4 binutils
   # reference runtimes the tests and benchmarks compare against
-  runc crun
+  runc crun containerd
   # tools used by tests and benchmarks (skopeo and umoci read the test images as real clients do)
   iproute2 util-linux procps hyperfine jq skopeo umoci
   # a real registry for pull tests, on 127.0.0.1 (htpasswd from apache2-utils for its basic-auth mode)

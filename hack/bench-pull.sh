@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Benchmark: pull + unpack of the same images from the same local registry, crius vs containerd 1.6 (ctr), in one
+# run. Each iteration starts from an empty store (crius) or a fresh namespace and content (containerd).
+# Prints medians and the ratio. Not a test: figures depend on the machine.
+# Usage: hack/bench-pull.sh [iterations]       (root; hack/install-deps.sh first)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-10}
+cargo build --release --quiet -p crius-image --example pull -p crius-test-support --bin crius-mkimage
+cargo rustc -p crius-testprog --release --bin crius-testprog --quiet -- -C target-feature=+crt-static
+crius_pull=$PWD/target/release/examples/pull
+mkimage=$PWD/target/release/crius-mkimage
+
+work=$(mktemp -d /tmp/crius-bench-pull.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  { grep -o " $work[^ ]*" /proc/self/mountinfo || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+reg=127.0.0.1:$port
+printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n' \
+  "$work/registry" "$reg" > "$work/registry.yml"
+docker-registry serve "$work/registry.yml" >"$work/registry.log" 2>&1 & pids+=($!)
+
+cat > "$work/containerd.toml" <<TOML
+version = 2
+root = "$work/containerd-root"
+state = "$work/containerd-state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "$work/containerd.sock"
+# Each iteration uses a new namespace; isolated content makes containerd download again, as crius does.
+[plugins."io.containerd.metadata.v1.bolt"]
+  content_sharing_policy = "isolated"
+TOML
+containerd --config "$work/containerd.toml" 2>"$work/containerd.log" & pids+=($!)
+for _ in $(seq 200); do [ -S "$work/containerd.sock" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+
+"$mkimage" busybox "$work/layout" >/dev/null
+"$mkimage" testprog "$work/layout" target/release/crius-testprog >/dev/null
+for img in busybox crius-testprog; do
+  skopeo copy --quiet --dest-tls-verify=false "oci:$work/layout:$img:latest" "docker://$reg/$img:1"
+done
+
+now() { date +%s%N; }
+median() { sort -n | awk '{v[NR]=$1} END {printf "%.1f", v[int((NR+1)/2)]/1000}'; }
+crius_t=() ctr_t=()
+for i in $(seq "$n"); do
+  t0=$(now)
+  for img in busybox crius-testprog; do "$crius_pull" "$work/crius-$i" "$reg/$img:1" >/dev/null; done
+  t1=$(now)
+  crius_t+=($(((t1 - t0) / 1000)))
+  rm -rf "$work/crius-$i"
+  t0=$(now)
+  for img in busybox crius-testprog; do
+    ctr -a "$work/containerd.sock" -n "bench$i" images pull --plain-http "$reg/$img:1" >/dev/null
+  done
+  t1=$(now)
+  ctr_t+=($(((t1 - t0) / 1000)))
+done
+c=$(printf '%s\n' "${crius_t[@]}" | median)
+d=$(printf '%s\n' "${ctr_t[@]}" | median)
+printf '\npull + unpack of busybox and crius-testprog from a local registry, %d runs each\n' "$n"
+printf '%-12s %12s %14s\n' client "median (ms)" "vs crius"
+printf '%-12s %12s %13.2fx\n' crius "$c" 1
+printf '%-12s %12s %13.2fx\n' containerd "$d" "$(awk -v d="$d" -v c="$c" 'BEGIN {print d / c}')"
