@@ -90,6 +90,7 @@ fn map_err(what: &str, e: OciDistributionError) -> Error {
 
 /// Pulls `reference` into `store`; the image gets the normalized name (`docker.io/library/busybox:latest`).
 pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<PullReport> {
+    let active = Active::enter(store);
     let mut image = parse_reference(reference)?;
     if let Some(mirror) = opts.mirrors.get(image.registry()) {
         image.set_mirror_registry(mirror.clone());
@@ -209,11 +210,46 @@ pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<
         })
     }
     .await;
-    if result.is_err() {
-        // Nothing of a failed pull stays: blobs it stored that no image uses are removed again.
+    // Nothing of a failed pull stays: blobs it stored that no image uses are removed again — unless another pull
+    // into this store is running, which may be counting on them (they are valid blobs; they stay).
+    if result.is_err() && active.alone() {
         store.remove_unreferenced(&missing);
     }
     result
+}
+
+/// Counts the pulls running into each store, so a failing pull knows whether it may clean up.
+struct Active(String);
+
+fn active_pulls() -> std::sync::MutexGuard<'static, HashMap<String, usize>> {
+    static MAP: std::sync::OnceLock<std::sync::Mutex<HashMap<String, usize>>> = std::sync::OnceLock::new();
+    MAP.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+impl Active {
+    fn enter(store: &Store) -> Active {
+        let key = store.root().display().to_string();
+        *active_pulls().entry(key.clone()).or_default() += 1;
+        Active(key)
+    }
+
+    fn alone(&self) -> bool {
+        active_pulls().get(&self.0).copied() == Some(1)
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        let mut map = active_pulls();
+        if let Some(n) = map.get_mut(&self.0) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.0);
+            }
+        }
+    }
 }
 
 /// The lock that serialises downloads of blob `d` into `store`.
