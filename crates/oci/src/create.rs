@@ -128,7 +128,7 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
     };
     let (parent, child) = crate::channel::pair()?;
     // crius-runc is single-threaded; the child only runs our setup code and then _exits or execs.
-    let stage1 = match crate::spawn::fork_into_cgroup(&cg.dir)? {
+    let stage1 = match crate::spawn::fork_into_cgroup(&cg)? {
         ForkResult::Child => {
             drop(parent);
             let e = stage1(&bundle, &child, &fifo, console).unwrap_err();

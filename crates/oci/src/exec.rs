@@ -93,7 +93,7 @@ pub fn exec(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32>
     let seccomp = rec.spec.linux().as_ref().and_then(|l| l.seccomp().clone());
     let (parent, child) = crate::channel::pair()?;
     // Single-threaded process; the child only runs setup code and then execs or _exits.
-    let first = match crate::spawn::fork_into_cgroup(&cg.dir)? {
+    let first = match crate::spawn::fork_into_cgroup(&cg)? {
         ForkResult::Child => {
             drop(parent);
             let e = enter(&ns, &child, opts, console, seccomp.as_ref()).unwrap_err();

@@ -3,10 +3,10 @@
 //! hosts here). Kernels without clone3 get fork plus that write.
 
 use std::os::fd::AsRawFd;
-use std::path::Path;
 
 use nix::unistd::{ForkResult, Pid};
 
+use crate::cgroup::Cgroup;
 use crate::{Result, err};
 
 #[repr(C)]
@@ -27,14 +27,15 @@ struct CloneArgs {
 
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
-/// Forks a child that starts life in the cgroup at `dir`. The caller must be single-threaded: the child runs
+/// Forks a child that starts life in `cg`. The caller must be single-threaded: the child runs
 /// on a copy of the parent's stack, as after fork(2).
-pub fn fork_into_cgroup(dir: &Path) -> Result<ForkResult> {
-    let cg = std::fs::File::open(dir).map_err(|e| err!("opening cgroup {}: {e}", dir.display()))?;
+pub fn fork_into_cgroup(cg: &Cgroup) -> Result<ForkResult> {
+    let dir = cg.dir.as_path();
+    let fd = std::fs::File::open(dir).map_err(|e| err!("opening cgroup {}: {e}", dir.display()))?;
     let args = CloneArgs {
         flags: CLONE_INTO_CGROUP,
         exit_signal: libc::SIGCHLD as u64,
-        cgroup: cg.as_raw_fd() as u64,
+        cgroup: fd.as_raw_fd() as u64,
         ..Default::default()
     };
     // SAFETY: clone3 without CLONE_VM and without a stack behaves like fork; the process is single-threaded.
@@ -58,8 +59,7 @@ pub fn fork_into_cgroup(dir: &Path) -> Result<ForkResult> {
             // SAFETY: single-threaded caller, as documented.
             let res = unsafe { nix::unistd::fork() }.map_err(|e| err!("fork: {e}"))?;
             if let ForkResult::Child = res {
-                std::fs::write(dir.join("cgroup.procs"), "0")
-                    .map_err(|e| err!("joining cgroup {}: {e}", dir.display()))?;
+                cg.add(std::process::id() as i32)?;
             }
             Ok(res)
         }
