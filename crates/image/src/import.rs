@@ -79,7 +79,6 @@ fn import_manifest(
             diff_ids.len()
         )));
     }
-    let mut size = (cfg_bytes.len()) as u64;
     let mut layer_blobs = Vec::new();
     for (l, diff_id) in layers.iter().zip(&diff_ids) {
         let d = descriptor_digest(l, "manifest layer")?;
@@ -87,13 +86,10 @@ fn import_manifest(
             let bytes = read_layout_blob(layout, &d)?;
             store.put_blob(&d, &bytes, "layer")?;
         }
-        size += std::fs::metadata(store.blob_path(&d))
-            .map(|m| m.len())
-            .unwrap_or(0);
         store.ensure_layer(&d, diff_id)?;
         layer_blobs.push(d);
     }
-    store.record_image(cfg_digest, digest.clone(), diff_ids, layer_blobs, size, name)
+    store.record_image(cfg_digest, digest.clone(), diff_ids, layer_blobs, name)
 }
 
 /// Imports an OCI archive (a tar of an OCI image layout).
@@ -160,13 +156,11 @@ pub fn import_docker_archive(store: &Store, archive: &Path) -> Result<Vec<ImageR
             }
             let mut layer_blobs = Vec::new();
             let mut descriptors = Vec::new();
-            let mut size = cfg_bytes.len() as u64;
             for (file, diff_id) in layer_files.iter().zip(&diff_ids) {
                 let bytes = read(file)?;
                 let d = Digest::of(&bytes);
                 store.put_blob(&d, &bytes, "layer")?;
                 store.ensure_layer(&d, diff_id)?;
-                size += bytes.len() as u64;
                 descriptors.push(serde_json::json!({
                     "mediaType": "application/vnd.docker.image.rootfs.diff.tar", "digest": d, "size": bytes.len()}));
                 layer_blobs.push(d);
@@ -194,7 +188,6 @@ pub fn import_docker_archive(store: &Store, archive: &Path) -> Result<Vec<ImageR
                     m_digest.clone(),
                     diff_ids.clone(),
                     layer_blobs.clone(),
-                    size,
                     tag.cloned(),
                 )?);
             }

@@ -196,13 +196,12 @@ pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<
         for (blob, diff) in layer_digests.iter().zip(&diff_ids) {
             store.ensure_layer(blob, diff)?;
         }
-        let size = cfg_digest_size(store, &cfg_digest, &layer_digests);
         let name = if image.digest().is_some() && image.tag().is_none() {
             None
         } else {
             Some(image_name(&image))
         };
-        let record = store.record_image(cfg_digest, manifest_digest, diff_ids, layer_digests, size, name)?;
+        let record = store.record_image(cfg_digest, manifest_digest, diff_ids, layer_digests, name)?;
         Ok(PullReport {
             image: record,
             blobs_fetched: sizes.len(),
@@ -271,15 +270,4 @@ fn image_name(r: &Reference) -> String {
         r.repository(),
         r.tag().unwrap_or("latest")
     )
-}
-
-fn cfg_digest_size(store: &Store, cfg: &Digest, layers: &[Digest]) -> u64 {
-    std::iter::once(cfg)
-        .chain(layers)
-        .map(|d| {
-            std::fs::metadata(store.blob_path(d))
-                .map(|m| m.len())
-                .unwrap_or(0)
-        })
-        .sum()
 }

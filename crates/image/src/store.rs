@@ -200,16 +200,20 @@ impl Store {
         hit.ok_or_else(|| Error::NotFound(format!("image {reference:?}")))
     }
 
-    /// Records image `id`, adding `name` to its names; a name moves here from any other image that had it.
+    /// Records image `id` (its size is that of its stored config and layer blobs), adding `name` to its names; a name moves here from any other image that had it.
     pub fn record_image(
         &self,
         id: Digest,
         manifest: Digest,
         diff_ids: Vec<Digest>,
         layer_blobs: Vec<Digest>,
-        size: u64,
         name: Option<String>,
     ) -> Result<ImageRecord> {
+        // Size is derived from the stored blobs (config and layers), the same for pulls and imports.
+        let size = std::iter::once(&id)
+            .chain(&layer_blobs)
+            .map(|d| std::fs::metadata(self.blob_path(d)).map(|m| m.len()).unwrap_or(0))
+            .sum();
         let mut names = self.find(id.as_str()).map(|r| r.names).unwrap_or_default();
         if let Some(n) = name {
             for mut other in self

@@ -30,6 +30,12 @@ fn import_an_oci_archive_and_run_a_container_over_its_snapshot() {
     let rec = store.find("busybox:latest").unwrap();
     assert_eq!(rec.id.as_str(), bb.config);
     assert_eq!(store.find(&bb.config).unwrap(), rec);
+    let blob_len = |d: &crius_image::Digest| std::fs::metadata(store.blob_path(d)).unwrap().len();
+    assert_eq!(
+        rec.size,
+        blob_len(&rec.id) + rec.layer_blobs.iter().map(blob_len).sum::<u64>(),
+        "size = config + layers"
+    );
     assert_eq!(store.find(&format!("busybox@{}", bb.manifest)).unwrap(), rec);
 
     // Importing again unpacks nothing: the layer directory is the same inode.
