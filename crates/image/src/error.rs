@@ -22,6 +22,12 @@ pub enum Error {
     /// A layer tries to write outside its directory or is otherwise unsafe; nothing outside was written.
     #[error("unsafe layer entry {path:?}: {why}")]
     UnsafeEntry { path: String, why: &'static str },
+    /// The registry refused the credentials (or asked for some).
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The registry could not be reached.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     /// An I/O or system error, with what was being done.
     #[error("{0}")]
     Io(String),

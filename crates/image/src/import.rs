@@ -22,6 +22,7 @@ fn descriptor_digest(v: &Value, what: &str) -> Result<Digest> {
 
 /// Imports every named image of the OCI layout at `layout`; returns the records (with all their names).
 pub fn import_layout(store: &Store, layout: &Path) -> Result<Vec<ImageRecord>> {
+    let _busy = crate::gc::Busy::enter(store);
     let index_bytes = std::fs::read(layout.join("index.json"))
         .map_err(|e| io(format!("reading {}/index.json", layout.display()), e))?;
     let index: Value = serde_json::from_slice(&index_bytes)
@@ -89,7 +90,22 @@ fn import_manifest(
         store.ensure_layer(&d, diff_id)?;
         layer_blobs.push(d);
     }
-    store.record_image(cfg_digest, digest.clone(), diff_ids, layer_blobs, name)
+    store.record_image(
+        cfg_digest,
+        digest.clone(),
+        diff_ids,
+        layer_blobs,
+        name.map(normalized),
+    )
+}
+
+/// A name from an archive as the store keeps it: `busybox:1` is `docker.io/library/busybox:1`. A name that is
+/// not a reference is kept as it is.
+fn normalized(name: String) -> String {
+    match crate::reference::normalize(&name) {
+        Ok(n) => n.tagged().unwrap_or(name),
+        Err(_) => name,
+    }
 }
 
 /// Imports an OCI archive (a tar of an OCI image layout).
@@ -115,7 +131,32 @@ fn with_unpacked<T>(store: &Store, archive: &Path, f: impl FnOnce(&Path) -> Resu
 /// Imports a docker-archive (`docker save` / `skopeo copy … docker-archive:`): `manifest.json` lists each
 /// image's config file, its layer tars and its tags. A manifest is synthesised for the store's record.
 pub fn import_docker_archive(store: &Store, archive: &Path) -> Result<Vec<ImageRecord>> {
-    with_unpacked(store, archive, |tmp| {
+    with_unpacked(store, archive, |tmp| import_docker_dir(store, tmp, archive))
+}
+
+/// Imports whatever `path` is: an OCI layout directory, an OCI archive, or a docker-archive.
+pub fn import_any(store: &Store, path: &Path) -> Result<Vec<ImageRecord>> {
+    if path.is_dir() {
+        return import_layout(store, path);
+    }
+    with_unpacked(store, path, |tmp| {
+        if tmp.join("index.json").exists() {
+            import_layout(store, tmp)
+        } else if tmp.join("manifest.json").exists() {
+            import_docker_dir(store, tmp, path)
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "{}: neither an OCI archive (index.json) nor a docker-archive (manifest.json)",
+                path.display()
+            )))
+        }
+    })
+}
+
+/// Imports the docker-archive `archive`, unpacked at `tmp`.
+fn import_docker_dir(store: &Store, tmp: &Path, archive: &Path) -> Result<Vec<ImageRecord>> {
+    let _busy = crate::gc::Busy::enter(store);
+    {
         let read = |name: &str| -> Result<Vec<u8>> {
             let rel = crate::unpack::clean(Path::new(name))?;
             let path = tmp
@@ -188,7 +229,7 @@ pub fn import_docker_archive(store: &Store, archive: &Path) -> Result<Vec<ImageR
                     m_digest.clone(),
                     diff_ids.clone(),
                     layer_blobs.clone(),
-                    tag.cloned(),
+                    tag.cloned().map(normalized),
                 )?);
             }
             out.extend(rec);
@@ -200,5 +241,5 @@ pub fn import_docker_archive(store: &Store, archive: &Path) -> Result<Vec<ImageR
             )));
         }
         Ok(out)
-    })
+    }
 }

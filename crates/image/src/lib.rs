@@ -4,20 +4,23 @@
 //! <root>/blobs/sha256/<hex>      content-addressed blobs (manifests, configs, compressed layers), digest-checked
 //! <root>/ingest/                 blobs being written; renamed into blobs/ only once their digest matches
 //! <root>/layers/<diff-id>/fs     each layer unpacked once (whiteouts as overlayfs whiteouts)
-//! <root>/images/<config-hex>.json image records: id (config digest), names, manifest, layers
+//! <root>/images/<config-hex>.json image records: id (config digest), names, repo digests, manifest, layers
 //! <root>/snapshots/<id>/{upper,work,rootfs}   a container's overlay of the image's layers
 //! ```
 //! Nothing half-done is visible: blobs and layers are written under temporary names and renamed into place,
 //! image records are written atomically, and a crash leaves only temporary entries that the next open removes.
 //!
-//! This crate covers the local side (store, import, unpack, snapshots); pulling from registries builds on it.
+//! Pulls and imports store blobs and layers first and the image record last; removing an image collects the
+//! blobs and layers nothing uses any more (see [`gc`]).
 
 pub mod digest;
 pub mod error;
+pub mod gc;
 pub mod import;
 pub mod ingest;
 pub mod manifest;
 pub mod pull;
+pub mod reference;
 pub mod snapshot;
 pub mod store;
 pub mod unpack;

@@ -5,10 +5,10 @@
 
 use std::collections::HashMap;
 
+use oci_client::Client;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::OciDistributionError;
 use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
 use serde_json::Value;
 
 use crate::{Digest, Error, ImageRecord, Result, Store};
@@ -28,6 +28,39 @@ pub enum Auth {
     Anonymous,
     /// Username and password (basic auth, or exchanged for a bearer token when the registry asks).
     Basic(String, String),
+    /// A bearer token sent to the registry as it is.
+    Bearer(String),
+}
+
+/// What a pull is doing, for a progress display.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// The manifest was read: the blobs the image needs (config first), with their sizes from the manifest.
+    Resolved {
+        /// Manifest digest.
+        manifest: Digest,
+        /// Every blob of the image with its size, and whether the store already has it.
+        blobs: Vec<(Digest, u64, bool)>,
+    },
+    /// Bytes of a blob received so far (sent every 256 KiB and at the end).
+    Downloading {
+        /// The blob.
+        digest: Digest,
+        /// Bytes received.
+        done: u64,
+    },
+    /// A blob was verified and stored.
+    Stored {
+        /// The blob.
+        digest: Digest,
+        /// Its size.
+        size: u64,
+    },
+    /// A layer is being unpacked (once per store).
+    Unpacking {
+        /// Its uncompressed digest.
+        diff_id: Digest,
+    },
 }
 
 /// How to reach registries.
@@ -53,11 +86,7 @@ pub struct PullReport {
 }
 
 /// Parses a reference as a container runtime does: `busybox` is `docker.io/library/busybox:latest`.
-pub fn parse_reference(reference: &str) -> Result<Reference> {
-    reference
-        .parse::<Reference>()
-        .map_err(|e| Error::InvalidArgument(format!("image reference {reference:?}: {e}")))
-}
+pub use crate::reference::parse as parse_reference;
 
 fn is_loopback(host: &str) -> bool {
     let name = host
@@ -84,13 +113,28 @@ fn map_err(what: &str, e: OciDistributionError) -> Error {
         {
             Error::NotFound(format!("{what}: {envelope:?}"))
         }
+        e @ (OciDistributionError::AuthenticationFailure(_)
+        | OciDistributionError::UnauthorizedError { .. }) => Error::Unauthenticated(format!("{what}: {e}")),
+        OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout() => {
+            Error::Unavailable(format!("{what}: {e}"))
+        }
         other => Error::Io(format!("{what}: {other}")),
     }
 }
 
 /// Pulls `reference` into `store`; the image gets the normalized name (`docker.io/library/busybox:latest`).
 pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<PullReport> {
-    let active = Active::enter(store);
+    pull_with_progress(store, reference, opts, &|_| {}).await
+}
+
+/// [`pull`], telling `progress` what it does.
+pub async fn pull_with_progress(
+    store: &Store,
+    reference: &str,
+    opts: &PullOptions,
+    progress: &(dyn Fn(Progress) + Send + Sync),
+) -> Result<PullReport> {
+    let active = crate::gc::Busy::enter(store);
     let mut image = parse_reference(reference)?;
     if let Some(mirror) = opts.mirrors.get(image.registry()) {
         image.set_mirror_registry(mirror.clone());
@@ -108,6 +152,7 @@ pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<
     let auth = match &opts.auth {
         Auth::Anonymous => RegistryAuth::Anonymous,
         Auth::Basic(u, p) => RegistryAuth::Basic(u.clone(), p.clone()),
+        Auth::Bearer(t) => RegistryAuth::Bearer(t.clone()),
     };
     let whole = image.whole();
     let (bytes, _) = client
@@ -146,16 +191,37 @@ pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<
             serde_json::from_slice(&b).map_err(|e| Error::InvalidArgument(format!("manifest {d}: {e}")))?;
         manifest_bytes = b.to_vec();
     }
-    let cfg_digest = Digest::parse(manifest["config"]["digest"].as_str().unwrap_or_default())?;
-    let layer_digests: Vec<Digest> = manifest["layers"]
+    let descriptor = |v: &Value| -> Result<(Digest, u64)> {
+        Ok((
+            Digest::parse(v["digest"].as_str().unwrap_or_default())?,
+            v["size"].as_u64().unwrap_or(0),
+        ))
+    };
+    let config = descriptor(&manifest["config"])?;
+    let cfg_digest = config.0.clone();
+    let layers: Vec<(Digest, u64)> = manifest["layers"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|l| Digest::parse(l["digest"].as_str().unwrap_or_default()))
+        .map(descriptor)
         .collect::<Result<_>>()?;
-    let mut wanted = vec![cfg_digest.clone()];
-    wanted.extend(layer_digests.iter().cloned());
-    let missing: Vec<Digest> = wanted.into_iter().filter(|d| !store.has_blob(d)).collect();
+    let layer_digests: Vec<Digest> = layers.iter().map(|(d, _)| d.clone()).collect();
+    let blobs: Vec<(Digest, u64, bool)> = std::iter::once(config)
+        .chain(layers)
+        .map(|(d, size)| {
+            let have = store.has_blob(&d);
+            (d, size, have)
+        })
+        .collect();
+    let missing: Vec<Digest> = blobs
+        .iter()
+        .filter(|(_, _, have)| !have)
+        .map(|(d, _, _)| d.clone())
+        .collect();
+    progress(Progress::Resolved {
+        manifest: manifest_digest.clone(),
+        blobs,
+    });
     let result = async {
         let fetches = missing.iter().map(|d| {
             let (client, image, whole) = (&client, &image, &whole);
@@ -167,12 +233,26 @@ pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<
                     return Ok(None);
                 }
                 // Straight to disk, hashed on the way; stored only if the digest matches.
-                let mut w = store.blob_writer(d)?;
+                let mut w = Counting {
+                    inner: store.blob_writer(d)?,
+                    digest: d,
+                    done: 0,
+                    reported: 0,
+                    progress,
+                };
                 client
                     .pull_blob(image, d.as_str(), &mut w)
                     .await
                     .map_err(|e| map_err(&format!("blob {d} of {whole}"), e))?;
-                let size = w.commit(store, d, &format!("blob of {whole}"))?;
+                progress(Progress::Downloading {
+                    digest: d.clone(),
+                    done: w.done,
+                });
+                let size = w.inner.commit(store, d, &format!("blob of {whole}"))?;
+                progress(Progress::Stored {
+                    digest: d.clone(),
+                    size,
+                });
                 Ok::<Option<u64>, Error>(Some(size))
             }
         });
@@ -194,13 +274,21 @@ pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<
             )));
         }
         for (blob, diff) in layer_digests.iter().zip(&diff_ids) {
-            store.ensure_layer(blob, diff)?;
+            if !store.layer_dir(diff).exists() {
+                progress(Progress::Unpacking {
+                    diff_id: diff.clone(),
+                });
+            }
+            // Unpacking is blocking file work: off the async workers.
+            let (s, b, d) = (store.clone(), blob.clone(), diff.clone());
+            tokio::task::spawn_blocking(move || s.ensure_layer(&b, &d))
+                .await
+                .map_err(|e| Error::Io(format!("unpacking layer {diff}: {e}")))??;
         }
-        let name = if image.digest().is_some() && image.tag().is_none() {
-            None
-        } else {
-            Some(image_name(&image))
-        };
+        let named = crate::reference::normalize(reference)?;
+        let name = named
+            .tagged()
+            .or_else(|| Some(named.with_digest(manifest_digest.as_str())));
         let record = store.record_image(cfg_digest, manifest_digest, diff_ids, layer_digests, name)?;
         Ok(PullReport {
             image: record,
@@ -217,37 +305,48 @@ pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<
     result
 }
 
-/// Counts the pulls running into each store, so a failing pull knows whether it may clean up.
-struct Active(String);
-
-fn active_pulls() -> std::sync::MutexGuard<'static, HashMap<String, usize>> {
-    static MAP: std::sync::OnceLock<std::sync::Mutex<HashMap<String, usize>>> = std::sync::OnceLock::new();
-    MAP.get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+/// A blob writer that reports bytes received.
+struct Counting<'a> {
+    inner: crate::ingest::BlobWriter,
+    digest: &'a Digest,
+    done: u64,
+    reported: u64,
+    progress: &'a (dyn Fn(Progress) + Send + Sync),
 }
 
-impl Active {
-    fn enter(store: &Store) -> Active {
-        let key = store.root().display().to_string();
-        *active_pulls().entry(key.clone()).or_default() += 1;
-        Active(key)
-    }
-
-    fn alone(&self) -> bool {
-        active_pulls().get(&self.0).copied() == Some(1)
-    }
-}
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        let mut map = active_pulls();
-        if let Some(n) = map.get_mut(&self.0) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.0);
+impl tokio::io::AsyncWrite for Counting<'_> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let r = std::pin::Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Ok(n)) = r {
+            this.done += n as u64;
+            if this.done - this.reported >= 256 * 1024 {
+                this.reported = this.done;
+                (this.progress)(Progress::Downloading {
+                    digest: this.digest.clone(),
+                    done: this.done,
+                });
             }
         }
+        r
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
 
@@ -261,13 +360,4 @@ fn inflight(store: &Store, d: &Digest) -> std::sync::Arc<tokio::sync::Mutex<()>>
         .entry(key)
         .or_default()
         .clone()
-}
-
-fn image_name(r: &Reference) -> String {
-    format!(
-        "{}/{}:{}",
-        r.registry(),
-        r.repository(),
-        r.tag().unwrap_or("latest")
-    )
 }

@@ -54,6 +54,10 @@ impl Store {
         for d in [&upper, &work, &rootfs] {
             std::fs::create_dir_all(d).map_err(|e| io(format!("creating {}", d.display()), e))?;
         }
+        // The layers it stands on, so garbage collection leaves them alone.
+        let hexes: Vec<&str> = image.diff_ids.iter().map(|d| d.hex()).collect();
+        std::fs::write(dir.join("layers"), hexes.join("\n"))
+            .map_err(|e| io(format!("recording the layers of snapshot {id}"), e))?;
         let data = format!(
             "lowerdir={},upperdir={},workdir={}",
             lowers.join(":"),
@@ -71,6 +75,18 @@ impl Store {
             return Err(io(format!("mounting the overlay for {id} ({data})"), e));
         }
         Ok(rootfs)
+    }
+
+    /// The diff id hexes of the layers every snapshot stands on.
+    pub(crate) fn snapshot_layers(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.root().join("snapshots")) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("layers")).ok())
+            .flat_map(|s| s.lines().map(str::to_string).collect::<Vec<_>>())
+            .collect()
     }
 
     /// Unmounts and deletes the snapshot of `id`; a missing one is fine.

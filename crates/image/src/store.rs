@@ -26,6 +26,9 @@ pub struct ImageRecord {
     pub id: Digest,
     /// Every name (`repo:tag`) this image is known by.
     pub names: Vec<String>,
+    /// Every `repo@manifest-digest` it was pulled or imported as.
+    #[serde(default)]
+    pub repo_digests: Vec<String>,
     /// Manifest digest (for `repo@digest` lookups).
     pub manifest: Digest,
     /// Uncompressed layer digests, lowest first (the layer directories).
@@ -186,21 +189,45 @@ impl Store {
         Ok(out)
     }
 
-    /// Finds an image by id (`sha256:…` or its hex), by name, or by `name@manifest-digest`.
+    /// Finds an image by id (`sha256:…`, its hex, or a unique prefix of at least 12 hex digits), by name
+    /// (`busybox` is `docker.io/library/busybox:latest`), or by `repo@manifest-digest`.
     pub fn find(&self, reference: &str) -> Result<ImageRecord> {
         let all = self.images()?;
-        let hit = all.into_iter().find(|i| {
+        let exact = |i: &&ImageRecord| {
             i.id.as_str() == reference
                 || i.id.hex() == reference
                 || i.names.iter().any(|n| n == reference)
-                || reference
-                    .split_once('@')
-                    .is_some_and(|(_, d)| d == i.manifest.as_str())
-        });
-        hit.ok_or_else(|| Error::NotFound(format!("image {reference:?}")))
+                || i.repo_digests.iter().any(|n| n == reference)
+        };
+        if let Some(hit) = all.iter().find(exact) {
+            return Ok(hit.clone());
+        }
+        if let Ok(n) = crate::reference::normalize(reference) {
+            let hit = all.iter().find(|i| match &n.digest {
+                Some(d) => {
+                    i.repo_digests.contains(&n.with_digest(d))
+                        || (i.manifest.as_str() == d
+                            && i.names.iter().any(|x| crate::reference::repo_of(x) == n.repo))
+                }
+                None => n.tagged().is_some_and(|t| i.names.contains(&t)),
+            });
+            if let Some(hit) = hit {
+                return Ok(hit.clone());
+            }
+        }
+        let hex = reference.strip_prefix("sha256:").unwrap_or(reference);
+        if hex.len() >= 12 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let mut hits = all.iter().filter(|i| i.id.hex().starts_with(hex));
+            if let (Some(hit), None) = (hits.next(), hits.next()) {
+                return Ok(hit.clone());
+            }
+        }
+        Err(Error::NotFound(format!("image {reference:?}")))
     }
 
-    /// Records image `id` (its size is that of its stored config and layer blobs), adding `name` to its names; a name moves here from any other image that had it.
+    /// Records image `id` (its size is that of its stored config and layer blobs) and gives it `name`:
+    /// a `repo:tag` joins its names (moving from any other image that had it) and adds `repo@manifest` to its
+    /// repo digests; a `repo@digest` name only adds that repo digest.
     pub fn record_image(
         &self,
         id: Digest,
@@ -214,8 +241,16 @@ impl Store {
             .chain(&layer_blobs)
             .map(|d| std::fs::metadata(self.blob_path(d)).map(|m| m.len()).unwrap_or(0))
             .sum();
-        let mut names = self.find(id.as_str()).map(|r| r.names).unwrap_or_default();
-        if let Some(n) = name {
+        let old = self.find(id.as_str()).ok();
+        let mut names = old.as_ref().map(|r| r.names.clone()).unwrap_or_default();
+        let mut repo_digests = old.map(|r| r.repo_digests).unwrap_or_default();
+        if let Some(n) = &name {
+            let rd = format!("{}@{manifest}", crate::reference::repo_of(n));
+            if !repo_digests.contains(&rd) {
+                repo_digests.push(rd);
+            }
+        }
+        if let Some(n) = name.filter(|n| !n.contains('@')) {
             for mut other in self
                 .images()?
                 .into_iter()
@@ -231,6 +266,7 @@ impl Store {
         let rec = ImageRecord {
             id,
             names,
+            repo_digests,
             manifest,
             diff_ids,
             layer_blobs,
@@ -253,11 +289,13 @@ impl Store {
         }
     }
 
-    /// Removes an image (all its names) found by any reference. Blobs and layers stay for other images.
+    /// Removes an image (all its names) found by any reference, then the blobs and layers that no other
+    /// image or snapshot uses.
     pub fn remove_image(&self, reference: &str) -> Result<ImageRecord> {
         let rec = self.find(reference)?;
         std::fs::remove_file(self.image_path(&rec.id))
             .map_err(|e| io(format!("removing image {}", rec.id), e))?;
+        self.collect_garbage()?;
         Ok(rec)
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod image;
 pub mod registry;
+pub mod token;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -1,11 +1,13 @@
 //! A real registry for pull tests: Debian's `docker-registry` (distribution 2.8) serving plain http on a free
-//! 127.0.0.1 port with its storage in a temp dir, filled with `skopeo copy`. Stopped (and its data removed)
-//! when dropped.
+//! 127.0.0.1 port with its storage in a temp dir, filled with `skopeo copy`; open, or demanding basic auth
+//! (htpasswd), or bearer tokens from a [`TokenIssuer`] it owns. Stopped (and its data removed) when dropped.
 
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::token::TokenIssuer;
 
 /// A running registry.
 pub struct Registry {
@@ -13,8 +15,20 @@ pub struct Registry {
     dir: tempfile::TempDir,
     /// `127.0.0.1:<port>`.
     pub host: String,
-    /// `user:password` when the registry asks for basic auth.
+    /// `user:password` when the registry asks for credentials (basic auth, or to get a token with).
     creds: Option<String>,
+    /// The token issuer the registry sends clients to, in token mode.
+    issuer: Option<TokenIssuer>,
+}
+
+/// How a registry tells who is asking.
+enum Access<'a> {
+    /// Anyone may push and pull.
+    Open,
+    /// htpasswd: basic credentials on every request.
+    Basic(&'a str, &'a str),
+    /// token: bearer tokens, which a [`TokenIssuer`] hands out for these basic credentials.
+    Token(&'a str, &'a str),
 }
 
 fn free_port() -> u16 {
@@ -41,15 +55,21 @@ fn spawn(dir: &Path) -> Child {
 impl Registry {
     /// Starts a registry open to anyone; fails loudly when docker-registry is not installed.
     pub fn start() -> Registry {
-        Self::start_with(None)
+        Self::start_with(Access::Open)
     }
 
     /// Starts a registry that demands basic auth (its htpasswd mode, the file made by `htpasswd -B`).
     pub fn start_with_basic_auth(user: &str, password: &str) -> Registry {
-        Self::start_with(Some((user, password)))
+        Self::start_with(Access::Basic(user, password))
     }
 
-    fn start_with(basic: Option<(&str, &str)>) -> Registry {
+    /// Starts a registry in token mode: it answers 401 with a `Bearer realm=…,service=…` challenge and takes the
+    /// tokens of a [`TokenIssuer`] started with it, which gives them to `user` with `password`.
+    pub fn start_with_token_auth(user: &str, password: &str) -> Registry {
+        Self::start_with(Access::Token(user, password))
+    }
+
+    fn start_with(access: Access<'_>) -> Registry {
         crate::which("docker-registry");
         let dir = tempfile::Builder::new()
             .prefix("crius-registry-")
@@ -61,30 +81,47 @@ impl Registry {
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n",
             dir.path().join("data").display()
         );
-        if let Some((user, password)) = basic {
-            let out = Command::new(crate::which("htpasswd"))
-                .args(["-Bbn", user, password])
-                .output()
-                .expect("htpasswd");
-            assert!(
-                out.status.success(),
-                "htpasswd: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            std::fs::write(dir.path().join("htpasswd"), &out.stdout).expect("htpasswd file");
-            config += &format!(
-                "auth:\n  htpasswd:\n    realm: crius-test\n    path: {}\n",
-                dir.path().join("htpasswd").display()
-            );
-        }
+        let (creds, issuer) = match access {
+            Access::Open => (None, None),
+            Access::Basic(user, password) => {
+                let out = Command::new(crate::which("htpasswd"))
+                    .args(["-Bbn", user, password])
+                    .output()
+                    .expect("htpasswd");
+                assert!(
+                    out.status.success(),
+                    "htpasswd: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                std::fs::write(dir.path().join("htpasswd"), &out.stdout).expect("htpasswd file");
+                config += &format!(
+                    "auth:\n  htpasswd:\n    realm: crius-test\n    path: {}\n",
+                    dir.path().join("htpasswd").display()
+                );
+                (Some(format!("{user}:{password}")), None)
+            }
+            Access::Token(user, password) => {
+                let issuer = TokenIssuer::start("crius-test-issuer", "crius-test-registry", user, password);
+                let bundle = dir.path().join("token-root.pem");
+                std::fs::write(&bundle, issuer.root_cert_pem()).expect("token root certificate");
+                config += &format!(
+                    "auth:\n  token:\n    realm: {}\n    service: {}\n    issuer: {}\n    rootcertbundle: {}\n",
+                    issuer.realm(),
+                    issuer.service(),
+                    issuer.issuer(),
+                    bundle.display()
+                );
+                (Some(format!("{user}:{password}")), Some(issuer))
+            }
+        };
         std::fs::write(dir.path().join("config.yml"), config).expect("registry config");
-        let creds = basic.map(|(u, p)| format!("{u}:{p}"));
         let child = spawn(dir.path());
         let r = Registry {
             child,
             dir,
             host,
             creds,
+            issuer,
         };
         r.wait_listening();
         r
@@ -99,6 +136,11 @@ impl Registry {
             .join(&hex[..2])
             .join(hex)
             .join("data")
+    }
+
+    /// The token issuer of a registry in token mode.
+    pub fn token_issuer(&self) -> Option<&TokenIssuer> {
+        self.issuer.as_ref()
     }
 
     /// The registry's log.

@@ -180,6 +180,58 @@ async fn basic_auth_is_required_and_accepted() {
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn bearer_token_auth_is_required_and_accepted() {
+    use crius_image::pull::Auth;
+    let f = fixture();
+    let reg = Registry::start_with_token_auth("alice", "s3cret");
+    let issuer = reg.token_issuer().unwrap();
+    reg.push(&f.layout, "busybox:latest", "private/busybox:1");
+    assert!(
+        issuer.issued() > 0,
+        "skopeo pushed with a token: {:?}",
+        issuer.log()
+    );
+    let name = format!("{}/private/busybox:1", reg.host);
+    let anonymous = pull(&f.store, &name, &PullOptions::default()).await.unwrap_err();
+    assert!(!matches!(anonymous, Error::InvalidArgument(_)), "{anonymous}");
+    let wrong = PullOptions {
+        auth: Auth::Basic("alice".into(), "wrong".into()),
+        ..Default::default()
+    };
+    let before = issuer.issued();
+    assert!(pull(&f.store, &name, &wrong).await.is_err());
+    assert_eq!(
+        issuer.issued(),
+        before,
+        "no token for a wrong password: {:?}",
+        issuer.log()
+    );
+    assert!(f.store.images().unwrap().is_empty());
+    let right = PullOptions {
+        auth: Auth::Basic("alice".into(), "s3cret".into()),
+        ..Default::default()
+    };
+    let got = pull(&f.store, &name, &right)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\nissuer: {:?}\nregistry: {}", issuer.log(), reg.log()));
+    assert_eq!(got.image.id.as_str(), f.bb.config);
+    let layer_blobs: Vec<&str> = got.image.layer_blobs.iter().map(|d| d.as_str()).collect();
+    assert_eq!(layer_blobs, f.bb.layers);
+    assert!(
+        f.store
+            .layer_dir(&got.image.diff_ids[0])
+            .join("bin/busybox")
+            .exists()
+    );
+    assert!(
+        issuer.issued() > before,
+        "the client fetched a token for the pull: {:?}",
+        issuer.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
 async fn short_names_are_normalised_and_pulled_through_a_mirror() {
     let f = fixture();
     let reg = Registry::start();

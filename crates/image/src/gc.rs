@@ -1,0 +1,138 @@
+//! Reclaiming space: blobs and unpacked layers that no image record (and no container snapshot) uses are
+//! removed, and the store's disk usage is measured for the CRI's ImageFsInfo.
+//!
+//! Writers (pulls and imports) mark the store busy while they run: they store blobs and layers before the
+//! image record that makes them used, so a collection is skipped while any writer in this process is active.
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use crate::error::io;
+use crate::{Result, Store};
+
+/// Marks the store busy while a pull or import into it runs in this process.
+pub(crate) struct Busy(String);
+
+fn writers() -> std::sync::MutexGuard<'static, HashMap<String, usize>> {
+    static MAP: std::sync::OnceLock<std::sync::Mutex<HashMap<String, usize>>> = std::sync::OnceLock::new();
+    MAP.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+impl Busy {
+    pub(crate) fn enter(store: &Store) -> Busy {
+        let key = store.root().display().to_string();
+        *writers().entry(key.clone()).or_default() += 1;
+        Busy(key)
+    }
+
+    /// True when no other writer is active in this store.
+    pub(crate) fn alone(&self) -> bool {
+        writers().get(&self.0).copied() == Some(1)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let mut map = writers();
+        if let Some(n) = map.get_mut(&self.0) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.0);
+            }
+        }
+    }
+}
+
+/// What a collection removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Collected {
+    /// Blobs removed.
+    pub blobs: usize,
+    /// Unpacked layers removed.
+    pub layers: usize,
+}
+
+/// Bytes and inodes a directory tree uses (hard links counted once).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Allocated bytes (blocks × 512).
+    pub bytes: u64,
+    /// Inodes.
+    pub inodes: u64,
+}
+
+fn walk(path: &Path, seen: &mut HashSet<(u64, u64)>, u: &mut Usage) {
+    let Ok(md) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    if seen.insert((md.dev(), md.ino())) {
+        u.bytes += md.blocks() * 512;
+        u.inodes += 1;
+    }
+    if md.is_dir()
+        && let Ok(entries) = std::fs::read_dir(path)
+    {
+        for e in entries.flatten() {
+            walk(&e.path(), seen, u);
+        }
+    }
+}
+
+impl Store {
+    /// Removes blobs and layers that no image and no snapshot uses. Skipped (returns nothing collected)
+    /// while a pull or import into this store runs in this process.
+    pub fn collect_garbage(&self) -> Result<Collected> {
+        let guard = Busy::enter(self);
+        let mut out = Collected::default();
+        if !guard.alone() {
+            return Ok(out);
+        }
+        let images = self.images()?;
+        let mut blobs: HashSet<String> = HashSet::new();
+        let mut layers: HashSet<String> = HashSet::new();
+        for i in &images {
+            blobs.insert(i.id.hex().to_string());
+            blobs.insert(i.manifest.hex().to_string());
+            blobs.extend(i.layer_blobs.iter().map(|d| d.hex().to_string()));
+            layers.extend(i.diff_ids.iter().map(|d| d.hex().to_string()));
+        }
+        layers.extend(self.snapshot_layers());
+        let dir = self.root().join("blobs/sha256");
+        for e in std::fs::read_dir(&dir)
+            .map_err(|e| io(format!("reading {}", dir.display()), e))?
+            .flatten()
+        {
+            if !blobs.contains(&*e.file_name().to_string_lossy()) {
+                std::fs::remove_file(e.path())
+                    .map_err(|err| io(format!("removing {}", e.path().display()), err))?;
+                out.blobs += 1;
+            }
+        }
+        let dir = self.root().join("layers");
+        for e in std::fs::read_dir(&dir)
+            .map_err(|e| io(format!("reading {}", dir.display()), e))?
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with('.') && !layers.contains(&name) {
+                std::fs::remove_dir_all(e.path())
+                    .map_err(|err| io(format!("removing {}", e.path().display()), err))?;
+                out.layers += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Disk use of the image content (blobs, layers, records), without container snapshots.
+    pub fn usage(&self) -> Usage {
+        let mut seen = HashSet::new();
+        let mut u = Usage::default();
+        for d in ["blobs", "layers", "images"] {
+            walk(&self.root().join(d), &mut seen, &mut u);
+        }
+        u
+    }
+}
