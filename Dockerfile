@@ -8,5 +8,5 @@ RUN cargo build --release --workspace --bins
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends libseccomp2 && rm -rf /var/lib/apt/lists/*
-COPY --from=build /src/target/release/crius-runc /usr/local/bin/
-ENTRYPOINT ["/usr/local/bin/crius-runc"]
+COPY --from=build /src/target/release/crius-runc /src/target/release/criusd /src/target/release/crius /usr/local/bin/
+ENTRYPOINT ["/usr/local/bin/criusd"]

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Benchmark: pull + unpack of the same images from the same local registry, crius vs containerd 1.6 (ctr), in one
-# run. Each iteration starts from an empty store (crius) or a fresh namespace and content (containerd).
+# Benchmark: pull + unpack of the same images from the same local registry, crius (criusd driven by
+# `crius images pull`) vs containerd 1.6 (driven by `ctr images pull`), in one run. Each iteration starts from an
+# empty store (crius: the previous images removed, which collects their blobs and layers) or a fresh namespace
+# and content (containerd).
 # Prints medians and the ratio. Not a test: figures depend on the machine.
 # Usage: hack/bench-pull.sh [iterations]       (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-10}
-cargo build --release --quiet -p crius-image --example pull -p crius-test-support --bin crius-mkimage
+cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-test-support --bin criusd --bin crius --bin crius-mkimage
 cargo rustc -p crius-testprog --release --bin crius-testprog --quiet -- -C target-feature=+crt-static
-crius_pull=$PWD/target/release/examples/pull
+crius=$PWD/target/release/crius
 mkimage=$PWD/target/release/crius-mkimage
 
 work=$(mktemp -d /tmp/crius-bench-pull.XXXXXX)
@@ -38,7 +40,13 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
   content_sharing_policy = "isolated"
 TOML
 containerd --config "$work/containerd.toml" 2>"$work/containerd.log" & pids+=($!)
-for _ in $(seq 200); do [ -S "$work/containerd.sock" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+target/release/criusd --root "$work/crius-root" --state "$work/crius-state" --listen "$work/crius.sock" \
+  --log-level warn 2>"$work/criusd.log" & pids+=($!)
+export CRIUS_ADDRESS=$work/crius.sock
+for _ in $(seq 200); do
+  [ -S "$work/containerd.sock" ] && [ -S "$work/crius.sock" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+  sleep 0.05
+done
 
 "$mkimage" busybox "$work/layout" >/dev/null
 "$mkimage" testprog "$work/layout" target/release/crius-testprog >/dev/null
@@ -51,10 +59,10 @@ median() { sort -n | awk '{v[NR]=$1} END {printf "%.1f", v[int((NR+1)/2)]/1000}'
 crius_t=() ctr_t=()
 for i in $(seq "$n"); do
   t0=$(now)
-  for img in busybox crius-testprog; do "$crius_pull" "$work/crius-$i" "$reg/$img:1" >/dev/null; done
+  for img in busybox crius-testprog; do "$crius" images pull -q "$reg/$img:1" >/dev/null; done
   t1=$(now)
   crius_t+=($(((t1 - t0) / 1000)))
-  rm -rf "$work/crius-$i"
+  "$crius" images rm "$reg/busybox:1" "$reg/crius-testprog:1" >/dev/null
   t0=$(now)
   for img in busybox crius-testprog; do
     ctr -a "$work/containerd.sock" -n "bench$i" images pull --plain-http "$reg/$img:1" >/dev/null

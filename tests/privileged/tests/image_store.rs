@@ -68,6 +68,37 @@ fn import_an_oci_archive_and_run_a_container_over_its_snapshot() {
 
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
+fn removing_an_image_collects_what_nothing_else_uses() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    image::busybox(&layout, "busybox:latest").unwrap();
+    image::testprog(&layout, "crius-testprog:latest", &testprog_binary()).unwrap();
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    import::import_layout(&store, &layout).unwrap();
+    let count = |d: &str| std::fs::read_dir(store.root().join(d)).unwrap().count();
+    assert_eq!((count("blobs/sha256"), count("layers")), (6, 2));
+    let bb = store.find("busybox").unwrap();
+
+    // A container's snapshot keeps its layer while the image goes.
+    let id = unique("gc");
+    store.prepare_snapshot(&id, &bb).unwrap();
+    store.remove_image("busybox").unwrap();
+    assert_eq!(
+        (count("blobs/sha256"), count("layers")),
+        (3, 2),
+        "busybox's blobs gone, its layer kept"
+    );
+    assert!(store.layer_dir(&bb.diff_ids[0]).join("bin/busybox").exists());
+    store.remove_snapshot(&id).unwrap();
+    assert_eq!(store.collect_garbage().unwrap().layers, 1);
+    assert_eq!((count("blobs/sha256"), count("layers")), (3, 1));
+    store.remove_image("crius-testprog:latest").unwrap();
+    assert_eq!((count("blobs/sha256"), count("layers")), (0, 0));
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
 fn whiteouts_opaque_dirs_hard_links_setuid_and_devices() {
     require_root();
     let dir = tempfile::tempdir().unwrap();

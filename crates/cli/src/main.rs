@@ -1,0 +1,55 @@
+//! crius: the command line for criusd. `crius images …` pulls, imports, lists, inspects and removes images,
+//! through the CRI ImageService where it suffices and crius's own API for imports and pull progress.
+
+mod images;
+
+use clap::{Parser, Subcommand};
+
+/// crius — talk to criusd, the crius container runtime daemon.
+#[derive(Debug, Parser)]
+#[command(name = "crius", version)]
+struct Cli {
+    /// criusd's socket.
+    #[arg(long, global = true, env = "CRIUS_ADDRESS", default_value = crius_api::DEFAULT_SOCKET)]
+    address: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Pull, import, list, inspect and remove images.
+    #[command(subcommand, visible_alias = "image")]
+    Images(images::Images),
+}
+
+fn main() -> std::process::ExitCode {
+    // `crius images ls | head` ends quietly, as other Unix tools do.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.
+    let _ = unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+    };
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("crius: starting the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Images(cmd) => images::run(&cli.address, cmd).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("crius: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! `crius.images.v1.Images`, the project's own image API: pull with a stream of progress events, and import
+//! of archives, over the same store and configuration as the CRI ImageService.
+
+use std::path::PathBuf;
+use std::pin::Pin;
+
+use crius_api::images as api;
+use crius_image::pull::{Auth, Progress};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use crate::image::ImageService;
+use crate::status;
+
+/// The service; it shares the CRI ImageService's store and configuration.
+#[derive(Debug, Clone)]
+pub struct ImagesApi {
+    images: ImageService,
+}
+
+impl ImagesApi {
+    /// The API over the same store as `images`.
+    pub fn new(images: ImageService) -> ImagesApi {
+        ImagesApi { images }
+    }
+}
+
+fn event(e: api::pull_event::Event) -> api::PullEvent {
+    api::PullEvent { event: Some(e) }
+}
+
+fn progress_event(p: Progress) -> api::PullEvent {
+    use api::pull_event::Event;
+    event(match p {
+        Progress::Resolved { manifest, blobs } => Event::Resolved(api::Resolved {
+            manifest_digest: manifest.to_string(),
+            blobs: blobs
+                .into_iter()
+                .map(|(d, size, present)| api::Blob {
+                    digest: d.to_string(),
+                    size,
+                    present,
+                })
+                .collect(),
+        }),
+        Progress::Downloading { digest, done } => Event::Progress(api::BlobProgress {
+            digest: digest.to_string(),
+            bytes_done: done,
+        }),
+        Progress::Stored { digest, size } => Event::Stored(api::BlobStored {
+            digest: digest.to_string(),
+            size,
+        }),
+        Progress::Unpacking { diff_id } => Event::Unpacking(api::Unpacking {
+            diff_id: diff_id.to_string(),
+        }),
+    })
+}
+
+type PullStream = Pin<Box<dyn Stream<Item = Result<api::PullEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl api::images_server::Images for ImagesApi {
+    type PullStream = PullStream;
+
+    async fn pull(&self, request: Request<api::PullRequest>) -> Result<Response<PullStream>, Status> {
+        let req = request.into_inner();
+        if req.reference.is_empty() {
+            return Err(Status::invalid_argument("Pull: reference is empty"));
+        }
+        // Refuse a bad reference before the stream starts, so the caller gets the status directly.
+        crius_image::reference::normalize(&req.reference).map_err(status)?;
+        let auth = if !req.registry_token.is_empty() {
+            Auth::Bearer(req.registry_token)
+        } else if !req.username.is_empty() || !req.password.is_empty() {
+            Auth::Basic(req.username, req.password)
+        } else {
+            Auth::Anonymous
+        };
+        let opts = self.images.pull_options(auth);
+        let store = self.images.store().clone();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let sink = tx.clone();
+            let send = move |p: Progress| {
+                let _ = sink.send(Ok(progress_event(p)));
+            };
+            let started = std::time::Instant::now();
+            let result = crius_image::pull::pull_with_progress(&store, &req.reference, &opts, &send).await;
+            let last = match result {
+                Ok(r) => {
+                    tracing::info!(image = %req.reference, id = %r.image.id, blobs = r.blobs_fetched,
+                        bytes = r.bytes_fetched, ms = started.elapsed().as_millis() as u64, "pulled");
+                    Ok(event(api::pull_event::Event::Done(api::PullDone {
+                        image_id: r.image.id.to_string(),
+                        repo_tags: r.image.names,
+                        repo_digests: r.image.repo_digests,
+                        blobs_fetched: r.blobs_fetched as u32,
+                        bytes_fetched: r.bytes_fetched,
+                    })))
+                }
+                Err(e) => {
+                    tracing::warn!(image = %req.reference, error = %e, "pull failed");
+                    Err(status(e))
+                }
+            };
+            let _ = tx.send(last);
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::UnboundedReceiverStream::new(rx),
+        )))
+    }
+
+    async fn import(
+        &self,
+        request: Request<api::ImportRequest>,
+    ) -> Result<Response<api::ImportResponse>, Status> {
+        let path = PathBuf::from(request.into_inner().path);
+        if !path.is_absolute() {
+            return Err(Status::invalid_argument(format!(
+                "Import: path {} is not absolute (criusd resolves it, not the caller)",
+                path.display()
+            )));
+        }
+        if !path.exists() {
+            return Err(Status::not_found(format!(
+                "Import: {} does not exist",
+                path.display()
+            )));
+        }
+        let store = self.images.store().clone();
+        let shown = path.display().to_string();
+        let records = tokio::task::spawn_blocking(move || crius_image::import::import_any(&store, &path))
+            .await
+            .map_err(|e| Status::internal(format!("import task: {e}")))?
+            .map_err(status)?;
+        for r in &records {
+            tracing::info!(archive = %shown, id = %r.id, names = ?r.names, "imported");
+        }
+        Ok(Response::new(api::ImportResponse {
+            images: records
+                .into_iter()
+                .map(|r| api::ImportedImage {
+                    image_id: r.id.to_string(),
+                    repo_tags: r.names,
+                    repo_digests: r.repo_digests,
+                    size: r.size,
+                })
+                .collect(),
+        }))
+    }
+}

@@ -1,0 +1,248 @@
+//! criusd's configuration: `/etc/crius/config.toml`, then flags on top. Every key, its meaning and its default
+//! are in [`Config::render`], which `criusd --print-config` prints (a valid config file).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Where the config file is looked for when `--config` is not given (a missing default file is fine).
+pub const DEFAULT_CONFIG: &str = "/etc/crius/config.toml";
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Persistent data: images, layers, snapshots.
+    pub root: PathBuf,
+    /// Runtime state that does not survive a reboot.
+    pub state: PathBuf,
+    /// The unix socket criusd serves the CRI and its own API on.
+    pub listen: PathBuf,
+    /// Mode of that socket (octal).
+    pub listen_mode: u32,
+    /// error, warn, info, debug or trace (or a tracing filter such as `info,crius_cri=debug`).
+    pub log_level: String,
+    /// text or json.
+    pub log_format: String,
+    /// Image settings.
+    pub image: ImageSection,
+}
+
+/// The `[image]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ImageSection {
+    /// Registries reached over plain http (`host` or `host:port`); loopback registries always are.
+    pub insecure_registries: Vec<String>,
+    /// Images reported pinned to kubelet (never garbage-collected by it), e.g. a sandbox image.
+    pub pinned_images: Vec<String>,
+    /// Registry host → mirror (`host:port`, or `http://host:port` for a plain-http mirror).
+    pub mirrors: BTreeMap<String, String>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            root: "/var/lib/crius".into(),
+            state: "/run/crius".into(),
+            listen: crius_api::DEFAULT_SOCKET.into(),
+            listen_mode: 0o660,
+            log_level: "info".into(),
+            log_format: "text".into(),
+            image: ImageSection::default(),
+        }
+    }
+}
+
+fn toml_value<T: Serialize>(v: &T) -> String {
+    toml::Value::try_from(v)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|e| format!("\"<{e}>\""))
+}
+
+impl Config {
+    /// Reads `path`; when `explicit` is false a missing file means the defaults.
+    pub fn load(path: &Path, explicit: bool) -> Result<Config, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => return Ok(Config::default()),
+            Err(e) => return Err(format!("reading config {}: {e}", path.display())),
+        };
+        toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))
+    }
+
+    /// Checks values a flag or file may have got wrong.
+    pub fn check(&self) -> Result<(), String> {
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return Err(format!("log_format {:?}: use text or json", self.log_format));
+        }
+        if self.listen_mode > 0o777 {
+            return Err(format!("listen_mode {:o}: not a file mode", self.listen_mode));
+        }
+        for (p, what) in [
+            (&self.root, "root"),
+            (&self.state, "state"),
+            (&self.listen, "listen"),
+        ] {
+            if !p.is_absolute() {
+                return Err(format!("{what} {}: must be an absolute path", p.display()));
+            }
+        }
+        for (host, mirror) in &self.image.mirrors {
+            if host.is_empty() || mirror_host(mirror).is_empty() {
+                return Err(format!(
+                    "mirror {host:?} = {mirror:?}: both sides must name a host"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The image service's settings: a mirror given as `http://…` is also reached over plain http.
+    pub fn image_config(&self) -> crius_cri::ImageConfig {
+        let mut insecure = self.image.insecure_registries.clone();
+        let mut mirrors = std::collections::HashMap::new();
+        for (host, m) in &self.image.mirrors {
+            let h = mirror_host(m).to_string();
+            if m.starts_with("http://") && !insecure.contains(&h) {
+                insecure.push(h.clone());
+            }
+            mirrors.insert(host.clone(), h);
+        }
+        crius_cri::ImageConfig {
+            mirrors,
+            insecure,
+            pinned: self.image.pinned_images.clone(),
+        }
+    }
+
+    /// The configuration as a commented TOML file: every key with what it means and its default.
+    pub fn render(&self) -> String {
+        let d = Config::default();
+        let mut out = String::from(
+            "# criusd configuration (criusd --print-config). Flags override these keys; see criusd --help.\n\n",
+        );
+        let mut key = |doc: &str, name: &str, value: String, default: String| {
+            out += &format!("# {doc}\n# default: {default}\n{name} = {value}\n\n");
+        };
+        key(
+            "Persistent data: images, unpacked layers, container snapshots (--root).",
+            "root",
+            toml_value(&self.root),
+            toml_value(&d.root),
+        );
+        key(
+            "Runtime state, gone after a reboot (--state).",
+            "state",
+            toml_value(&self.state),
+            toml_value(&d.state),
+        );
+        key(
+            "Unix socket for the CRI and crius's own API (--listen).",
+            "listen",
+            toml_value(&self.listen),
+            toml_value(&d.listen),
+        );
+        key(
+            "File mode of that socket; 0o660 lets root and the socket's group in.",
+            "listen_mode",
+            format!("0o{:o}", self.listen_mode),
+            format!("0o{:o}", d.listen_mode),
+        );
+        key(
+            "error, warn, info, debug, trace, or a tracing filter like \"info,crius_cri=debug\" (--log-level).",
+            "log_level",
+            toml_value(&self.log_level),
+            toml_value(&d.log_level),
+        );
+        key(
+            "Log lines as text or json, on stderr (--log-format).",
+            "log_format",
+            toml_value(&self.log_format),
+            toml_value(&d.log_format),
+        );
+        out += "[image]\n";
+        let mut key = |doc: &str, name: &str, value: String| {
+            out += &format!("# {doc}\n# default: []\n{name} = {value}\n\n");
+        };
+        key(
+            "Registries reached over plain http, as host or host:port (--insecure-registry). Loopback registries always are.",
+            "insecure_registries",
+            toml_value(&self.image.insecure_registries),
+        );
+        key(
+            "Images reported pinned to kubelet, which then never garbage-collects them (--pinned-image).",
+            "pinned_images",
+            toml_value(&self.image.pinned_images),
+        );
+        out += "# Registry host = mirror to pull from instead: \"host:port\", or \"http://host:port\" for plain http\n\
+                # (--registry-mirror HOST=MIRROR). Example: \"docker.io\" = \"http://127.0.0.1:5000\"\n\
+                # default: none\n[image.mirrors]\n";
+        for (k, v) in &self.image.mirrors {
+            out += &format!("{} = {}\n", toml_value(k), toml_value(v));
+        }
+        out
+    }
+}
+
+/// The host of a mirror given as `host:port` or `http(s)://host:port[/]`.
+pub fn mirror_host(m: &str) -> &str {
+    let m = m
+        .strip_prefix("http://")
+        .or_else(|| m.strip_prefix("https://"))
+        .unwrap_or(m);
+    m.trim_end_matches('/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendered_config_parses_back_to_itself() {
+        let mut c = Config::default();
+        assert_eq!(toml::from_str::<Config>(&c.render()).unwrap(), c);
+        c.image
+            .mirrors
+            .insert("docker.io".into(), "http://127.0.0.1:5000".into());
+        c.image.insecure_registries.push("reg.local:5000".into());
+        c.log_level = "debug".into();
+        let text = c.render();
+        assert_eq!(toml::from_str::<Config>(&text).unwrap(), c);
+        assert!(text.contains("# default: \"/var/lib/crius\""), "{text}");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let e = toml::from_str::<Config>("roots = \"/x\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("roots"), "{e}");
+        let c = Config {
+            log_format: "yaml".into(),
+            ..Config::default()
+        };
+        assert!(c.check().unwrap_err().contains("yaml"));
+        let c = Config {
+            root: "relative".into(),
+            ..Config::default()
+        };
+        assert!(c.check().unwrap_err().contains("root relative"));
+    }
+
+    #[test]
+    fn http_mirrors_are_insecure() {
+        let mut c = Config::default();
+        c.image
+            .mirrors
+            .insert("docker.io".into(), "http://127.0.0.1:5000/".into());
+        c.image
+            .mirrors
+            .insert("quay.io".into(), "mirror.example:443".into());
+        let ic = c.image_config();
+        assert_eq!(ic.mirrors["docker.io"], "127.0.0.1:5000");
+        assert_eq!(ic.insecure, vec!["127.0.0.1:5000".to_string()]);
+        assert_eq!(ic.mirrors["quay.io"], "mirror.example:443");
+    }
+}

@@ -1,0 +1,116 @@
+//! criusd: the crius daemon. It serves the CRI ImageService (RuntimeService follows) and crius's own API
+//! (`crius.images.v1`) on one unix socket, from a config file with a flag for every key.
+
+mod config;
+mod serve;
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use config::{Config, DEFAULT_CONFIG};
+
+/// criusd — a container runtime for Kubernetes: serves the CRI on a unix socket.
+///
+/// Settings come from the config file (`--print-config` shows every key, its meaning and default),
+/// and each flag overrides its key.
+#[derive(Debug, Parser)]
+#[command(name = "criusd", version)]
+struct Cli {
+    /// Config file; a missing default file means built-in defaults, a missing given file is an error.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the effective configuration (a valid, commented config file) and exit.
+    #[arg(long)]
+    print_config: bool,
+    /// Persistent data directory (images, layers, snapshots) [config: root; default /var/lib/crius].
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Runtime state directory [config: state; default /run/crius].
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// Unix socket to serve on [config: listen; default /run/crius/crius.sock].
+    #[arg(long, value_name = "SOCKET")]
+    listen: Option<PathBuf>,
+    /// Pull HOST's images from MIRROR instead (`docker.io=http://127.0.0.1:5000`); repeatable
+    /// [config: image.mirrors].
+    #[arg(long = "registry-mirror", value_name = "HOST=MIRROR")]
+    registry_mirror: Vec<String>,
+    /// Reach HOST (host or host:port) over plain http; repeatable [config: image.insecure_registries].
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    insecure_registry: Vec<String>,
+    /// Report this image pinned (kubelet never garbage-collects it); repeatable [config: image.pinned_images].
+    #[arg(long = "pinned-image", value_name = "IMAGE")]
+    pinned_image: Vec<String>,
+    /// error, warn, info, debug, trace, or a tracing filter [config: log_level; default info].
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<String>,
+    /// text or json [config: log_format; default text].
+    #[arg(long, value_name = "FORMAT")]
+    log_format: Option<String>,
+}
+
+impl Cli {
+    /// The file's configuration with the flags applied.
+    fn config(&self) -> Result<Config, String> {
+        let (path, explicit) = match &self.config {
+            Some(p) => (p.clone(), true),
+            None => (PathBuf::from(DEFAULT_CONFIG), false),
+        };
+        let mut c = Config::load(&path, explicit)?;
+        if let Some(v) = &self.root {
+            c.root = v.clone();
+        }
+        if let Some(v) = &self.state {
+            c.state = v.clone();
+        }
+        if let Some(v) = &self.listen {
+            c.listen = v.clone();
+        }
+        if let Some(v) = &self.log_level {
+            c.log_level = v.clone();
+        }
+        if let Some(v) = &self.log_format {
+            c.log_format = v.clone();
+        }
+        for m in &self.registry_mirror {
+            let (host, mirror) = m
+                .split_once('=')
+                .ok_or_else(|| format!("--registry-mirror {m:?}: use HOST=MIRROR"))?;
+            c.image.mirrors.insert(host.to_string(), mirror.to_string());
+        }
+        c.image
+            .insecure_registries
+            .extend(self.insecure_registry.iter().cloned());
+        c.image.pinned_images.extend(self.pinned_image.iter().cloned());
+        c.check()?;
+        Ok(c)
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let config = match cli.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("criusd: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    if cli.print_config {
+        print!("{}", config.render());
+        return std::process::ExitCode::SUCCESS;
+    }
+    if let Err(e) = serve::init_logging(&config) {
+        eprintln!("criusd: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    match serve::run(config) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("criusd: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

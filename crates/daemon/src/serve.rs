@@ -1,0 +1,129 @@
+//! Starting and stopping: logging, directories, the single-instance lock, the socket, the gRPC server, and a
+//! clean shutdown on SIGTERM or SIGINT (in-flight calls finish, the socket file is removed).
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crius_api::images::images_server::ImagesServer;
+use k8s_cri::v1::image_service_server::ImageServiceServer;
+use nix::fcntl::{Flock, FlockArg};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::config::Config;
+
+/// Sets up `tracing` on stderr as the config asks.
+pub fn init_logging(c: &Config) -> Result<(), String> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&c.log_level)
+        .map_err(|e| format!("log_level {:?}: {e}", c.log_level))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let r = if c.log_format == "json" {
+        builder.json().try_init()
+    } else {
+        builder.with_ansi(false).try_init()
+    };
+    r.map_err(|e| format!("setting up logging: {e}"))
+}
+
+fn mkdir(p: &Path, mode: u32) -> Result<(), String> {
+    std::fs::create_dir_all(p).map_err(|e| format!("creating {}: {e}", p.display()))?;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("setting the mode of {}: {e}", p.display()))
+}
+
+/// Holds `<state>/criusd.lock` for the daemon's lifetime: a second criusd on the same state dir is refused.
+fn lock(state: &Path) -> Result<Flock<std::fs::File>, String> {
+    let path = state.join("criusd.lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("opening {}: {e}", path.display()))?;
+    let mut held = Flock::lock(f, FlockArg::LockExclusiveNonblock).map_err(|_| {
+        let pid = std::fs::read_to_string(&path).unwrap_or_default();
+        format!(
+            "another criusd (pid {}) is using state dir {}",
+            pid.trim(),
+            state.display()
+        )
+    })?;
+    held.set_len(0)
+        .and_then(|_| held.write_all(format!("{}\n", std::process::id()).as_bytes()))
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    Ok(held)
+}
+
+/// Binds the socket: a stale file (nothing listening) is replaced; a live one is an error.
+fn bind(c: &Config) -> Result<tokio::net::UnixListener, String> {
+    let path = &c.listen;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(format!("{} is in use by another server", path.display()));
+        }
+        std::fs::remove_file(path).map_err(|e| format!("removing stale {}: {e}", path.display()))?;
+    }
+    let l =
+        tokio::net::UnixListener::bind(path).map_err(|e| format!("listening on {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(c.listen_mode))
+        .map_err(|e| format!("setting the mode of {}: {e}", path.display()))?;
+    Ok(l)
+}
+
+async fn shutdown_signal() {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        tracing::error!("cannot watch SIGTERM/SIGINT; stop criusd with SIGKILL");
+        return std::future::pending().await;
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    tracing::info!(signal = name, "shutting down");
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub fn run(c: Config) -> Result<(), String> {
+    mkdir(&c.root, 0o711)?;
+    mkdir(&c.state, 0o711)?;
+    let _lock = lock(&c.state)?;
+    let store = crius_image::Store::open(&c.root.join("images"))
+        .map_err(|e| format!("opening the image store: {e}"))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(16)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the async runtime: {e}"))?;
+    rt.block_on(async {
+        let listener = bind(&c)?;
+        let images = crius_cri::image::ImageService::new(store, c.image_config());
+        let api = crius_cri::images_api::ImagesApi::new(images.clone());
+        tracing::info!(
+            socket = %c.listen.display(),
+            root = %c.root.display(),
+            state = %c.state.display(),
+            version = env!("CARGO_PKG_VERSION"),
+            "criusd serving"
+        );
+        let served = tonic::transport::Server::builder()
+            .add_service(ImageServiceServer::new(images))
+            .add_service(ImagesServer::new(api))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::UnixListenerStream::new(listener),
+                shutdown_signal(),
+            )
+            .await;
+        let _ = std::fs::remove_file(&c.listen);
+        served.map_err(|e| format!("serving on {}: {e}", c.listen.display()))?;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}

@@ -1,0 +1,182 @@
+//! A criusd started for one test: the binary built next to the test (`target/<profile>/criusd`), its root,
+//! state and socket in a temp dir, its log in a file. The `crius` CLI next to it talks to it. Stopped with
+//! SIGTERM when dropped (killed if it does not stop).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running criusd.
+pub struct Daemon {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+}
+
+/// A binary built next to the test binary (`target/<profile>/<name>`).
+pub fn built_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (cargo build --workspace --bins)",
+        bin.display()
+    );
+    bin
+}
+
+impl Daemon {
+    /// Starts criusd with `args` added to `--root/--state/--listen` in a fresh temp dir; waits for its socket.
+    pub fn start(args: &[&str]) -> Daemon {
+        crate::require_root();
+        let dir = tempfile::Builder::new()
+            .prefix("criusd-test-")
+            .tempdir()
+            .expect("tempdir");
+        let mut d = Daemon { child: None, dir };
+        d.spawn(args);
+        d
+    }
+
+    fn spawn(&mut self, args: &[&str]) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("criusd log");
+        let child = Command::new(built_binary("criusd"))
+            .arg("--root")
+            .arg(self.root())
+            .arg("--state")
+            .arg(self.state())
+            .arg("--listen")
+            .arg(self.socket())
+            .arg("--config")
+            .arg(self.config_path())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting criusd");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::os::unix::net::UnixStream::connect(self.socket()).is_err() {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("criusd exited with {status}: {}", self.log());
+            }
+            assert!(Instant::now() < deadline, "criusd did not listen: {}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The temp dir everything lives in.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `--root`.
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    /// `--state`.
+    pub fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// `--listen`.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("crius.sock")
+    }
+
+    /// `--config`: `<dir>/config.toml`, written empty unless the test wrote one before starting.
+    pub fn config_path(&self) -> PathBuf {
+        let p = self.dir.path().join("config.toml");
+        if !p.exists() {
+            std::fs::write(&p, "").expect("config file");
+        }
+        p
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("criusd.log")
+    }
+
+    /// What criusd logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Runs the `crius` CLI against this daemon.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(built_binary("crius"))
+            .env("CRIUS_ADDRESS", self.socket())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("running crius")
+    }
+
+    /// Runs the CLI, asserts success, returns stdout.
+    pub fn cli_ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(
+            out.status.success(),
+            "crius {args:?}: {}\ncriusd log:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Sends SIGTERM and waits (10 s at most, then SIGKILL); returns the exit status.
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("criusd did not stop within 10 s of SIGTERM: {}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts it again on the same directories with `args`.
+    pub fn restart(&mut self, args: &[&str]) {
+        self.stop();
+        self.spawn(args);
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(c.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !matches!(c.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
