@@ -1,0 +1,56 @@
+//! Mounting the rootfs containerd passes with Create (`rootfs: [Mount]`, e.g. an overlay from its snapshotter)
+//! at `<bundle>/rootfs`, and unmounting it again.
+
+use std::path::Path;
+
+use containerd_shim_protos::api::Mount;
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+
+fn flag(opt: &str) -> Option<(bool, MsFlags)> {
+    Some(match opt {
+        "ro" => (true, MsFlags::MS_RDONLY),
+        "rw" => (false, MsFlags::MS_RDONLY),
+        "bind" => (true, MsFlags::MS_BIND),
+        "rbind" => (true, MsFlags::MS_BIND | MsFlags::MS_REC),
+        "nosuid" => (true, MsFlags::MS_NOSUID),
+        "suid" => (false, MsFlags::MS_NOSUID),
+        "nodev" => (true, MsFlags::MS_NODEV),
+        "dev" => (false, MsFlags::MS_NODEV),
+        "noexec" => (true, MsFlags::MS_NOEXEC),
+        "exec" => (false, MsFlags::MS_NOEXEC),
+        "relatime" => (true, MsFlags::MS_RELATIME),
+        "noatime" => (true, MsFlags::MS_NOATIME),
+        _ => return None,
+    })
+}
+
+/// Mounts each of `mounts` on `target`, in order.
+pub fn mount_all(mounts: &[Mount], target: &Path) -> Result<(), String> {
+    for m in mounts {
+        let mut flags = MsFlags::empty();
+        let mut data = Vec::new();
+        for o in &m.options {
+            match flag(o) {
+                Some((true, f)) => flags |= f,
+                Some((false, f)) => flags &= !f,
+                None => data.push(o.as_str()),
+            }
+        }
+        let data = data.join(",");
+        let fstype = (!m.type_.is_empty() && m.type_ != "bind").then_some(m.type_.as_str());
+        mount(
+            Some(m.source.as_str()),
+            target,
+            fstype,
+            flags,
+            (!data.is_empty()).then_some(data.as_str()),
+        )
+        .map_err(|e| format!("mounting {} ({}) on {}: {e}", m.source, m.type_, target.display()))?;
+    }
+    Ok(())
+}
+
+/// Unmounts whatever is mounted on `target` (all layers); nothing mounted is fine.
+pub fn unmount_all(target: &Path) {
+    while umount2(target, MntFlags::MNT_DETACH).is_ok() {}
+}

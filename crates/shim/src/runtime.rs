@@ -1,0 +1,114 @@
+//! Running the OCI runtime binary (crius-runc by default; runc or crun when configured). Its errors are read
+//! from its `--log` file (JSON lines), because during `create` its stdio belongs to the container.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::reaper::Reaper;
+
+/// A runtime binary with its state root.
+#[derive(Clone)]
+pub struct Runtime {
+    /// The binary.
+    pub binary: PathBuf,
+    /// Its `--root`.
+    pub root: PathBuf,
+    reaper: Reaper,
+}
+
+/// The container's stdio for `create` or `exec` (None = /dev/null).
+#[derive(Default)]
+pub struct ChildIo {
+    /// stdin.
+    pub stdin: Option<OwnedFd>,
+    /// stdout.
+    pub stdout: Option<OwnedFd>,
+    /// stderr.
+    pub stderr: Option<OwnedFd>,
+}
+
+fn stdio(fd: Option<OwnedFd>) -> Stdio {
+    fd.map(Stdio::from).unwrap_or_else(Stdio::null)
+}
+
+/// The default runtime: `crius-runc` next to the shim's own binary, else on PATH.
+pub fn default_binary() -> PathBuf {
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        let p = dir.join("crius-runc");
+        if p.exists() {
+            return p;
+        }
+    }
+    PathBuf::from("crius-runc")
+}
+
+impl Runtime {
+    /// A runtime `binary` keeping its state under `root`.
+    pub fn new(binary: PathBuf, root: PathBuf, reaper: Reaper) -> Runtime {
+        Runtime { binary, root, reaper }
+    }
+
+    /// Runs `<binary> --root R --log L --log-format json <args>` in `scratch` (a directory for its output),
+    /// with `io` as its stdio if given; returns its stdout. A failure carries the runtime's own error message.
+    pub fn run(&self, args: &[&str], io: Option<ChildIo>, scratch: &Path) -> Result<String, String> {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let log = scratch.join(format!(".runtime-{n}.log"));
+        let out = scratch.join(format!(".runtime-{n}.out"));
+        let shown = format!("{} {}", self.binary.display(), args.join(" "));
+        let result = (|| {
+            let mut cmd = Command::new(&self.binary);
+            cmd.arg("--root")
+                .arg(&self.root)
+                .arg("--log")
+                .arg(&log)
+                .arg("--log-format")
+                .arg("json")
+                .args(args)
+                .current_dir(scratch);
+            match io {
+                Some(io) => {
+                    cmd.stdin(stdio(io.stdin))
+                        .stdout(stdio(io.stdout))
+                        .stderr(stdio(io.stderr));
+                }
+                None => {
+                    let f = std::fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+                    let e = f.try_clone().map_err(|e| e.to_string())?;
+                    cmd.stdin(Stdio::null()).stdout(f).stderr(e);
+                }
+            }
+            let child = cmd.spawn().map_err(|e| format!("{shown}: {e}"))?;
+            drop(cmd);
+            self.reaper.child_started();
+            let exit = self.reaper.wait(child.id() as i32);
+            let stdout = std::fs::read_to_string(&out).unwrap_or_default();
+            if exit.status == 0 {
+                return Ok(stdout);
+            }
+            let mut why: Vec<String> = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter(|v| matches!(v["level"].as_str(), Some("error" | "fatal")))
+                .filter_map(|v| v["msg"].as_str().map(str::to_string))
+                .collect();
+            if why.is_empty() && !stdout.trim().is_empty() {
+                why.push(stdout.trim().to_string());
+            }
+            Err(format!(
+                "{shown}: exit status {}: {}",
+                exit.status,
+                why.join("; ")
+            ))
+        })();
+        let _ = std::fs::remove_file(&log);
+        let _ = std::fs::remove_file(&out);
+        result
+    }
+}

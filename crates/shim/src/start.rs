@@ -1,0 +1,233 @@
+//! The shim v2 process protocol: `start` (find or launch the pod's shim, print its address), `delete` (clean up
+//! after a shim that is gone), and serving (the long-lived process).
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, IntoRawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use containerd_shim_protos as protos;
+use protos::protobuf::Message;
+use sha2::{Digest, Sha256};
+
+use crate::args::{self, Flags};
+use crate::events::{Publisher, timestamp};
+use crate::reaper::Reaper;
+use crate::runtime::Runtime;
+use crate::service::{EXIT_FILE, RUNTIME_FILE, Service};
+
+/// The annotation that groups a pod's containers into one shim.
+pub const SANDBOX_ANNOTATION: &str = "io.kubernetes.cri.sandbox-id";
+/// Where shim sockets live.
+pub const SOCKET_DIR: &str = "/run/crius/s";
+
+/// Runs the shim with `args`; returns the exit code.
+pub fn main(args: impl IntoIterator<Item = String>) -> i32 {
+    let flags = match args::parse(args) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("containerd-shim-crius-v2: {e}");
+            return 2;
+        }
+    };
+    if flags.version {
+        println!("containerd-shim-crius-v2 {}", env!("CARGO_PKG_VERSION"));
+        return 0;
+    }
+    let r = match flags.action.as_str() {
+        "start" => start(&flags),
+        "delete" => delete(&flags),
+        "" => serve(&flags),
+        other => Err(format!("unknown action {other:?}: use start or delete")),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("containerd-shim-crius-v2: {e}");
+            1
+        }
+    }
+}
+
+/// The grouping key of the container whose bundle is `bundle`: its pod's sandbox id, or its own id.
+pub fn grouping(bundle: &Path, id: &str) -> String {
+    std::fs::read(bundle.join("config.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["annotations"][SANDBOX_ANNOTATION].as_str().map(str::to_string))
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| id.to_string())
+}
+
+/// The socket of the shim for `grouping` under owner `address` and `namespace`.
+pub fn socket_address(address: &str, namespace: &str, grouping: &str) -> String {
+    let h = Sha256::digest(format!("{address}/{namespace}/{grouping}").as_bytes());
+    let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
+    format!("unix://{SOCKET_DIR}/{hex}")
+}
+
+fn socket_path(address: &str) -> PathBuf {
+    PathBuf::from(address.strip_prefix("unix://").unwrap_or(address))
+}
+
+fn start(f: &Flags) -> Result<(), String> {
+    if f.id.is_empty() {
+        return Err("start: -id is required".into());
+    }
+    let cwd = std::env::current_dir().map_err(|e| format!("cwd: {e}"))?;
+    let address = socket_address(&f.address, &f.namespace, &grouping(&cwd, &f.id));
+    let path = socket_path(&address);
+    if UnixStream::connect(&path).is_err() {
+        launch(f, &address)?;
+        if UnixStream::connect(&path).is_err() {
+            return Err(format!(
+                "the shim for {} did not come up on {} (its log: {}/shim.log)",
+                f.id,
+                path.display(),
+                cwd.display()
+            ));
+        }
+    }
+    std::fs::write(cwd.join("address"), &address).map_err(|e| format!("writing address: {e}"))?;
+    print!("{address}");
+    let _ = std::io::stdout().flush();
+    Ok(())
+}
+
+/// Launches the serving process and waits until it listens (it closes its stdout then).
+fn launch(f: &Flags, address: &str) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("own binary: {e}"))?;
+    // The shim's own log: containerd's `log` FIFO in the bundle when it reads one, else shim.log.
+    let log = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags_nonblock()
+        .open("log")
+        .or_else(|_| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open("shim.log")
+        })
+        .map_err(|e| format!("opening the shim log: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["-namespace", &f.namespace, "-id", &f.id, "-address", &f.address])
+        .args(["-publish-binary", &f.publish_binary, "-socket", address]);
+    if f.debug {
+        cmd.arg("-debug");
+    }
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("launching the shim: {e}"))?;
+    let mut sink = Vec::new();
+    let _ = child.stdout.take().expect("piped").read_to_end(&mut sink);
+    Ok(())
+}
+
+trait NonBlock {
+    fn custom_flags_nonblock(&mut self) -> &mut Self;
+}
+
+impl NonBlock for std::fs::OpenOptions {
+    fn custom_flags_nonblock(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(libc::O_NONBLOCK)
+    }
+}
+
+fn serve(f: &Flags) -> Result<(), String> {
+    // Own session: a signal to containerd's process group does not reach the shim.
+    let _ = nix::unistd::setsid();
+    // SAFETY: mallopt before any thread exists; one arena keeps a small shim small.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+    let path = socket_path(&f.socket);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    let listener = match UnixListener::bind(&path) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            if UnixStream::connect(&path).is_ok() {
+                // Another shim serves this pod already.
+                return Ok(());
+            }
+            std::fs::remove_file(&path).map_err(|e| format!("removing stale {}: {e}", path.display()))?;
+            UnixListener::bind(&path).map_err(|e| format!("listening on {}: {e}", path.display()))?
+        }
+        Err(e) => return Err(format!("listening on {}: {e}", path.display())),
+    };
+    let reaper = Reaper::start().map_err(|e| format!("becoming a subreaper: {e}"))?;
+    let publisher = Publisher::start(&std::env::var("TTRPC_ADDRESS").unwrap_or_default(), &f.namespace);
+    let service = Service::new(&f.namespace, reaper, publisher);
+    let task: Arc<dyn protos::shim::shim_ttrpc::Task + Send + Sync> = Arc::new(service.clone());
+    let mut server = protos::ttrpc::Server::new()
+        .set_thread_count_min(1)
+        .set_thread_count_default(2)
+        .set_thread_count_max(64)
+        .add_listener(listener.into_raw_fd())
+        .map_err(|e| format!("ttrpc listener: {e}"))?
+        .register_service(protos::shim::shim_ttrpc::create_task(task));
+    server
+        .start()
+        .map_err(|e| format!("starting the ttrpc server: {e}"))?;
+    // Serving: release `start`, which waits for our stdout to close.
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        // SAFETY: dup2 onto our own stdout.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), 1);
+        }
+    }
+    service.wait_done();
+    server.shutdown();
+    let _ = std::fs::remove_file(&path);
+    Ok(())
+}
+
+/// `delete`: the shim is gone (or containerd cleans up); delete the container with its runtime, unmount its
+/// rootfs, and print its last exit as a DeleteResponse.
+fn delete(f: &Flags) -> Result<(), String> {
+    let bundle = if f.bundle.is_empty() {
+        std::env::current_dir().map_err(|e| format!("cwd: {e}"))?
+    } else {
+        PathBuf::from(&f.bundle)
+    };
+    if let Ok(note) = std::fs::read(bundle.join(RUNTIME_FILE))
+        && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&note)
+    {
+        let reaper = Reaper::start().map_err(|e| format!("becoming a subreaper: {e}"))?;
+        let rt = Runtime::new(
+            PathBuf::from(v["binary"].as_str().unwrap_or("crius-runc")),
+            PathBuf::from(v["root"].as_str().unwrap_or_default()),
+            reaper,
+        );
+        if let Err(e) = rt.run(&["delete", "--force", &f.id], None, &bundle) {
+            eprintln!("containerd-shim-crius-v2: {e}");
+        }
+    }
+    crate::mounts::unmount_all(&bundle.join("rootfs"));
+    let exit: serde_json::Value = std::fs::read(bundle.join(EXIT_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let at = exit["exited_at_ns"]
+        .as_u64()
+        .map(|ns| std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns))
+        .unwrap_or_else(std::time::SystemTime::now);
+    let resp = protos::api::DeleteResponse {
+        pid: exit["pid"].as_u64().unwrap_or(0) as u32,
+        // Unknown: it was killed with the shim.
+        exit_status: exit["status"].as_u64().unwrap_or(128 + 9) as u32,
+        exited_at: Some(timestamp(at)).into(),
+        ..Default::default()
+    };
+    let bytes = resp.write_to_bytes().map_err(|e| format!("encoding: {e}"))?;
+    std::io::stdout()
+        .write_all(&bytes)
+        .map_err(|e| format!("writing: {e}"))
+}

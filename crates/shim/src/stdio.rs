@@ -1,0 +1,312 @@
+//! A process's stdio. The shim holds pipes between the container and the outside:
+//! - FIFOs, as containerd passes them (`stdin`/`stdout`/`stderr` paths): copied both ways by the shim, so the
+//!   container never blocks on a reader that went away;
+//! - the CRI log mode: stdout `crius-log:///path/to/file.log` makes the shim write the kubelet's log format
+//!   itself, both streams into that file: `<RFC3339Nano> <stdout|stderr> <P|F> <text>`, one line per line of
+//!   output, with lines longer than 16 KiB split into `P` (partial) records ended by an `F` record. The file is
+//!   reopened (after kubelet rotated it) on an Update whose annotations hold `io.crius.log.reopen`.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use crate::runtime::ChildIo;
+
+/// The prefix of a stdout path that asks for the CRI log mode.
+pub const CRI_LOG_SCHEME: &str = "crius-log://";
+/// Update annotation that reopens a CRI log file.
+pub const REOPEN_ANNOTATION: &str = "io.crius.log.reopen";
+/// Longest log record; longer lines become partial records.
+pub const MAX_LINE: usize = 16 * 1024;
+
+/// A CRI log file shared by a process's two streams.
+pub struct CriLog {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+fn open_log(path: &Path) -> Result<File, String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o640)
+        .open(path)
+        .map_err(|e| format!("opening log {}: {e}", path.display()))
+}
+
+impl CriLog {
+    /// Opens (appending) the log at `path`.
+    pub fn open(path: &Path) -> Result<Arc<CriLog>, String> {
+        Ok(Arc::new(CriLog {
+            path: path.to_path_buf(),
+            file: Mutex::new(open_log(path)?),
+        }))
+    }
+
+    /// Reopens the file at its path (kubelet renamed the old one).
+    pub fn reopen(&self) -> Result<(), String> {
+        let f = open_log(&self.path)?;
+        *self.file.lock().unwrap_or_else(|p| p.into_inner()) = f;
+        Ok(())
+    }
+
+    fn write_record(&self, stream: &str, partial: bool, text: &[u8]) {
+        let mut rec = Vec::with_capacity(text.len() + 48);
+        rec.extend_from_slice(rfc3339_nano(SystemTime::now()).as_bytes());
+        rec.push(b' ');
+        rec.extend_from_slice(stream.as_bytes());
+        rec.extend_from_slice(if partial { b" P " } else { b" F " });
+        rec.extend_from_slice(text);
+        rec.push(b'\n');
+        // One write per record, under the lock: the two streams never interleave inside a record.
+        let _ = self
+            .file
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write_all(&rec);
+    }
+}
+
+/// Formats `t` as Go's RFC3339Nano in UTC: trailing zeros of the fraction dropped, `Z` for the zone.
+pub fn rfc3339_nano(t: SystemTime) -> String {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let mut s = format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    );
+    let nanos = d.subsec_nanos();
+    if nanos != 0 {
+        let frac = format!("{nanos:09}");
+        s.push('.');
+        s.push_str(frac.trim_end_matches('0'));
+    }
+    s.push('Z');
+    s
+}
+
+/// Splits `r`'s output into CRI log records until EOF.
+pub fn copy_to_log(mut r: impl Read, log: &CriLog, stream: &str) {
+    let mut buf = vec![0u8; 32 * 1024];
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                log.write_record(stream, false, &line);
+                line.clear();
+            } else {
+                line.push(b);
+                if line.len() == MAX_LINE {
+                    log.write_record(stream, true, &line);
+                    line.clear();
+                }
+            }
+        }
+    }
+    if !line.is_empty() {
+        log.write_record(stream, false, &line);
+    }
+}
+
+/// Where a process's output goes, and what the shim keeps of its stdio.
+#[derive(Default)]
+pub struct ProcessIo {
+    /// The write end of the container's stdin pipe (CloseIO drops it).
+    pub stdin: Arc<Mutex<Option<File>>>,
+    /// The CRI log, in log mode.
+    pub log: Option<Arc<CriLog>>,
+    /// stdout path as given.
+    pub stdout_path: String,
+    /// stderr path as given.
+    pub stderr_path: String,
+    /// stdin path as given.
+    pub stdin_path: String,
+}
+
+fn pipe() -> Result<(File, File), String> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    Ok((File::from(r), File::from(w)))
+}
+
+/// Opens a FIFO for writing without blocking on a missing reader (then falls back to read-write, which keeps
+/// it open for a reader that comes later).
+fn open_fifo_write(path: &str) -> Result<File, String> {
+    let f = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .or_else(|_| {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)
+        })
+        .map_err(|e| format!("opening {path}: {e}"))?;
+    set_blocking(&f);
+    Ok(f)
+}
+
+fn set_blocking(f: &File) {
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(64 * 1024)
+        .spawn(f)
+        .map(drop)
+        .map_err(|e| format!("starting the {name} thread: {e}"))
+}
+
+fn copy(mut from: File, to: File) {
+    let mut to = to;
+    let _ = std::io::copy(&mut from, &mut to);
+}
+
+/// Sets up a process's stdio from the paths containerd passed; returns the ends for the runtime command
+/// and what the shim keeps.
+pub fn setup(stdin: &str, stdout: &str, stderr: &str) -> Result<(ChildIo, ProcessIo), String> {
+    let mut child = ChildIo::default();
+    let mut io = ProcessIo {
+        stdin_path: stdin.into(),
+        stdout_path: stdout.into(),
+        stderr_path: stderr.into(),
+        ..Default::default()
+    };
+    if let Some(path) = stdout.strip_prefix(CRI_LOG_SCHEME) {
+        let log = CriLog::open(Path::new(path))?;
+        for (stream, slot) in [("stdout", &mut child.stdout), ("stderr", &mut child.stderr)] {
+            let (r, w) = pipe()?;
+            *slot = Some(OwnedFd::from(w));
+            let log = log.clone();
+            spawn(stream, move || copy_to_log(r, &log, stream))?;
+        }
+        io.log = Some(log);
+    } else {
+        for (name, path, slot) in [
+            ("stdout", stdout, &mut child.stdout),
+            ("stderr", stderr, &mut child.stderr),
+        ] {
+            if path.is_empty() {
+                continue;
+            }
+            let fifo = open_fifo_write(path)?;
+            let (r, w) = pipe()?;
+            *slot = Some(OwnedFd::from(w));
+            spawn(name, move || copy(r, fifo))?;
+        }
+    }
+    if !stdin.is_empty() {
+        let fifo = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(stdin)
+            .map_err(|e| format!("opening {stdin}: {e}"))?;
+        set_blocking(&fifo);
+        let (r, w) = pipe()?;
+        child.stdin = Some(OwnedFd::from(r));
+        *io.stdin.lock().unwrap_or_else(|p| p.into_inner()) = Some(w);
+        let slot = io.stdin.clone();
+        spawn("stdin", move || {
+            let mut fifo = fifo;
+            let mut buf = vec![0u8; 32 * 1024];
+            loop {
+                let n = match fifo.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
+                let written = guard.as_mut().is_some_and(|w| w.write_all(&buf[..n]).is_ok());
+                if !written {
+                    break;
+                }
+            }
+            // EOF on the FIFO: the container sees EOF too.
+            slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        })?;
+    }
+    Ok((child, io))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn timestamps_are_go_rfc3339nano() {
+        let t = SystemTime::UNIX_EPOCH + Duration::new(1_795_984_791, 237_209_000);
+        assert_eq!(rfc3339_nano(t), "2026-11-29T20:39:51.237209Z");
+        assert_eq!(rfc3339_nano(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let leap = SystemTime::UNIX_EPOCH + Duration::new(951_782_400, 5);
+        assert_eq!(rfc3339_nano(leap), "2000-02-29T00:00:00.000000005Z");
+    }
+
+    #[test]
+    fn log_records_split_long_lines_and_keep_the_last_partial_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/0.log");
+        let log = CriLog::open(&path).unwrap();
+        let mut input = b"hello\n\nworld".to_vec();
+        input.extend(std::iter::repeat_n(b'x', MAX_LINE + 5));
+        input.push(b'\n');
+        copy_to_log(&input[..], &log, "stderr");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let recs: Vec<(&str, &str, &str)> = text
+            .lines()
+            .map(|l| {
+                let mut p = l.splitn(4, ' ');
+                let ts = p.next().unwrap();
+                assert!(ts.ends_with('Z') && ts.contains('T'), "{ts}");
+                (p.next().unwrap(), p.next().unwrap(), p.next().unwrap_or(""))
+            })
+            .collect();
+        assert_eq!(recs.len(), 4, "{text}");
+        assert_eq!(recs[0], ("stderr", "F", "hello"));
+        assert_eq!(recs[1], ("stderr", "F", ""));
+        assert_eq!((recs[2].1, recs[2].2.len()), ("P", MAX_LINE));
+        assert!(recs[2].2.starts_with("worldxxx"));
+        assert_eq!((recs[3].1, recs[3].2.len()), ("F", 10));
+        // Reopen after a rotation writes to a new file at the same path.
+        std::fs::rename(&path, dir.path().join("sub/0.log.1")).unwrap();
+        log.reopen().unwrap();
+        copy_to_log(&b"after\n"[..], &log, "stdout");
+        assert!(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .ends_with(" stdout F after\n")
+        );
+    }
+}
