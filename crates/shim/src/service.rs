@@ -151,11 +151,14 @@ impl Service {
         }
     }
 
-    fn finish_if_empty(&self) {
-        if self.lock().is_empty() {
-            *self.inner.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
-            self.inner.done_changed.notify_all();
+    /// Lets the shim exit if it holds no container; returns whether it will.
+    pub fn finish_if_empty(&self) -> bool {
+        if !self.lock().is_empty() {
+            return false;
         }
+        *self.inner.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.inner.done_changed.notify_all();
+        true
     }
 
     /// The runtime for a new container: `containerd.runc.v1.Options.binary_name`/`root` when given, else
@@ -703,7 +706,7 @@ impl Task for Service {
 
     fn shutdown(&self, _: &TtrpcContext, _: api::ShutdownRequest) -> Result<api::Empty> {
         // Containers of the pod still here keep the shim alive.
-        self.finish_if_empty();
+        let _ = self.finish_if_empty();
         Ok(api::Empty::new())
     }
 }

@@ -162,6 +162,10 @@ fn serve(f: &Flags) -> Result<(), String> {
         }
         Err(e) => return Err(format!("listening on {}: {e}", path.display())),
     };
+    // SIGTERM (a node shutting down, an operator) ends the shim only once it holds no container: the
+    // containers outlive everything but their own deletion. A handler (reset by exec, so no child inherits
+    // anything) writes to a pipe that a thread reads; blocking the signal instead would be inherited.
+    let term = term_pipe()?;
     let reaper = Reaper::start().map_err(|e| format!("becoming a subreaper: {e}"))?;
     let publisher = Publisher::start(&std::env::var("TTRPC_ADDRESS").unwrap_or_default(), &f.namespace);
     let service = Service::new(&f.namespace, reaper, publisher);
@@ -176,6 +180,19 @@ fn serve(f: &Flags) -> Result<(), String> {
     server
         .start()
         .map_err(|e| format!("starting the ttrpc server: {e}"))?;
+    let on_term = service.clone();
+    let _ = std::thread::Builder::new()
+        .name("sigterm".into())
+        .stack_size(32 * 1024)
+        .spawn(move || {
+            let mut term = term;
+            let mut byte = [0u8; 1];
+            while term.read(&mut byte).is_ok_and(|n| n == 1) {
+                if !on_term.finish_if_empty() {
+                    eprintln!("containerd-shim-crius-v2: SIGTERM ignored: containers are still running");
+                }
+            }
+        });
     // Serving: release `start`, which waits for our stdout to close.
     if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
         // SAFETY: dup2 onto our own stdout.
@@ -187,6 +204,31 @@ fn serve(f: &Flags) -> Result<(), String> {
     server.shutdown();
     let _ = std::fs::remove_file(&path);
     Ok(())
+}
+
+static TERM_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    let fd = TERM_PIPE.load(std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: write(2) is async-signal-safe.
+    unsafe {
+        libc::write(fd, b"t".as_ptr().cast(), 1);
+    }
+}
+
+/// The read end of a pipe that gets a byte per SIGTERM.
+fn term_pipe() -> Result<std::fs::File, String> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    TERM_PIPE.store(w.into_raw_fd(), std::sync::atomic::Ordering::Relaxed);
+    let action = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(on_sigterm),
+        nix::sys::signal::SaFlags::SA_RESTART,
+        nix::sys::signal::SigSet::empty(),
+    );
+    // SAFETY: the handler only calls write(2).
+    unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGTERM, &action) }
+        .map_err(|e| format!("SIGTERM handler: {e}"))?;
+    Ok(std::fs::File::from(r))
 }
 
 /// `delete`: the shim is gone (or containerd cleans up); delete the container with its runtime, unmount its

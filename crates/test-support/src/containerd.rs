@@ -1,0 +1,131 @@
+//! A real containerd 1.6 (Debian's) for one test: its root, state and sockets in a temp dir, the CRI plugin
+//! off. `ctr` talks to it. Stopped when dropped, with every mount under its directory undone.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running containerd.
+pub struct Containerd {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Containerd {
+    /// Starts containerd with its root under `root_dir` (a tmpfs in the VM) or a temp dir.
+    pub fn start() -> Containerd {
+        crate::require_root();
+        crate::which("containerd");
+        let dir = tempfile::Builder::new()
+            .prefix("crius-ctrd-")
+            .tempdir()
+            .expect("tempdir");
+        let d = dir.path();
+        let config = format!(
+            "version = 2\nroot = \"{r}/root\"\nstate = \"{r}/state\"\n\
+             disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
+             [grpc]\n  address = \"{r}/containerd.sock\"\n[ttrpc]\n  address = \"{r}/containerd.sock.ttrpc\"\n",
+            r = d.display()
+        );
+        std::fs::write(d.join("config.toml"), config).expect("config");
+        let log = std::fs::File::create(d.join("containerd.log")).expect("log");
+        let child = Command::new("containerd")
+            .arg("--config")
+            .arg(d.join("config.toml"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting containerd");
+        let c = Containerd { child, dir };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Command::new("ctr")
+            .arg("-a")
+            .arg(c.socket())
+            .arg("version")
+            .output()
+            .map(|o| !o.status.success())
+            .unwrap_or(true)
+        {
+            assert!(Instant::now() < deadline, "containerd did not start: {}", c.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        c
+    }
+
+    /// Its gRPC socket.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("containerd.sock")
+    }
+
+    /// Its directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Its log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("containerd.log")).unwrap_or_default()
+    }
+
+    /// Runs `ctr -a <socket> <args>` (stdin closed; output captured: never for a task that keeps the pipes).
+    pub fn ctr(&self, args: &[&str]) -> Output {
+        Command::new("ctr")
+            .arg("-a")
+            .arg(self.socket())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("running ctr")
+    }
+
+    /// Runs ctr, asserts success, returns stdout.
+    pub fn ctr_ok(&self, args: &[&str]) -> String {
+        let out = self.ctr(args);
+        assert!(
+            out.status.success(),
+            "ctr {args:?}: {}{}\ncontainerd log tail:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.log().lines().rev().take(15).collect::<Vec<_>>().join("\n")
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The status column of `ctr task ls` for `id` (`RUNNING`, `STOPPED`, …), if listed.
+    pub fn task_status(&self, id: &str) -> Option<String> {
+        self.ctr_ok(&["task", "ls"])
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
+    }
+}
+
+/// Mount points under `dir`, deepest first.
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    let prefix = dir.display().to_string();
+    let mut v: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(4).map(str::to_string))
+        .filter(|m| m.starts_with(&prefix))
+        .collect();
+    v.sort_by_key(|m| std::cmp::Reverse(m.len()));
+    v
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !matches!(self.child.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for m in mounts_under(self.dir.path()) {
+            let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}

@@ -1,0 +1,493 @@
+//! containerd-shim-crius-v2: under a real containerd 1.6 (ctr run/exec/kill/delete, the shim gone after the last
+//! delete), and driven directly over ttrpc by crius-shim's client: one shim per pod, exits and events (also
+//! when the events endpoint comes back late), the CRI log format, reconnecting, and bad input.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use containerd_shim_protos as protos;
+use crius_shim::client;
+use crius_test_support::containerd::{Containerd, mounts_under};
+use crius_test_support::daemon::built_binary;
+use crius_test_support::{Bundle, image, require_root, unique};
+use protos::api;
+use protos::protobuf::Message;
+use protos::ttrpc::{self, Code};
+
+fn shim() -> PathBuf {
+    built_binary("containerd-shim-crius-v2")
+}
+
+/// Pids of shim processes whose command line mentions `needle`.
+fn shim_pids(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains("containerd-shim-crius-v2") && cmd.contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Whatever a failing test leaves: containers deleted through the runtime, then the shims that held them.
+struct Cleanup {
+    namespace: &'static str,
+    ids: Vec<String>,
+    needle: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let root = Path::new("/run/crius/shim/crius-runc").join(self.namespace);
+        for id in &self.ids {
+            let _ = std::process::Command::new(built_binary("crius-runc"))
+                .arg("--root")
+                .arg(&root)
+                .args(["delete", "--force", id])
+                .output();
+        }
+        for pid in shim_pids(&self.needle) {
+            let _ =
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie still has /proc/<pid>; check its state.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .unwrap_or(false)
+}
+
+#[test]
+#[ignore = "needs root and containerd: run through hack/test.sh"]
+fn under_containerd_run_exec_kill_delete() {
+    require_root();
+    let ctrd = Containerd::start();
+    let _cleanup = Cleanup {
+        namespace: "default",
+        ids: vec!["c1".into(), "once".into()],
+        needle: format!("-address {}", ctrd.socket().display()),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    image::busybox(&dir.path().join("layout"), "docker.io/library/busybox:latest").unwrap();
+    image::write_archive(&dir.path().join("layout"), &dir.path().join("bb.tar")).unwrap();
+    ctrd.ctr_ok(&["images", "import", dir.path().join("bb.tar").to_str().unwrap()]);
+    let shim = shim();
+    let rt = shim.to_str().unwrap();
+    let img = "docker.io/library/busybox:latest";
+    // On this hybrid host only the cgroup v2 tree without controllers exists: no cpu shares.
+    let run = ["run", "--cpu-shares", "0", "--runtime", rt];
+
+    // A task that exits: its code comes back, and its shim goes.
+    let mut args = run.to_vec();
+    args.extend(["--rm", img, "once", "sh", "-c", "exit 3"]);
+    let out = ctrd.ctr(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut args = run.to_vec();
+    args.extend(["-d", img, "c1", "sleep", "1000"]);
+    ctrd.ctr_ok(&args);
+    assert_eq!(ctrd.task_status("c1").as_deref(), Some("RUNNING"));
+    let needle = format!("-address {}", ctrd.socket().display());
+    let shims = shim_pids(&needle);
+    assert_eq!(shims.len(), 1, "one shim: {shims:?}");
+    let out = ctrd.ctr_ok(&[
+        "task",
+        "exec",
+        "--exec-id",
+        "e1",
+        "c1",
+        "sh",
+        "-c",
+        "echo from exec; tr '\\0' ' ' < /proc/1/cmdline",
+    ]);
+    assert_eq!(out, "from exec\nsleep 1000 ");
+    let ps = ctrd.ctr_ok(&["task", "ps", "c1"]);
+    assert_eq!(ps.lines().count(), 2, "{ps}");
+    ctrd.ctr_ok(&["task", "pause", "c1"]);
+    assert_eq!(ctrd.task_status("c1").as_deref(), Some("PAUSED"));
+    ctrd.ctr_ok(&["task", "resume", "c1"]);
+    assert!(ctrd.ctr_ok(&["task", "metrics", "c1"]).contains("cpu.usage_usec"));
+    ctrd.ctr_ok(&["task", "kill", "-s", "KILL", "c1"]);
+    wait_until("c1 stopped", || {
+        ctrd.task_status("c1").as_deref() == Some("STOPPED")
+    });
+    ctrd.ctr_ok(&["task", "delete", "c1"]);
+    ctrd.ctr_ok(&["container", "delete", "c1"]);
+    wait_until("the shim to exit", || !alive(shims[0]));
+    assert!(shim_pids(&needle).is_empty());
+    let left: Vec<String> = mounts_under(ctrd.dir())
+        .into_iter()
+        .filter(|m| m.contains("/rootfs"))
+        .collect();
+    assert!(left.is_empty(), "rootfs mounts left: {left:?}");
+}
+
+/// An events service, as containerd and criusd serve it, recording what shims publish.
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<Published>>>);
+
+/// A published event: its topic and its encoded message.
+type Published = (String, Vec<u8>);
+
+impl protos::Events for Events {
+    fn forward(&self, _: &ttrpc::TtrpcContext, req: api::ForwardRequest) -> ttrpc::Result<api::Empty> {
+        let env = req.envelope.unwrap_or_default();
+        let value = env.event.as_ref().map(|a| a.value.clone()).unwrap_or_default();
+        self.0.lock().unwrap().push((env.topic.clone(), value));
+        Ok(api::Empty::new())
+    }
+}
+
+struct EventServer {
+    server: Option<ttrpc::Server>,
+}
+
+impl EventServer {
+    fn start(path: &Path, events: &Events) -> EventServer {
+        let _ = std::fs::remove_file(path);
+        let l = std::os::unix::net::UnixListener::bind(path).unwrap();
+        use std::os::fd::IntoRawFd;
+        let svc: Arc<dyn protos::Events + Send + Sync> = Arc::new(events.clone());
+        let mut server = ttrpc::Server::new()
+            .add_listener(l.into_raw_fd())
+            .unwrap()
+            .register_service(protos::create_events(svc));
+        server.start().unwrap();
+        EventServer { server: Some(server) }
+    }
+}
+
+impl Drop for EventServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown();
+        }
+    }
+}
+
+fn exits(events: &Events) -> HashMap<String, u32> {
+    events
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(t, _)| t == "/tasks/exit")
+        .map(|(_, v)| {
+            let e = protos::events::task::TaskExit::parse_from_bytes(v).unwrap();
+            (e.container_id, e.exit_status)
+        })
+        .collect()
+}
+
+fn pod_bundle(args: &[&str], pod: &str) -> Bundle {
+    let mut b = Bundle::new(args);
+    b.config["annotations"] = serde_json::json!({"io.kubernetes.cri.sandbox-id": pod});
+    b.write();
+    b
+}
+
+fn create(c: &client::TaskClient, id: &str, b: &Bundle, stdout: &str) -> ttrpc::Result<u32> {
+    let req = api::CreateTaskRequest {
+        id: id.into(),
+        bundle: b.path().display().to_string(),
+        stdout: stdout.into(),
+        ..Default::default()
+    };
+    c.create(client::ctx(20), &req).map(|r| r.pid)
+}
+
+fn start(c: &client::TaskClient, id: &str) -> ttrpc::Result<u32> {
+    let req = api::StartRequest {
+        id: id.into(),
+        ..Default::default()
+    };
+    c.start(client::ctx(20), &req).map(|r| r.pid)
+}
+
+fn state(c: &client::TaskClient, id: &str) -> ttrpc::Result<api::StateResponse> {
+    let req = api::StateRequest {
+        id: id.into(),
+        ..Default::default()
+    };
+    c.state(client::ctx(10), &req)
+}
+
+fn wait(c: &client::TaskClient, id: &str) -> u32 {
+    let req = api::WaitRequest {
+        id: id.into(),
+        ..Default::default()
+    };
+    c.wait(client::ctx(30), &req).unwrap().exit_status
+}
+
+fn delete(c: &client::TaskClient, id: &str) -> ttrpc::Result<api::DeleteResponse> {
+    let req = api::DeleteRequest {
+        id: id.into(),
+        ..Default::default()
+    };
+    c.delete(client::ctx(20), &req)
+}
+
+fn code(r: ttrpc::Result<impl std::fmt::Debug>) -> (Code, String) {
+    match r {
+        Err(ttrpc::Error::RpcStatus(s)) => (s.code(), s.message().to_string()),
+        other => panic!("expected an error status, got {other:?}"),
+    }
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let owner = dir.path().join("owner.sock").display().to_string();
+    let events_sock = dir.path().join("events.sock");
+    let events = Events::default();
+    let server = EventServer::start(&events_sock, &events);
+    let pod = unique("pod");
+    let (c1, c2) = (unique("c1"), unique("c2"));
+    let _cleanup = Cleanup {
+        namespace: "test",
+        ids: vec![c1.clone(), c2.clone()],
+        needle: owner.clone(),
+    };
+    // SIGTERM reaches the container (the shim blocks it for itself only) and its trap decides the exit code.
+    let b1 = pod_bundle(
+        &["sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.1; done"],
+        &pod,
+    );
+    let long = "head -c 20000 /dev/zero | tr '\\0' x; printf tail";
+    let b2 = pod_bundle(
+        &[
+            "sh",
+            "-c",
+            &format!("echo one; echo two >&2; {long}; echo; printf last"),
+        ],
+        &pod,
+    );
+    let ev = events_sock.display().to_string();
+    let a1 = client::start_shim(&shim(), "test", &owner, &ev, &c1, b1.path()).unwrap();
+    let a2 = client::start_shim(&shim(), "test", &owner, &ev, &c2, b2.path()).unwrap();
+    assert_eq!(a1, a2, "containers of one pod share a shim");
+    let shims = shim_pids(&owner);
+    assert_eq!(shims.len(), 1, "{shims:?}");
+
+    let c = client::connect(&a1).unwrap();
+    let log1 = dir.path().join("logs/c1.log");
+    let log2 = dir.path().join("logs/c2.log");
+    let pid1 = create(&c, &c1, &b1, &format!("crius-log://{}", log1.display())).unwrap();
+    assert_eq!(state(&c, &c1).unwrap().status, api::Status::CREATED.into());
+    assert_eq!(start(&c, &c1).unwrap(), pid1);
+    create(&c, &c2, &b2, &format!("crius-log://{}", log2.display())).unwrap();
+    start(&c, &c2).unwrap();
+    assert_eq!(wait(&c, &c2), 0);
+
+    // The kubelet's log format, exactly: partial records at 16 KiB, a final record for the last line.
+    wait_until("c2's log", || {
+        std::fs::read_to_string(&log2)
+            .unwrap_or_default()
+            .contains("last")
+    });
+    let text = std::fs::read_to_string(&log2).unwrap();
+    let recs: Vec<(String, String, String)> = text
+        .lines()
+        .map(|l| {
+            let p: Vec<&str> = l.splitn(4, ' ').collect();
+            assert_eq!(p.len(), 4, "{l:?}");
+            let ts = p[0];
+            assert!(
+                ts.len() >= 20 && ts.ends_with('Z') && &ts[10..11] == "T",
+                "RFC3339Nano: {ts}"
+            );
+            (p[1].to_string(), p[2].to_string(), p[3].to_string())
+        })
+        .collect();
+    let stdout: Vec<_> = recs.iter().filter(|r| r.0 == "stdout").collect();
+    let stderr: Vec<_> = recs.iter().filter(|r| r.0 == "stderr").collect();
+    assert_eq!(stderr.len(), 1);
+    assert_eq!((stderr[0].1.as_str(), stderr[0].2.as_str()), ("F", "two"));
+    assert_eq!((stdout[0].1.as_str(), stdout[0].2.as_str()), ("F", "one"));
+    assert_eq!((stdout[1].1.as_str(), stdout[1].2.len()), ("P", 16 * 1024));
+    assert_eq!(stdout[2].1, "F");
+    assert_eq!(stdout[2].2, format!("{}tail", "x".repeat(20000 - 16 * 1024)));
+    assert_eq!((stdout[3].1.as_str(), stdout[3].2.as_str()), ("F", "last"));
+    assert_eq!(stdout.len(), 4, "{text}");
+
+    // Pids, and a client that goes away without a word: a new connection finds the same state.
+    let pids = c
+        .pids(
+            client::ctx(10),
+            &api::PidsRequest {
+                id: c1.clone(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(pids.processes.iter().any(|p| p.pid == pid1));
+    drop(c);
+    let c = client::connect(&a1).unwrap();
+    let st = state(&c, &c1).unwrap();
+    assert_eq!((st.pid, st.status), (pid1, api::Status::RUNNING.into()));
+    let conn = c
+        .connect(
+            client::ctx(10),
+            &api::ConnectRequest {
+                id: c1.clone(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!((conn.shim_pid as i32, conn.task_pid), (shims[0], pid1));
+
+    let status = std::fs::read_to_string(format!("/proc/{pid1}/status")).unwrap();
+    let blocked = status.lines().find(|l| l.starts_with("SigBlk:")).unwrap();
+    let caught = status.lines().find(|l| l.starts_with("SigCgt:")).unwrap();
+    assert!(
+        blocked.ends_with("0000000000000000"),
+        "no signal blocked in the container: {blocked} {caught}"
+    );
+    // With the events endpoint gone, an exit is kept and published once it is back.
+    drop(server);
+    let kill = api::KillRequest {
+        id: c1.clone(),
+        signal: 15,
+        ..Default::default()
+    };
+    c.kill(client::ctx(10), &kill).unwrap();
+    assert_eq!(wait(&c, &c1), 7);
+    assert!(
+        !exits(&events).contains_key(&c1),
+        "published while nobody listened?"
+    );
+    let _server = EventServer::start(&events_sock, &events);
+    wait_until("the late exit event", || exits(&events).get(&c1) == Some(&7));
+    assert_eq!(exits(&events).get(&c2), Some(&0));
+    let topics: Vec<String> = events.0.lock().unwrap().iter().map(|e| e.0.clone()).collect();
+    for t in ["/tasks/create", "/tasks/start", "/tasks/exit"] {
+        assert_eq!(
+            topics.iter().filter(|x| *x == t).count(),
+            2,
+            "{t} twice: {topics:?}"
+        );
+    }
+    // The init's exit is on disk too, for a shim that dies.
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b1.path().join("crius-exit.json")).unwrap()).unwrap();
+    assert_eq!(
+        (rec["pid"].as_u64(), rec["status"].as_u64()),
+        (Some(pid1 as u64), Some(7))
+    );
+
+    assert_eq!(delete(&c, &c1).unwrap().exit_status, 7);
+    assert_eq!(delete(&c, &c2).unwrap().exit_status, 0);
+    let _ = c.shutdown(client::ctx(10), &api::ShutdownRequest::default());
+    wait_until("the shim to exit after its last container", || !alive(shims[0]));
+    assert!(
+        !Path::new(a1.trim_start_matches("unix://")).exists(),
+        "socket removed"
+    );
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn bad_input_gets_clear_errors_and_leaks_nothing() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let owner = dir.path().join("owner.sock").display().to_string();
+    let b = pod_bundle(&["sleep", "1000"], &unique("pod"));
+    let c1 = unique("c1");
+    let bad_id = unique("bad");
+    let _cleanup = Cleanup {
+        namespace: "test",
+        ids: vec![c1.clone(), bad_id.clone()],
+        needle: owner.clone(),
+    };
+    let addr = client::start_shim(&shim(), "test", &owner, "", &c1, b.path()).unwrap();
+    let c = client::connect(&addr).unwrap();
+
+    let (code_, msg) = code(state(&c, "nope"));
+    assert_eq!(code_, Code::NOT_FOUND);
+    assert!(msg.contains("\"nope\""), "{msg}");
+    assert_eq!(code(start(&c, &c1)).0, Code::NOT_FOUND, "start before create");
+    assert_eq!(code(delete(&c, "nope")).0, Code::NOT_FOUND);
+
+    create(&c, &c1, &b, "").unwrap();
+    assert_eq!(code(create(&c, &c1, &b, "")).0, Code::ALREADY_EXISTS);
+    start(&c, &c1).unwrap();
+    let (code_, msg) = code(start(&c, &c1));
+    assert_eq!(code_, Code::FAILED_PRECONDITION, "double start: {msg}");
+    assert!(msg.contains("running"), "{msg}");
+    let (code_, msg) = code(delete(&c, &c1));
+    assert_eq!(
+        code_,
+        Code::FAILED_PRECONDITION,
+        "delete of a running task: {msg}"
+    );
+    let exec = api::ExecProcessRequest {
+        id: c1.clone(),
+        exec_id: "x".into(),
+        ..Default::default()
+    };
+    c.exec(client::ctx(10), &exec).unwrap();
+    assert_eq!(code(c.exec(client::ctx(10), &exec)).0, Code::ALREADY_EXISTS);
+
+    // The runtime refuses a config: its own message comes back, and nothing is left.
+    let mut bad = Bundle::new(&["true"]);
+    bad.config["process"]["user"]["uid"] = serde_json::json!("root");
+    bad.write();
+    let (code_, msg) = code(create(&c, &bad_id, &bad, ""));
+    assert_eq!(code_, Code::INTERNAL);
+    assert!(msg.contains("process.user.uid"), "the runtime's error: {msg}");
+    assert_eq!(code(state(&c, &bad_id)).0, Code::NOT_FOUND);
+    let runtime_state = Path::new("/run/crius/shim/crius-runc/test").join(&bad_id);
+    assert!(!runtime_state.exists(), "runtime state left behind");
+
+    c.kill(
+        client::ctx(10),
+        &api::KillRequest {
+            id: c1.clone(),
+            signal: 9,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(wait(&c, &c1), 137);
+    let (code_, msg) = code(c.kill(
+        client::ctx(10),
+        &api::KillRequest {
+            id: c1.clone(),
+            signal: 9,
+            ..Default::default()
+        },
+    ));
+    assert_eq!(code_, Code::NOT_FOUND, "kill of a finished process: {msg}");
+    delete(&c, &c1).unwrap();
+    let shims = shim_pids(&owner);
+    let _ = c.shutdown(client::ctx(10), &api::ShutdownRequest::default());
+    for p in shims {
+        wait_until("the shim to exit", || !alive(p));
+    }
+}
