@@ -5,7 +5,7 @@
 //! exec'ing an OCI runtime binary (crius-runc by default; `containerd.runc.v1.Options.binary_name` or
 //! `CRIUS_SHIM_RUNTIME` choose another, such as runc or crun), is the subreaper of their processes, records
 //! their exits (in memory and, for each container's init, in `<bundle>/crius-exit.json`), holds their stdio
-//! (FIFOs, or the kubelet's CRI log format: see [`stdio`]), and publishes task events to `TTRPC_ADDRESS`
+//! (FIFOs, or the kubelet's CRI log format: see [`stdio`]), reports OOM kills ([`oom`]), and publishes task events to `TTRPC_ADDRESS`
 //! (containerd's or criusd's events service), queueing them while that endpoint is gone.
 //!
 //! The shim's stack is sync and small: the protos, ttrpc, a reaper thread, an events thread and one thread per
@@ -15,6 +15,7 @@ pub mod args;
 pub mod client;
 pub mod events;
 pub mod mounts;
+pub mod oom;
 pub mod reaper;
 pub mod runtime;
 pub mod service;

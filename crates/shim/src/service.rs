@@ -15,6 +15,7 @@ use protos::topics;
 use protos::ttrpc::{self, Code, TtrpcContext};
 
 use crate::events::{Publisher, timestamp, to_any};
+use crate::oom::OomWatcher;
 use crate::reaper::{Exit, Reaper};
 use crate::runtime::Runtime;
 use crate::stdio::{self, ProcessIo};
@@ -68,6 +69,7 @@ struct Inner {
     namespace: String,
     reaper: Reaper,
     publisher: Publisher,
+    oom: Option<OomWatcher>,
     containers: Mutex<HashMap<String, Container>>,
     /// Signalled on every exit (Wait), with `containers`.
     changed: Condvar,
@@ -126,6 +128,7 @@ impl Service {
             inner: Arc::new(Inner {
                 namespace: namespace.to_string(),
                 reaper,
+                oom: OomWatcher::start(publisher.clone()).ok(),
                 publisher,
                 containers: Mutex::new(HashMap::new()),
                 changed: Condvar::new(),
@@ -339,6 +342,9 @@ impl Task for Service {
         let pid = c.init.pid;
         self.lock().insert(req.id.clone(), c);
         self.watch(&req.id, "", pid);
+        if let Some(oom) = &self.inner.oom {
+            oom.watch(&req.id, pid);
+        }
         self.inner.publisher.publish(
             topics::TASK_CREATE_EVENT_TOPIC,
             &ev::TaskCreate {
@@ -581,6 +587,9 @@ impl Task for Service {
             crate::mounts::unmount_all(&bundle.join("rootfs"));
         }
         let c = self.lock().remove(id);
+        if let Some(oom) = &self.inner.oom {
+            oom.unwatch(id);
+        }
         let resp = c.as_ref().map(|c| delete_response(&c.init)).unwrap_or_default();
         self.inner.publisher.publish(
             topics::TASK_DELETE_EVENT_TOPIC,
