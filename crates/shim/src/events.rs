@@ -80,6 +80,16 @@ impl Publisher {
         self.inner.1.notify_all();
     }
 
+    /// Waits (at most `limit`) until every queued event was sent.
+    pub fn drain(&self, limit: Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        while !self.inner.0.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn run(&self, address: &str) {
         let mut client: Option<protos::EventsClient> = None;
         loop {

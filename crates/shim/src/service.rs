@@ -24,6 +24,8 @@ use crate::stdio::{self, ProcessIo};
 const RUNC_OPTIONS: &str = "containerd.runc.v1.Options";
 /// Where the shim notes, in each bundle, the runtime that runs the container (for `delete` after a crash).
 pub const RUNTIME_FILE: &str = "crius-runtime.json";
+/// How long a shim without containers waits for a new one before it exits.
+pub const IDLE_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// Where the shim records, in each bundle, how the container's init ended.
 pub const EXIT_FILE: &str = "crius-exit.json";
 
@@ -602,6 +604,18 @@ impl Task for Service {
                 ..Default::default()
             },
         );
+        // The pod's last container is gone: the shim goes too, unless a new container of the pod arrives
+        // meanwhile (its `start` may have found this shim a moment ago). containerd also calls Shutdown.
+        if self.lock().is_empty() {
+            let me = self.clone();
+            let _ = std::thread::Builder::new()
+                .name("idle-exit".into())
+                .stack_size(32 * 1024)
+                .spawn(move || {
+                    std::thread::sleep(IDLE_EXIT);
+                    let _ = me.finish_if_empty();
+                });
+        }
         Ok(resp)
     }
 

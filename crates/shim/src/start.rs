@@ -168,7 +168,7 @@ fn serve(f: &Flags) -> Result<(), String> {
     let term = term_pipe()?;
     let reaper = Reaper::start().map_err(|e| format!("becoming a subreaper: {e}"))?;
     let publisher = Publisher::start(&std::env::var("TTRPC_ADDRESS").unwrap_or_default(), &f.namespace);
-    let service = Service::new(&f.namespace, reaper, publisher);
+    let service = Service::new(&f.namespace, reaper, publisher.clone());
     let task: Arc<dyn protos::shim::shim_ttrpc::Task + Send + Sync> = Arc::new(service.clone());
     let mut server = protos::ttrpc::Server::new()
         .set_thread_count_min(1)
@@ -201,6 +201,8 @@ fn serve(f: &Flags) -> Result<(), String> {
         }
     }
     service.wait_done();
+    // Last words: what is still queued (a delete, an exit) gets a moment to reach the owner.
+    publisher.drain(std::time::Duration::from_secs(2));
     server.shutdown();
     let _ = std::fs::remove_file(&path);
     Ok(())

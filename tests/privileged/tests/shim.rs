@@ -54,8 +54,14 @@ impl Drop for Cleanup {
                 .output();
         }
         for pid in shim_pids(&self.needle) {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let _ =
                 nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            // Its socket stays behind after SIGKILL.
+            let cmd = String::from_utf8_lossy(&cmd).into_owned();
+            if let Some(sock) = cmd.split('\0').skip_while(|a| *a != "-socket").nth(1) {
+                let _ = std::fs::remove_file(sock.trim_start_matches("unix://"));
+            }
         }
     }
 }
@@ -336,7 +342,7 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
     assert_eq!((stdout[3].1.as_str(), stdout[3].2.as_str()), ("F", "last"));
     assert_eq!(stdout.len(), 4, "{text}");
 
-    // Pids, and a client that goes away without a word: a new connection finds the same state.
+    // Pids; then a client process killed with SIGKILL while connected: a new connection finds the same state.
     let pids = c
         .pids(
             client::ctx(10),
@@ -348,6 +354,33 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
         .unwrap();
     assert!(pids.processes.iter().any(|p| p.pid == pid1));
     drop(c);
+    let mut other = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "client_process_for_the_reconnect_test",
+            "--nocapture",
+        ])
+        .env("CRIUS_TEST_SHIM_ADDR", &a1)
+        .env("CRIUS_TEST_SHIM_ID", &c1)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead;
+    let mut out = std::io::BufReader::new(other.stdout.take().unwrap()).lines();
+    // The test harness talks first ("running 1 test").
+    let line = out
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("connected"))
+        .unwrap_or_default();
+    assert_eq!(
+        line.trim(),
+        format!("connected {pid1}"),
+        "the other client saw the task"
+    );
+    other.kill().unwrap();
+    other.wait().unwrap();
     let c = client::connect(&a1).unwrap();
     let st = state(&c, &c1).unwrap();
     assert_eq!((st.pid, st.status), (pid1, api::Status::RUNNING.into()));
@@ -403,12 +436,95 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
 
     assert_eq!(delete(&c, &c1).unwrap().exit_status, 7);
     assert_eq!(delete(&c, &c2).unwrap().exit_status, 0);
-    let _ = c.shutdown(client::ctx(10), &api::ShutdownRequest::default());
+    // No Shutdown: the shim leaves by itself once its pod's last container is deleted.
     wait_until("the shim to exit after its last container", || !alive(shims[0]));
     assert!(
         !Path::new(a1.trim_start_matches("unix://")).exists(),
         "socket removed"
     );
+}
+
+/// Not a test by itself: the client process that one_shim_per_pod_… kills with SIGKILL mid-connection.
+#[test]
+#[ignore = "a helper process of one_shim_per_pod_exits_events_cri_logs_and_reconnect"]
+fn client_process_for_the_reconnect_test() {
+    let (Ok(addr), Ok(id)) = (
+        std::env::var("CRIUS_TEST_SHIM_ADDR"),
+        std::env::var("CRIUS_TEST_SHIM_ID"),
+    ) else {
+        return;
+    };
+    let c = client::connect(&addr).unwrap();
+    let pid = state(&c, &id).unwrap().pid;
+    println!("connected {pid}");
+    // Hold the connection, mid-call, until killed.
+    let _ = c.wait(
+        client::ctx(600),
+        &api::WaitRequest {
+            id,
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+#[ignore = "needs root and runc: run through hack/test.sh"]
+fn a_runtime_named_in_the_options_runs_the_container() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let owner = dir.path().join("owner.sock").display().to_string();
+    let id = unique("runc");
+    let runc_root = dir.path().join("runc-root");
+    let _cleanup = Cleanup {
+        namespace: "test",
+        ids: vec![id.clone()],
+        needle: owner.clone(),
+    };
+    let b = pod_bundle(&["sleep", "1000"], &unique("pod"));
+    let addr = client::start_shim(&shim(), "test", &owner, "", &id, b.path()).unwrap();
+    let c = client::connect(&addr).unwrap();
+    let opts = protos::shim::oci::Options {
+        binary_name: crius_test_support::which("runc").display().to_string(),
+        root: runc_root.display().to_string(),
+        ..Default::default()
+    };
+    let req = api::CreateTaskRequest {
+        id: id.clone(),
+        bundle: b.path().display().to_string(),
+        options: Some(protos::protobuf::well_known_types::any::Any {
+            type_url: "containerd.runc.v1.Options".into(),
+            value: opts.write_to_bytes().unwrap(),
+            ..Default::default()
+        })
+        .into(),
+        ..Default::default()
+    };
+    let pid = c.create(client::ctx(20), &req).unwrap().pid;
+    start(&c, &id).unwrap();
+    // runc knows it, under the root the options named.
+    let out = std::process::Command::new("runc")
+        .arg("--root")
+        .arg(&runc_root)
+        .args(["state", &id])
+        .output()
+        .unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (st["pid"].as_u64(), st["status"].as_str()),
+        (Some(pid as u64), Some("running"))
+    );
+    c.kill(
+        client::ctx(10),
+        &api::KillRequest {
+            id: id.clone(),
+            signal: 9,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(wait(&c, &id), 137);
+    delete(&c, &id).unwrap();
+    assert!(!runc_root.join(&id).exists(), "runc's state removed");
 }
 
 #[test]
