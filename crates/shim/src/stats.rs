@@ -79,3 +79,29 @@ pub fn metrics(d: &Value) -> Metrics {
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_stats_become_cgroup_v2_metrics() {
+        let d = serde_json::json!({
+            "cpu": {"usage": {"total": 5_000_000, "user": 3_000_000, "kernel": 2_000_000},
+                    "throttling": {"periods": 10, "throttledPeriods": 2, "throttledTime": 7_000}},
+            "memory": {"usage": {"usage": 4096, "limit": 8192}, "swap": {"usage": 0, "limit": 0},
+                       "raw": {"anon": 100, "file": 200}},
+            "pids": {"current": 3, "limit": 10},
+            "blkio": {"ioServiceBytesRecursive": [
+                {"major": 8, "minor": 0, "op": "Read", "value": 11},
+                {"major": 8, "minor": 0, "op": "Write", "value": 22}]}
+        });
+        let m = metrics(&d);
+        assert_eq!((m.cpu.usage_usec, m.cpu.user_usec, m.cpu.system_usec), (5000, 3000, 2000));
+        assert_eq!((m.cpu.nr_throttled, m.cpu.throttled_usec), (2, 7));
+        assert_eq!((m.memory.usage, m.memory.usage_limit, m.memory.anon, m.memory.file), (4096, 8192, 100, 200));
+        assert_eq!((m.pids.current, m.pids.limit), (3, 10));
+        assert_eq!(m.io.usage.len(), 1);
+        assert_eq!((m.io.usage[0].rbytes, m.io.usage[0].wbytes), (11, 22));
+    }
+}
