@@ -13,6 +13,7 @@
 
 pub mod args;
 pub mod client;
+pub mod console;
 pub mod events;
 pub mod mounts;
 pub mod oom;

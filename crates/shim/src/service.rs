@@ -14,6 +14,7 @@ use protos::shim::shim_ttrpc::Task;
 use protos::topics;
 use protos::ttrpc::{self, Code, TtrpcContext};
 
+use crate::console::ConsoleSocket;
 use crate::events::{Publisher, timestamp, to_any};
 use crate::oom::OomWatcher;
 use crate::reaper::{Exit, Reaper};
@@ -269,15 +270,6 @@ impl Service {
     }
 
     fn create_container(&self, req: &api::CreateTaskRequest) -> Result<Container> {
-        if req.terminal {
-            return Err(error(
-                Code::UNIMPLEMENTED,
-                format!(
-                    "container {:?}: terminal (tty) containers are not supported yet",
-                    req.id
-                ),
-            ));
-        }
         let bundle = PathBuf::from(&req.bundle);
         let runtime = self.runtime_for(&req.options)?;
         let rootfs = bundle.join("rootfs");
@@ -295,26 +287,43 @@ impl Service {
             }
             e
         };
-        let (child, io) = stdio::setup(&req.stdin, &req.stdout, &req.stderr)
-            .map_err(|e| fail(error(Code::INVALID_ARGUMENT, e)))?;
+        let console = if req.terminal {
+            Some(ConsoleSocket::new().map_err(|e| fail(error(Code::INTERNAL, e)))?)
+        } else {
+            None
+        };
+        let (child, mut io) = if req.terminal {
+            (
+                Default::default(),
+                stdio::terminal_paths(&req.stdin, &req.stdout, &req.stderr),
+            )
+        } else {
+            stdio::setup(&req.stdin, &req.stdout, &req.stderr)
+                .map_err(|e| fail(error(Code::INVALID_ARGUMENT, e)))?
+        };
         let pid_file = bundle.join("init.pid");
         let _ = std::fs::remove_file(&pid_file);
         let (b, p) = (bundle.display().to_string(), pid_file.display().to_string());
-        runtime
-            .run(
-                &["create", "--bundle", &b, "--pid-file", &p, &req.id],
-                Some(child),
-                &bundle,
-            )
-            .map_err(|e| {
-                // The runtime may have left a half-made container behind.
-                let _ = runtime.run(&["delete", "--force", &req.id], None, &bundle);
-                fail(error(Code::INTERNAL, e))
-            })?;
+        let mut args = vec!["create", "--bundle", &b, "--pid-file", &p];
+        let console_path = console.as_ref().map(|c| c.path()).unwrap_or_default();
+        if console.is_some() {
+            args.extend(["--console-socket", &console_path]);
+        }
+        args.push(&req.id);
+        let undo = |e: String| {
+            // The runtime may have left a half-made container behind.
+            let _ = runtime.run(&["delete", "--force", &req.id], None, &bundle);
+            fail(error(Code::INTERNAL, e))
+        };
+        runtime.run(&args, Some(child), &bundle).map_err(undo)?;
+        if let Some(console) = &console {
+            let master = console.receive().map_err(undo)?;
+            stdio::attach_terminal(&mut io, master).map_err(undo)?;
+        }
         let pid = read_pid(&pid_file).map_err(fail)?;
         let note = serde_json::json!({"binary": runtime.binary, "root": runtime.root});
         let _ = std::fs::write(bundle.join(RUNTIME_FILE), note.to_string());
-        let mut init = Proc::new(io, false);
+        let mut init = Proc::new(io, req.terminal);
         init.pid = pid;
         Ok(Container {
             bundle,
@@ -373,7 +382,7 @@ impl Task for Service {
 
     fn start(&self, _: &TtrpcContext, req: api::StartRequest) -> Result<api::StartResponse> {
         let (id, exec_id) = (req.id.as_str(), req.exec_id.as_str());
-        let (runtime, bundle, status, spec, io_paths) = self.with(id, |c| {
+        let (runtime, bundle, status, spec, io_paths, terminal) = self.with(id, |c| {
             let rt = c.runtime.clone();
             let bundle = c.bundle.clone();
             let p = proc_mut(c, id, exec_id)?;
@@ -382,7 +391,7 @@ impl Task for Service {
                 p.io.stdout_path.clone(),
                 p.io.stderr_path.clone(),
             );
-            Ok((rt, bundle, p.status, p.spec.clone(), paths))
+            Ok((rt, bundle, p.status, p.spec.clone(), paths, p.terminal))
         })?;
         if status != Status::CREATED {
             return Err(error(
@@ -399,7 +408,10 @@ impl Task for Service {
                 .run(&["start", id], None, &bundle)
                 .map_err(|e| error(Code::INTERNAL, e))?;
             self.with(id, |c| {
-                c.init.status = Status::RUNNING;
+                // A process quick to exit may have been reaped already: its exit stands.
+                if c.init.exit.is_none() {
+                    c.init.status = Status::RUNNING;
+                }
                 Ok(c.init.pid)
             })?
         } else {
@@ -407,16 +419,34 @@ impl Task for Service {
             let pid_file = bundle.join(format!(".exec-{exec_id}.pid"));
             std::fs::write(&spec_file, &spec)
                 .map_err(|e| error(Code::INTERNAL, format!("writing {}: {e}", spec_file.display())))?;
-            let (child, io) = stdio::setup(&io_paths.0, &io_paths.1, &io_paths.2)
-                .map_err(|e| error(Code::INVALID_ARGUMENT, e))?;
+            let console = if terminal {
+                Some(ConsoleSocket::new().map_err(|e| error(Code::INTERNAL, e))?)
+            } else {
+                None
+            };
+            let (child, mut io) = if terminal {
+                (
+                    Default::default(),
+                    stdio::terminal_paths(&io_paths.0, &io_paths.1, &io_paths.2),
+                )
+            } else {
+                stdio::setup(&io_paths.0, &io_paths.1, &io_paths.2)
+                    .map_err(|e| error(Code::INVALID_ARGUMENT, e))?
+            };
             let (s, p) = (spec_file.display().to_string(), pid_file.display().to_string());
-            let r = runtime.run(
-                &["exec", "--process", &s, "--detach", "--pid-file", &p, id],
-                Some(child),
-                &bundle,
-            );
+            let mut args = vec!["exec", "--process", &s, "--detach", "--pid-file", &p];
+            let console_path = console.as_ref().map(|c| c.path()).unwrap_or_default();
+            if console.is_some() {
+                args.extend(["--console-socket", &console_path]);
+            }
+            args.push(id);
+            let r = runtime.run(&args, Some(child), &bundle);
             let _ = std::fs::remove_file(&spec_file);
             r.map_err(|e| error(Code::INTERNAL, e))?;
+            if let Some(console) = &console {
+                let master = console.receive().map_err(|e| error(Code::INTERNAL, e))?;
+                stdio::attach_terminal(&mut io, master).map_err(|e| error(Code::INTERNAL, e))?;
+            }
             let pid = read_pid(&pid_file)?;
             let _ = std::fs::remove_file(&pid_file);
             self.with(id, |c| {
@@ -464,12 +494,6 @@ impl Task for Service {
     }
 
     fn exec(&self, _: &TtrpcContext, req: api::ExecProcessRequest) -> Result<api::Empty> {
-        if req.terminal {
-            return Err(error(
-                Code::UNIMPLEMENTED,
-                "exec with a terminal is not supported yet",
-            ));
-        }
         if req.exec_id.is_empty() {
             return Err(error(Code::INVALID_ARGUMENT, "Exec: exec_id is empty"));
         }
@@ -497,7 +521,7 @@ impl Task for Service {
                     stderr_path: req.stderr.clone(),
                     ..Default::default()
                 },
-                false,
+                req.terminal,
             );
             p.spec = req.spec.as_ref().map(|a| a.value.clone()).unwrap_or_default();
             c.execs.insert(req.exec_id.clone(), p);
@@ -657,10 +681,18 @@ impl Task for Service {
     }
 
     fn resize_pty(&self, _: &TtrpcContext, req: api::ResizePtyRequest) -> Result<api::Empty> {
-        Err(error(
-            Code::UNIMPLEMENTED,
-            format!("{:?}: terminals are not supported yet", req.id),
-        ))
+        let console = self.with(&req.id, |c| {
+            let p = proc_mut(c, &req.id, &req.exec_id)?;
+            Ok(p.io.console.clone())
+        })?;
+        let Some(master) = console else {
+            return Err(error(
+                Code::FAILED_PRECONDITION,
+                format!("{} of {:?} has no terminal", what(&req.exec_id), req.id),
+            ));
+        };
+        crate::console::resize(&master, req.width, req.height).map_err(|e| error(Code::INTERNAL, e))?;
+        Ok(api::Empty::new())
     }
 
     fn update(&self, _: &TtrpcContext, req: api::UpdateTaskRequest) -> Result<api::Empty> {

@@ -97,9 +97,15 @@ mod tests {
                 {"major": 8, "minor": 0, "op": "Write", "value": 22}]}
         });
         let m = metrics(&d);
-        assert_eq!((m.cpu.usage_usec, m.cpu.user_usec, m.cpu.system_usec), (5000, 3000, 2000));
+        assert_eq!(
+            (m.cpu.usage_usec, m.cpu.user_usec, m.cpu.system_usec),
+            (5000, 3000, 2000)
+        );
         assert_eq!((m.cpu.nr_throttled, m.cpu.throttled_usec), (2, 7));
-        assert_eq!((m.memory.usage, m.memory.usage_limit, m.memory.anon, m.memory.file), (4096, 8192, 100, 200));
+        assert_eq!(
+            (m.memory.usage, m.memory.usage_limit, m.memory.anon, m.memory.file),
+            (4096, 8192, 100, 200)
+        );
         assert_eq!((m.pids.current, m.pids.limit), (3, 10));
         assert_eq!(m.io.usage.len(), 1);
         assert_eq!((m.io.usage[0].rbytes, m.io.usage[0].wbytes), (11, 22));

@@ -139,6 +139,8 @@ pub fn copy_to_log(mut r: impl Read, log: &CriLog, stream: &str) {
 pub struct ProcessIo {
     /// The write end of the container's stdin pipe (CloseIO drops it).
     pub stdin: Arc<Mutex<Option<File>>>,
+    /// The pty master, for a process with a terminal.
+    pub console: Option<Arc<File>>,
     /// The CRI log, in log mode.
     pub log: Option<Arc<CriLog>>,
     /// stdout path as given.
@@ -193,6 +195,41 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
 fn copy(mut from: File, to: File) {
     let mut to = to;
     let _ = std::io::copy(&mut from, &mut to);
+}
+
+/// What the shim keeps of a process with a terminal, before the runtime sent its master.
+pub fn terminal_paths(stdin: &str, stdout: &str, stderr: &str) -> ProcessIo {
+    ProcessIo {
+        stdin_path: stdin.into(),
+        stdout_path: stdout.into(),
+        stderr_path: stderr.into(),
+        ..Default::default()
+    }
+}
+
+/// Connects a terminal's `master` to the process's stdout (FIFO or CRI log) and stdin FIFO.
+pub fn attach_terminal(io: &mut ProcessIo, master: File) -> Result<(), String> {
+    let output = master.try_clone().map_err(|e| format!("terminal: {e}"))?;
+    if let Some(path) = io.stdout_path.strip_prefix(CRI_LOG_SCHEME) {
+        let log = CriLog::open(Path::new(path))?;
+        io.log = Some(log.clone());
+        spawn("tty-out", move || copy_to_log(output, &log, "stdout"))?;
+    } else if !io.stdout_path.is_empty() {
+        let fifo = open_fifo_write(&io.stdout_path)?;
+        spawn("tty-out", move || copy(output, fifo))?;
+    }
+    if !io.stdin_path.is_empty() {
+        let fifo = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&io.stdin_path)
+            .map_err(|e| format!("opening {}: {e}", io.stdin_path))?;
+        set_blocking(&fifo);
+        let input = master.try_clone().map_err(|e| format!("terminal: {e}"))?;
+        spawn("tty-in", move || copy(fifo, input))?;
+    }
+    io.console = Some(Arc::new(master));
+    Ok(())
 }
 
 /// Sets up a process's stdio from the paths containerd passed; returns the ends for the runtime command

@@ -813,3 +813,66 @@ fn vm_under_containerd_a_live_update_keeps_the_pid() {
     ctrd.ctr_ok(&["task", "delete", "live"]);
     ctrd.ctr_ok(&["container", "delete", "live"]);
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_terminal_is_sized_and_carries_output() {
+    require_root();
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let owner = dir.path().join("owner.sock").display().to_string();
+    let id = unique("tty");
+    let _cleanup = Cleanup {
+        namespace: "test",
+        ids: vec![id.clone()],
+        needle: owner.clone(),
+    };
+    let mut b = Bundle::new(&["sh", "-c", "stty size; tty"]);
+    b.config["process"]["terminal"] = serde_json::json!(true);
+    b.write();
+    let fifo = dir.path().join("stdout");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let addr = client::start_shim(&shim(), "test", &owner, "", &id, b.path()).unwrap();
+    let c = client::connect(&addr).unwrap();
+    let req = api::CreateTaskRequest {
+        id: id.clone(),
+        bundle: b.path().display().to_string(),
+        terminal: true,
+        stdout: fifo.display().to_string(),
+        ..Default::default()
+    };
+    c.create(client::ctx(20), &req).unwrap();
+    let resize = api::ResizePtyRequest {
+        id: id.clone(),
+        width: 100,
+        height: 40,
+        ..Default::default()
+    };
+    c.resize_pty(client::ctx(10), &resize).unwrap();
+    start(&c, &id).unwrap();
+    assert_eq!(wait(&c, &id), 0);
+    let mut out = Vec::new();
+    wait_until("the terminal's output", || {
+        let mut buf = [0u8; 4096];
+        if let Ok(n) = reader.read(&mut buf) {
+            out.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&out).contains("/dev/pts/")
+    });
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.starts_with("40 100\r\n"),
+        "stty size through the pty: {text:?}"
+    );
+    assert!(text.contains("/dev/pts/0"), "{text:?}");
+    assert!(state(&c, &id).unwrap().terminal);
+    delete(&c, &id).unwrap();
+    assert_eq!(code(c.resize_pty(client::ctx(10), &resize)).0, Code::NOT_FOUND);
+    let _ = c.shutdown(client::ctx(10), &api::ShutdownRequest::default());
+}

@@ -45,7 +45,10 @@ pub struct BlkioEntry {
 /// Parses io.stat: `MAJ:MIN rbytes=… wbytes=… rios=… wios=… …` per line.
 fn blkio(dir: &Path) -> Blkio {
     let mut b = Blkio::default();
-    for line in std::fs::read_to_string(dir.join("io.stat")).unwrap_or_default().lines() {
+    for line in std::fs::read_to_string(dir.join("io.stat"))
+        .unwrap_or_default()
+        .lines()
+    {
         let mut parts = line.split_whitespace();
         let Some((major, minor)) = parts.next().and_then(|d| d.split_once(':')) else {
             continue;
@@ -54,7 +57,9 @@ fn blkio(dir: &Path) -> Blkio {
             continue;
         };
         for kv in parts {
-            let Some((k, v)) = kv.split_once('=') else { continue };
+            let Some((k, v)) = kv.split_once('=') else {
+                continue;
+            };
             let value = v.parse().unwrap_or(0);
             let (list, op) = match k {
                 "rbytes" => (&mut b.bytes, "Read"),
@@ -216,6 +221,9 @@ mod tests {
         );
         assert_eq!(b.bytes.len(), 4);
         assert_eq!(b.ops.len(), 2);
-        assert_eq!((b.bytes[2].major, b.bytes[2].minor, b.bytes[2].value), (253, 1, 5));
+        assert_eq!(
+            (b.bytes[2].major, b.bytes[2].minor, b.bytes[2].value),
+            (253, 1, 5)
+        );
     }
 }

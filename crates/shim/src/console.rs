@@ -1,0 +1,89 @@
+//! Terminals: the runtime creates the pty inside the container and sends its master over a console socket
+//! (SCM_RIGHTS); the shim keeps the master, copies it to and from the process's FIFOs (or CRI log), and
+//! resizes it on ResizePty.
+
+use std::fs::File;
+use std::io::IoSliceMut;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+
+/// A listening console socket, removed when dropped.
+pub struct ConsoleSocket {
+    path: PathBuf,
+    listener: UnixListener,
+}
+
+impl ConsoleSocket {
+    /// Listens on a fresh socket in the shim socket directory.
+    pub fn new() -> Result<ConsoleSocket, String> {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = PathBuf::from(crate::start::SOCKET_DIR);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let path = dir.join(format!(
+            "console-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&path);
+        let listener =
+            UnixListener::bind(&path).map_err(|e| format!("console socket {}: {e}", path.display()))?;
+        Ok(ConsoleSocket { path, listener })
+    }
+
+    /// The path to pass as `--console-socket`.
+    pub fn path(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// The pty master the runtime sent (call after the runtime command finished: it is queued by then).
+    pub fn receive(&self) -> Result<File, String> {
+        self.listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let (conn, _) = self
+            .listener
+            .accept()
+            .map_err(|e| format!("the runtime sent no terminal on {}: {e}", self.path.display()))?;
+        conn.set_nonblocking(false).map_err(|e| e.to_string())?;
+        let mut buf = [0u8; 4096];
+        let mut iov = [IoSliceMut::new(&mut buf)];
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+        let msg = recvmsg::<()>(conn.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::empty())
+            .map_err(|e| format!("receiving the terminal: {e}"))?;
+        for c in msg.cmsgs().map_err(|e| format!("receiving the terminal: {e}"))? {
+            if let ControlMessageOwned::ScmRights(fds) = c
+                && let Some(&fd) = fds.first()
+            {
+                // SAFETY: the fd was just received and is ours alone.
+                return Ok(unsafe { File::from_raw_fd(fd) });
+            }
+        }
+        Err("the runtime's message carried no terminal".into())
+    }
+}
+
+impl Drop for ConsoleSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Sets the size of the terminal whose master is `master`.
+pub fn resize(master: &File, width: u32, height: u32) -> Result<(), String> {
+    let ws = libc::winsize {
+        ws_row: height as u16,
+        ws_col: width as u16,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads a winsize we own.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &ws) } != 0 {
+        return Err(format!(
+            "resizing the terminal: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
