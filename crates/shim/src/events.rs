@@ -8,7 +8,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
 use containerd_shim_protos as protos;
-use protos::protobuf::MessageFull;
+use protos::events::task as ev;
+use protos::protobuf::Message;
 use protos::protobuf::well_known_types::{any::Any, timestamp::Timestamp};
 use protos::ttrpc;
 
@@ -38,10 +39,38 @@ pub fn timestamp(t: SystemTime) -> Timestamp {
     }
 }
 
+/// A message with its full protobuf type name, known without the reflection tables (building those costs a
+/// long-lived shim memory for nothing).
+pub trait Named: Message {
+    /// `containerd.events.TaskExit`, …
+    const TYPE: &'static str;
+}
+
+macro_rules! named {
+    ($($t:ty => $n:literal),* $(,)?) => {
+        $(impl Named for $t {
+            const TYPE: &'static str = $n;
+        })*
+    };
+}
+
+named! {
+    ev::TaskCreate => "containerd.events.TaskCreate",
+    ev::TaskStart => "containerd.events.TaskStart",
+    ev::TaskExit => "containerd.events.TaskExit",
+    ev::TaskDelete => "containerd.events.TaskDelete",
+    ev::TaskExecAdded => "containerd.events.TaskExecAdded",
+    ev::TaskExecStarted => "containerd.events.TaskExecStarted",
+    ev::TaskPaused => "containerd.events.TaskPaused",
+    ev::TaskResumed => "containerd.events.TaskResumed",
+    ev::TaskOOM => "containerd.events.TaskOOM",
+    protos::cgroups_v2::metrics::Metrics => "io.containerd.cgroups.v2.Metrics",
+}
+
 /// Packs `m` into an Any named by its full protobuf type name, as containerd expects.
-pub fn to_any<M: MessageFull>(m: &M) -> Any {
+pub fn to_any<M: Named>(m: &M) -> Any {
     Any {
-        type_url: M::descriptor().full_name().to_string(),
+        type_url: M::TYPE.to_string(),
         value: m.write_to_bytes().unwrap_or_default(),
         ..Default::default()
     }
@@ -67,7 +96,7 @@ impl Publisher {
     }
 
     /// Queues `event` under `topic`.
-    pub fn publish<M: MessageFull>(&self, topic: &'static str, event: &M) {
+    pub fn publish<M: Named>(&self, topic: &'static str, event: &M) {
         let mut q = self.inner.0.lock().unwrap_or_else(|p| p.into_inner());
         if q.len() >= MAX_QUEUED {
             q.pop_front();
@@ -133,5 +162,29 @@ impl Publisher {
         };
         c.forward(ttrpc::context::with_timeout(5_000_000_000), &req)
             .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use protos::protobuf::MessageFull;
+
+    fn same<M: Named + MessageFull>() {
+        assert_eq!(M::TYPE, M::descriptor().full_name());
+    }
+
+    #[test]
+    fn type_names_match_the_descriptors() {
+        same::<ev::TaskCreate>();
+        same::<ev::TaskStart>();
+        same::<ev::TaskExit>();
+        same::<ev::TaskDelete>();
+        same::<ev::TaskExecAdded>();
+        same::<ev::TaskExecStarted>();
+        same::<ev::TaskPaused>();
+        same::<ev::TaskResumed>();
+        same::<ev::TaskOOM>();
+        same::<protos::cgroups_v2::metrics::Metrics>();
     }
 }
