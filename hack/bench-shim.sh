@@ -6,9 +6,12 @@
 # Usage: hack/bench-shim.sh        (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet -p crius-shim -p crius-runc -p crius-test-support \
-  --bin containerd-shim-crius-v2 --bin crius-runc --bin crius-mkimage
-shim=$PWD/target/release/containerd-shim-crius-v2
+cargo build --release --quiet -p crius-runc -p crius-test-support --bin crius-runc --bin crius-mkimage
+# The shim as it ships: built for size (profile shim) and statically linked (no libc.so mapped into every pod's
+# shim); crius-runc is found next to it.
+cargo rustc --profile shim --quiet -p crius-shim --bin containerd-shim-crius-v2 -- -C target-feature=+crt-static
+cp target/release/crius-runc target/shim/crius-runc
+shim=${CRIUS_SHIM:-$PWD/target/shim/containerd-shim-crius-v2}   # CRIUS_SHIM: measure another build
 work=$(mktemp -d /tmp/crius-bench-shim.XXXXXX)
 pid=
 cleanup() {

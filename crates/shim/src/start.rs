@@ -171,6 +171,8 @@ fn serve(f: &Flags) -> Result<(), String> {
     let service = Service::new(&f.namespace, reaper, publisher.clone());
     let task: Arc<dyn protos::shim::shim_ttrpc::Task + Send + Sync> = Arc::new(service.clone());
     let mut server = protos::ttrpc::Server::new()
+        // At least one idle worker at all times: Wait calls block theirs until a process exits (with 0, a
+        // blocked Wait starves the connection).
         .set_thread_count_min(1)
         .set_thread_count_default(2)
         .set_thread_count_max(64)
