@@ -128,15 +128,19 @@ impl ImageService {
         })
     }
 
-    /// The CRI view of a stored image.
-    fn to_cri(&self, rec: &ImageRecord) -> cri::Image {
-        let config: serde_json::Value = self
-            .inner
+    /// The image's config (empty when its blob is missing or unreadable).
+    fn config_of(&self, rec: &ImageRecord) -> serde_json::Value {
+        self.inner
             .store
             .read_blob(&rec.id)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// The CRI view of a stored image.
+    fn to_cri(&self, rec: &ImageRecord) -> cri::Image {
+        let config = self.config_of(rec);
         let (uid, username) = user_of(&config);
         cri::Image {
             id: rec.id.to_string(),
@@ -154,13 +158,7 @@ impl ImageService {
     }
 
     fn verbose_info(&self, rec: &ImageRecord) -> HashMap<String, String> {
-        let config: serde_json::Value = self
-            .inner
-            .store
-            .read_blob(&rec.id)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
+        let config = self.config_of(rec);
         let info = serde_json::json!({
             "id": rec.id.as_str(),
             "manifestDigest": rec.manifest.as_str(),
