@@ -287,39 +287,24 @@ impl Service {
             }
             e
         };
-        let console = if req.terminal {
-            Some(ConsoleSocket::new().map_err(|e| fail(error(Code::INTERNAL, e)))?)
-        } else {
-            None
-        };
-        let (child, mut io) = if req.terminal {
-            (
-                Default::default(),
-                stdio::terminal_paths(&req.stdin, &req.stdout, &req.stderr),
-            )
-        } else {
-            stdio::setup(&req.stdin, &req.stdout, &req.stderr)
-                .map_err(|e| fail(error(Code::INVALID_ARGUMENT, e)))?
-        };
         let pid_file = bundle.join("init.pid");
         let _ = std::fs::remove_file(&pid_file);
         let (b, p) = (bundle.display().to_string(), pid_file.display().to_string());
-        let mut args = vec!["create", "--bundle", &b, "--pid-file", &p];
-        let console_path = console.as_ref().map(|c| c.path()).unwrap_or_default();
-        if console.is_some() {
-            args.extend(["--console-socket", &console_path]);
-        }
-        args.push(&req.id);
         let undo = |e: String| {
             // The runtime may have left a half-made container behind.
             let _ = runtime.run(&["delete", "--force", &req.id], None, &bundle);
-            fail(error(Code::INTERNAL, e))
+            error(Code::INTERNAL, e)
         };
-        runtime.run(&args, Some(child), &bundle).map_err(undo)?;
-        if let Some(console) = &console {
-            let master = console.receive().map_err(undo)?;
-            stdio::attach_terminal(&mut io, master).map_err(undo)?;
-        }
+        let io = run_with_stdio(
+            &runtime,
+            &["create", "--bundle", &b, "--pid-file", &p],
+            &req.id,
+            (&req.stdin, &req.stdout, &req.stderr),
+            req.terminal,
+            &bundle,
+            undo,
+        )
+        .map_err(fail)?;
         let pid = read_pid(&pid_file).map_err(fail)?;
         let note = serde_json::json!({"binary": runtime.binary, "root": runtime.root});
         let _ = std::fs::write(bundle.join(RUNTIME_FILE), note.to_string());
@@ -419,34 +404,18 @@ impl Task for Service {
             let pid_file = bundle.join(format!(".exec-{exec_id}.pid"));
             std::fs::write(&spec_file, &spec)
                 .map_err(|e| error(Code::INTERNAL, format!("writing {}: {e}", spec_file.display())))?;
-            let console = if terminal {
-                Some(ConsoleSocket::new().map_err(|e| error(Code::INTERNAL, e))?)
-            } else {
-                None
-            };
-            let (child, mut io) = if terminal {
-                (
-                    Default::default(),
-                    stdio::terminal_paths(&io_paths.0, &io_paths.1, &io_paths.2),
-                )
-            } else {
-                stdio::setup(&io_paths.0, &io_paths.1, &io_paths.2)
-                    .map_err(|e| error(Code::INVALID_ARGUMENT, e))?
-            };
             let (s, p) = (spec_file.display().to_string(), pid_file.display().to_string());
-            let mut args = vec!["exec", "--process", &s, "--detach", "--pid-file", &p];
-            let console_path = console.as_ref().map(|c| c.path()).unwrap_or_default();
-            if console.is_some() {
-                args.extend(["--console-socket", &console_path]);
-            }
-            args.push(id);
-            let r = runtime.run(&args, Some(child), &bundle);
+            let io = run_with_stdio(
+                &runtime,
+                &["exec", "--process", &s, "--detach", "--pid-file", &p],
+                id,
+                (&io_paths.0, &io_paths.1, &io_paths.2),
+                terminal,
+                &bundle,
+                |e| error(Code::INTERNAL, e),
+            );
             let _ = std::fs::remove_file(&spec_file);
-            r.map_err(|e| error(Code::INTERNAL, e))?;
-            if let Some(console) = &console {
-                let master = console.receive().map_err(|e| error(Code::INTERNAL, e))?;
-                stdio::attach_terminal(&mut io, master).map_err(|e| error(Code::INTERNAL, e))?;
-            }
+            let io = io?;
             let pid = read_pid(&pid_file)?;
             let _ = std::fs::remove_file(&pid_file);
             self.with(id, |c| {
@@ -764,6 +733,43 @@ impl Task for Service {
         let _ = self.finish_if_empty();
         Ok(api::Empty::new())
     }
+}
+
+/// Runs `<args> [--console-socket S] <id>` (a create or an exec) with the process's stdio: pipes copied to
+/// the given paths, or a terminal whose master the runtime sends back over a console socket. Returns what
+/// the shim keeps of the stdio; a failure of the runtime, or of taking its terminal, goes through
+/// `runtime_failed`.
+fn run_with_stdio(
+    runtime: &Runtime,
+    args: &[&str],
+    id: &str,
+    (stdin, stdout, stderr): (&str, &str, &str),
+    terminal: bool,
+    bundle: &Path,
+    runtime_failed: impl Fn(String) -> ttrpc::Error,
+) -> Result<ProcessIo> {
+    let console = if terminal {
+        Some(ConsoleSocket::new().map_err(|e| error(Code::INTERNAL, e))?)
+    } else {
+        None
+    };
+    let (child, mut io) = if terminal {
+        (Default::default(), stdio::terminal_paths(stdin, stdout, stderr))
+    } else {
+        stdio::setup(stdin, stdout, stderr).map_err(|e| error(Code::INVALID_ARGUMENT, e))?
+    };
+    let console_path = console.as_ref().map(|c| c.path()).unwrap_or_default();
+    let mut args = args.to_vec();
+    if console.is_some() {
+        args.extend(["--console-socket", &console_path]);
+    }
+    args.push(id);
+    runtime.run(&args, Some(child), bundle).map_err(&runtime_failed)?;
+    if let Some(console) = &console {
+        let master = console.receive().map_err(&runtime_failed)?;
+        stdio::attach_terminal(&mut io, master).map_err(&runtime_failed)?;
+    }
+    Ok(io)
 }
 
 fn what(exec_id: &str) -> String {
