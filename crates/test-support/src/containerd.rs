@@ -116,12 +116,7 @@ pub fn mounts_under(dir: &Path) -> Vec<String> {
 
 impl Drop for Containerd {
     fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !matches!(self.child.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::terminate(&mut self.child, Duration::from_secs(10));
         let _ = self.child.kill();
         let _ = self.child.wait();
         for m in mounts_under(self.dir.path()) {

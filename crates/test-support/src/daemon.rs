@@ -141,20 +141,12 @@ impl Daemon {
     /// Sends SIGTERM and waits (10 s at most, then SIGKILL); returns the exit status.
     pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
         let mut child = self.child.take()?;
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(status);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("criusd did not stop within 10 s of SIGTERM: {}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(status) = crate::terminate(&mut child, Duration::from_secs(10)) {
+            return Some(status);
         }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("criusd did not stop within 10 s of SIGTERM: {}", self.log());
     }
 
     /// Starts it again on the same directories with `args`.
@@ -167,14 +159,7 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(c.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while !matches!(c.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            crate::terminate(&mut c, Duration::from_secs(10));
             let _ = c.kill();
             let _ = c.wait();
         }

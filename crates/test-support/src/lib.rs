@@ -15,6 +15,26 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::{Value, json};
 
+/// Sends SIGTERM to `child` and waits up to `within` for it to exit; its status, or None if it is still running
+/// (the caller decides between SIGKILL and a failure).
+pub fn terminate(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Fails the test loudly unless it runs as root: privileged tests never pass without running.
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
