@@ -52,7 +52,7 @@ fn user_of(config: &serde_json::Value) -> (Option<i64>, String) {
 }
 
 /// Credentials from a CRI AuthConfig.
-fn auth_of(a: Option<&cri::AuthConfig>) -> Result<Auth, Status> {
+pub(crate) fn auth_of(a: Option<&cri::AuthConfig>) -> Result<Auth, Status> {
     let Some(a) = a else {
         return Ok(Auth::Anonymous);
     };

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 
 use crius_api::images as api;
-use crius_image::pull::{Auth, Progress};
+use crius_image::pull::Progress;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
@@ -70,13 +70,13 @@ impl api::images_server::Images for ImagesApi {
         }
         // Refuse a bad reference before the stream starts, so the caller gets the status directly.
         crius_image::reference::normalize(&req.reference).map_err(status)?;
-        let auth = if !req.registry_token.is_empty() {
-            Auth::Bearer(req.registry_token)
-        } else if !req.username.is_empty() || !req.password.is_empty() {
-            Auth::Basic(req.username, req.password)
-        } else {
-            Auth::Anonymous
-        };
+        // The same precedence as the CRI's credentials: a token, else user and password, else none.
+        let auth = crate::image::auth_of(Some(&k8s_cri::v1::AuthConfig {
+            username: req.username,
+            password: req.password,
+            registry_token: req.registry_token,
+            ..Default::default()
+        }))?;
         let opts = self.images.pull_options(auth);
         let store = self.images.store().clone();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
