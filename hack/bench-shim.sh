@@ -65,13 +65,16 @@ for rt in crius runc; do
       ctr run -d "${args[@]}" --annotation io.kubernetes.cri.sandbox-id=$pod \
         docker.io/library/busybox:latest "$pod-$i" sleep 1000 >/dev/null
     done
-    sleep 1
+    # Finding the shim lists the tasks (a State call each); then wait past the shim's WORKER_IDLE (2 s): the
+    # steady state a pod lives in.
     p=$(shim_of "$pod")
+    sleep "${SETTLE:-3}"
     r=$(kb /proc/"$p"/status VmRSS); s=$(kb /proc/"$p"/smaps_rollup Pss); t=$(kb /proc/"$p"/status Threads)
     a=$(kb /proc/"$p"/status RssAnon); f=$(kb /proc/"$p"/status RssFile)
     name=$(tr '\0' ' ' < /proc/"$p"/cmdline | awk '{print $1}' | xargs basename)
     printf '%-26s %4d %10d %10d %10d %10d %8d\n' "$name" "$n" "$r" "$s" "$a" "$f" "$t"
     rss[$rt$n]=$r
+    [ $rt = crius ] && echo "  threads: $(cat /proc/"$p"/task/*/comm | sort | uniq -c | awk '{printf "%s%s x%d", s, $2, $1; s=", "}')"
   done
 done
 for n in 1 5; do

@@ -1,9 +1,12 @@
 //! Publishing task events to containerd's (or criusd's) events service over ttrpc
 //! (`containerd.services.events.ttrpc.v1.Events/Forward` at `TTRPC_ADDRESS`). Events queue in memory and
-//! are sent in order by one thread; while the endpoint is gone they wait and are retried, so a restarted
-//! owner still learns what happened while it was down.
+//! are sent in order by a sender thread that exists only while the queue is not empty (one connection, plain
+//! blocking calls); while the endpoint is gone they wait and are retried, so a restarted owner still learns
+//! what happened while it was down.
 
 use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -13,8 +16,12 @@ use protos::protobuf::Message;
 use protos::protobuf::well_known_types::{any::Any, timestamp::Timestamp};
 use protos::ttrpc;
 
+use crate::server::{TYPE_REQUEST, TYPE_RESPONSE, frame, take_frame};
+
 /// Events kept while nobody listens; the oldest go first beyond this.
 const MAX_QUEUED: usize = 4096;
+/// How long one Forward call may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 struct Queued {
     topic: &'static str,
@@ -22,11 +29,20 @@ struct Queued {
     event: Any,
 }
 
+#[derive(Default)]
+struct Queue {
+    events: VecDeque<Queued>,
+    /// A sender thread is running.
+    sending: bool,
+}
+
 /// The publisher; cheap to clone.
 #[derive(Clone)]
 pub struct Publisher {
-    inner: Arc<(Mutex<VecDeque<Queued>>, Condvar)>,
+    inner: Arc<(Mutex<Queue>, Condvar)>,
     namespace: String,
+    /// The events service's socket; empty: events are dropped (nobody to tell).
+    address: String,
 }
 
 /// A protobuf timestamp.
@@ -77,78 +93,104 @@ pub fn to_any<M: Named>(m: &M) -> Any {
 }
 
 impl Publisher {
-    /// Starts the sending thread for `address` (a unix socket path, `unix://` allowed); an empty address
-    /// drops events (nobody to tell).
+    /// A publisher to `address` (a unix socket path, `unix://` allowed); an empty address drops events.
     pub fn start(address: &str, namespace: &str) -> Publisher {
-        let p = Publisher {
-            inner: Arc::new((Mutex::new(VecDeque::new()), Condvar::new())),
+        Publisher {
+            inner: Arc::new((Mutex::new(Queue::default()), Condvar::new())),
             namespace: namespace.to_string(),
-        };
-        if !address.is_empty() {
-            let me = p.clone();
-            let address = address.strip_prefix("unix://").unwrap_or(address).to_string();
-            let _ = std::thread::Builder::new()
-                .name("events".into())
-                .stack_size(128 * 1024)
-                .spawn(move || me.run(&address));
+            address: address.strip_prefix("unix://").unwrap_or(address).to_string(),
         }
-        p
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Queues `event` under `topic`.
     pub fn publish<M: Named>(&self, topic: &'static str, event: &M) {
-        let mut q = self.inner.0.lock().unwrap_or_else(|p| p.into_inner());
-        if q.len() >= MAX_QUEUED {
-            q.pop_front();
+        if self.address.is_empty() {
+            return;
         }
-        q.push_back(Queued {
+        let mut q = self.lock();
+        if q.events.len() >= MAX_QUEUED {
+            q.events.pop_front();
+        }
+        q.events.push_back(Queued {
             topic,
             at: SystemTime::now(),
             event: to_any(event),
         });
-        self.inner.1.notify_all();
+        if !q.sending {
+            let me = self.clone();
+            q.sending = std::thread::Builder::new()
+                .name("events".into())
+                .stack_size(128 * 1024)
+                .spawn(move || me.send_all())
+                .is_ok();
+        }
     }
 
     /// Waits (at most `limit`) until every queued event was sent.
     pub fn drain(&self, limit: Duration) {
         let deadline = std::time::Instant::now() + limit;
-        while !self.inner.0.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(10));
+        let mut q = self.lock();
+        while !q.events.is_empty() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            q = self
+                .inner
+                .1
+                .wait_timeout(q, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
-    fn run(&self, address: &str) {
-        let mut client: Option<protos::EventsClient> = None;
+    /// The sender thread: sends in order until the queue is empty, then ends.
+    fn send_all(&self) {
+        let mut conn: Option<UnixStream> = None;
+        let mut stream_id = 1u32;
         loop {
             let next = {
-                let mut q = self.inner.0.lock().unwrap_or_else(|p| p.into_inner());
-                while q.is_empty() {
-                    q = self.inner.1.wait(q).unwrap_or_else(|p| p.into_inner());
-                }
-                let e = q.front().expect("not empty");
+                let mut q = self.lock();
+                let Some(e) = q.events.front() else {
+                    q.sending = false;
+                    self.inner.1.notify_all();
+                    return;
+                };
                 (e.topic, e.at, e.event.clone())
             };
-            if client.is_none() {
-                client = ttrpc::Client::connect(&format!("unix://{address}"))
-                    .ok()
-                    .map(protos::EventsClient::new);
+            if conn.is_none() {
+                conn = UnixStream::connect(&self.address).ok().inspect(|c| {
+                    let _ = c.set_read_timeout(Some(CALL_TIMEOUT));
+                    let _ = c.set_write_timeout(Some(CALL_TIMEOUT));
+                });
             }
-            let sent = client
-                .as_ref()
-                .is_some_and(|c| self.forward(c, next.0, next.1, next.2));
+            let sent = conn.as_mut().is_some_and(|c| {
+                stream_id = stream_id.wrapping_add(2);
+                self.forward(c, stream_id, next.0, next.1, next.2).is_ok()
+            });
             if sent {
-                self.inner.0.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+                self.lock().events.pop_front();
+                self.inner.1.notify_all();
             } else {
                 // The endpoint is gone (its owner restarting): keep the event and try again shortly.
-                client = None;
+                conn = None;
                 std::thread::sleep(Duration::from_millis(500));
             }
         }
     }
 
-    fn forward(&self, c: &protos::EventsClient, topic: &str, at: SystemTime, event: Any) -> bool {
+    fn forward(
+        &self,
+        c: &mut UnixStream,
+        id: u32,
+        topic: &str,
+        at: SystemTime,
+        event: Any,
+    ) -> Result<(), String> {
         let envelope = protos::shim::event::Envelope {
             timestamp: Some(timestamp(at)).into(),
             namespace: self.namespace.clone(),
@@ -160,8 +202,37 @@ impl Publisher {
             envelope: Some(envelope).into(),
             ..Default::default()
         };
-        c.forward(ttrpc::context::with_timeout(5_000_000_000), &req)
-            .is_ok()
+        let call = ttrpc::Request {
+            service: "containerd.services.events.ttrpc.v1.Events".into(),
+            method: "Forward".into(),
+            payload: req.write_to_bytes().map_err(|e| e.to_string())?,
+            timeout_nano: CALL_TIMEOUT.as_nanos() as i64,
+            ..Default::default()
+        };
+        let bytes = call.write_to_bytes().map_err(|e| e.to_string())?;
+        c.write_all(&frame(id, TYPE_REQUEST, &bytes))
+            .map_err(|e| e.to_string())?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some((sid, kind, payload)) = take_frame(&mut buf)? {
+                if sid != id || kind != TYPE_RESPONSE {
+                    continue;
+                }
+                let res = ttrpc::Response::parse_from_bytes(&payload).map_err(|e| e.to_string())?;
+                let code = res.status.as_ref().map(|s| s.code.value()).unwrap_or(0);
+                return if code == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("Forward: code {code}"))
+                };
+            }
+            let n = c.read(&mut chunk).map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("the events service closed the connection".into());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
     }
 }
 

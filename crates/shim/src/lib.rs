@@ -8,8 +8,9 @@
 //! (FIFOs, or the kubelet's CRI log format: see [`stdio`]), reports OOM kills ([`oom`]), and publishes task events to `TTRPC_ADDRESS`
 //! (containerd's or criusd's events service), queueing them while that endpoint is gone.
 //!
-//! The shim's stack is sync and small: the protos, ttrpc, a reaper thread, an events thread and one thread per
-//! output stream; no async runtime.
+//! The shim's stack is sync and small: one event loop ([`reactor`]) holds the ttrpc connections ([`server`]),
+//! every stream's copying ([`pump`]), reaping and the OOM watch; requests that run the OCI runtime go to worker
+//! threads that exist only while there is work, and Wait holds none. No async runtime.
 
 pub mod args;
 pub mod client;
@@ -17,8 +18,11 @@ pub mod console;
 pub mod events;
 pub mod mounts;
 pub mod oom;
+pub mod pump;
+pub mod reactor;
 pub mod reaper;
 pub mod runtime;
+pub mod server;
 pub mod service;
 pub mod start;
 pub mod stats;

@@ -2,6 +2,7 @@
 //! grows, a `/tasks/oom` event is published for the container (kubelet's "OOMKilled" comes from it).
 
 use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -10,6 +11,7 @@ use containerd_shim_protos::topics;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
 use crate::events::Publisher;
+use crate::reactor::{Next, READ, Reactor};
 
 struct Watched {
     id: String,
@@ -42,22 +44,23 @@ fn cgroup2_mount() -> Option<PathBuf> {
 }
 
 impl OomWatcher {
-    /// Starts the watching thread.
-    pub fn start(publisher: Publisher) -> std::io::Result<OomWatcher> {
-        let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(std::io::Error::from)?;
+    /// Starts watching, in `reactor`.
+    pub fn start(publisher: Publisher, reactor: &Reactor) -> std::io::Result<OomWatcher> {
+        let flags = InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK;
+        let inotify = Inotify::init(flags).map_err(std::io::Error::from)?;
         let w = OomWatcher {
             inotify: Arc::new(inotify),
             watched: Arc::new(Mutex::new(HashMap::new())),
         };
         let me = w.clone();
-        std::thread::Builder::new()
-            .name("oom".into())
-            .stack_size(64 * 1024)
-            .spawn(move || me.run(&publisher))?;
+        reactor.add(w.inotify.as_fd().as_raw_fd(), READ, move |_, _| {
+            me.check(&publisher);
+            Next::Keep
+        })?;
         Ok(w)
     }
 
-    fn run(&self, publisher: &Publisher) {
+    fn check(&self, publisher: &Publisher) {
         while let Ok(events) = self.inotify.read_events() {
             for e in events {
                 let mut all = self.watched.lock().unwrap_or_else(|p| p.into_inner());

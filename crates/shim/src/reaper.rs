@@ -1,14 +1,22 @@
 //! The shim is the subreaper of everything it starts: runtime commands (its children) and container processes
-//! (re-parented to it when the runtime exits). One thread reaps every child with `waitpid(-1)` and hands each
-//! exit to whoever waits for that pid; an exit nobody claimed yet is kept until it is claimed, so a process that
-//! dies before its pid is known is never lost.
+//! (re-parented to it when the runtime exits). A SIGCHLD handler writes a byte to a pipe; whoever drives the
+//! reaper (the shim's [`Reactor`], or a thread for one-shot commands) then reaps every exited child with
+//! `waitpid(-1, WNOHANG)` and hands each exit to whoever waits for that pid. An exit nobody claimed yet is kept
+//! until it is claimed, so a process that dies before its pid is known is never lost. The signal is handled,
+//! never blocked: a blocked mask would be inherited by the containers.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex};
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, IntoRawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
-use nix::sys::wait::{WaitStatus, waitpid};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+
+use crate::reactor::{Next, READ, Reactor};
 
 /// How a process ended: its exit code, or 128 + the signal that killed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,54 +35,109 @@ struct State {
     unclaimed: HashMap<i32, Exit>,
     /// Who waits for which pid.
     watchers: HashMap<i32, Callback>,
-    /// Bumped after each spawn: the reaper sleeps on "no children" until it changes.
-    generation: u64,
 }
 
 /// The reaper; cheap to clone.
 #[derive(Clone)]
 pub struct Reaper {
-    inner: Arc<(Mutex<State>, Condvar)>,
+    inner: Arc<Mutex<State>>,
+    /// The read end of the SIGCHLD pipe (non-blocking).
+    signals: Arc<File>,
+}
+
+static SIGCHLD_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_sigchld(_: libc::c_int) {
+    let fd = SIGCHLD_PIPE.load(Ordering::Relaxed);
+    // SAFETY: write(2) is async-signal-safe; the pipe is non-blocking, so a full pipe drops the byte (one
+    // unread byte is enough to make the driver reap).
+    unsafe {
+        libc::write(fd, b"c".as_ptr().cast(), 1);
+    }
+}
+
+/// Installs the SIGCHLD handler once per process; returns the pipe's read end.
+fn sigchld_pipe() -> std::io::Result<Arc<File>> {
+    static PIPE: OnceLock<Arc<File>> = OnceLock::new();
+    if let Some(p) = PIPE.get() {
+        return Ok(p.clone());
+    }
+    let flags = nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK;
+    let (r, w) = nix::unistd::pipe2(flags)?;
+    SIGCHLD_PIPE.store(w.into_raw_fd(), Ordering::Relaxed);
+    let action = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(on_sigchld),
+        nix::sys::signal::SaFlags::SA_RESTART | nix::sys::signal::SaFlags::SA_NOCLDSTOP,
+        nix::sys::signal::SigSet::empty(),
+    );
+    // SAFETY: the handler only calls write(2).
+    unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGCHLD, &action) }?;
+    Ok(PIPE.get_or_init(|| Arc::new(File::from(r))).clone())
 }
 
 impl Reaper {
-    /// Makes this process a subreaper and starts the reaping thread.
-    pub fn start() -> std::io::Result<Reaper> {
+    /// Makes this process a subreaper and installs the SIGCHLD handler. Nothing is reaped until the reaper is
+    /// driven: [`Reaper::attach`] or [`Reaper::start`].
+    pub fn install() -> std::io::Result<Reaper> {
         // SAFETY: prctl with integer arguments.
         if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let r = Reaper {
-            inner: Arc::new((Mutex::new(State::default()), Condvar::new())),
-        };
+        Ok(Reaper {
+            inner: Arc::new(Mutex::new(State::default())),
+            signals: sigchld_pipe()?,
+        })
+    }
+
+    /// A reaper driven by its own thread (for one-shot commands, which have no loop).
+    pub fn start() -> std::io::Result<Reaper> {
+        let r = Reaper::install()?;
         let me = r.clone();
         std::thread::Builder::new()
             .name("reaper".into())
             .stack_size(64 * 1024)
-            .spawn(move || me.run())?;
+            .spawn(move || {
+                loop {
+                    me.reap();
+                    let mut p = libc::pollfd {
+                        fd: me.signals.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: poll on one valid pollfd.
+                    unsafe { libc::poll(&mut p, 1, -1) };
+                }
+            })?;
         Ok(r)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
+    /// Reaps in `reactor`, on each SIGCHLD.
+    pub fn attach(&self, reactor: &Reactor) -> std::io::Result<()> {
+        let me = self.clone();
+        reactor.add(self.signals.as_raw_fd(), READ, move |_, _| {
+            me.reap();
+            Next::Keep
+        })?;
+        // Children that ended before we listened.
+        self.reap();
+        Ok(())
     }
 
-    fn run(&self) {
-        let mut seen = 0;
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Empties the signal pipe, then reaps every child that has exited.
+    fn reap(&self) {
+        let mut sink = [0u8; 64];
+        while (&*self.signals).read(&mut sink).is_ok_and(|n| n > 0) {}
         loop {
-            match waitpid(Pid::from_raw(-1), None) {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) => self.deliver(pid.as_raw(), code as u32),
                 Ok(WaitStatus::Signaled(pid, sig, _)) => self.deliver(pid.as_raw(), 128 + sig as u32),
+                Ok(WaitStatus::StillAlive) | Err(nix::Error::ECHILD) => return,
                 Ok(_) | Err(nix::Error::EINTR) => {}
-                Err(_) => {
-                    // No children: sleep until a command is started (processes re-parented to us are only
-                    // ever descendants of commands we started).
-                    let mut st = self.lock();
-                    while st.generation == seen {
-                        st = self.inner.1.wait(st).unwrap_or_else(|p| p.into_inner());
-                    }
-                    seen = st.generation;
-                }
+                Err(_) => return,
             }
         }
     }
@@ -99,12 +162,6 @@ impl Reaper {
         }
     }
 
-    /// Wakes the reaper: a child was just spawned.
-    pub fn child_started(&self) {
-        self.lock().generation += 1;
-        self.inner.1.notify_all();
-    }
-
     /// Calls `f` with the exit of `pid`: now if it already happened, else once it does.
     pub fn on_exit(&self, pid: i32, f: impl FnOnce(Exit) + Send + 'static) {
         let mut st = self.lock();
@@ -116,7 +173,7 @@ impl Reaper {
         }
     }
 
-    /// Blocks until `pid` exits.
+    /// Blocks until `pid` exits (never on the reactor's thread, which is the one reaping).
     pub fn wait(&self, pid: i32) -> Exit {
         let (tx, rx) = std::sync::mpsc::channel();
         self.on_exit(pid, move |e| {

@@ -85,7 +85,6 @@ impl Runtime {
             }
             let child = cmd.spawn().map_err(|e| format!("{shown}: {e}"))?;
             drop(cmd);
-            self.reaper.child_started();
             let exit = self.reaper.wait(child.id() as i32);
             let stdout = std::fs::read_to_string(&out).unwrap_or_default();
             if exit.status == 0 {

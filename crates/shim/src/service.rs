@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use containerd_shim_protos as protos;
@@ -17,6 +17,7 @@ use protos::ttrpc::{self, Code, TtrpcContext};
 use crate::console::ConsoleSocket;
 use crate::events::{Publisher, timestamp, to_any};
 use crate::oom::OomWatcher;
+use crate::reactor::Reactor;
 use crate::reaper::{Exit, Reaper};
 use crate::runtime::Runtime;
 use crate::stdio::{self, ProcessIo};
@@ -45,7 +46,12 @@ struct Proc {
     terminal: bool,
     /// An exec's process spec (JSON), until it starts.
     spec: Vec<u8>,
+    /// Wait calls to answer when it exits.
+    waiters: Vec<Waiter>,
 }
+
+/// A Wait call's answer, sent once the process exits.
+type Waiter = Box<dyn FnOnce(Exit) + Send>;
 
 impl Proc {
     fn new(io: ProcessIo, terminal: bool) -> Proc {
@@ -56,6 +62,7 @@ impl Proc {
             io,
             terminal,
             spec: Vec::new(),
+            waiters: Vec::new(),
         }
     }
 }
@@ -74,12 +81,8 @@ struct Inner {
     publisher: Publisher,
     oom: Option<OomWatcher>,
     containers: Mutex<HashMap<String, Container>>,
-    /// Signalled on every exit (Wait), with `containers`.
-    changed: Condvar,
-    /// Set when the shim should exit (Shutdown with no containers left).
-    done: Mutex<bool>,
-    /// Signalled with `done`.
-    done_changed: Condvar,
+    /// The shim's loop: stdio is pumped there, and stopping it ends the shim.
+    reactor: Arc<Reactor>,
 }
 
 /// The service; cheap to clone.
@@ -125,18 +128,16 @@ fn read_pid(path: &Path) -> Result<u32> {
 }
 
 impl Service {
-    /// A service publishing through `publisher`, reaping with `reaper`.
-    pub fn new(namespace: &str, reaper: Reaper, publisher: Publisher) -> Service {
+    /// A service publishing through `publisher`, reaping with `reaper`, its stdio and OOM watch in `reactor`.
+    pub fn new(namespace: &str, reaper: Reaper, publisher: Publisher, reactor: Arc<Reactor>) -> Service {
         Service {
             inner: Arc::new(Inner {
                 namespace: namespace.to_string(),
                 reaper,
-                oom: OomWatcher::start(publisher.clone()).ok(),
+                oom: OomWatcher::start(publisher.clone(), &reactor).ok(),
                 publisher,
                 containers: Mutex::new(HashMap::new()),
-                changed: Condvar::new(),
-                done: Mutex::new(false),
-                done_changed: Condvar::new(),
+                reactor,
             }),
         }
     }
@@ -145,25 +146,12 @@ impl Service {
         self.inner.containers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Blocks until the shim should exit: Shutdown was called, or the last container was deleted.
-    pub fn wait_done(&self) {
-        let mut done = self.inner.done.lock().unwrap_or_else(|p| p.into_inner());
-        while !*done {
-            done = self
-                .inner
-                .done_changed
-                .wait(done)
-                .unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
     /// Lets the shim exit if it holds no container; returns whether it will.
     pub fn finish_if_empty(&self) -> bool {
         if !self.lock().is_empty() {
             return false;
         }
-        *self.inner.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        self.inner.done_changed.notify_all();
+        self.inner.reactor.stop();
         true
     }
 
@@ -214,7 +202,11 @@ impl Service {
             }
             p.exit = Some(exit);
             p.status = Status::STOPPED;
+            let waiters = std::mem::take(&mut p.waiters);
             drop(all);
+            for w in waiters {
+                w(exit);
+            }
             if exec_id.is_empty() {
                 let at = exit.at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
                 let rec = serde_json::json!({"pid": pid, "status": exit.status,
@@ -236,7 +228,6 @@ impl Service {
                     ..Default::default()
                 },
             );
-            me.inner.changed.notify_all();
         });
     }
 
@@ -296,6 +287,7 @@ impl Service {
             error(Code::INTERNAL, e)
         };
         let io = run_with_stdio(
+            &self.inner.reactor,
             &runtime,
             &["create", "--bundle", &b, "--pid-file", &p],
             &req.id,
@@ -406,6 +398,7 @@ impl Task for Service {
                 .map_err(|e| error(Code::INTERNAL, format!("writing {}: {e}", spec_file.display())))?;
             let (s, p) = (spec_file.display().to_string(), pid_file.display().to_string());
             let io = run_with_stdio(
+                &self.inner.reactor,
                 &runtime,
                 &["exec", "--process", &s, "--detach", "--pid-file", &p],
                 id,
@@ -688,21 +681,20 @@ impl Task for Service {
     }
 
     fn wait(&self, _: &TtrpcContext, req: api::WaitRequest) -> Result<api::WaitResponse> {
-        let mut all = self.lock();
-        loop {
-            let c = all
-                .get_mut(&req.id)
-                .ok_or_else(|| error(Code::NOT_FOUND, format!("container {:?} not found", req.id)))?;
-            let p = proc_mut(c, &req.id, &req.exec_id)?;
-            if let Some(e) = p.exit {
-                return Ok(api::WaitResponse {
-                    exit_status: e.status,
-                    exited_at: Some(timestamp(e.at)).into(),
-                    ..Default::default()
-                });
-            }
-            all = self.inner.changed.wait(all).unwrap_or_else(|p| p.into_inner());
-        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.wait_then(&req, move |r| {
+            let _ = tx.send(r);
+        });
+        rx.recv().unwrap_or_else(|_| {
+            Err(error(
+                Code::NOT_FOUND,
+                format!(
+                    "{} of {:?} was deleted before it exited",
+                    what(&req.exec_id),
+                    req.id
+                ),
+            ))
+        })
     }
 
     fn stats(&self, _: &TtrpcContext, req: api::StatsRequest) -> Result<api::StatsResponse> {
@@ -739,7 +731,9 @@ impl Task for Service {
 /// the given paths, or a terminal whose master the runtime sends back over a console socket. Returns what
 /// the shim keeps of the stdio; a failure of the runtime, or of taking its terminal, goes through
 /// `runtime_failed`.
+#[allow(clippy::too_many_arguments)]
 fn run_with_stdio(
+    reactor: &Reactor,
     runtime: &Runtime,
     args: &[&str],
     id: &str,
@@ -756,7 +750,7 @@ fn run_with_stdio(
     let (child, mut io) = if terminal {
         (Default::default(), stdio::terminal_paths(stdin, stdout, stderr))
     } else {
-        stdio::setup(stdin, stdout, stderr).map_err(|e| error(Code::INVALID_ARGUMENT, e))?
+        stdio::setup(reactor, stdin, stdout, stderr).map_err(|e| error(Code::INVALID_ARGUMENT, e))?
     };
     let console_path = console.as_ref().map(|c| c.path()).unwrap_or_default();
     let mut args = args.to_vec();
@@ -767,7 +761,7 @@ fn run_with_stdio(
     runtime.run(&args, Some(child), bundle).map_err(&runtime_failed)?;
     if let Some(console) = &console {
         let master = console.receive().map_err(&runtime_failed)?;
-        stdio::attach_terminal(&mut io, master).map_err(&runtime_failed)?;
+        stdio::attach_terminal(reactor, &mut io, master).map_err(&runtime_failed)?;
     }
     Ok(io)
 }
@@ -790,6 +784,37 @@ fn delete_response(p: &Proc) -> api::DeleteResponse {
 }
 
 impl Service {
+    /// Answers a Wait through `reply`: now if the process has exited (or is unknown), else when it exits.
+    /// Nothing blocks meanwhile; `reply` is dropped unanswered if the process is deleted first.
+    pub fn wait_then(
+        &self,
+        req: &api::WaitRequest,
+        reply: impl FnOnce(Result<api::WaitResponse>) + Send + 'static,
+    ) {
+        let answer = |e: Exit| api::WaitResponse {
+            exit_status: e.status,
+            exited_at: Some(timestamp(e.at)).into(),
+            ..Default::default()
+        };
+        let mut all = self.lock();
+        let found = all
+            .get_mut(&req.id)
+            .ok_or_else(|| error(Code::NOT_FOUND, format!("container {:?} not found", req.id)))
+            .and_then(|c| proc_mut(c, &req.id, &req.exec_id));
+        match found {
+            Ok(p) if p.exit.is_none() => p.waiters.push(Box::new(move |e| reply(Ok(answer(e))))),
+            Ok(p) => {
+                let e = p.exit.expect("exited");
+                drop(all);
+                reply(Ok(answer(e)));
+            }
+            Err(e) => {
+                drop(all);
+                reply(Err(e));
+            }
+        }
+    }
+
     fn pause_resume(&self, id: &str, pause: bool) -> Result<api::Empty> {
         let (runtime, bundle, status) =
             self.with(id, |c| Ok((c.runtime.clone(), c.bundle.clone(), c.init.status)))?;

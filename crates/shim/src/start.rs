@@ -1,6 +1,7 @@
 //! The shim v2 process protocol: `start` (find or launch the pod's shim, print its address), `delete` (clean up
 //! after a shim that is gone), and serving (the long-lived process).
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, IntoRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -14,8 +15,10 @@ use sha2::{Digest, Sha256};
 
 use crate::args::{self, Flags};
 use crate::events::{Publisher, timestamp};
+use crate::reactor::{Next, READ, Reactor};
 use crate::reaper::Reaper;
 use crate::runtime::Runtime;
+use crate::server::{Deferred, Reply, Server};
 use crate::service::{EXIT_FILE, RUNTIME_FILE, Service};
 
 /// The annotation that groups a pod's containers into one shim.
@@ -162,39 +165,43 @@ fn serve(f: &Flags) -> Result<(), String> {
         }
         Err(e) => return Err(format!("listening on {}: {e}", path.display())),
     };
+    let reactor = Reactor::new().map_err(|e| format!("the event loop: {e}"))?;
+    let reaper = Reaper::install().map_err(|e| format!("becoming a subreaper: {e}"))?;
+    reaper.attach(&reactor).map_err(|e| format!("reaping: {e}"))?;
+    let publisher = Publisher::start(&std::env::var("TTRPC_ADDRESS").unwrap_or_default(), &f.namespace);
+    let service = Service::new(&f.namespace, reaper, publisher.clone(), reactor.clone());
+    let task: Arc<dyn protos::shim::shim_ttrpc::Task + Send + Sync> = Arc::new(service.clone());
+    // Wait holds no thread: it is answered when the process exits.
+    let waiter = service.clone();
+    let wait: Deferred = Box::new(
+        move |req, reply: Reply| match protos::api::WaitRequest::parse_from_bytes(&req.payload) {
+            Ok(w) => waiter.wait_then(&w, move |r| reply.send(r)),
+            Err(e) => reply.send::<protos::api::WaitResponse>(Err(crate::service::error(
+                protos::ttrpc::Code::INVALID_ARGUMENT,
+                format!("decoding WaitRequest: {e}"),
+            ))),
+        },
+    );
+    let deferred = HashMap::from([("/containerd.task.v2.Task/Wait".to_string(), wait)]);
+    let server = Server::new(protos::shim::shim_ttrpc::create_task(task), deferred);
+    server
+        .listen(&reactor, listener)
+        .map_err(|e| format!("serving {}: {e}", path.display()))?;
     // SIGTERM (a node shutting down, an operator) ends the shim only once it holds no container: the
     // containers outlive everything but their own deletion. A handler (reset by exec, so no child inherits
-    // anything) writes to a pipe that a thread reads; blocking the signal instead would be inherited.
+    // anything) writes to a pipe in the loop; blocking the signal instead would be inherited.
     let term = term_pipe()?;
-    let reaper = Reaper::start().map_err(|e| format!("becoming a subreaper: {e}"))?;
-    let publisher = Publisher::start(&std::env::var("TTRPC_ADDRESS").unwrap_or_default(), &f.namespace);
-    let service = Service::new(&f.namespace, reaper, publisher.clone());
-    let task: Arc<dyn protos::shim::shim_ttrpc::Task + Send + Sync> = Arc::new(service.clone());
-    let mut server = protos::ttrpc::Server::new()
-        // At least one idle worker at all times: Wait calls block theirs until a process exits (with 0, a
-        // blocked Wait starves the connection).
-        .set_thread_count_min(1)
-        .set_thread_count_default(2)
-        .set_thread_count_max(64)
-        .add_listener(listener.into_raw_fd())
-        .map_err(|e| format!("ttrpc listener: {e}"))?
-        .register_service(protos::shim::shim_ttrpc::create_task(task));
-    server
-        .start()
-        .map_err(|e| format!("starting the ttrpc server: {e}"))?;
     let on_term = service.clone();
-    let _ = std::thread::Builder::new()
-        .name("sigterm".into())
-        .stack_size(32 * 1024)
-        .spawn(move || {
-            let mut term = term;
-            let mut byte = [0u8; 1];
-            while term.read(&mut byte).is_ok_and(|n| n == 1) {
-                if !on_term.finish_if_empty() {
-                    eprintln!("containerd-shim-crius-v2: SIGTERM ignored: containers are still running");
-                }
+    reactor
+        .add(term.as_raw_fd(), READ, move |_, _| {
+            let mut byte = [0u8; 16];
+            while (&term).read(&mut byte).is_ok_and(|n| n > 0) {}
+            if !on_term.finish_if_empty() {
+                eprintln!("containerd-shim-crius-v2: SIGTERM ignored: containers are still running");
             }
-        });
+            Next::Keep
+        })
+        .map_err(|e| format!("watching SIGTERM: {e}"))?;
     // Serving: release `start`, which waits for our stdout to close.
     if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
         // SAFETY: dup2 onto our own stdout.
@@ -202,10 +209,9 @@ fn serve(f: &Flags) -> Result<(), String> {
             libc::dup2(null.as_raw_fd(), 1);
         }
     }
-    service.wait_done();
+    reactor.run();
     // Last words: what is still queued (a delete, an exit) gets a moment to reach the owner.
     publisher.drain(std::time::Duration::from_secs(2));
-    server.shutdown();
     let _ = std::fs::remove_file(&path);
     Ok(())
 }
@@ -222,7 +228,8 @@ extern "C" fn on_sigterm(_: libc::c_int) {
 
 /// The read end of a pipe that gets a byte per SIGTERM.
 fn term_pipe() -> Result<std::fs::File, String> {
-    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let flags = nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK;
+    let (r, w) = nix::unistd::pipe2(flags).map_err(|e| format!("pipe: {e}"))?;
     TERM_PIPE.store(w.into_raw_fd(), std::sync::atomic::Ordering::Relaxed);
     let action = nix::sys::signal::SigAction::new(
         nix::sys::signal::SigHandler::Handler(on_sigterm),

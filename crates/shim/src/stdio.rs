@@ -7,13 +7,15 @@
 //!   reopened (after kubelet rotated it) on an Update whose annotations hold `io.crius.log.reopen`.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use crate::pump::{self, Sink, Slot};
+use crate::reactor::Reactor;
 use crate::runtime::ChildIo;
 
 /// The prefix of a stdout path that asks for the CRI log mode.
@@ -105,32 +107,35 @@ pub fn rfc3339_nano(t: SystemTime) -> String {
     s
 }
 
-/// Splits `r`'s output into CRI log records until EOF.
-pub fn copy_to_log(mut r: impl Read, log: &CriLog, stream: &str) {
-    let mut buf = vec![0u8; 32 * 1024];
-    let mut line: Vec<u8> = Vec::new();
-    loop {
-        let n = match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        for &b in &buf[..n] {
+/// Splits a stream into CRI log records: a record per line, and `P` records for every 16 KiB of a longer one.
+#[derive(Default)]
+pub struct Lines {
+    line: Vec<u8>,
+}
+
+impl Lines {
+    /// Writes the records that `data` completes.
+    pub fn feed(&mut self, data: &[u8], log: &CriLog, stream: &str) {
+        for &b in data {
             if b == b'\n' {
-                log.write_record(stream, false, &line);
-                line.clear();
+                log.write_record(stream, false, &self.line);
+                self.line.clear();
             } else {
-                line.push(b);
-                if line.len() == MAX_LINE {
-                    log.write_record(stream, true, &line);
-                    line.clear();
+                self.line.push(b);
+                if self.line.len() == MAX_LINE {
+                    log.write_record(stream, true, &self.line);
+                    self.line.clear();
                 }
             }
         }
     }
-    if !line.is_empty() {
-        log.write_record(stream, false, &line);
+
+    /// The stream ended: an unfinished line is written as a full record.
+    pub fn finish(&mut self, log: &CriLog, stream: &str) {
+        if !self.line.is_empty() {
+            log.write_record(stream, false, &self.line);
+            self.line.clear();
+        }
     }
 }
 
@@ -138,7 +143,7 @@ pub fn copy_to_log(mut r: impl Read, log: &CriLog, stream: &str) {
 #[derive(Default)]
 pub struct ProcessIo {
     /// The write end of the container's stdin pipe (CloseIO drops it).
-    pub stdin: Arc<Mutex<Option<File>>>,
+    pub stdin: Slot,
     /// The pty master, for a process with a terminal.
     pub console: Option<Arc<File>>,
     /// The CRI log, in log mode.
@@ -159,7 +164,7 @@ fn pipe() -> Result<(File, File), String> {
 /// Opens a FIFO for writing without blocking on a missing reader (then falls back to read-write, which keeps
 /// it open for a reader that comes later).
 fn open_fifo_write(path: &str) -> Result<File, String> {
-    let f = OpenOptions::new()
+    OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
@@ -170,31 +175,19 @@ fn open_fifo_write(path: &str) -> Result<File, String> {
                 .custom_flags(libc::O_NONBLOCK)
                 .open(path)
         })
-        .map_err(|e| format!("opening {path}: {e}"))?;
-    set_blocking(&f);
-    Ok(f)
+        .map_err(|e| format!("opening {path}: {e}"))
 }
 
-fn set_blocking(f: &File) {
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
-    }
+fn open_fifo_read(path: &str) -> Result<File, String> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("opening {path}: {e}"))
 }
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
-    std::thread::Builder::new()
-        .name(name.into())
-        .stack_size(64 * 1024)
-        .spawn(f)
-        .map(drop)
-        .map_err(|e| format!("starting the {name} thread: {e}"))
-}
-
-fn copy(mut from: File, to: File) {
-    let mut to = to;
-    let _ = std::io::copy(&mut from, &mut to);
+fn slot(f: File) -> Slot {
+    Arc::new(Mutex::new(Some(f)))
 }
 
 /// What the shim keeps of a process with a terminal, before the runtime sent its master.
@@ -208,33 +201,32 @@ pub fn terminal_paths(stdin: &str, stdout: &str, stderr: &str) -> ProcessIo {
 }
 
 /// Connects a terminal's `master` to the process's stdout (FIFO or CRI log) and stdin FIFO.
-pub fn attach_terminal(io: &mut ProcessIo, master: File) -> Result<(), String> {
-    let output = master.try_clone().map_err(|e| format!("terminal: {e}"))?;
+pub fn attach_terminal(reactor: &Reactor, io: &mut ProcessIo, master: File) -> Result<(), String> {
+    let dup = |m: &File| m.try_clone().map_err(|e| format!("terminal: {e}"));
     if let Some(path) = io.stdout_path.strip_prefix(CRI_LOG_SCHEME) {
         let log = CriLog::open(Path::new(path))?;
         io.log = Some(log.clone());
-        spawn("tty-out", move || copy_to_log(output, &log, "stdout"))?;
+        pump::start(reactor, dup(&master)?, Sink::Log(log, "stdout"))?;
     } else if !io.stdout_path.is_empty() {
         let fifo = open_fifo_write(&io.stdout_path)?;
-        spawn("tty-out", move || copy(output, fifo))?;
+        pump::start(reactor, dup(&master)?, Sink::Fd(slot(fifo)))?;
     }
     if !io.stdin_path.is_empty() {
-        let fifo = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&io.stdin_path)
-            .map_err(|e| format!("opening {}: {e}", io.stdin_path))?;
-        set_blocking(&fifo);
-        let input = master.try_clone().map_err(|e| format!("terminal: {e}"))?;
-        spawn("tty-in", move || copy(fifo, input))?;
+        let fifo = open_fifo_read(&io.stdin_path)?;
+        pump::start(reactor, fifo, Sink::Fd(slot(dup(&master)?)))?;
     }
     io.console = Some(Arc::new(master));
     Ok(())
 }
 
-/// Sets up a process's stdio from the paths containerd passed; returns the ends for the runtime command
-/// and what the shim keeps.
-pub fn setup(stdin: &str, stdout: &str, stderr: &str) -> Result<(ChildIo, ProcessIo), String> {
+/// Sets up a process's stdio from the paths containerd passed, pumped in `reactor`; returns the ends for the
+/// runtime command and what the shim keeps.
+pub fn setup(
+    reactor: &Reactor,
+    stdin: &str,
+    stdout: &str,
+    stderr: &str,
+) -> Result<(ChildIo, ProcessIo), String> {
     let mut child = ChildIo::default();
     let mut io = ProcessIo {
         stdin_path: stdin.into(),
@@ -244,55 +236,29 @@ pub fn setup(stdin: &str, stdout: &str, stderr: &str) -> Result<(ChildIo, Proces
     };
     if let Some(path) = stdout.strip_prefix(CRI_LOG_SCHEME) {
         let log = CriLog::open(Path::new(path))?;
-        for (stream, slot) in [("stdout", &mut child.stdout), ("stderr", &mut child.stderr)] {
+        for (stream, end) in [("stdout", &mut child.stdout), ("stderr", &mut child.stderr)] {
             let (r, w) = pipe()?;
-            *slot = Some(OwnedFd::from(w));
-            let log = log.clone();
-            spawn(stream, move || copy_to_log(r, &log, stream))?;
+            *end = Some(OwnedFd::from(w));
+            pump::start(reactor, r, Sink::Log(log.clone(), stream))?;
         }
         io.log = Some(log);
     } else {
-        for (name, path, slot) in [
-            ("stdout", stdout, &mut child.stdout),
-            ("stderr", stderr, &mut child.stderr),
-        ] {
+        for (path, end) in [(stdout, &mut child.stdout), (stderr, &mut child.stderr)] {
             if path.is_empty() {
                 continue;
             }
             let fifo = open_fifo_write(path)?;
             let (r, w) = pipe()?;
-            *slot = Some(OwnedFd::from(w));
-            spawn(name, move || copy(r, fifo))?;
+            *end = Some(OwnedFd::from(w));
+            pump::start(reactor, r, Sink::Fd(slot(fifo)))?;
         }
     }
     if !stdin.is_empty() {
-        let fifo = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(stdin)
-            .map_err(|e| format!("opening {stdin}: {e}"))?;
-        set_blocking(&fifo);
+        let fifo = open_fifo_read(stdin)?;
         let (r, w) = pipe()?;
         child.stdin = Some(OwnedFd::from(r));
-        *io.stdin.lock().unwrap_or_else(|p| p.into_inner()) = Some(w);
-        let slot = io.stdin.clone();
-        spawn("stdin", move || {
-            let mut fifo = fifo;
-            let mut buf = vec![0u8; 32 * 1024];
-            loop {
-                let n = match fifo.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
-                let written = guard.as_mut().is_some_and(|w| w.write_all(&buf[..n]).is_ok());
-                if !written {
-                    break;
-                }
-            }
-            // EOF on the FIFO: the container sees EOF too.
-            slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-        })?;
+        io.stdin = slot(w);
+        pump::start(reactor, fifo, Sink::Fd(io.stdin.clone()))?;
     }
     Ok((child, io))
 }
@@ -301,6 +267,15 @@ pub fn setup(stdin: &str, stdout: &str, stderr: &str) -> Result<(ChildIo, Proces
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    fn copy_to_log(data: &[u8], log: &CriLog, stream: &str) {
+        let mut lines = Lines::default();
+        // In two pieces, as reads come.
+        let half = data.len() / 2;
+        lines.feed(&data[..half], log, stream);
+        lines.feed(&data[half..], log, stream);
+        lines.finish(log, stream);
+    }
 
     #[test]
     fn timestamps_are_go_rfc3339nano() {

@@ -876,3 +876,132 @@ fn a_terminal_is_sized_and_carries_output() {
     assert_eq!(code(c.resize_pty(client::ctx(10), &resize)).0, Code::NOT_FOUND);
     let _ = c.shutdown(client::ctx(10), &api::ShutdownRequest::default());
 }
+
+fn threads_of(pid: i32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:").and_then(|n| n.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn waits_hold_no_thread_and_stdin_flows_through_fifos() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let owner = dir.path().join("owner.sock").display().to_string();
+    let pod = unique("pod");
+    let ids: Vec<String> = (0..6).map(|i| unique(&format!("w{i}"))).collect();
+    let _cleanup = Cleanup {
+        namespace: "test",
+        ids: ids.clone(),
+        needle: owner.clone(),
+    };
+    let cat = pod_bundle(&["cat"], &pod);
+    // A bundle each: a bundle's config names the container's cgroup.
+    let sleepers: Vec<Bundle> = (1..6).map(|_| pod_bundle(&["sleep", "1000"], &pod)).collect();
+    let addr = client::start_shim(&shim(), "test", &owner, "", &ids[0], cat.path()).unwrap();
+    let shim_pid = shim_pids(&owner)[0];
+    let c = client::connect(&addr).unwrap();
+
+    // ids[0]: cat between two FIFOs.
+    let (fin, fout) = (dir.path().join("in"), dir.path().join("out"));
+    for f in [&fin, &fout] {
+        nix::unistd::mkfifo(f, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    }
+    let req = api::CreateTaskRequest {
+        id: ids[0].clone(),
+        bundle: cat.path().display().to_string(),
+        stdin: fin.display().to_string(),
+        stdout: fout.display().to_string(),
+        ..Default::default()
+    };
+    c.create(client::ctx(20), &req).unwrap();
+    start(&c, &ids[0]).unwrap();
+    let reader = {
+        let fout = fout.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fout).unwrap())
+    };
+    {
+        use std::io::Write;
+        let mut w = std::fs::OpenOptions::new().write(true).open(&fin).unwrap();
+        w.write_all(b"ping\n").unwrap();
+    }
+    // ids[1..5] run; ids[5] is created and never started.
+    for (id, b) in ids[1..].iter().zip(&sleepers) {
+        create(&c, id, b, "").unwrap();
+    }
+    for id in &ids[1..5] {
+        start(&c, id).unwrap();
+    }
+    // An exec of ids[1] that is added and never started.
+    let exec = api::ExecProcessRequest {
+        id: ids[1].clone(),
+        exec_id: "never".into(),
+        ..Default::default()
+    };
+    c.exec(client::ctx(10), &exec).unwrap();
+    // A Wait for each, all pending at once on one connection.
+    let waits: Vec<_> = ids
+        .iter()
+        .map(|id| (id.clone(), String::new()))
+        .chain([(ids[1].clone(), "never".to_string())])
+        .map(|(id, exec_id)| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let req = api::WaitRequest {
+                    id,
+                    exec_id,
+                    ..Default::default()
+                };
+                c.wait(client::ctx(60), &req)
+            })
+        })
+        .collect();
+    // Seven Waits pending, six containers: the shim is down to its one loop thread once its workers idle out.
+    wait_until("the shim to idle on one thread", || threads_of(shim_pid) == 1);
+    assert_eq!(state(&c, &ids[1]).unwrap().status, api::Status::RUNNING.into());
+
+    // Deleting the never-started container kills what the runtime made of it; deleting the never-started exec
+    // answers its Wait with NOT_FOUND.
+    delete(&c, &ids[5]).unwrap();
+    let del = api::DeleteRequest {
+        id: ids[1].clone(),
+        exec_id: "never".into(),
+        ..Default::default()
+    };
+    c.delete(client::ctx(10), &del).unwrap();
+    // CloseIO: cat sees EOF on stdin and exits 0; its output, already through, ends with it.
+    c.close_io(
+        client::ctx(10),
+        &api::CloseIORequest {
+            id: ids[0].clone(),
+            stdin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for id in &ids[1..5] {
+        let kill = api::KillRequest {
+            id: id.clone(),
+            signal: 9,
+            ..Default::default()
+        };
+        c.kill(client::ctx(10), &kill).unwrap();
+    }
+    let results: Vec<_> = waits.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(results[0].as_ref().unwrap().exit_status, 0, "cat after CloseIO");
+    for r in &results[1..6] {
+        assert_eq!(r.as_ref().unwrap().exit_status, 137);
+    }
+    let (code_, msg) = code(results[6].clone());
+    assert_eq!(code_, Code::NOT_FOUND, "{msg}");
+    assert!(msg.contains("deleted"), "{msg}");
+    assert_eq!(reader.join().unwrap(), "ping\n");
+
+    for id in &ids[..5] {
+        delete(&c, id).unwrap();
+    }
+    wait_until("the shim to exit after its last container", || !alive(shim_pid));
+}

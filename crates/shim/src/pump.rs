@@ -1,0 +1,227 @@
+//! Copying a process's stdio in the [`Reactor`]: each stream is a pump from a non-blocking source (the
+//! container's output pipe, a terminal master, the stdin FIFO) to a sink (a FIFO, the container's stdin pipe,
+//! a terminal master, or a CRI log). When a sink descriptor is full, its pump stops reading until the sink
+//! drains, so a slow reader slows the container (as a pipe would) and never the shim. A sink whose reader is
+//! gone (EPIPE) swallows what follows, so the container is not killed by a closed FIFO.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::{Arc, Mutex};
+
+use crate::reactor::{Next, READ, Reactor, WRITE};
+use crate::stdio::{CriLog, Lines};
+
+/// A descriptor shared with the process's record (CloseIO takes stdin's out of it, which closes it).
+pub type Slot = Arc<Mutex<Option<File>>>;
+
+/// Where a pump's bytes go.
+pub enum Sink {
+    /// A descriptor, made non-blocking by [`start`].
+    Fd(Slot),
+    /// A CRI log, as the named stream.
+    Log(Arc<CriLog>, &'static str),
+}
+
+struct Pump {
+    src: File,
+    token: u64,
+    sink: Sink,
+    /// Log mode: the line not ended yet.
+    lines: Lines,
+    /// Bytes the sink descriptor has not taken yet.
+    pending: Vec<u8>,
+    /// The sink's reader is gone: drop what comes.
+    discard: bool,
+    /// The source ended; close the sink once `pending` is written.
+    eof: bool,
+}
+
+/// Makes `f` non-blocking.
+pub fn set_nonblocking(f: &impl AsRawFd) {
+    // SAFETY: fcntl on a descriptor the caller owns.
+    unsafe {
+        let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn sink_fd(slot: &Slot) -> Option<RawFd> {
+    lock(slot).as_ref().map(|f| f.as_raw_fd())
+}
+
+/// Copies `src` to `sink` in `reactor` until `src` ends; then a descriptor sink is closed (its reader sees
+/// EOF) and a log gets the unfinished line.
+pub fn start(reactor: &Reactor, src: File, sink: Sink) -> Result<(), String> {
+    set_nonblocking(&src);
+    if let Sink::Fd(slot) = &sink
+        && let Some(f) = lock(slot).as_ref()
+    {
+        set_nonblocking(f);
+    }
+    let fd = src.as_raw_fd();
+    let token = reactor.reserve();
+    let pump = Arc::new(Mutex::new(Pump {
+        src,
+        token,
+        sink,
+        lines: Lines::default(),
+        pending: Vec::new(),
+        discard: false,
+        eof: false,
+    }));
+    reactor
+        .add_as(token, fd, READ, move |r, _| on_readable(r, &pump))
+        .map_err(|e| format!("watching a stdio stream: {e}"))
+}
+
+fn on_readable(r: &Reactor, pump: &Arc<Mutex<Pump>>) -> Next {
+    let mut p = lock(pump);
+    let mut buf = [0u8; 32 * 1024];
+    let n = match (&p.src).read(&mut buf) {
+        Ok(n) => n,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ) =>
+        {
+            return Next::Keep;
+        }
+        // A terminal whose last slave closed reads EIO: the end, as EOF is.
+        Err(_) => 0,
+    };
+    if n == 0 {
+        r.remove(p.src.as_raw_fd());
+        p.eof = true;
+        p.finish();
+        return Next::Done;
+    }
+    let p = &mut *p;
+    match &p.sink {
+        Sink::Log(log, stream) => p.lines.feed(&buf[..n], log, stream),
+        Sink::Fd(slot) => {
+            if p.discard {
+                return Next::Keep;
+            }
+            p.pending.extend_from_slice(&buf[..n]);
+            let slot = slot.clone();
+            if !p.flush(&slot) {
+                // Full: stop reading until the sink drains.
+                let _ = r.modify(p.src.as_raw_fd(), p.token, 0);
+                if let Some(fd) = sink_fd(&slot) {
+                    let pump = pump.clone();
+                    let watched = r.add(fd, WRITE, move |r, _| on_writable(r, &pump, fd));
+                    if watched.is_err() {
+                        p.pending.clear();
+                        p.discard = true;
+                        let _ = r.modify(p.src.as_raw_fd(), p.token, READ);
+                    }
+                }
+            }
+        }
+    }
+    Next::Keep
+}
+
+fn on_writable(r: &Reactor, pump: &Arc<Mutex<Pump>>, fd: RawFd) -> Next {
+    let mut p = lock(pump);
+    let Sink::Fd(slot) = &p.sink else {
+        return Next::Done;
+    };
+    let slot = slot.clone();
+    if !p.flush(&slot) {
+        return Next::Keep;
+    }
+    r.remove(fd);
+    if p.eof {
+        p.finish();
+    } else {
+        let _ = r.modify(p.src.as_raw_fd(), p.token, READ);
+    }
+    Next::Done
+}
+
+impl Pump {
+    /// Writes what is pending; false when the sink is full (some is left).
+    fn flush(&mut self, slot: &Slot) -> bool {
+        let mut guard = lock(slot);
+        let Some(f) = guard.as_mut() else {
+            // Closed (CloseIO): nothing more goes there.
+            self.pending.clear();
+            self.discard = true;
+            return true;
+        };
+        while !self.pending.is_empty() {
+            match f.write(&self.pending) {
+                Ok(n) => {
+                    self.pending.drain(..n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+                Err(_) => {
+                    self.pending.clear();
+                    self.discard = true;
+                }
+            }
+        }
+        true
+    }
+
+    /// The source ended: a log gets its last line; a descriptor sink closes once nothing is pending.
+    fn finish(&mut self) {
+        match &self.sink {
+            Sink::Log(log, stream) => self.lines.finish(log, stream),
+            Sink::Fd(slot) if self.pending.is_empty() || self.discard => {
+                lock(slot).take();
+            }
+            Sink::Fd(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    #[test]
+    fn a_full_sink_pauses_the_source_and_everything_arrives_in_order() {
+        let r = Reactor::new().unwrap();
+        let (mut from, src) = UnixStream::pair().unwrap();
+        let (sink, mut to) = UnixStream::pair().unwrap();
+        let slot: Slot = Arc::new(Mutex::new(Some(File::from(std::os::fd::OwnedFd::from(sink)))));
+        start(
+            &r,
+            File::from(std::os::fd::OwnedFd::from(src)),
+            Sink::Fd(slot.clone()),
+        )
+        .unwrap();
+        let lp = std::thread::spawn({
+            let r = r.clone();
+            move || r.run()
+        });
+        // Far more than the socket buffers hold, read slowly at first.
+        let data: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
+        let writer = std::thread::spawn({
+            let data = data.clone();
+            move || {
+                from.write_all(&data).unwrap();
+            }
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let mut got = Vec::new();
+        to.read_to_end(&mut got).unwrap();
+        writer.join().unwrap();
+        assert_eq!(got.len(), data.len());
+        assert!(got == data);
+        assert!(lock(&slot).is_none(), "the sink is closed after the source ended");
+        r.stop();
+        lp.join().unwrap();
+    }
+}

@@ -1,0 +1,214 @@
+//! The shim's one event loop: an epoll set whose ready descriptors are handled on the thread that runs
+//! [`Reactor::run`]. The ttrpc connections, every process's stdio, the SIGCHLD and SIGTERM pipes and the
+//! OOM inotify descriptor all live here, so a pod's shim has one long-lived thread however many containers
+//! it holds. Handlers must not block: work that does (running the OCI runtime) goes to worker threads.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Readable (level-triggered).
+pub const READ: u32 = libc::EPOLLIN as u32;
+/// Writable.
+pub const WRITE: u32 = libc::EPOLLOUT as u32;
+
+/// What a handler wants after it ran: keep it registered, or drop it (it deregistered or closed its fd).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Call again on the next readiness.
+    Keep,
+    /// Forget this handler.
+    Done,
+}
+
+type Handler = Box<dyn FnMut(&Reactor, u32) -> Next + Send>;
+
+/// The loop; shared with an `Arc`, driven by one thread.
+pub struct Reactor {
+    epoll: OwnedFd,
+    wake: OwnedFd,
+    handlers: Mutex<HashMap<u64, Handler>>,
+    next: AtomicU64,
+    stopped: AtomicBool,
+}
+
+const WAKE: u64 = 0;
+
+fn check(r: libc::c_int, what: &str) -> std::io::Result<libc::c_int> {
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(std::io::Error::new(e.kind(), format!("{what}: {e}")));
+    }
+    Ok(r)
+}
+
+impl Reactor {
+    /// An empty loop.
+    pub fn new() -> std::io::Result<Arc<Reactor>> {
+        // SAFETY: plain syscalls; the results are checked and owned at once.
+        let epoll =
+            unsafe { OwnedFd::from_raw_fd(check(libc::epoll_create1(libc::EPOLL_CLOEXEC), "epoll")?) };
+        // SAFETY: as above.
+        let wake = unsafe {
+            OwnedFd::from_raw_fd(check(
+                libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK),
+                "eventfd",
+            )?)
+        };
+        let r = Reactor {
+            epoll,
+            wake,
+            handlers: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(WAKE + 1),
+            stopped: AtomicBool::new(false),
+        };
+        r.ctl(libc::EPOLL_CTL_ADD, r.wake.as_raw_fd(), READ, WAKE)?;
+        Ok(Arc::new(r))
+    }
+
+    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> std::io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: epoll_ctl with a valid event struct.
+        check(
+            unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), op, fd, &mut ev) },
+            "epoll_ctl",
+        )
+        .map(drop)
+    }
+
+    /// Calls `handler` on the loop thread whenever `fd` is ready for `events`; returns the registration's
+    /// token (for [`Reactor::modify`]). The caller keeps `fd` open until it removes it.
+    pub fn add(
+        &self,
+        fd: RawFd,
+        events: u32,
+        handler: impl FnMut(&Reactor, u32) -> Next + Send + 'static,
+    ) -> std::io::Result<u64> {
+        let token = self.reserve();
+        self.add_as(token, fd, events, handler)?;
+        Ok(token)
+    }
+
+    /// A token for [`Reactor::add_as`], for a handler that must know its own token.
+    pub fn reserve(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// [`Reactor::add`] under a token from [`Reactor::reserve`].
+    pub fn add_as(
+        &self,
+        token: u64,
+        fd: RawFd,
+        events: u32,
+        handler: impl FnMut(&Reactor, u32) -> Next + Send + 'static,
+    ) -> std::io::Result<()> {
+        self.lock().insert(token, Box::new(handler));
+        if let Err(e) = self.ctl(libc::EPOLL_CTL_ADD, fd, events, token) {
+            self.lock().remove(&token);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Changes what `fd` (registered as `token`) is watched for; 0 pauses it.
+    pub fn modify(&self, fd: RawFd, token: u64, events: u32) -> std::io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd, events, token)
+    }
+
+    /// Stops watching `fd` (its handler should then return [`Next::Done`]).
+    pub fn remove(&self, fd: RawFd) {
+        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Handler>> {
+        self.handlers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes [`Reactor::run`] return; callable from any thread.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: an 8-byte write to our eventfd.
+        unsafe {
+            libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8);
+        }
+    }
+
+    /// Handles ready descriptors until [`Reactor::stop`].
+    pub fn run(&self) {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
+        while !self.stopped.load(Ordering::SeqCst) {
+            // SAFETY: the buffer outlives the call and its length is passed.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as i32,
+                    -1,
+                )
+            };
+            if n < 0 {
+                // EINTR: a signal (SIGCHLD) arrived; its pipe is in the set.
+                continue;
+            }
+            for ev in &events[..n as usize] {
+                let (token, ready) = (ev.u64, ev.events);
+                if token == WAKE {
+                    let mut b = [0u8; 8];
+                    // SAFETY: reading the eventfd's counter.
+                    unsafe { libc::read(self.wake.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
+                    continue;
+                }
+                // Taken out while it runs, so it may register others.
+                let Some(mut h) = self.lock().remove(&token) else {
+                    continue;
+                };
+                if h(self, ready) == Next::Keep {
+                    self.lock().insert(token, h);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn handlers_run_on_readiness_and_stop_ends_the_loop() {
+        let r = Reactor::new().unwrap();
+        let (rd, wr) = std::os::unix::net::UnixStream::pair().unwrap();
+        rd.set_nonblocking(true).unwrap();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let seen = got.clone();
+        let fd = rd.as_raw_fd();
+        r.add(fd, READ, move |r, _| {
+            let mut b = [0u8; 16];
+            let n = (&rd).read(&mut b).unwrap_or(0);
+            seen.lock().unwrap().extend_from_slice(&b[..n]);
+            if n == 0 || b[..n].contains(&b'!') {
+                r.remove(rd.as_raw_fd());
+                r.stop();
+                return Next::Done;
+            }
+            Next::Keep
+        })
+        .unwrap();
+        let t = std::thread::spawn({
+            let mut wr = wr;
+            move || {
+                wr.write_all(b"ab").unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                wr.write_all(b"c!").unwrap();
+            }
+        });
+        r.run();
+        t.join().unwrap();
+        assert_eq!(&got.lock().unwrap()[..], b"abc!");
+    }
+
+    use std::io::Read;
+}

@@ -1,0 +1,330 @@
+//! The shim's ttrpc server, on the [`Reactor`]: connections are read on the loop thread; each request runs
+//! on a worker thread (started when none is idle, gone after [`WORKER_IDLE`] without work), except the calls
+//! registered as *deferred* (Wait), which hold no thread while they wait: their reply is sent when the
+//! awaited thing happens. So a pod's shim idles on one thread, however many containers and Waits it has.
+//!
+//! The wire format is ttrpc's: a 10-byte header (length and stream id, big-endian u32s; type; flags), then a
+//! protobuf `Request` or `Response`. The generated method handlers of `containerd-shim-protos` are reused.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use containerd_shim_protos::protobuf::Message;
+use containerd_shim_protos::ttrpc::{self, Code, MessageHeader, MethodHandler, Request, Response};
+
+use crate::reactor::{Next, READ, Reactor};
+
+/// A frame header's size.
+pub const HEADER: usize = 10;
+/// The largest frame ttrpc allows.
+pub const MAX_FRAME: usize = 4 << 20;
+/// A request frame.
+pub const TYPE_REQUEST: u8 = 1;
+/// A response frame.
+pub const TYPE_RESPONSE: u8 = 2;
+/// How long an idle worker thread waits for work before it ends.
+pub const WORKER_IDLE: Duration = Duration::from_secs(2);
+/// Most worker threads at once (requests beyond wait in the queue).
+const MAX_WORKERS: usize = 32;
+
+/// The generated method table (`/service/Method` → handler).
+pub type Methods = HashMap<String, Box<dyn MethodHandler + Send + Sync>>;
+/// A deferred call: takes the request and a [`Reply`] to send whenever it is ready.
+pub type Deferred = Box<dyn Fn(Request, Reply) + Send + Sync>;
+
+/// Encodes one frame.
+pub fn frame(stream_id: u32, kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(HEADER + payload.len());
+    f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    f.extend_from_slice(&stream_id.to_be_bytes());
+    f.extend_from_slice(&[kind, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Splits the first complete frame off `buf`: (stream id, type, payload).
+pub fn take_frame(buf: &mut Vec<u8>) -> Result<Option<(u32, u8, Vec<u8>)>, String> {
+    if buf.len() < HEADER {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
+    if len > MAX_FRAME {
+        return Err(format!("a {len}-byte frame is over ttrpc's {MAX_FRAME}"));
+    }
+    if buf.len() < HEADER + len {
+        return Ok(None);
+    }
+    let stream = u32::from_be_bytes(buf[4..8].try_into().expect("4 bytes"));
+    let kind = buf[8];
+    let payload = buf[HEADER..HEADER + len].to_vec();
+    buf.drain(..HEADER + len);
+    Ok(Some((stream, kind, payload)))
+}
+
+fn status_response(code: Code, msg: String) -> Response {
+    let mut r = Response::new();
+    r.set_status(ttrpc::get_status(code, msg));
+    r
+}
+
+/// One client connection. Reads happen on the loop thread; replies are written whole under a lock, from
+/// workers or the loop.
+struct Conn {
+    stream: UnixStream,
+    out: Mutex<()>,
+}
+
+impl Conn {
+    fn send(&self, stream_id: u32, res: &Response) {
+        let Ok(payload) = res.write_to_bytes() else { return };
+        let f = frame(stream_id, TYPE_RESPONSE, &payload);
+        let _guard = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        // A client that went away loses its reply; nothing else to do.
+        let _ = (&self.stream).write_all(&f);
+    }
+}
+
+/// Where a deferred call's answer goes. Dropped unsent, it answers NOT_FOUND (what it waited for is gone).
+pub struct Reply {
+    conn: Option<Arc<Conn>>,
+    stream_id: u32,
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            let msg = "what this call waited for was deleted".to_string();
+            conn.send(self.stream_id, &status_response(Code::NOT_FOUND, msg));
+        }
+    }
+}
+
+impl Reply {
+    /// Sends `result` (a message, or a ttrpc status) to the caller.
+    pub fn send<M: Message>(mut self, result: ttrpc::Result<M>) {
+        let res = match result {
+            Ok(m) => {
+                let mut r = status_response(Code::OK, String::new());
+                r.payload = m.write_to_bytes().unwrap_or_default();
+                r
+            }
+            Err(ttrpc::Error::RpcStatus(s)) => {
+                let mut r = Response::new();
+                r.set_status(s);
+                r
+            }
+            Err(e) => status_response(Code::UNKNOWN, e.to_string()),
+        };
+        if let Some(conn) = self.conn.take() {
+            conn.send(self.stream_id, &res);
+        }
+    }
+}
+
+struct Job {
+    conn: Arc<Conn>,
+    stream_id: u32,
+    req: Request,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    idle: usize,
+    workers: usize,
+}
+
+/// The server: methods, deferred calls and the worker pool.
+pub struct Server {
+    methods: Methods,
+    deferred: HashMap<String, Deferred>,
+    queue: Mutex<Queue>,
+    work: Condvar,
+}
+
+impl Server {
+    /// A server for `methods`; the `deferred` ones are answered through a [`Reply`] instead.
+    pub fn new(methods: Methods, deferred: HashMap<String, Deferred>) -> Arc<Server> {
+        Arc::new(Server {
+            methods,
+            deferred,
+            queue: Mutex::new(Queue::default()),
+            work: Condvar::new(),
+        })
+    }
+
+    /// Accepts connections on `listener` in `reactor`.
+    pub fn listen(self: &Arc<Self>, reactor: &Reactor, listener: UnixListener) -> std::io::Result<()> {
+        listener.set_nonblocking(true)?;
+        let me = self.clone();
+        reactor.add(listener.as_raw_fd(), READ, move |r, _| {
+            while let Ok((stream, _)) = listener.accept() {
+                if let Err(e) = me.serve(r, stream) {
+                    eprintln!("containerd-shim-crius-v2: a ttrpc connection: {e}");
+                }
+            }
+            Next::Keep
+        })?;
+        Ok(())
+    }
+
+    fn serve(self: &Arc<Self>, reactor: &Reactor, stream: UnixStream) -> std::io::Result<()> {
+        // Blocking for the replies; reads never wait (MSG_DONTWAIT).
+        stream.set_nonblocking(false)?;
+        let conn = Arc::new(Conn {
+            stream,
+            out: Mutex::new(()),
+        });
+        let me = self.clone();
+        let mut buf: Vec<u8> = Vec::new();
+        let c = conn.clone();
+        reactor.add(conn.stream.as_raw_fd(), READ, move |r, _| {
+            let fd = c.stream.as_raw_fd();
+            let mut chunk = [0u8; 16 * 1024];
+            // SAFETY: recv into a local buffer of the given length.
+            let n = unsafe { libc::recv(fd, chunk.as_mut_ptr().cast(), chunk.len(), libc::MSG_DONTWAIT) };
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock {
+                return Next::Keep;
+            }
+            if n <= 0 {
+                r.remove(fd);
+                return Next::Done;
+            }
+            buf.extend_from_slice(&chunk[..n as usize]);
+            loop {
+                match take_frame(&mut buf) {
+                    Ok(Some((stream_id, TYPE_REQUEST, payload))) => me.dispatch(&c, stream_id, &payload),
+                    Ok(Some(_)) => {}
+                    Ok(None) => return Next::Keep,
+                    Err(e) => {
+                        eprintln!("containerd-shim-crius-v2: closing a connection: {e}");
+                        r.remove(fd);
+                        return Next::Done;
+                    }
+                }
+            }
+        })?;
+        Ok(())
+    }
+
+    fn dispatch(self: &Arc<Self>, conn: &Arc<Conn>, stream_id: u32, payload: &[u8]) {
+        let req = match Request::parse_from_bytes(payload) {
+            Ok(r) => r,
+            Err(e) => {
+                let res = status_response(Code::INVALID_ARGUMENT, format!("decoding the request: {e}"));
+                return conn.send(stream_id, &res);
+            }
+        };
+        let path = format!("/{}/{}", req.service, req.method);
+        if let Some(d) = self.deferred.get(&path) {
+            return d(
+                req,
+                Reply {
+                    conn: Some(conn.clone()),
+                    stream_id,
+                },
+            );
+        }
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        q.jobs.push_back(Job {
+            conn: conn.clone(),
+            stream_id,
+            req,
+        });
+        if q.idle == 0 && q.workers < MAX_WORKERS {
+            q.workers += 1;
+            let me = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("ttrpc-worker".into())
+                .stack_size(256 * 1024)
+                .spawn(move || me.work());
+            if spawned.is_err() {
+                q.workers -= 1;
+            }
+        } else {
+            self.work.notify_one();
+        }
+    }
+
+    fn work(&self) {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let Some(job) = q.jobs.pop_front() else {
+                q.idle += 1;
+                let (g, waited) = self
+                    .work
+                    .wait_timeout(q, WORKER_IDLE)
+                    .unwrap_or_else(|p| p.into_inner());
+                q = g;
+                q.idle -= 1;
+                if waited.timed_out() && q.jobs.is_empty() {
+                    q.workers -= 1;
+                    return;
+                }
+                continue;
+            };
+            drop(q);
+            self.run(job);
+            q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn run(&self, job: Job) {
+        let path = format!("/{}/{}", job.req.service, job.req.method);
+        let Some(method) = self.methods.get(&path) else {
+            let res = status_response(Code::UNIMPLEMENTED, format!("{path} is not served here"));
+            return job.conn.send(job.stream_id, &res);
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let ctx = ttrpc::TtrpcContext {
+            fd: job.conn.stream.as_raw_fd(),
+            cancel_rx: crossbeam_channel::never(),
+            mh: MessageHeader {
+                length: 0,
+                stream_id: job.stream_id,
+                type_: TYPE_REQUEST,
+                flags: 0,
+            },
+            res_tx: tx,
+            metadata: HashMap::new(),
+            timeout_nano: job.req.timeout_nano,
+        };
+        match method.handler(ctx, job.req) {
+            Ok(()) => {
+                for (mh, payload) in rx.try_iter() {
+                    let f = frame(mh.stream_id, mh.type_, &payload);
+                    let _guard = job.conn.out.lock().unwrap_or_else(|p| p.into_inner());
+                    let _ = (&job.conn.stream).write_all(&f);
+                }
+            }
+            Err(e) => {
+                let res = status_response(Code::INVALID_ARGUMENT, format!("{path}: {e}"));
+                job.conn.send(job.stream_id, &res);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_wait_for_their_bytes() {
+        let mut buf = frame(7, TYPE_REQUEST, b"hello");
+        buf.extend_from_slice(&frame(9, TYPE_RESPONSE, b"")[..6]);
+        assert_eq!(
+            take_frame(&mut buf).unwrap(),
+            Some((7, TYPE_REQUEST, b"hello".to_vec()))
+        );
+        assert_eq!(take_frame(&mut buf).unwrap(), None);
+        assert_eq!(buf.len(), 6);
+        let mut huge = ((MAX_FRAME + 1) as u32).to_be_bytes().to_vec();
+        huge.extend_from_slice(&[0; 6]);
+        assert!(take_frame(&mut huge).unwrap_err().contains("over ttrpc"));
+    }
+}
