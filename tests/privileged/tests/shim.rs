@@ -282,7 +282,11 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
     };
     // SIGTERM reaches the container (the shim blocks it for itself only) and its trap decides the exit code.
     let b1 = pod_bundle(
-        &["sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.1; done"],
+        &[
+            "sh",
+            "-c",
+            "trap 'exit 7' TERM; while :; do echo tick; sleep 0.1; done",
+        ],
         &pod,
     );
     let long = "head -c 20000 /dev/zero | tr '\\0' x; printf tail";
@@ -341,6 +345,33 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
     assert_eq!(stdout[2].2, format!("{}tail", "x".repeat(20000 - 16 * 1024)));
     assert_eq!((stdout[3].1.as_str(), stdout[3].2.as_str()), ("F", "last"));
     assert_eq!(stdout.len(), 4, "{text}");
+
+    // Log rotation as kubelet does it: rename, then ask for a reopen (an Update with the annotation).
+    wait_until("c1's log", || {
+        std::fs::read_to_string(&log1)
+            .unwrap_or_default()
+            .contains(" stdout F tick")
+    });
+    let rotated = dir.path().join("logs/c1.log.1");
+    std::fs::rename(&log1, &rotated).unwrap();
+    let reopen = api::UpdateTaskRequest {
+        id: c1.clone(),
+        annotations: HashMap::from([("io.crius.log.reopen".to_string(), String::new())]),
+        ..Default::default()
+    };
+    c.update(client::ctx(10), &reopen).unwrap();
+    wait_until("records in the reopened log", || {
+        std::fs::read_to_string(&log1)
+            .unwrap_or_default()
+            .contains(" stdout F tick")
+    });
+    let before = std::fs::read_to_string(&rotated).unwrap().len();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        std::fs::read_to_string(&rotated).unwrap().len(),
+        before,
+        "nothing more goes to the rotated file"
+    );
 
     // Pids; then a client process killed with SIGKILL while connected: a new connection finds the same state.
     let pids = c
