@@ -14,6 +14,8 @@ packages=(
   runc crun containerd
   # tools used by tests and benchmarks (skopeo and umoci read the test images as real clients do)
   iproute2 util-linux procps hyperfine jq skopeo umoci
+  # pod networks: the standard CNI plugins (bridge, host-local, portmap, loopback) in /usr/lib/cni
+  containernetworking-plugins
   # a real registry for pull tests, on 127.0.0.1 (htpasswd from apache2-utils for its basic-auth mode)
   docker-registry apache2-utils
 )

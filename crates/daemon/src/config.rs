@@ -27,6 +27,27 @@ pub struct Config {
     pub log_format: String,
     /// Image settings.
     pub image: ImageSection,
+    /// Pod network settings.
+    pub network: NetworkSection,
+}
+
+/// The `[network]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkSection {
+    /// CNI network configurations; the first file (lexical order) is the pod network.
+    pub cni_conf_dir: PathBuf,
+    /// Directories searched for CNI plugin binaries, in order.
+    pub cni_plugin_dirs: Vec<PathBuf>,
+}
+
+impl Default for NetworkSection {
+    fn default() -> NetworkSection {
+        NetworkSection {
+            cni_conf_dir: "/etc/cni/net.d".into(),
+            cni_plugin_dirs: crius_cri::cni::default_plugin_dirs(),
+        }
+    }
 }
 
 /// The `[image]` table.
@@ -51,6 +72,7 @@ impl Default for Config {
             log_level: "info".into(),
             log_format: "text".into(),
             image: ImageSection::default(),
+            network: NetworkSection::default(),
         }
     }
 }
@@ -89,6 +111,15 @@ impl Config {
                 return Err(format!("{what} {}: must be an absolute path", p.display()));
             }
         }
+        if !self.network.cni_conf_dir.is_absolute() {
+            return Err(format!(
+                "cni_conf_dir {}: must be an absolute path",
+                self.network.cni_conf_dir.display()
+            ));
+        }
+        if let Some(d) = self.network.cni_plugin_dirs.iter().find(|d| !d.is_absolute()) {
+            return Err(format!("cni_plugin_dirs {}: must be absolute paths", d.display()));
+        }
         for (host, mirror) in &self.image.mirrors {
             if host.is_empty() || mirror_host(mirror).is_empty() {
                 return Err(format!(
@@ -114,6 +145,14 @@ impl Config {
             mirrors,
             insecure,
             pinned: self.image.pinned_images.clone(),
+        }
+    }
+
+    /// The CNI setup pods get their network from.
+    pub fn cni(&self) -> crius_cri::cni::Cni {
+        crius_cri::cni::Cni {
+            conf_dir: self.network.cni_conf_dir.clone(),
+            plugin_dirs: self.network.cni_plugin_dirs.clone(),
         }
     }
 
@@ -175,6 +214,22 @@ impl Config {
             "Images reported pinned to kubelet, which then never garbage-collects them (--pinned-image).",
             "pinned_images",
             toml_value(&self.image.pinned_images),
+        );
+        out += "[network]\n";
+        let mut key = |doc: &str, name: &str, value: String, default: String| {
+            out += &format!("# {doc}\n# default: {default}\n{name} = {value}\n\n");
+        };
+        key(
+            "CNI network configurations; the first file in lexical order is the pod network (--cni-conf-dir).",
+            "cni_conf_dir",
+            toml_value(&self.network.cni_conf_dir),
+            toml_value(&d.network.cni_conf_dir),
+        );
+        key(
+            "Directories searched for CNI plugins, in order (--cni-plugin-dir, repeatable).",
+            "cni_plugin_dirs",
+            toml_value(&self.network.cni_plugin_dirs),
+            toml_value(&d.network.cni_plugin_dirs),
         );
         out += "# Registry host = mirror to pull from instead: \"host:port\", or \"http://host:port\" for plain http\n\
                 # (--registry-mirror HOST=MIRROR). Example: \"docker.io\" = \"http://127.0.0.1:5000\"\n\

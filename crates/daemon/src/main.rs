@@ -1,5 +1,6 @@
-//! criusd: the crius daemon. It serves the CRI ImageService (RuntimeService follows) and crius's own API
-//! (`crius.images.v1`) on one unix socket, from a config file with a flag for every key.
+//! criusd: the crius daemon. It serves the CRI (ImageService; RuntimeService: status and pod sandboxes so
+//! far) and crius's own API (`crius.images.v1`) on one unix socket, from a config file with a flag for every
+//! key.
 
 mod config;
 mod serve;
@@ -42,6 +43,14 @@ struct Cli {
     /// Report this image pinned (kubelet never garbage-collects it); repeatable [config: image.pinned_images].
     #[arg(long = "pinned-image", value_name = "IMAGE")]
     pinned_image: Vec<String>,
+    /// CNI network configurations; the first file is the pod network [config: network.cni_conf_dir;
+    /// default /etc/cni/net.d].
+    #[arg(long, value_name = "DIR")]
+    cni_conf_dir: Option<PathBuf>,
+    /// A directory of CNI plugins; repeatable, replaces the configured list [config: network.cni_plugin_dirs;
+    /// default /opt/cni/bin, /usr/lib/cni].
+    #[arg(long = "cni-plugin-dir", value_name = "DIR")]
+    cni_plugin_dir: Vec<PathBuf>,
     /// error, warn, info, debug, trace, or a tracing filter [config: log_level; default info].
     #[arg(long, value_name = "LEVEL")]
     log_level: Option<String>,
@@ -66,6 +75,12 @@ impl Cli {
         }
         if let Some(v) = &self.listen {
             c.listen = v.clone();
+        }
+        if let Some(v) = &self.cni_conf_dir {
+            c.network.cni_conf_dir = v.clone();
+        }
+        if !self.cni_plugin_dir.is_empty() {
+            c.network.cni_plugin_dirs = self.cni_plugin_dir.clone();
         }
         if let Some(v) = &self.log_level {
             c.log_level = v.clone();

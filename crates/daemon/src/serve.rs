@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crius_api::images::images_server::ImagesServer;
 use k8s_cri::v1::image_service_server::ImageServiceServer;
+use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
 use nix::fcntl::{Flock, FlockArg};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -96,6 +97,8 @@ pub fn run(c: Config) -> Result<(), String> {
     let _lock = lock(&c.state)?;
     let store = crius_image::Store::open(&c.root.join("images"))
         .map_err(|e| format!("opening the image store: {e}"))?;
+    let pods = crius_cri::pod::Pods::open(&c.root.join("sandboxes"), c.state.join("ns"), c.cni())
+        .map_err(|e| format!("opening the sandbox records: {e}"))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(16)
@@ -115,6 +118,9 @@ pub fn run(c: Config) -> Result<(), String> {
         );
         let served = tonic::transport::Server::builder()
             .add_service(ImageServiceServer::new(images))
+            .add_service(RuntimeServiceServer::new(
+                crius_cri::runtime::RuntimeService::new(pods),
+            ))
             .add_service(ImagesServer::new(api))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::UnixListenerStream::new(listener),

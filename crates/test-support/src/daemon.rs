@@ -163,5 +163,10 @@ impl Drop for Daemon {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // What a failed test left mounted (namespace pins, rootfs): unmounted, so its namespaces and the temp
+        // dir go too.
+        for m in crate::containerd::mounts_under(self.dir.path()) {
+            let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
+        }
     }
 }

@@ -1,0 +1,346 @@
+//! Pod networking through CNI plugins, as the CNI spec has a runtime do it: the first network configuration in
+//! the config directory (`*.conflist`, `*.conf`, `*.json`, in lexical order, as kubelet's runtimes pick it) is
+//! applied to a pod's network namespace by executing each plugin with `CNI_COMMAND=ADD` (the previous plugin's
+//! result passed on as `prevResult`), and removed with `DEL` in reverse order. Port mappings reach plugins
+//! that declare the `portMappings` capability. The standard plugins (bridge, host-local, portmap, …) work.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+/// Where configurations and plugins are.
+#[derive(Debug, Clone)]
+pub struct Cni {
+    /// The directory of network configurations (kubelet's default is `/etc/cni/net.d`).
+    pub conf_dir: PathBuf,
+    /// Directories searched for plugin binaries, in order.
+    pub plugin_dirs: Vec<PathBuf>,
+}
+
+/// A network configuration list, normalised (a single `.conf` becomes a list of one plugin).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetConf {
+    /// Its `name`.
+    pub name: String,
+    /// Its `cniVersion`.
+    pub version: String,
+    /// The plugin configurations, in order.
+    pub plugins: Vec<Value>,
+    /// The file it came from.
+    pub file: PathBuf,
+}
+
+/// A host port published by a pod (`PodSandboxConfig.port_mappings`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortMapping {
+    /// Port on the host.
+    pub host_port: i32,
+    /// Port in the pod.
+    pub container_port: i32,
+    /// tcp, udp or sctp.
+    pub protocol: String,
+    /// Host address to bind (empty: all).
+    pub host_ip: String,
+}
+
+/// What a network is attached to.
+#[derive(Debug, Clone)]
+pub struct Attachment {
+    /// The sandbox id (`CNI_CONTAINERID`).
+    pub id: String,
+    /// The network namespace's path.
+    pub netns: PathBuf,
+    /// The interface to create in it.
+    pub ifname: String,
+    /// `CNI_ARGS` pairs (kubelet's runtimes pass `K8S_POD_NAMESPACE`, `K8S_POD_NAME`, …).
+    pub args: Vec<(String, String)>,
+    /// Port mappings for plugins with the `portMappings` capability.
+    pub ports: Vec<PortMapping>,
+}
+
+/// The addresses an ADD gave the pod: the first IPv4 (else first) address, then the others.
+pub fn pod_ips(result: &Value) -> Vec<String> {
+    let mut ips: Vec<String> = result["ips"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|ip| ip["address"].as_str())
+        .map(|a| a.split('/').next().unwrap_or(a).to_string())
+        .collect();
+    if let Some(i) = ips.iter().position(|a| !a.contains(':')) {
+        let v4 = ips.remove(i);
+        ips.insert(0, v4);
+    }
+    ips
+}
+
+impl Cni {
+    /// The network configuration in use, if any; a file that does not parse is an error naming it.
+    pub fn load(&self) -> Result<Option<NetConf>, String> {
+        let mut files: Vec<PathBuf> = match std::fs::read_dir(&self.conf_dir) {
+            Ok(d) => d
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.extension()
+                        .is_some_and(|x| x == "conflist" || x == "conf" || x == "json")
+                })
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("reading {}: {e}", self.conf_dir.display())),
+        };
+        files.sort();
+        let Some(file) = files.into_iter().next() else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(&file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+        let v: Value =
+            serde_json::from_str(&text).map_err(|e| format!("CNI config {}: {e}", file.display()))?;
+        let bad = |what: &str| format!("CNI config {}: {what}", file.display());
+        let name = v["name"].as_str().ok_or_else(|| bad("no \"name\""))?.to_string();
+        let version = v["cniVersion"].as_str().unwrap_or("0.4.0").to_string();
+        let plugins = match v.get("plugins") {
+            Some(Value::Array(p)) if !p.is_empty() => p.clone(),
+            Some(_) => return Err(bad("\"plugins\" must be a non-empty list")),
+            None => vec![v.clone()],
+        };
+        if let Some(p) = plugins.iter().find(|p| !p["type"].is_string()) {
+            return Err(bad(&format!("a plugin without \"type\": {p}")));
+        }
+        Ok(Some(NetConf {
+            name,
+            version,
+            plugins,
+            file,
+        }))
+    }
+
+    fn find(&self, kind: &str) -> Result<PathBuf, String> {
+        if kind.contains('/') {
+            return Err(format!("CNI plugin type {kind:?} is not a plain name"));
+        }
+        self.plugin_dirs
+            .iter()
+            .map(|d| d.join(kind))
+            .find(|p| p.is_file())
+            .ok_or_else(|| {
+                let dirs: Vec<String> = self.plugin_dirs.iter().map(|d| d.display().to_string()).collect();
+                format!("CNI plugin {kind:?} not found in {}", dirs.join(":"))
+            })
+    }
+
+    fn exec(
+        &self,
+        cmd: &str,
+        net: &NetConf,
+        plugin: &Value,
+        at: &Attachment,
+        prev: Option<&Value>,
+    ) -> Result<Value, String> {
+        let kind = plugin["type"].as_str().unwrap_or_default();
+        let binary = self.find(kind)?;
+        let mut conf = plugin.clone();
+        conf["name"] = json!(net.name);
+        conf["cniVersion"] = json!(net.version);
+        if let Some(p) = prev {
+            conf["prevResult"] = p.clone();
+        }
+        if plugin["capabilities"]["portMappings"].as_bool() == Some(true) && !at.ports.is_empty() {
+            let ports: Vec<Value> = at
+                .ports
+                .iter()
+                .map(|p| {
+                    let mut m = json!({"hostPort": p.host_port, "containerPort": p.container_port,
+                        "protocol": p.protocol});
+                    if !p.host_ip.is_empty() {
+                        m["hostIP"] = json!(p.host_ip);
+                    }
+                    m
+                })
+                .collect();
+            conf["runtimeConfig"]["portMappings"] = json!(ports);
+        }
+        let mut args = vec![("IgnoreUnknown".to_string(), "1".to_string())];
+        args.extend(at.args.iter().cloned());
+        let cni_args: Vec<String> = args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let path: Vec<String> = self.plugin_dirs.iter().map(|d| d.display().to_string()).collect();
+        let mut child = Command::new(&binary)
+            .env_clear()
+            .env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
+            .env("CNI_COMMAND", cmd)
+            .env("CNI_CONTAINERID", &at.id)
+            .env("CNI_NETNS", &at.netns)
+            .env("CNI_IFNAME", &at.ifname)
+            .env("CNI_ARGS", cni_args.join(";"))
+            .env("CNI_PATH", path.join(":"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("running CNI plugin {}: {e}", binary.display()))?;
+        let input = conf.to_string();
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = stdin.write_all(input.as_bytes());
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("running CNI plugin {}: {e}", binary.display()))?;
+        if !out.status.success() {
+            // The spec's error: {"code", "msg", "details"} on stdout.
+            let err: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let msg = match (err["msg"].as_str(), err["details"].as_str()) {
+                (Some(m), Some(d)) if !d.is_empty() => format!("{m}: {d}"),
+                (Some(m), _) => m.to_string(),
+                _ => {
+                    let text = String::from_utf8_lossy(&out.stdout).trim().to_string()
+                        + String::from_utf8_lossy(&out.stderr).trim();
+                    format!("{} ({text})", out.status)
+                }
+            };
+            return Err(format!("CNI plugin {kind} {cmd} for network {}: {msg}", net.name));
+        }
+        if out.stdout.iter().all(u8::is_ascii_whitespace) {
+            return Ok(prev.cloned().unwrap_or_default());
+        }
+        serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("CNI plugin {kind} {cmd}: its result does not parse: {e}"))
+    }
+
+    /// Attaches `net` to the pod: each plugin's ADD in order. On a failure the plugins that ran are undone.
+    pub fn add(&self, net: &NetConf, at: &Attachment) -> Result<Value, String> {
+        let mut result: Option<Value> = None;
+        for (i, plugin) in net.plugins.iter().enumerate() {
+            match self.exec("ADD", net, plugin, at, result.as_ref()) {
+                Ok(r) => result = Some(r),
+                Err(e) => {
+                    let partial = NetConf {
+                        plugins: net.plugins[..=i].to_vec(),
+                        ..net.clone()
+                    };
+                    let _ = self.del(&partial, at, result.as_ref());
+                    return Err(e);
+                }
+            }
+        }
+        Ok(result.unwrap_or_default())
+    }
+
+    /// Detaches `net`: each plugin's DEL in reverse order, all of them even if one fails (the first error is
+    /// returned). `result` is what ADD returned, if it is known.
+    pub fn del(&self, net: &NetConf, at: &Attachment, result: Option<&Value>) -> Result<(), String> {
+        let mut first = None;
+        for plugin in net.plugins.iter().rev() {
+            if let Err(e) = self.exec("DEL", net, plugin, at, result)
+                && first.is_none()
+            {
+                first = Some(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+/// The plugin directories criusd searches by default: the CNI convention's, then Debian's.
+pub fn default_plugin_dirs() -> Vec<PathBuf> {
+    vec![PathBuf::from("/opt/cni/bin"), PathBuf::from("/usr/lib/cni")]
+}
+
+/// The configuration pods get, for RunPodSandbox and the NetworkReady condition: it, or why there is none.
+pub fn ready(cni: &Cni) -> Result<NetConf, String> {
+    match cni.load()? {
+        Some(n) => Ok(n),
+        None => Err(format!("no network config found in {}", cni.conf_dir.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn cni(dir: &Path) -> Cni {
+        Cni {
+            conf_dir: dir.to_path_buf(),
+            plugin_dirs: vec![dir.join("bin")],
+        }
+    }
+
+    #[test]
+    fn the_first_config_wins_and_a_single_conf_becomes_a_list() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(cni(d.path()).load().unwrap(), None);
+        assert!(ready(&cni(d.path())).unwrap_err().contains("no network config"));
+        std::fs::write(
+            d.path().join("20-b.conf"),
+            r#"{"cniVersion":"0.4.0","name":"b","type":"bridge"}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            d.path().join("10-a.conflist"),
+            r#"{"cniVersion":"1.0.0","name":"a","plugins":[{"type":"bridge"},{"type":"portmap"}]}"#,
+        )
+        .unwrap();
+        std::fs::write(d.path().join("00-ignored.txt"), "x").unwrap();
+        let n = cni(d.path()).load().unwrap().unwrap();
+        assert_eq!(
+            (n.name.as_str(), n.version.as_str(), n.plugins.len()),
+            ("a", "1.0.0", 2)
+        );
+        std::fs::remove_file(d.path().join("10-a.conflist")).unwrap();
+        let n = cni(d.path()).load().unwrap().unwrap();
+        assert_eq!((n.name.as_str(), n.plugins.len()), ("b", 1));
+        std::fs::write(d.path().join("05-bad.conflist"), "{").unwrap();
+        assert!(cni(d.path()).load().unwrap_err().contains("05-bad.conflist"));
+    }
+
+    #[test]
+    fn pod_ips_put_ipv4_first_and_drop_prefixes() {
+        let r = json!({"ips": [{"address": "fd00::5/64"}, {"address": "10.1.2.3/24"}]});
+        assert_eq!(pod_ips(&r), vec!["10.1.2.3", "fd00::5"]);
+        assert!(pod_ips(&json!({})).is_empty());
+    }
+
+    #[test]
+    fn a_plugin_error_is_reported_with_its_message() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("bin")).unwrap();
+        let fake = d.path().join("bin/fail");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\ncat >/dev/null\nprintf '{\"code\":7,\"msg\":\"no luck\",\"details\":\"for %s\"}' \"$CNI_COMMAND\"\nexit 1\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let net = NetConf {
+            name: "n".into(),
+            version: "1.0.0".into(),
+            plugins: vec![json!({"type": "fail"})],
+            file: PathBuf::new(),
+        };
+        let at = Attachment {
+            id: "x".into(),
+            netns: "/nonexistent".into(),
+            ifname: "eth0".into(),
+            args: vec![],
+            ports: vec![],
+        };
+        let e = cni(d.path()).add(&net, &at).unwrap_err();
+        assert_eq!(e, "CNI plugin fail ADD for network n: no luck: for ADD");
+        let missing = NetConf {
+            plugins: vec![json!({"type": "nope"})],
+            ..net
+        };
+        assert!(
+            cni(d.path())
+                .add(&missing, &at)
+                .unwrap_err()
+                .contains("\"nope\" not found")
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! A pod's namespaces without a process to hold them: a short-lived thread unshares the network, IPC and UTS
+//! namespaces the pod asks for, sets the pod's hostname and brings `lo` up, and each namespace is pinned by a
+//! bind mount of its nsfs file (`<dir>/net`, `<dir>/ipc`, `<dir>/uts`), as CRI-O's pinns does. Containers join
+//! them by path, CNI configures the network namespace by path, and no pause container is needed.
+
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MntFlags, MsFlags};
+use nix::sched::CloneFlags;
+
+/// The namespaces a pod gets of its own (the others are the host's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Wanted {
+    /// A network namespace (not for hostNetwork pods).
+    pub net: bool,
+    /// An IPC namespace (not for hostIPC pods).
+    pub ipc: bool,
+    /// A UTS namespace, holding `hostname` (not for hostNetwork pods, as kubelet's UTS follows the network).
+    pub uts: bool,
+    /// The pod's hostname, set in its UTS namespace.
+    pub hostname: String,
+}
+
+/// Pinned namespaces: the paths of the pins made (None: the host's namespace).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Pinned {
+    /// The network namespace's pin.
+    pub net: Option<PathBuf>,
+    /// The IPC namespace's pin.
+    pub ipc: Option<PathBuf>,
+    /// The UTS namespace's pin.
+    pub uts: Option<PathBuf>,
+}
+
+impl Pinned {
+    /// Whether every pin still refers to a namespace (false after a reboot emptied the state directory).
+    pub fn alive(&self) -> bool {
+        [&self.net, &self.ipc, &self.uts]
+            .into_iter()
+            .flatten()
+            .all(|p| is_nsfs(p))
+    }
+}
+
+fn is_nsfs(p: &Path) -> bool {
+    nix::sys::statfs::statfs(p).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::NSFS_MAGIC)
+}
+
+/// Brings the loopback interface of the calling thread's network namespace up.
+fn loopback_up() -> std::io::Result<()> {
+    // SAFETY: a datagram socket for the interface ioctls; closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: ifreq is plain data; the name fits; the ioctls read and write only it.
+    let r = unsafe {
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            req.ifr_name[i] = *b as libc::c_char;
+        }
+        let mut r = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req);
+        if r == 0 {
+            req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            r = libc::ioctl(fd, libc::SIOCSIFFLAGS, &req);
+        }
+        r
+    };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+    if r != 0 {
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// Makes the namespaces `want` asks for and pins them under `dir` (created). On failure nothing is left.
+pub fn create(dir: &Path, want: &Wanted) -> Result<Pinned, String> {
+    let mut flags = CloneFlags::empty();
+    let mut names = Vec::new();
+    for (on, flag, name) in [
+        (want.net, CloneFlags::CLONE_NEWNET, "net"),
+        (want.ipc, CloneFlags::CLONE_NEWIPC, "ipc"),
+        (want.uts, CloneFlags::CLONE_NEWUTS, "uts"),
+    ] {
+        if on {
+            flags |= flag;
+            names.push(name);
+        }
+    }
+    if names.is_empty() {
+        return Ok(Pinned::default());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    for n in &names {
+        std::fs::File::create(dir.join(n)).map_err(|e| format!("creating {}: {e}", dir.join(n).display()))?;
+    }
+    let (d, want2) = (dir.to_path_buf(), want.clone());
+    let made = std::thread::Builder::new()
+        .name("pod-namespaces".into())
+        .spawn(move || -> Result<(), String> {
+            // This thread alone moves into the new namespaces; it ends once they are pinned.
+            nix::sched::unshare(flags).map_err(|e| format!("unshare {flags:?}: {e}"))?;
+            if want2.uts && !want2.hostname.is_empty() {
+                nix::unistd::sethostname(&want2.hostname)
+                    .map_err(|e| format!("hostname {:?}: {e}", want2.hostname))?;
+            }
+            if want2.net {
+                loopback_up().map_err(|e| format!("bringing lo up: {e}"))?;
+            }
+            for n in names {
+                let src = format!("/proc/thread-self/ns/{n}");
+                nix::mount::mount(
+                    Some(src.as_str()),
+                    &d.join(n),
+                    None::<&str>,
+                    MsFlags::MS_BIND,
+                    None::<&str>,
+                )
+                .map_err(|e| format!("pinning {src} at {}: {e}", d.join(n).display()))?;
+            }
+            Ok(())
+        })
+        .map_err(|e| format!("starting the namespace thread: {e}"))?
+        .join()
+        .unwrap_or_else(|_| Err("the namespace thread panicked".into()));
+    let pinned = Pinned {
+        net: want.net.then(|| dir.join("net")),
+        ipc: want.ipc.then(|| dir.join("ipc")),
+        uts: want.uts.then(|| dir.join("uts")),
+    };
+    if let Err(e) = made {
+        remove(dir);
+        return Err(e);
+    }
+    Ok(pinned)
+}
+
+/// Unpins every namespace under `dir` and removes it; the namespaces go once nothing else holds them.
+/// Idempotent.
+pub fn remove(dir: &Path) {
+    for n in ["net", "ipc", "uts"] {
+        let p = dir.join(n);
+        if is_nsfs(&p) {
+            let _ = nix::mount::umount2(&p, MntFlags::MNT_DETACH);
+        }
+        let _ = std::fs::remove_file(&p);
+    }
+    let _ = std::fs::remove_dir(dir);
+}

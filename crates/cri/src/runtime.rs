@@ -1,0 +1,316 @@
+//! `runtime.v1.RuntimeService`: Version, Status (RuntimeReady, and NetworkReady from the CNI config),
+//! RuntimeConfig (the cgroupfs driver), UpdateRuntimeConfig, and the pod sandbox calls ([`crate::pod`]).
+//! Container calls are not served yet: they answer `Unimplemented`, naming the call.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use k8s_cri::v1 as cri;
+use tonic::{Request, Response, Status};
+
+use crate::pod::{self, Pods};
+
+/// The CRI version kubelet asks for and insists on.
+pub const KUBELET_API_VERSION: &str = "0.1.0";
+/// Our name, the scheme of kubelet's `containerID: crius://<id>`.
+pub const RUNTIME_NAME: &str = "crius";
+
+/// The service; cheap to clone.
+#[derive(Clone)]
+pub struct RuntimeService {
+    pods: Arc<Pods>,
+}
+
+impl RuntimeService {
+    /// A service over `pods`.
+    pub fn new(pods: Pods) -> RuntimeService {
+        RuntimeService { pods: Arc::new(pods) }
+    }
+}
+
+/// Runs `f` on the pods off the async workers.
+async fn blocking<T: Send + 'static>(
+    pods: &Arc<Pods>,
+    f: impl FnOnce(&Pods) -> Result<T, Status> + Send + 'static,
+) -> Result<T, Status> {
+    let pods = pods.clone();
+    tokio::task::spawn_blocking(move || f(&pods))
+        .await
+        .map_err(|e| Status::internal(format!("pod task: {e}")))?
+}
+
+fn not_yet(call: &str) -> Status {
+    Status::unimplemented(format!("crius does not serve RuntimeService/{call} yet"))
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl cri::runtime_service_server::RuntimeService for RuntimeService {
+    async fn version(&self, _: Request<cri::VersionRequest>) -> Reply<cri::VersionResponse> {
+        Ok(Response::new(cri::VersionResponse {
+            version: KUBELET_API_VERSION.into(),
+            runtime_name: RUNTIME_NAME.into(),
+            runtime_version: env!("CARGO_PKG_VERSION").into(),
+            runtime_api_version: "v1".into(),
+        }))
+    }
+
+    async fn status(&self, req: Request<cri::StatusRequest>) -> Reply<cri::StatusResponse> {
+        let pods = self.pods.clone();
+        let network = tokio::task::spawn_blocking(move || crate::cni::ready(&pods.cni))
+            .await
+            .map_err(|e| Status::internal(format!("status task: {e}")))?;
+        let condition = |kind: &str, r: &Result<(), String>, reason: &str| cri::RuntimeCondition {
+            r#type: kind.into(),
+            status: r.is_ok(),
+            reason: if r.is_ok() { String::new() } else { reason.into() },
+            message: r.as_ref().err().cloned().unwrap_or_default(),
+        };
+        let mut info = HashMap::new();
+        if req.get_ref().verbose {
+            let conf = network.as_ref().ok().map(|n| n.file.display().to_string());
+            let v = serde_json::json!({
+                "cniConfDir": self.pods.cni.conf_dir,
+                "cniPluginDirs": self.pods.cni.plugin_dirs,
+                "cniConfig": conf,
+            });
+            info.insert("config".to_string(), v.to_string());
+        }
+        let network = network.map(drop);
+        Ok(Response::new(cri::StatusResponse {
+            status: Some(cri::RuntimeStatus {
+                conditions: vec![
+                    condition("RuntimeReady", &Ok(()), ""),
+                    condition("NetworkReady", &network, "NetworkPluginNotReady"),
+                ],
+            }),
+            info,
+            runtime_handlers: vec![cri::RuntimeHandler {
+                name: String::new(),
+                features: Some(cri::RuntimeHandlerFeatures {
+                    recursive_read_only_mounts: false,
+                    user_namespaces: false,
+                }),
+            }],
+            features: Some(cri::RuntimeFeatures {
+                supplemental_groups_policy: false,
+            }),
+        }))
+    }
+
+    async fn runtime_config(
+        &self,
+        _: Request<cri::RuntimeConfigRequest>,
+    ) -> Reply<cri::RuntimeConfigResponse> {
+        Ok(Response::new(cri::RuntimeConfigResponse {
+            linux: Some(cri::LinuxRuntimeConfiguration {
+                cgroup_driver: cri::CgroupDriver::Cgroupfs as i32,
+            }),
+        }))
+    }
+
+    async fn update_runtime_config(
+        &self,
+        req: Request<cri::UpdateRuntimeConfigRequest>,
+    ) -> Reply<cri::UpdateRuntimeConfigResponse> {
+        // kubelet sends the node's pod CIDR; the CNI config (host-local ranges) decides addresses here.
+        let cidr = req
+            .into_inner()
+            .runtime_config
+            .and_then(|c| c.network_config)
+            .map(|n| n.pod_cidr)
+            .unwrap_or_default();
+        tracing::info!(pod_cidr = %cidr, "UpdateRuntimeConfig");
+        Ok(Response::new(cri::UpdateRuntimeConfigResponse {}))
+    }
+
+    async fn run_pod_sandbox(
+        &self,
+        req: Request<cri::RunPodSandboxRequest>,
+    ) -> Reply<cri::RunPodSandboxResponse> {
+        let req = req.into_inner();
+        let config = req
+            .config
+            .ok_or_else(|| Status::invalid_argument("RunPodSandbox: config is missing"))?;
+        let handler = req.runtime_handler;
+        let id = blocking(&self.pods, move |p| p.run(config, handler)).await?;
+        Ok(Response::new(cri::RunPodSandboxResponse { pod_sandbox_id: id }))
+    }
+
+    async fn stop_pod_sandbox(
+        &self,
+        req: Request<cri::StopPodSandboxRequest>,
+    ) -> Reply<cri::StopPodSandboxResponse> {
+        let id = req.into_inner().pod_sandbox_id;
+        blocking(&self.pods, move |p| p.stop(&id)).await?;
+        Ok(Response::new(cri::StopPodSandboxResponse {}))
+    }
+
+    async fn remove_pod_sandbox(
+        &self,
+        req: Request<cri::RemovePodSandboxRequest>,
+    ) -> Reply<cri::RemovePodSandboxResponse> {
+        let id = req.into_inner().pod_sandbox_id;
+        blocking(&self.pods, move |p| p.remove(&id)).await?;
+        Ok(Response::new(cri::RemovePodSandboxResponse {}))
+    }
+
+    async fn pod_sandbox_status(
+        &self,
+        req: Request<cri::PodSandboxStatusRequest>,
+    ) -> Reply<cri::PodSandboxStatusResponse> {
+        let req = req.into_inner();
+        let s = self
+            .pods
+            .sandboxes
+            .get(&req.pod_sandbox_id)
+            .ok_or_else(|| Status::not_found(format!("sandbox {:?} not found", req.pod_sandbox_id)))?;
+        Ok(Response::new(pod::status_of(&s, req.verbose)))
+    }
+
+    async fn list_pod_sandbox(
+        &self,
+        req: Request<cri::ListPodSandboxRequest>,
+    ) -> Reply<cri::ListPodSandboxResponse> {
+        let filter = req.into_inner().filter;
+        Ok(Response::new(cri::ListPodSandboxResponse {
+            items: pod::list(self.pods.sandboxes.list(), filter.as_ref()),
+        }))
+    }
+
+    async fn create_container(
+        &self,
+        _: Request<cri::CreateContainerRequest>,
+    ) -> Reply<cri::CreateContainerResponse> {
+        Err(not_yet("CreateContainer"))
+    }
+
+    async fn start_container(
+        &self,
+        _: Request<cri::StartContainerRequest>,
+    ) -> Reply<cri::StartContainerResponse> {
+        Err(not_yet("StartContainer"))
+    }
+
+    async fn stop_container(
+        &self,
+        _: Request<cri::StopContainerRequest>,
+    ) -> Reply<cri::StopContainerResponse> {
+        Err(not_yet("StopContainer"))
+    }
+
+    async fn remove_container(
+        &self,
+        _: Request<cri::RemoveContainerRequest>,
+    ) -> Reply<cri::RemoveContainerResponse> {
+        Err(not_yet("RemoveContainer"))
+    }
+
+    async fn list_containers(
+        &self,
+        _: Request<cri::ListContainersRequest>,
+    ) -> Reply<cri::ListContainersResponse> {
+        // No containers exist before CreateContainer is served: the true answer is an empty list.
+        Ok(Response::new(cri::ListContainersResponse::default()))
+    }
+
+    async fn container_status(
+        &self,
+        req: Request<cri::ContainerStatusRequest>,
+    ) -> Reply<cri::ContainerStatusResponse> {
+        let id = req.into_inner().container_id;
+        Err(Status::not_found(format!("container {id:?} not found")))
+    }
+
+    async fn update_container_resources(
+        &self,
+        _: Request<cri::UpdateContainerResourcesRequest>,
+    ) -> Reply<cri::UpdateContainerResourcesResponse> {
+        Err(not_yet("UpdateContainerResources"))
+    }
+
+    async fn reopen_container_log(
+        &self,
+        _: Request<cri::ReopenContainerLogRequest>,
+    ) -> Reply<cri::ReopenContainerLogResponse> {
+        Err(not_yet("ReopenContainerLog"))
+    }
+
+    async fn exec_sync(&self, _: Request<cri::ExecSyncRequest>) -> Reply<cri::ExecSyncResponse> {
+        Err(not_yet("ExecSync"))
+    }
+
+    async fn exec(&self, _: Request<cri::ExecRequest>) -> Reply<cri::ExecResponse> {
+        Err(not_yet("Exec"))
+    }
+
+    async fn attach(&self, _: Request<cri::AttachRequest>) -> Reply<cri::AttachResponse> {
+        Err(not_yet("Attach"))
+    }
+
+    async fn port_forward(&self, _: Request<cri::PortForwardRequest>) -> Reply<cri::PortForwardResponse> {
+        Err(not_yet("PortForward"))
+    }
+
+    async fn container_stats(
+        &self,
+        _: Request<cri::ContainerStatsRequest>,
+    ) -> Reply<cri::ContainerStatsResponse> {
+        Err(not_yet("ContainerStats"))
+    }
+
+    async fn list_container_stats(
+        &self,
+        _: Request<cri::ListContainerStatsRequest>,
+    ) -> Reply<cri::ListContainerStatsResponse> {
+        Ok(Response::new(cri::ListContainerStatsResponse::default()))
+    }
+
+    async fn pod_sandbox_stats(
+        &self,
+        _: Request<cri::PodSandboxStatsRequest>,
+    ) -> Reply<cri::PodSandboxStatsResponse> {
+        Err(not_yet("PodSandboxStats"))
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        _: Request<cri::ListPodSandboxStatsRequest>,
+    ) -> Reply<cri::ListPodSandboxStatsResponse> {
+        Err(not_yet("ListPodSandboxStats"))
+    }
+
+    async fn checkpoint_container(
+        &self,
+        _: Request<cri::CheckpointContainerRequest>,
+    ) -> Reply<cri::CheckpointContainerResponse> {
+        Err(not_yet("CheckpointContainer"))
+    }
+
+    type GetContainerEventsStream = Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<cri::ContainerEventResponse, Status>> + Send + 'static>,
+    >;
+
+    async fn get_container_events(
+        &self,
+        _: Request<cri::GetEventsRequest>,
+    ) -> Reply<Self::GetContainerEventsStream> {
+        Err(not_yet("GetContainerEvents"))
+    }
+
+    async fn list_metric_descriptors(
+        &self,
+        _: Request<cri::ListMetricDescriptorsRequest>,
+    ) -> Reply<cri::ListMetricDescriptorsResponse> {
+        Err(not_yet("ListMetricDescriptors"))
+    }
+
+    async fn list_pod_sandbox_metrics(
+        &self,
+        _: Request<cri::ListPodSandboxMetricsRequest>,
+    ) -> Reply<cri::ListPodSandboxMetricsResponse> {
+        Err(not_yet("ListPodSandboxMetrics"))
+    }
+}

@@ -1,0 +1,224 @@
+//! The pod sandboxes criusd holds: a record per sandbox on disk (`<root>/sandboxes/<id>/sandbox.json`, with the
+//! CRI config as sent in `config.pb` and the files its containers will mount: `hostname`, `hosts`,
+//! `resolv.conf`), and in memory while criusd runs. Records are written whole (a temporary file renamed over
+//! the old one), so a crash never leaves half a record; after a reboot, a sandbox whose namespaces are gone
+//! comes back NOTREADY.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use k8s_cri::v1 as cri;
+use prost::Message;
+use serde::{Deserialize, Serialize};
+
+use crate::netns::Pinned;
+
+/// What criusd records of a sandbox beyond its CRI config.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Record {
+    /// The sandbox id (64 hex digits).
+    pub id: String,
+    /// READY (true) or NOTREADY.
+    pub ready: bool,
+    /// Creation time, nanoseconds since the epoch.
+    pub created_at: i64,
+    /// The RuntimeClass handler asked for.
+    pub runtime_handler: String,
+    /// Its pinned namespaces.
+    pub namespaces: Pinned,
+    /// Pod IPs, the first being the primary.
+    pub ips: Vec<String>,
+    /// The CNI network applied (name, cniVersion, plugins), kept for its DEL.
+    pub network: Option<serde_json::Value>,
+    /// What CNI ADD returned.
+    pub cni_result: Option<serde_json::Value>,
+}
+
+/// A sandbox: its record and its CRI config.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    /// The record.
+    pub record: Record,
+    /// The PodSandboxConfig it was run with.
+    pub config: cri::PodSandboxConfig,
+}
+
+impl Sandbox {
+    /// kubelet's name for it: `<name>_<namespace>_<uid>_<attempt>` (unique among sandboxes).
+    pub fn name(&self) -> String {
+        reserved_name(&self.config)
+    }
+}
+
+/// The unique name a config reserves.
+pub fn reserved_name(c: &cri::PodSandboxConfig) -> String {
+    let m = c.metadata.clone().unwrap_or_default();
+    format!("{}_{}_{}_{}", m.name, m.namespace, m.uid, m.attempt)
+}
+
+/// The sandboxes, on disk under `dir` and in memory.
+pub struct Sandboxes {
+    dir: PathBuf,
+    all: Mutex<HashMap<String, Sandbox>>,
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+impl Sandboxes {
+    /// Opens the records under `dir` (created if missing). A record that cannot be read is skipped with a
+    /// warning; it is not deleted.
+    pub fn open(dir: &Path) -> std::io::Result<Sandboxes> {
+        std::fs::create_dir_all(dir)?;
+        let mut all = HashMap::new();
+        for e in std::fs::read_dir(dir)?.flatten() {
+            match Self::read(&e.path()) {
+                Ok(mut s) => {
+                    if s.record.ready && !s.record.namespaces.alive() {
+                        s.record.ready = false;
+                    }
+                    all.insert(s.record.id.clone(), s);
+                }
+                Err(err) => tracing::warn!(path = %e.path().display(), "skipping a sandbox record: {err}"),
+            }
+        }
+        Ok(Sandboxes {
+            dir: dir.to_path_buf(),
+            all: Mutex::new(all),
+        })
+    }
+
+    fn read(dir: &Path) -> Result<Sandbox, String> {
+        let rec = std::fs::read(dir.join("sandbox.json")).map_err(|e| e.to_string())?;
+        let record: Record = serde_json::from_slice(&rec).map_err(|e| e.to_string())?;
+        let pb = std::fs::read(dir.join("config.pb")).map_err(|e| e.to_string())?;
+        let config = cri::PodSandboxConfig::decode(&pb[..]).map_err(|e| e.to_string())?;
+        Ok(Sandbox { record, config })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Sandbox>> {
+        self.all.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Where sandbox `id` keeps its files.
+    pub fn dir_of(&self, id: &str) -> PathBuf {
+        self.dir.join(id)
+    }
+
+    /// Adds `s` if no sandbox holds its name yet (else returns the holder's id), and writes it.
+    pub fn insert(&self, s: Sandbox) -> Result<(), String> {
+        let mut all = self.lock();
+        let name = s.name();
+        if let Some(other) = all.values().find(|o| o.name() == name) {
+            return Err(other.record.id.clone());
+        }
+        self.write(&s)
+            .map_err(|e| format!("writing sandbox {}: {e}", s.record.id))?;
+        all.insert(s.record.id.clone(), s);
+        Ok(())
+    }
+
+    fn write(&self, s: &Sandbox) -> std::io::Result<()> {
+        let dir = self.dir_of(&s.record.id);
+        std::fs::create_dir_all(&dir)?;
+        write_atomic(&dir.join("config.pb"), &s.config.encode_to_vec())?;
+        let rec = serde_json::to_vec_pretty(&s.record).map_err(std::io::Error::other)?;
+        write_atomic(&dir.join("sandbox.json"), &rec)
+    }
+
+    /// Changes sandbox `id`'s record with `f` and writes it.
+    pub fn update(&self, id: &str, f: impl FnOnce(&mut Record)) -> Result<(), String> {
+        let mut all = self.lock();
+        let s = all
+            .get_mut(id)
+            .ok_or_else(|| format!("sandbox {id:?} not found"))?;
+        f(&mut s.record);
+        self.write(s).map_err(|e| format!("writing sandbox {id}: {e}"))
+    }
+
+    /// The sandbox whose id is `id` or starts with it (when only one does).
+    pub fn get(&self, id: &str) -> Option<Sandbox> {
+        let all = self.lock();
+        if let Some(s) = all.get(id) {
+            return Some(s.clone());
+        }
+        if id.is_empty() {
+            return None;
+        }
+        let mut found = all.values().filter(|s| s.record.id.starts_with(id));
+        match (found.next(), found.next()) {
+            (Some(s), None) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    /// Every sandbox.
+    pub fn list(&self) -> Vec<Sandbox> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// Forgets sandbox `id` and deletes its files.
+    pub fn remove(&self, id: &str) -> std::io::Result<()> {
+        self.lock().remove(id);
+        match std::fs::remove_dir_all(self.dir_of(id)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox(id: &str, name: &str) -> Sandbox {
+        Sandbox {
+            record: Record {
+                id: id.into(),
+                ready: true,
+                ..Default::default()
+            },
+            config: cri::PodSandboxConfig {
+                metadata: Some(cri::PodSandboxMetadata {
+                    name: name.into(),
+                    namespace: "default".into(),
+                    uid: "u1".into(),
+                    attempt: 0,
+                }),
+                labels: HashMap::from([("app".to_string(), "web".to_string())]),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn records_survive_a_reopen_and_names_are_unique() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Sandboxes::open(d.path()).unwrap();
+        s.insert(sandbox("abc123", "web")).unwrap();
+        assert_eq!(s.insert(sandbox("def456", "web")).unwrap_err(), "abc123");
+        s.insert(sandbox("abd789", "db")).unwrap();
+        assert_eq!(s.get("abc").unwrap().record.id, "abc123");
+        assert!(s.get("ab").is_none(), "an ambiguous prefix finds nothing");
+        s.update("abd789", |r| r.ips = vec!["10.0.0.2".into()]).unwrap();
+        // A pin that is a plain file, as after a reboot emptied /run: that sandbox comes back NOTREADY; one
+        // with only the host's namespaces stays READY.
+        s.update("abc123", |r| {
+            r.namespaces.net = Some(d.path().join("abc123/config.pb"))
+        })
+        .unwrap();
+        let again = Sandboxes::open(d.path()).unwrap();
+        let db = again.get("abd789").unwrap();
+        assert_eq!(db.record.ips, vec!["10.0.0.2"]);
+        assert_eq!(db.config.labels["app"], "web");
+        assert!(db.record.ready);
+        assert!(!again.get("abc123").unwrap().record.ready);
+        again.remove("abc123").unwrap();
+        again.remove("abc123").unwrap();
+        assert_eq!(Sandboxes::open(d.path()).unwrap().list().len(), 1);
+    }
+}

@@ -1,0 +1,383 @@
+//! criusd's RuntimeService so far: Version, Status (NetworkReady from the CNI config), RuntimeConfig, and pod
+//! sandboxes: pinned namespaces with the pod's hostname, a real CNI network (Debian's bridge and host-local
+//! plugins, on a bridge and subnet of the test's own), records that survive a criusd restart, idempotent Stop
+//! and Remove, and nothing left behind.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crius_test_support::daemon::Daemon;
+use crius_test_support::require_root;
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use tonic::Code;
+
+type Client = RuntimeServiceClient<tonic::transport::Channel>;
+
+async fn client(d: &Daemon) -> Client {
+    let ch = crius_api::connect(&d.socket().display().to_string())
+        .await
+        .unwrap();
+    RuntimeServiceClient::new(ch)
+}
+
+fn config(name: &str, uid: &str) -> cri::PodSandboxConfig {
+    cri::PodSandboxConfig {
+        metadata: Some(cri::PodSandboxMetadata {
+            name: name.into(),
+            namespace: "default".into(),
+            uid: uid.into(),
+            attempt: 0,
+        }),
+        hostname: name.into(),
+        labels: [("app".to_string(), name.to_string())].into(),
+        annotations: [("note".to_string(), "kept verbatim".to_string())].into(),
+        ..Default::default()
+    }
+}
+
+async fn run(c: &mut Client, config: cri::PodSandboxConfig) -> Result<String, tonic::Status> {
+    c.run_pod_sandbox(cri::RunPodSandboxRequest {
+        config: Some(config),
+        runtime_handler: String::new(),
+    })
+    .await
+    .map(|r| r.into_inner().pod_sandbox_id)
+}
+
+async fn status(c: &mut Client, id: &str) -> Result<cri::PodSandboxStatus, tonic::Status> {
+    c.pod_sandbox_status(cri::PodSandboxStatusRequest {
+        pod_sandbox_id: id.into(),
+        verbose: false,
+    })
+    .await
+    .map(|r| r.into_inner().status.unwrap())
+}
+
+async fn list(c: &mut Client, filter: Option<cri::PodSandboxFilter>) -> Vec<String> {
+    let mut ids: Vec<String> = c
+        .list_pod_sandbox(cri::ListPodSandboxRequest { filter })
+        .await
+        .unwrap()
+        .into_inner()
+        .items
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+async fn stop(c: &mut Client, id: &str) -> Result<(), tonic::Status> {
+    c.stop_pod_sandbox(cri::StopPodSandboxRequest {
+        pod_sandbox_id: id.into(),
+    })
+    .await
+    .map(drop)
+}
+
+async fn remove(c: &mut Client, id: &str) -> Result<(), tonic::Status> {
+    c.remove_pod_sandbox(cri::RemovePodSandboxRequest {
+        pod_sandbox_id: id.into(),
+    })
+    .await
+    .map(drop)
+}
+
+async fn network_ready(c: &mut Client) -> cri::RuntimeCondition {
+    let st = c
+        .status(cri::StatusRequest { verbose: true })
+        .await
+        .unwrap()
+        .into_inner();
+    st.status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.r#type == "NetworkReady")
+        .unwrap()
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn nsenter(args: &[&str]) -> String {
+    let out = Command::new("nsenter").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "nsenter {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The test's own bridge and CNI config; the bridge is deleted when the test ends, however it ends.
+struct Network {
+    bridge: String,
+    subnet_prefix: String,
+    conf_dir: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Network {
+    fn new() -> Network {
+        let dir = tempfile::tempdir().unwrap();
+        let n = std::process::id() % 200 + 20;
+        let bridge = format!("crius{n}");
+        let subnet_prefix = format!("10.213.{n}.");
+        let conf_dir = dir.path().join("net.d");
+        std::fs::create_dir(&conf_dir).unwrap();
+        let conf = serde_json::json!({
+            "cniVersion": "1.0.0",
+            "name": "crius-test",
+            "plugins": [{
+                "type": "bridge",
+                "bridge": bridge,
+                "isGateway": true,
+                "ipMasq": false,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": format!("{subnet_prefix}0/24")}]],
+                    "dataDir": dir.path().join("ipam"),
+                },
+            }],
+        });
+        std::fs::write(conf_dir.join("10-test.conflist"), conf.to_string()).unwrap();
+        Network {
+            bridge,
+            subnet_prefix,
+            conf_dir,
+            _dir: dir,
+        }
+    }
+
+    fn ipam_dir(&self) -> PathBuf {
+        self._dir.path().join("ipam/crius-test")
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.bridge]).output();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn version_status_and_a_pod_without_a_network_config() {
+    require_root();
+    let empty = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&["--cni-conf-dir", &empty.path().display().to_string()]);
+    let mut c = client(&d).await;
+    let v = c
+        .version(cri::VersionRequest {
+            version: "0.1.0".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (
+            v.version.as_str(),
+            v.runtime_name.as_str(),
+            v.runtime_api_version.as_str()
+        ),
+        ("0.1.0", "crius", "v1")
+    );
+    let rc = c
+        .runtime_config(cri::RuntimeConfigRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        rc.linux.unwrap().cgroup_driver,
+        cri::CgroupDriver::Cgroupfs as i32
+    );
+    let st = c
+        .status(cri::StatusRequest { verbose: true })
+        .await
+        .unwrap()
+        .into_inner();
+    let conds = st.status.unwrap().conditions;
+    assert!(conds.iter().any(|c| c.r#type == "RuntimeReady" && c.status));
+    let net = conds.iter().find(|c| c.r#type == "NetworkReady").unwrap();
+    assert!(!net.status);
+    assert_eq!(net.reason, "NetworkPluginNotReady");
+    assert!(
+        net.message.contains(&empty.path().display().to_string()),
+        "{}",
+        net.message
+    );
+    assert!(st.info["config"].contains("cniConfDir"), "{:?}", st.info);
+
+    // A pod needs the network: refused, naming why, and nothing is left.
+    let e = run(&mut c, config("web", "u1")).await.unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("no network config"), "{}", e.message());
+    assert!(entries(&d.root().join("sandboxes")).is_empty());
+    assert!(entries(&d.state().join("ns")).is_empty());
+    // A host-network pod needs none.
+    let mut host = config("host", "u2");
+    host.linux = Some(cri::LinuxPodSandboxConfig {
+        security_context: Some(cri::LinuxSandboxSecurityContext {
+            namespace_options: Some(cri::NamespaceOption {
+                network: cri::NamespaceMode::Node as i32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let id = run(&mut c, host).await.unwrap();
+    let s = status(&mut c, &id).await.unwrap();
+    assert_eq!(s.state, cri::PodSandboxState::SandboxReady as i32);
+    assert_eq!(s.network.unwrap().ip, "");
+    // Its own IPC namespace, the host's network and UTS.
+    assert_eq!(entries(&d.state().join("ns").join(&id)), vec!["ipc".to_string()]);
+    remove(&mut c, &id).await.unwrap();
+    assert!(entries(&d.state().join("ns")).is_empty());
+
+    // Bad requests are named.
+    let mut nameless = config("", "u3");
+    nameless.metadata.as_mut().unwrap().name.clear();
+    let e = run(&mut c, nameless).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let e = c
+        .create_container(cri::CreateContainerRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::Unimplemented);
+    assert!(e.message().contains("CreateContainer"), "{}", e.message());
+    let e = status(&mut c, "nope").await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("\"nope\""));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn pods_get_pinned_namespaces_and_a_cni_network() {
+    require_root();
+    let net = Network::new();
+    let args = [
+        "--cni-conf-dir".to_string(),
+        net.conf_dir.display().to_string(),
+        "--cni-plugin-dir".to_string(),
+        "/usr/lib/cni".to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut d = Daemon::start(&args);
+    let mut c = client(&d).await;
+    let ready = network_ready(&mut c).await;
+    assert!(ready.status, "{ready:?}");
+
+    let mut a_conf = config("pod-a", "ua");
+    a_conf.dns_config = Some(cri::DnsConfig {
+        servers: vec!["10.96.0.10".into()],
+        searches: vec!["default.svc.cluster.local".into()],
+        options: vec!["ndots:5".into()],
+    });
+    let a = run(&mut c, a_conf.clone()).await.unwrap();
+    let b = run(&mut c, config("pod-b", "ub")).await.unwrap();
+    assert_eq!(a.len(), 64);
+    let sa = status(&mut c, &a).await.unwrap();
+    assert_eq!(sa.state, cri::PodSandboxState::SandboxReady as i32);
+    assert_eq!(sa.metadata.as_ref().unwrap().name, "pod-a");
+    assert_eq!(sa.annotations["note"], "kept verbatim");
+    let ip_a = sa.network.unwrap().ip;
+    let ip_b = status(&mut c, &b).await.unwrap().network.unwrap().ip;
+    assert!(ip_a.starts_with(&net.subnet_prefix), "{ip_a}");
+    assert!(ip_b.starts_with(&net.subnet_prefix) && ip_a != ip_b, "{ip_b}");
+
+    // The namespaces: the pod's hostname, lo up, eth0 with the reported address; pods reach each other.
+    let pins = d.state().join("ns").join(&a);
+    let netns = format!("--net={}", pins.join("net").display());
+    let uts = format!("--uts={}", pins.join("uts").display());
+    assert_eq!(nsenter(&[&uts, "hostname"]).trim(), "pod-a");
+    assert!(nsenter(&[&netns, "ip", "-o", "link", "show", "lo"]).contains("UP"));
+    assert!(nsenter(&[&netns, "ip", "-o", "-4", "addr", "show", "eth0"]).contains(&format!("{ip_a}/24")));
+    nsenter(&[&netns, "busybox", "ping", "-c", "1", "-W", "5", &ip_b]);
+    // The files its containers will mount.
+    let files = d.root().join("sandboxes").join(&a);
+    assert_eq!(
+        std::fs::read_to_string(files.join("resolv.conf")).unwrap(),
+        "search default.svc.cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.join("hostname")).unwrap(),
+        "pod-a\n"
+    );
+
+    // One sandbox per pod attempt.
+    let e = run(&mut c, a_conf).await.unwrap_err();
+    assert_eq!(e.code(), Code::AlreadyExists);
+    assert!(e.message().contains(&a), "{}", e.message());
+
+    // Listing, with filters.
+    let mut both = vec![a.clone(), b.clone()];
+    both.sort();
+    assert_eq!(list(&mut c, None).await, both);
+    let by_label = cri::PodSandboxFilter {
+        label_selector: [("app".to_string(), "pod-b".to_string())].into(),
+        ..Default::default()
+    };
+    assert_eq!(list(&mut c, Some(by_label)).await, vec![b.clone()]);
+    let by_prefix = cri::PodSandboxFilter {
+        id: a[..12].to_string(),
+        ..Default::default()
+    };
+    assert_eq!(list(&mut c, Some(by_prefix)).await, vec![a.clone()]);
+    assert_eq!(
+        status(&mut c, &a[..12]).await.unwrap().id,
+        a,
+        "a unique prefix finds it"
+    );
+
+    // A criusd restart keeps the pods as they were.
+    drop(c);
+    d.restart(&args);
+    let mut c = client(&d).await;
+    let sa = status(&mut c, &a).await.unwrap();
+    assert_eq!(sa.state, cri::PodSandboxState::SandboxReady as i32);
+    assert_eq!(sa.network.unwrap().ip, ip_a);
+
+    // Stop: the network and namespaces go, the address is released; stopping again is fine.
+    stop(&mut c, &a).await.unwrap();
+    let sa = status(&mut c, &a).await.unwrap();
+    assert_eq!(sa.state, cri::PodSandboxState::SandboxNotready as i32);
+    assert!(!pins.exists(), "namespace pins left behind");
+    assert!(
+        !net.ipam_dir().join(&ip_a).exists(),
+        "address {ip_a} not released"
+    );
+    stop(&mut c, &a).await.unwrap();
+    let ready_only = cri::PodSandboxFilter {
+        state: Some(cri::PodSandboxStateValue {
+            state: cri::PodSandboxState::SandboxReady as i32,
+        }),
+        ..Default::default()
+    };
+    assert_eq!(list(&mut c, Some(ready_only)).await, vec![b.clone()]);
+    assert_eq!(stop(&mut c, "nope").await.unwrap_err().code(), Code::NotFound);
+
+    // Remove (b without a Stop first); removing again, or an unknown id, is fine.
+    remove(&mut c, &a).await.unwrap();
+    remove(&mut c, &b).await.unwrap();
+    remove(&mut c, &b).await.unwrap();
+    remove(&mut c, "nope").await.unwrap();
+    assert!(list(&mut c, None).await.is_empty());
+    assert!(entries(&d.root().join("sandboxes")).is_empty());
+    assert!(entries(&d.state().join("ns")).is_empty());
+    assert!(!net.ipam_dir().join(&ip_b).exists());
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(&d.state().display().to_string()),
+        "mounts left under the state dir"
+    );
+}
