@@ -1,19 +1,22 @@
 //! crius-cri: the CRI services criusd serves, as adapters over the crates that do the work:
 //! `runtime.v1.ImageService` ([`image::ImageService`]) and the project's own `crius.images.v1.Images`
 //! ([`images_api::ImagesApi`]), both over one [`crius_image::Store`]; and `runtime.v1.RuntimeService`
-//! ([`runtime::RuntimeService`]), which so far serves the runtime's status and the pod sandboxes ([`pod`]: pinned
-//! namespaces from [`netns`], networks from CNI plugins via [`cni`], records in [`sandbox`]).
+//! ([`runtime::RuntimeService`]), which so far serves the runtime's status, the pod sandboxes ([`pod`]: pinned
+//! namespaces from [`netns`], networks from CNI plugins via [`cni`], records in [`sandbox`]) and the container
+//! lifecycle ([`containers`], run by the pod's shim from a spec made by [`spec`]).
 //!
 //! Errors become gRPC statuses that name what they are about: a malformed reference is `InvalidArgument`, an
 //! unknown image `NotFound`, refused credentials `Unauthenticated`, an unreachable registry `Unavailable`.
 
 pub mod cni;
+pub mod containers;
 pub mod image;
 pub mod images_api;
 pub mod netns;
 pub mod pod;
 pub mod runtime;
 pub mod sandbox;
+pub mod spec;
 
 use std::collections::HashMap;
 

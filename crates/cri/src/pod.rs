@@ -32,7 +32,8 @@ pub struct Pods {
     busy: Mutex<HashMap<String, Arc<Mutex<()>>>>,
 }
 
-fn random_id() -> Result<String, Status> {
+/// A new sandbox or container id: 64 random hex digits.
+pub(crate) fn random_id() -> Result<String, Status> {
     let mut b = [0u8; 32];
     use std::io::Read;
     std::fs::File::open("/dev/urandom")
@@ -48,7 +49,8 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
-fn namespace_options(c: &cri::PodSandboxConfig) -> cri::NamespaceOption {
+/// The pod's namespace options (defaults: all the pod's own).
+pub(crate) fn namespace_options(c: &cri::PodSandboxConfig) -> cri::NamespaceOption {
     c.linux
         .as_ref()
         .and_then(|l| l.security_context.as_ref())

@@ -1,6 +1,7 @@
 //! `runtime.v1.RuntimeService`: Version, Status (RuntimeReady, and NetworkReady from the CNI config),
-//! RuntimeConfig (the cgroupfs driver), UpdateRuntimeConfig, and the pod sandbox calls ([`crate::pod`]).
-//! Container calls are not served yet: they answer `Unimplemented`, naming the call.
+//! RuntimeConfig (the cgroupfs driver), UpdateRuntimeConfig, the pod sandbox calls ([`crate::pod`]) and the
+//! container lifecycle ([`crate::containers`]: create, start, stop, remove, status, list). The calls not served
+//! yet answer `Unimplemented`, naming the call.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -9,6 +10,8 @@ use std::sync::Arc;
 use k8s_cri::v1 as cri;
 use tonic::{Request, Response, Status};
 
+use crate::containers::Containers;
+use crate::image::ImageService;
 use crate::pod::{self, Pods};
 
 /// The CRI version kubelet asks for and insists on.
@@ -19,25 +22,67 @@ pub const RUNTIME_NAME: &str = "crius";
 /// The service; cheap to clone.
 #[derive(Clone)]
 pub struct RuntimeService {
-    pods: Arc<Pods>,
+    inner: Arc<Inner>,
 }
 
-impl RuntimeService {
-    /// A service over `pods`.
-    pub fn new(pods: Pods) -> RuntimeService {
-        RuntimeService { pods: Arc::new(pods) }
+/// What the calls work on.
+pub struct Inner {
+    /// The pod sandboxes.
+    pub pods: Pods,
+    /// The containers.
+    pub containers: Containers,
+    /// The images (containers' snapshots come from its store).
+    pub images: ImageService,
+}
+
+impl Inner {
+    /// StopPodSandbox: its containers killed, then the sandbox stopped.
+    fn stop_pod(&self, id: &str) -> Result<(), Status> {
+        let s = self
+            .pods
+            .sandboxes
+            .get(id)
+            .ok_or_else(|| Status::not_found(format!("sandbox {id:?} not found")))?;
+        for c in self.containers.of_sandbox(&s.record.id) {
+            self.containers.stop(&c.record.id, 0, self.images.store())?;
+        }
+        self.pods.stop(&s.record.id)
+    }
+
+    /// RemovePodSandbox: its containers removed, then the sandbox.
+    fn remove_pod(&self, id: &str) -> Result<(), Status> {
+        let Some(s) = self.pods.sandboxes.get(id) else {
+            return Ok(());
+        };
+        for c in self.containers.of_sandbox(&s.record.id) {
+            self.containers.remove(&c.record.id, self.images.store())?;
+        }
+        self.pods.remove(&s.record.id)
     }
 }
 
-/// Runs `f` on the pods off the async workers.
-async fn blocking<T: Send + 'static>(
-    pods: &Arc<Pods>,
-    f: impl FnOnce(&Pods) -> Result<T, Status> + Send + 'static,
-) -> Result<T, Status> {
-    let pods = pods.clone();
-    tokio::task::spawn_blocking(move || f(&pods))
-        .await
-        .map_err(|e| Status::internal(format!("pod task: {e}")))?
+impl RuntimeService {
+    /// A service over `pods`, `containers` and `images`.
+    pub fn new(pods: Pods, containers: Containers, images: ImageService) -> RuntimeService {
+        RuntimeService {
+            inner: Arc::new(Inner {
+                pods,
+                containers,
+                images,
+            }),
+        }
+    }
+
+    /// Runs `f` off the async workers.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Inner) -> Result<T, Status> + Send + 'static,
+    ) -> Result<T, Status> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| Status::internal(format!("runtime task: {e}")))?
+    }
 }
 
 fn not_yet(call: &str) -> Status {
@@ -58,8 +103,8 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     }
 
     async fn status(&self, req: Request<cri::StatusRequest>) -> Reply<cri::StatusResponse> {
-        let pods = self.pods.clone();
-        let network = tokio::task::spawn_blocking(move || crate::cni::ready(&pods.cni))
+        let inner = self.inner.clone();
+        let network = tokio::task::spawn_blocking(move || crate::cni::ready(&inner.pods.cni))
             .await
             .map_err(|e| Status::internal(format!("status task: {e}")))?;
         let condition = |kind: &str, r: &Result<(), String>, reason: &str| cri::RuntimeCondition {
@@ -72,8 +117,8 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         if req.get_ref().verbose {
             let conf = network.as_ref().ok().map(|n| n.file.display().to_string());
             let v = serde_json::json!({
-                "cniConfDir": self.pods.cni.conf_dir,
-                "cniPluginDirs": self.pods.cni.plugin_dirs,
+                "cniConfDir": self.inner.pods.cni.conf_dir,
+                "cniPluginDirs": self.inner.pods.cni.plugin_dirs,
                 "cniConfig": conf,
             });
             info.insert("config".to_string(), v.to_string());
@@ -135,7 +180,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
             .config
             .ok_or_else(|| Status::invalid_argument("RunPodSandbox: config is missing"))?;
         let handler = req.runtime_handler;
-        let id = blocking(&self.pods, move |p| p.run(config, handler)).await?;
+        let id = self.blocking(move |i| i.pods.run(config, handler)).await?;
         Ok(Response::new(cri::RunPodSandboxResponse { pod_sandbox_id: id }))
     }
 
@@ -144,7 +189,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         req: Request<cri::StopPodSandboxRequest>,
     ) -> Reply<cri::StopPodSandboxResponse> {
         let id = req.into_inner().pod_sandbox_id;
-        blocking(&self.pods, move |p| p.stop(&id)).await?;
+        self.blocking(move |i| i.stop_pod(&id)).await?;
         Ok(Response::new(cri::StopPodSandboxResponse {}))
     }
 
@@ -153,7 +198,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         req: Request<cri::RemovePodSandboxRequest>,
     ) -> Reply<cri::RemovePodSandboxResponse> {
         let id = req.into_inner().pod_sandbox_id;
-        blocking(&self.pods, move |p| p.remove(&id)).await?;
+        self.blocking(move |i| i.remove_pod(&id)).await?;
         Ok(Response::new(cri::RemovePodSandboxResponse {}))
     }
 
@@ -163,6 +208,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     ) -> Reply<cri::PodSandboxStatusResponse> {
         let req = req.into_inner();
         let s = self
+            .inner
             .pods
             .sandboxes
             .get(&req.pod_sandbox_id)
@@ -176,52 +222,91 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     ) -> Reply<cri::ListPodSandboxResponse> {
         let filter = req.into_inner().filter;
         Ok(Response::new(cri::ListPodSandboxResponse {
-            items: pod::list(self.pods.sandboxes.list(), filter.as_ref()),
+            items: pod::list(self.inner.pods.sandboxes.list(), filter.as_ref()),
         }))
     }
 
     async fn create_container(
         &self,
-        _: Request<cri::CreateContainerRequest>,
+        req: Request<cri::CreateContainerRequest>,
     ) -> Reply<cri::CreateContainerResponse> {
-        Err(not_yet("CreateContainer"))
+        let req = req.into_inner();
+        let pod_id = req.pod_sandbox_id;
+        let config = req
+            .config
+            .ok_or_else(|| Status::invalid_argument("CreateContainer: config is missing"))?;
+        let id = self
+            .blocking(move |i| {
+                let s = i.pods.sandboxes.get(&pod_id).ok_or_else(|| {
+                    Status::not_found(format!("CreateContainer: sandbox {pod_id:?} not found"))
+                })?;
+                let files = i.pods.sandboxes.dir_of(&s.record.id);
+                i.containers.create(&s, &files, config, i.images.store())
+            })
+            .await?;
+        Ok(Response::new(cri::CreateContainerResponse { container_id: id }))
     }
 
     async fn start_container(
         &self,
-        _: Request<cri::StartContainerRequest>,
+        req: Request<cri::StartContainerRequest>,
     ) -> Reply<cri::StartContainerResponse> {
-        Err(not_yet("StartContainer"))
+        let id = req.into_inner().container_id;
+        self.blocking(move |i| i.containers.start(&id)).await?;
+        Ok(Response::new(cri::StartContainerResponse {}))
     }
 
     async fn stop_container(
         &self,
-        _: Request<cri::StopContainerRequest>,
+        req: Request<cri::StopContainerRequest>,
     ) -> Reply<cri::StopContainerResponse> {
-        Err(not_yet("StopContainer"))
+        let req = req.into_inner();
+        self.blocking(move |i| {
+            i.containers
+                .stop(&req.container_id, req.timeout, i.images.store())
+        })
+        .await?;
+        Ok(Response::new(cri::StopContainerResponse {}))
     }
 
     async fn remove_container(
         &self,
-        _: Request<cri::RemoveContainerRequest>,
+        req: Request<cri::RemoveContainerRequest>,
     ) -> Reply<cri::RemoveContainerResponse> {
-        Err(not_yet("RemoveContainer"))
+        let id = req.into_inner().container_id;
+        self.blocking(move |i| i.containers.remove(&id, i.images.store()))
+            .await?;
+        Ok(Response::new(cri::RemoveContainerResponse {}))
     }
 
     async fn list_containers(
         &self,
-        _: Request<cri::ListContainersRequest>,
+        req: Request<cri::ListContainersRequest>,
     ) -> Reply<cri::ListContainersResponse> {
-        // No containers exist before CreateContainer is served: the true answer is an empty list.
-        Ok(Response::new(cri::ListContainersResponse::default()))
+        let filter = req.into_inner().filter;
+        let containers = self
+            .blocking(move |i| Ok(crate::containers::list(&i.containers, filter.as_ref())))
+            .await?;
+        Ok(Response::new(cri::ListContainersResponse { containers }))
     }
 
     async fn container_status(
         &self,
         req: Request<cri::ContainerStatusRequest>,
     ) -> Reply<cri::ContainerStatusResponse> {
-        let id = req.into_inner().container_id;
-        Err(Status::not_found(format!("container {id:?} not found")))
+        let req = req.into_inner();
+        let status = self
+            .blocking(move |i| {
+                let c = i.containers.get(&req.container_id).ok_or_else(|| {
+                    Status::not_found(format!("container {:?} not found", req.container_id))
+                })?;
+                Ok(i.containers.status(&c))
+            })
+            .await?;
+        Ok(Response::new(cri::ContainerStatusResponse {
+            status: Some(status),
+            ..Default::default()
+        }))
     }
 
     async fn update_container_resources(

@@ -29,6 +29,16 @@ pub struct Config {
     pub image: ImageSection,
     /// Pod network settings.
     pub network: NetworkSection,
+    /// How containers are run.
+    pub runtime: RuntimeSection,
+}
+
+/// The `[runtime]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeSection {
+    /// The shim binary (one process per pod); empty: `containerd-shim-crius-v2` next to criusd, else on PATH.
+    pub shim: PathBuf,
 }
 
 /// The `[network]` table.
@@ -73,6 +83,7 @@ impl Default for Config {
             log_format: "text".into(),
             image: ImageSection::default(),
             network: NetworkSection::default(),
+            runtime: RuntimeSection::default(),
         }
     }
 }
@@ -146,6 +157,18 @@ impl Config {
             insecure,
             pinned: self.image.pinned_images.clone(),
         }
+    }
+
+    /// The shim binary to run pods with.
+    pub fn shim(&self) -> PathBuf {
+        if !self.runtime.shim.as_os_str().is_empty() {
+            return self.runtime.shim.clone();
+        }
+        let next_to_us = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(|d| d.join("containerd-shim-crius-v2")))
+            .filter(|p| p.is_file());
+        next_to_us.unwrap_or_else(|| "containerd-shim-crius-v2".into())
     }
 
     /// The CNI setup pods get their network from.
@@ -230,6 +253,12 @@ impl Config {
             "cni_plugin_dirs",
             toml_value(&self.network.cni_plugin_dirs),
             toml_value(&d.network.cni_plugin_dirs),
+        );
+        out += "[runtime]\n";
+        out += &format!(
+            "# The shim binary, one process per pod (--shim); empty: containerd-shim-crius-v2 next to criusd,\n\
+             # else on PATH.\n# default: \"\"\nshim = {}\n\n",
+            toml_value(&self.runtime.shim)
         );
         out += "# Registry host = mirror to pull from instead: \"host:port\", or \"http://host:port\" for plain http\n\
                 # (--registry-mirror HOST=MIRROR). Example: \"docker.io\" = \"http://127.0.0.1:5000\"\n\

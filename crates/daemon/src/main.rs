@@ -1,5 +1,5 @@
-//! criusd: the crius daemon. It serves the CRI (ImageService; RuntimeService: status and pod sandboxes so
-//! far) and crius's own API (`crius.images.v1`) on one unix socket, from a config file with a flag for every
+//! criusd: the crius daemon. It serves the CRI (ImageService; RuntimeService: status, pod sandboxes and the
+//! container lifecycle so far) and crius's own API (`crius.images.v1`) on one unix socket, from a config file with a flag for every
 //! key.
 
 mod config;
@@ -51,6 +51,10 @@ struct Cli {
     /// default /opt/cni/bin, /usr/lib/cni].
     #[arg(long = "cni-plugin-dir", value_name = "DIR")]
     cni_plugin_dir: Vec<PathBuf>,
+    /// The shim binary, one process per pod [config: runtime.shim; default containerd-shim-crius-v2 next to
+    /// criusd, else on PATH].
+    #[arg(long, value_name = "PATH")]
+    shim: Option<PathBuf>,
     /// error, warn, info, debug, trace, or a tracing filter [config: log_level; default info].
     #[arg(long, value_name = "LEVEL")]
     log_level: Option<String>,
@@ -81,6 +85,9 @@ impl Cli {
         }
         if !self.cni_plugin_dir.is_empty() {
             c.network.cni_plugin_dirs = self.cni_plugin_dir.clone();
+        }
+        if let Some(v) = &self.shim {
+            c.runtime.shim = v.clone();
         }
         if let Some(v) = &self.log_level {
             c.log_level = v.clone();

@@ -99,6 +99,13 @@ pub fn run(c: Config) -> Result<(), String> {
         .map_err(|e| format!("opening the image store: {e}"))?;
     let pods = crius_cri::pod::Pods::open(&c.root.join("sandboxes"), c.state.join("ns"), c.cni())
         .map_err(|e| format!("opening the sandbox records: {e}"))?;
+    let containers = crius_cri::containers::Containers::open(crius_cri::containers::Setup {
+        records: c.root.join("containers"),
+        bundles: c.state.join("containers"),
+        shim: c.shim(),
+        owner: c.listen.display().to_string(),
+    })
+    .map_err(|e| format!("opening the container records: {e}"))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(16)
@@ -117,9 +124,9 @@ pub fn run(c: Config) -> Result<(), String> {
             "criusd serving"
         );
         let served = tonic::transport::Server::builder()
-            .add_service(ImageServiceServer::new(images))
+            .add_service(ImageServiceServer::new(images.clone()))
             .add_service(RuntimeServiceServer::new(
-                crius_cri::runtime::RuntimeService::new(pods),
+                crius_cri::runtime::RuntimeService::new(pods, containers, images),
             ))
             .add_service(ImagesServer::new(api))
             .serve_with_incoming_shutdown(

@@ -253,8 +253,11 @@ async fn version_status_and_a_pod_without_a_network_config() {
         .create_container(cri::CreateContainerRequest::default())
         .await
         .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("config is missing"), "{}", e.message());
+    let e = c.exec_sync(cri::ExecSyncRequest::default()).await.unwrap_err();
     assert_eq!(e.code(), Code::Unimplemented);
-    assert!(e.message().contains("CreateContainer"), "{}", e.message());
+    assert!(e.message().contains("ExecSync"), "{}", e.message());
     let e = status(&mut c, "nope").await.unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     assert!(e.message().contains("\"nope\""));
@@ -379,5 +382,293 @@ async fn pods_get_pinned_namespaces_and_a_cni_network() {
     assert!(
         !mounts.contains(&d.state().display().to_string()),
         "mounts left under the state dir"
+    );
+}
+
+fn container(name: &str, image: &str, script: &str) -> cri::ContainerConfig {
+    cri::ContainerConfig {
+        metadata: Some(cri::ContainerMetadata {
+            name: name.into(),
+            attempt: 0,
+        }),
+        image: Some(cri::ImageSpec {
+            image: image.into(),
+            ..Default::default()
+        }),
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        log_path: format!("{name}/0.log"),
+        labels: [("role".to_string(), name.to_string())].into(),
+        ..Default::default()
+    }
+}
+
+async fn create(c: &mut Client, pod: &str, config: cri::ContainerConfig) -> Result<String, tonic::Status> {
+    c.create_container(cri::CreateContainerRequest {
+        pod_sandbox_id: pod.into(),
+        config: Some(config),
+        sandbox_config: None,
+    })
+    .await
+    .map(|r| r.into_inner().container_id)
+}
+
+async fn start(c: &mut Client, id: &str) {
+    c.start_container(cri::StartContainerRequest {
+        container_id: id.into(),
+    })
+    .await
+    .unwrap();
+}
+
+async fn cstatus(c: &mut Client, id: &str) -> Result<cri::ContainerStatus, tonic::Status> {
+    c.container_status(cri::ContainerStatusRequest {
+        container_id: id.into(),
+        verbose: false,
+    })
+    .await
+    .map(|r| r.into_inner().status.unwrap())
+}
+
+async fn cstop(c: &mut Client, id: &str, timeout: i64) {
+    c.stop_container(cri::StopContainerRequest {
+        container_id: id.into(),
+        timeout,
+    })
+    .await
+    .unwrap();
+}
+
+async fn cremove(c: &mut Client, id: &str) {
+    c.remove_container(cri::RemoveContainerRequest {
+        container_id: id.into(),
+    })
+    .await
+    .unwrap();
+}
+
+async fn containers(c: &mut Client, filter: cri::ContainerFilter) -> Vec<String> {
+    let mut ids: Vec<String> = c
+        .list_containers(cri::ListContainersRequest { filter: Some(filter) })
+        .await
+        .unwrap()
+        .into_inner()
+        .containers
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+async fn wait_state(c: &mut Client, id: &str, state: cri::ContainerState) -> cri::ContainerStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let s = cstatus(c, id).await.unwrap();
+        if s.state == state as i32 {
+            return s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{id} never reached {state:?}: {s:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Pids of shims whose command line names `owner`.
+fn shims_of(owner: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd);
+            cmd.contains("containerd-shim-crius-v2") && cmd.contains(owner)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn containers_run_in_their_pod_through_its_shim() {
+    require_root();
+    let net = Network::new();
+    let args = [
+        "--cni-conf-dir".to_string(),
+        net.conf_dir.display().to_string(),
+        "--cni-plugin-dir".to_string(),
+        "/usr/lib/cni".to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut d = Daemon::start(&args);
+    let layout = d.dir().join("layout");
+    let archive = d.dir().join("busybox.tar");
+    crius_test_support::image::busybox(&layout, "busybox:latest").unwrap();
+    crius_test_support::image::write_archive(&layout, &archive).unwrap();
+    d.cli_ok(&["images", "import", archive.to_str().unwrap()]);
+    let mut c = client(&d).await;
+    let logs = d.dir().join("logs");
+    let data = d.dir().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("file"), "from the host").unwrap();
+    let mut pod_conf = config("pod-c", "uc");
+    pod_conf.log_directory = logs.display().to_string();
+    let pod = run(&mut c, pod_conf).await.unwrap();
+    let ip = status(&mut c, &pod).await.unwrap().network.unwrap().ip;
+
+    // c1: the pod's hostname and network, env, a read-only host mount; SIGTERM ends it with 3.
+    let mut c1 = container(
+        "c1",
+        "busybox",
+        "echo hi from $(hostname); echo $FOO; cat /data/file; echo; ip -o -4 addr show eth0; \
+         touch /data/x 2>/dev/null || echo read-only; trap 'echo bye; exit 3' TERM; while :; do sleep 0.1; done",
+    );
+    c1.envs = vec![cri::KeyValue {
+        key: "FOO".into(),
+        value: "bar".into(),
+    }];
+    c1.mounts = vec![cri::Mount {
+        container_path: "/data".into(),
+        host_path: data.display().to_string(),
+        readonly: true,
+        ..Default::default()
+    }];
+    let c1_id = create(&mut c, &pod, c1.clone()).await.unwrap();
+    assert_eq!(
+        cstatus(&mut c, &c1_id).await.unwrap().state,
+        cri::ContainerState::ContainerCreated as i32
+    );
+    let c2_id = create(&mut c, &pod, container("c2", "busybox", "exit 4"))
+        .await
+        .unwrap();
+    let c3_id = create(
+        &mut c,
+        &pod,
+        container("c3", "busybox", "trap '' TERM; while :; do sleep 0.1; done"),
+    )
+    .await
+    .unwrap();
+
+    // Refusals name what is wrong.
+    let e = create(&mut c, &pod, c1).await.unwrap_err();
+    assert_eq!(e.code(), Code::AlreadyExists, "{e:?}");
+    let e = create(&mut c, &pod, container("x", "nosuch:image", "true"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("pull it first"), "{}", e.message());
+    let e = create(&mut c, "nope", container("x", "busybox", "true"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("sandbox \"nope\""), "{}", e.message());
+
+    for id in [&c1_id, &c2_id, &c3_id] {
+        start(&mut c, id).await;
+    }
+    let s1 = wait_state(&mut c, &c1_id, cri::ContainerState::ContainerRunning).await;
+    assert!(s1.started_at >= s1.created_at && s1.created_at > 0);
+    assert_eq!(s1.log_path, logs.join("c1/0.log").display().to_string());
+    assert!(s1.image_ref.starts_with("sha256:"));
+    let s2 = wait_state(&mut c, &c2_id, cri::ContainerState::ContainerExited).await;
+    assert_eq!((s2.exit_code, s2.reason.as_str()), (4, "Error"));
+    assert!(s2.finished_at >= s2.started_at);
+
+    let log1 = logs.join("c1/0.log");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&log1)
+        .unwrap_or_default()
+        .contains("read-only")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "c1's log: {:?}",
+            std::fs::read_to_string(&log1)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let text = std::fs::read_to_string(&log1).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| l.splitn(4, ' ').nth(3).unwrap_or(""))
+        .collect();
+    assert_eq!(lines[..3], ["hi from pod-c", "bar", "from the host"], "{text}");
+    assert!(
+        lines[3].contains(&format!("inet {ip}/24")),
+        "the pod's network: {text}"
+    );
+    assert_eq!(lines[4], "read-only");
+
+    // Listing.
+    let running = cri::ContainerFilter {
+        state: Some(cri::ContainerStateValue {
+            state: cri::ContainerState::ContainerRunning as i32,
+        }),
+        ..Default::default()
+    };
+    let mut both = vec![c1_id.clone(), c3_id.clone()];
+    both.sort();
+    assert_eq!(containers(&mut c, running).await, both);
+    let by_label = cri::ContainerFilter {
+        label_selector: [("role".to_string(), "c2".to_string())].into(),
+        pod_sandbox_id: pod.clone(),
+        ..Default::default()
+    };
+    assert_eq!(containers(&mut c, by_label).await, vec![c2_id.clone()]);
+
+    // Stop: SIGTERM and the grace period (c1's trap exits 3); c3 ignores SIGTERM and gets SIGKILL.
+    cstop(&mut c, &c1_id, 10).await;
+    let s1 = cstatus(&mut c, &c1_id).await.unwrap();
+    assert_eq!(s1.state, cri::ContainerState::ContainerExited as i32);
+    assert_eq!(s1.exit_code, 3);
+    assert!(std::fs::read_to_string(&log1).unwrap().contains(" stdout F bye"));
+    cstop(&mut c, &c3_id, 1).await;
+    assert_eq!(cstatus(&mut c, &c3_id).await.unwrap().exit_code, 137);
+    cstop(&mut c, &c3_id, 1).await;
+
+    // A criusd restart keeps what it knew.
+    drop(c);
+    d.restart(&args);
+    let mut c = client(&d).await;
+    let s1 = cstatus(&mut c, &c1_id).await.unwrap();
+    assert_eq!(
+        (s1.state, s1.exit_code),
+        (cri::ContainerState::ContainerExited as i32, 3)
+    );
+
+    // Remove is idempotent; the pod's Stop kills what still runs; its Remove removes the rest.
+    cremove(&mut c, &c1_id).await;
+    cremove(&mut c, &c1_id).await;
+    assert_eq!(cstatus(&mut c, &c1_id).await.unwrap_err().code(), Code::NotFound);
+    let c4_id = create(&mut c, &pod, container("c4", "busybox", "sleep 1000"))
+        .await
+        .unwrap();
+    start(&mut c, &c4_id).await;
+    wait_state(&mut c, &c4_id, cri::ContainerState::ContainerRunning).await;
+    stop(&mut c, &pod).await.unwrap();
+    assert_eq!(cstatus(&mut c, &c4_id).await.unwrap().exit_code, 137);
+    remove(&mut c, &pod).await.unwrap();
+    assert!(
+        containers(&mut c, cri::ContainerFilter::default())
+            .await
+            .is_empty()
+    );
+    let owner = d.socket().display().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !shims_of(&owner).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pod's shim did not exit"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(entries(&d.root().join("containers")).is_empty());
+    assert!(entries(&d.state().join("containers")).is_empty());
+    assert!(entries(&d.root().join("images/snapshots")).is_empty());
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(&d.dir().display().to_string()),
+        "mounts left under the daemon's dir"
     );
 }
