@@ -30,17 +30,19 @@ cargo test -p crius-privileged-tests "${host_suites[@]}" --test pull --test daem
 step "privileged tests on the host: runc (crius-only tests excepted)"
 CRIUS_TEST_RUNTIME=runc cargo test -p crius-privileged-tests "${host_suites[@]}" -- --ignored --skip crius_only
 
-step "cgroup v2 tests in the VM: crius-runc, then runc; the shim's OOM reports and live updates (also under containerd)"
+step "cgroup v2 tests in the VM: crius-runc, then runc; the shim's OOM reports and live updates (also under containerd); CRI resources set and updated live"
 test_binary() {
   cargo test -p crius-privileged-tests --test "$1" --no-run --message-format=json 2>/dev/null |
     jq -r --arg t "$1" 'select(.profile.test == true and .target.name == $t) | .executable' | tail -n1
 }
 vm_test=$(test_binary cgroup_v2)
 shim_test=$(test_binary shim)
-[ -x "$vm_test" ] && [ -x "$shim_test" ] || { echo "could not find the VM test binaries" >&2; exit 1; }
+pods_test=$(test_binary pods)
+[ -x "$vm_test" ] && [ -x "$shim_test" ] && [ -x "$pods_test" ] || { echo "could not find the VM test binaries" >&2; exit 1; }
 RUN_IN_VM_TIMEOUT=${RUN_IN_VM_TIMEOUT:-900} hack/vm/run-in-vm.sh sh -c "
   '$vm_test' --ignored --test-threads=1 &&
   CRIUS_TEST_RUNTIME=runc '$vm_test' --ignored --test-threads=1 --skip crius_only &&
-  '$shim_test' --ignored --test-threads=1 vm_"
+  '$shim_test' --ignored --test-threads=1 vm_ &&
+  '$pods_test' --ignored --test-threads=1 vm_"
 
 step "all test groups passed"

@@ -311,20 +311,30 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
 
     async fn update_container_resources(
         &self,
-        _: Request<cri::UpdateContainerResourcesRequest>,
+        req: Request<cri::UpdateContainerResourcesRequest>,
     ) -> Reply<cri::UpdateContainerResourcesResponse> {
-        Err(not_yet("UpdateContainerResources"))
+        let req = req.into_inner();
+        let new = req.linux.unwrap_or_default();
+        self.blocking(move |i| i.containers.update(&req.container_id, &new))
+            .await?;
+        Ok(Response::new(cri::UpdateContainerResourcesResponse {}))
     }
 
     async fn reopen_container_log(
         &self,
-        _: Request<cri::ReopenContainerLogRequest>,
+        req: Request<cri::ReopenContainerLogRequest>,
     ) -> Reply<cri::ReopenContainerLogResponse> {
-        Err(not_yet("ReopenContainerLog"))
+        let id = req.into_inner().container_id;
+        self.blocking(move |i| i.containers.reopen_log(&id)).await?;
+        Ok(Response::new(cri::ReopenContainerLogResponse {}))
     }
 
-    async fn exec_sync(&self, _: Request<cri::ExecSyncRequest>) -> Reply<cri::ExecSyncResponse> {
-        Err(not_yet("ExecSync"))
+    async fn exec_sync(&self, req: Request<cri::ExecSyncRequest>) -> Reply<cri::ExecSyncResponse> {
+        let req = req.into_inner();
+        let out = self
+            .blocking(move |i| i.containers.exec_sync(&req.container_id, &req.cmd, req.timeout))
+            .await?;
+        Ok(Response::new(out))
     }
 
     async fn exec(&self, _: Request<cri::ExecRequest>) -> Reply<cri::ExecResponse> {

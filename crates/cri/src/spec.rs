@@ -281,7 +281,8 @@ fn capabilities(sc: Option<&cri::LinuxContainerSecurityContext>) -> Vec<String> 
     caps
 }
 
-fn resources(r: Option<&cri::LinuxContainerResources>) -> Value {
+/// The OCI `linux.resources` of CRI resources (a deny-all device rule first; CRI zero = unset).
+pub fn resources(r: Option<&cri::LinuxContainerResources>) -> Value {
     let mut out = json!({"devices": [{"allow": false, "access": "rwm"}]});
     let Some(r) = r else { return out };
     let mut cpu = serde_json::Map::new();
@@ -321,6 +322,36 @@ fn resources(r: Option<&cri::LinuxContainerResources>) -> Value {
         out["unified"] = json!(r.unified);
     }
     out
+}
+
+/// `new` over `old` as UpdateContainerResources applies it: the fields `new` sets (non-zero, non-empty) replace
+/// those of `old`; the `unified` entries are merged; the OOM score cannot change after creation.
+pub fn merge_resources(
+    old: &cri::LinuxContainerResources,
+    new: &cri::LinuxContainerResources,
+) -> cri::LinuxContainerResources {
+    let mut m = old.clone();
+    let pick = |o: &mut i64, n: i64| {
+        if n != 0 {
+            *o = n;
+        }
+    };
+    pick(&mut m.cpu_period, new.cpu_period);
+    pick(&mut m.cpu_quota, new.cpu_quota);
+    pick(&mut m.cpu_shares, new.cpu_shares);
+    pick(&mut m.memory_limit_in_bytes, new.memory_limit_in_bytes);
+    pick(&mut m.memory_swap_limit_in_bytes, new.memory_swap_limit_in_bytes);
+    if !new.cpuset_cpus.is_empty() {
+        m.cpuset_cpus = new.cpuset_cpus.clone();
+    }
+    if !new.cpuset_mems.is_empty() {
+        m.cpuset_mems = new.cpuset_mems.clone();
+    }
+    if !new.hugepage_limits.is_empty() {
+        m.hugepage_limits = new.hugepage_limits.clone();
+    }
+    m.unified.extend(new.unified.clone());
+    m
 }
 
 fn propagation(p: i32) -> &'static str {
@@ -578,6 +609,30 @@ mod tests {
         );
         assert_eq!(capabilities(Some(&sc(&["ALL"], &[]))).len(), ALL_CAPS.len());
         assert_eq!(capabilities(None).len(), DEFAULT_CAPS.len());
+    }
+
+    #[test]
+    fn updates_merge_what_they_set() {
+        let old = cri::LinuxContainerResources {
+            cpu_period: 100_000,
+            cpu_quota: 50_000,
+            cpu_shares: 512,
+            memory_limit_in_bytes: 64 << 20,
+            oom_score_adj: 100,
+            unified: [("memory.oom.group".to_string(), "1".to_string())].into(),
+            ..Default::default()
+        };
+        let new = cri::LinuxContainerResources {
+            cpu_quota: 150_000,
+            memory_limit_in_bytes: 128 << 20,
+            oom_score_adj: -5,
+            unified: [("memory.high".to_string(), "100000000".to_string())].into(),
+            ..Default::default()
+        };
+        let m = merge_resources(&old, &new);
+        assert_eq!((m.cpu_period, m.cpu_quota, m.cpu_shares), (100_000, 150_000, 512));
+        assert_eq!((m.memory_limit_in_bytes, m.oom_score_adj), (128 << 20, 100));
+        assert_eq!(m.unified.len(), 2);
     }
 
     #[test]

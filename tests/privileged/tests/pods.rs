@@ -255,9 +255,9 @@ async fn version_status_and_a_pod_without_a_network_config() {
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("config is missing"), "{}", e.message());
-    let e = c.exec_sync(cri::ExecSyncRequest::default()).await.unwrap_err();
+    let e = c.exec(cri::ExecRequest::default()).await.unwrap_err();
     assert_eq!(e.code(), Code::Unimplemented);
-    assert!(e.message().contains("ExecSync"), "{}", e.message());
+    assert!(e.message().contains("Exec"), "{}", e.message());
     let e = status(&mut c, "nope").await.unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     assert!(e.message().contains("\"nope\""));
@@ -600,6 +600,31 @@ async fn containers_run_in_their_pod_through_its_shim() {
     );
     assert_eq!(lines[4], "read-only");
 
+    // ExecSync: output, exit code, the container's environment; a timeout kills the process.
+    let exec = |cmd: &[&str], timeout: i64| cri::ExecSyncRequest {
+        container_id: c1_id.clone(),
+        cmd: cmd.iter().map(|s| s.to_string()).collect(),
+        timeout,
+    };
+    let r = c
+        .exec_sync(exec(&["sh", "-c", "echo out $FOO; echo err >&2; exit 5"], 10))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (r.stdout.as_slice(), r.stderr.as_slice(), r.exit_code),
+        (&b"out bar\n"[..], &b"err\n"[..], 5)
+    );
+    let e = c.exec_sync(exec(&["sleep", "37"], 1)).await.unwrap_err();
+    assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+    let ps = c.exec_sync(exec(&["ps"], 10)).await.unwrap().into_inner();
+    assert!(
+        !String::from_utf8_lossy(&ps.stdout).contains("sleep 37"),
+        "the timed-out process lives on"
+    );
+    let e = c.exec_sync(exec(&[], 10)).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+
     // Listing.
     let running = cri::ContainerFilter {
         state: Some(cri::ContainerStateValue {
@@ -626,6 +651,53 @@ async fn containers_run_in_their_pod_through_its_shim() {
     cstop(&mut c, &c3_id, 1).await;
     assert_eq!(cstatus(&mut c, &c3_id).await.unwrap().exit_code, 137);
     cstop(&mut c, &c3_id, 1).await;
+
+    // kubelet's log rotation: rename, then ReopenContainerLog; a stopped container's log cannot be reopened.
+    let c5_id = create(
+        &mut c,
+        &pod,
+        container("c5", "busybox", "while :; do echo tick; sleep 0.1; done"),
+    )
+    .await
+    .unwrap();
+    start(&mut c, &c5_id).await;
+    let log5 = logs.join("c5/0.log");
+    let has_tick = |p: &Path| {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .contains(" stdout F tick")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !has_tick(&log5) {
+        assert!(std::time::Instant::now() < deadline, "c5 logged nothing");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    std::fs::rename(&log5, logs.join("c5/0.log.1")).unwrap();
+    c.reopen_container_log(cri::ReopenContainerLogRequest {
+        container_id: c5_id.clone(),
+    })
+    .await
+    .unwrap();
+    while !has_tick(&log5) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing in the reopened log"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let e = c
+        .reopen_container_log(cri::ReopenContainerLogRequest {
+            container_id: c1_id.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    let e = c.exec_sync(exec(&["true"], 10)).await.unwrap_err();
+    assert_eq!(
+        e.code(),
+        Code::FailedPrecondition,
+        "exec in a stopped container: {e:?}"
+    );
 
     // A criusd restart keeps what it knew.
     drop(c);
@@ -670,5 +742,125 @@ async fn containers_run_in_their_pod_through_its_shim() {
     assert!(
         !mounts.contains(&d.dir().display().to_string()),
         "mounts left under the daemon's dir"
+    );
+}
+
+fn cgroup_file(id: &str, file: &str) -> String {
+    std::fs::read_to_string(format!("/sys/fs/cgroup/crius/{id}/{file}"))
+        .unwrap_or_else(|e| panic!("/sys/fs/cgroup/crius/{id}/{file}: {e}"))
+        .trim()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs cgroup v2 with controllers: hack/test.sh runs the vm_* tests inside hack/vm"]
+async fn vm_container_resources_are_set_and_updated_live() {
+    require_root();
+    assert!(
+        crius_test_support::pure_cgroup_v2(),
+        "needs a pure cgroup v2 host: hack/test.sh runs the vm_* tests inside hack/vm"
+    );
+    let d = Daemon::start(&[]);
+    let layout = d.dir().join("layout");
+    let archive = d.dir().join("busybox.tar");
+    crius_test_support::image::busybox(&layout, "busybox:latest").unwrap();
+    crius_test_support::image::write_archive(&layout, &archive).unwrap();
+    d.cli_ok(&["images", "import", archive.to_str().unwrap()]);
+    let mut c = client(&d).await;
+    // A host-network pod: no CNI needed in the VM.
+    let mut pod_conf = config("resize", "ur");
+    pod_conf.linux = Some(cri::LinuxPodSandboxConfig {
+        security_context: Some(cri::LinuxSandboxSecurityContext {
+            namespace_options: Some(cri::NamespaceOption {
+                network: cri::NamespaceMode::Node as i32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let pod = run(&mut c, pod_conf).await.unwrap();
+    let mut conf = container("app", "busybox", "sleep 1000");
+    conf.linux = Some(cri::LinuxContainerConfig {
+        resources: Some(cri::LinuxContainerResources {
+            cpu_period: 100_000,
+            cpu_quota: 50_000,
+            cpu_shares: 512,
+            memory_limit_in_bytes: 64 << 20,
+            unified: [("memory.oom.group".to_string(), "1".to_string())].into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let id = create(&mut c, &pod, conf).await.unwrap();
+    start(&mut c, &id).await;
+    wait_state(&mut c, &id, cri::ContainerState::ContainerRunning).await;
+    assert_eq!(cgroup_file(&id, "cpu.max"), "50000 100000");
+    assert_eq!(cgroup_file(&id, "memory.max"), (64u64 << 20).to_string());
+    // shares 512 → weight 59 (the quadratic shares-to-weight formula).
+    assert_eq!(cgroup_file(&id, "cpu.weight"), "59");
+    assert_eq!(cgroup_file(&id, "memory.oom.group"), "1");
+    let procs = cgroup_file(&id, "cgroup.procs");
+
+    // In-place resize: kubelet sends the new values; the same process gets them.
+    let update = |r: cri::LinuxContainerResources| cri::UpdateContainerResourcesRequest {
+        container_id: id.clone(),
+        linux: Some(r),
+        ..Default::default()
+    };
+    c.update_container_resources(update(cri::LinuxContainerResources {
+        cpu_period: 100_000,
+        cpu_quota: 150_000,
+        memory_limit_in_bytes: 128 << 20,
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    assert_eq!(cgroup_file(&id, "cpu.max"), "150000 100000");
+    assert_eq!(cgroup_file(&id, "memory.max"), (128u64 << 20).to_string());
+    assert_eq!(cgroup_file(&id, "cgroup.procs"), procs, "the same process");
+    let reported = cstatus(&mut c, &id)
+        .await
+        .unwrap()
+        .resources
+        .unwrap()
+        .linux
+        .unwrap();
+    assert_eq!(
+        (
+            reported.cpu_period,
+            reported.cpu_quota,
+            reported.cpu_shares,
+            reported.memory_limit_in_bytes
+        ),
+        (100_000, 150_000, 512, 128 << 20),
+        "the applied values, merged over the created ones"
+    );
+    assert_eq!(reported.unified["memory.oom.group"], "1");
+
+    // A memory limit below what the container uses is refused, naming why; nothing changes.
+    let e = c
+        .update_container_resources(update(cri::LinuxContainerResources {
+            memory_limit_in_bytes: 4096,
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("below its current usage"), "{e:?}");
+    assert_eq!(cgroup_file(&id, "memory.max"), (128u64 << 20).to_string());
+    let reported = cstatus(&mut c, &id)
+        .await
+        .unwrap()
+        .resources
+        .unwrap()
+        .linux
+        .unwrap();
+    assert_eq!(reported.memory_limit_in_bytes, 128 << 20);
+
+    remove(&mut c, &pod).await.unwrap();
+    assert!(
+        containers(&mut c, cri::ContainerFilter::default())
+            .await
+            .is_empty()
     );
 }
