@@ -1,7 +1,9 @@
 //! A pod's namespaces without a process to hold them: a short-lived thread unshares the network, IPC and UTS
 //! namespaces the pod asks for, sets the pod's hostname and brings `lo` up, and each namespace is pinned by a
 //! bind mount of its nsfs file (`<dir>/net`, `<dir>/ipc`, `<dir>/uts`), as CRI-O's pinns does. Containers join
-//! them by path, CNI configures the network namespace by path, and no pause container is needed.
+//! them by path, CNI configures the network namespace by path, and no pause container is needed. A pod with its
+//! own IPC namespace also gets its own `/dev/shm`: a tmpfs at `<dir>/shm` (64 MiB) that every container binds,
+//! so POSIX shared memory is shared within the pod as SysV IPC is.
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +32,9 @@ pub struct Pinned {
     pub ipc: Option<PathBuf>,
     /// The UTS namespace's pin.
     pub uts: Option<PathBuf>,
+    /// The pod's /dev/shm (with its IPC namespace).
+    #[serde(default)]
+    pub shm: Option<PathBuf>,
 }
 
 impl Pinned {
@@ -125,11 +130,32 @@ pub fn create(dir: &Path, want: &Wanted) -> Result<Pinned, String> {
         .map_err(|e| format!("starting the namespace thread: {e}"))?
         .join()
         .unwrap_or_else(|_| Err("the namespace thread panicked".into()));
-    let pinned = Pinned {
+    let mut pinned = Pinned {
         net: want.net.then(|| dir.join("net")),
         ipc: want.ipc.then(|| dir.join("ipc")),
         uts: want.uts.then(|| dir.join("uts")),
+        shm: None,
     };
+    let shm = || -> Result<PathBuf, String> {
+        let p = dir.join("shm");
+        std::fs::create_dir_all(&p).map_err(|e| format!("creating {}: {e}", p.display()))?;
+        let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+        nix::mount::mount(
+            Some("shm"),
+            &p,
+            Some("tmpfs"),
+            flags,
+            Some("mode=1777,size=65536k"),
+        )
+        .map_err(|e| format!("mounting the pod's /dev/shm at {}: {e}", p.display()))?;
+        Ok(p)
+    };
+    let made = made.and_then(|()| {
+        if want.ipc {
+            pinned.shm = Some(shm()?);
+        }
+        Ok(())
+    });
     if let Err(e) = made {
         remove(dir);
         return Err(e);
@@ -146,6 +172,11 @@ pub fn remove(dir: &Path) {
             let _ = nix::mount::umount2(&p, MntFlags::MNT_DETACH);
         }
         let _ = std::fs::remove_file(&p);
+    }
+    let shm = dir.join("shm");
+    if shm.exists() {
+        let _ = nix::mount::umount2(&shm, MntFlags::MNT_DETACH);
+        let _ = std::fs::remove_dir(&shm);
     }
     let _ = std::fs::remove_dir(dir);
 }

@@ -422,8 +422,16 @@ pub fn build(inp: &Input<'_>) -> Result<Value, Status> {
         json!({"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]}),
         json!({"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", sys_opts]}),
         json!({"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup", "options": ["nosuid", "noexec", "nodev", "relatime", sys_opts]}),
-        json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]}),
     ];
+    // The pod's /dev/shm when the container shares the pod's IPC namespace, else a private one.
+    match &pins.shm {
+        Some(shm) if ns_mode(&ctr_ns, |o| o.ipc) == cri::NamespaceMode::Pod => mounts.push(
+            json!({"destination": "/dev/shm", "type": "bind", "source": shm, "options": ["rbind", "rprivate", "rw"]}),
+        ),
+        _ => mounts.push(
+            json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]}),
+        ),
+    }
     let kubelet_has = |dest: &str| c.mounts.iter().any(|m| m.container_path == dest);
     let ro = sc.is_some_and(|s| s.readonly_rootfs);
     for (dest, file) in [

@@ -239,8 +239,10 @@ async fn version_status_and_a_pod_without_a_network_config() {
     let s = status(&mut c, &id).await.unwrap();
     assert_eq!(s.state, cri::PodSandboxState::SandboxReady as i32);
     assert_eq!(s.network.unwrap().ip, "");
-    // Its own IPC namespace, the host's network and UTS.
-    assert_eq!(entries(&d.state().join("ns").join(&id)), vec!["ipc".to_string()]);
+    // Its own IPC namespace (and /dev/shm), the host's network and UTS.
+    let mut pinned = entries(&d.state().join("ns").join(&id));
+    pinned.sort();
+    assert_eq!(pinned, ["ipc", "shm"]);
     remove(&mut c, &id).await.unwrap();
     assert!(entries(&d.state().join("ns")).is_empty());
 
@@ -521,7 +523,8 @@ async fn containers_run_in_their_pod_through_its_shim() {
     let mut c1 = container(
         "c1",
         "busybox",
-        "echo hi from $(hostname); echo $FOO; cat /data/file; echo; ip -o -4 addr show eth0; \
+        "echo shared > /dev/shm/hello; echo hi from $(hostname); echo $FOO; cat /data/file; echo; \
+         ip -o -4 addr show eth0; \
          touch /data/x 2>/dev/null || echo read-only; trap 'echo bye; exit 3' TERM; while :; do sleep 0.1; done",
     );
     c1.envs = vec![cri::KeyValue {
@@ -673,6 +676,17 @@ async fn containers_run_in_their_pod_through_its_shim() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     std::fs::rename(&log5, logs.join("c5/0.log.1")).unwrap();
+    // The pod's containers share /dev/shm (c1 wrote there).
+    let shm = c
+        .exec_sync(cri::ExecSyncRequest {
+            container_id: c5_id.clone(),
+            cmd: vec!["cat".into(), "/dev/shm/hello".into()],
+            timeout: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(String::from_utf8_lossy(&shm.stdout), "shared\n");
     c.reopen_container_log(cri::ReopenContainerLogRequest {
         container_id: c5_id.clone(),
     })
