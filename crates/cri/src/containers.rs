@@ -44,6 +44,9 @@ pub struct Record {
     pub exit_code: i32,
     /// The log file (absolute; empty: none).
     pub log_path: String,
+    /// The kernel OOM-killed a process of it (the shim said so).
+    #[serde(default)]
+    pub oom_killed: bool,
 }
 
 /// A container: its record and the ContainerConfig it was created with.
@@ -65,6 +68,8 @@ pub struct Setup {
     pub shim: PathBuf,
     /// criusd's socket, the shims' owner address.
     pub owner: String,
+    /// Where shims send their events ([`crate::events`]).
+    pub events: PathBuf,
 }
 
 /// The containers of one criusd.
@@ -176,7 +181,8 @@ impl Containers {
         self.all.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn save(&self, c: &Container) -> Result<(), Status> {
+    /// Writes `c`'s files; the caller holds the map's lock, so writers never race.
+    fn write(&self, c: &Container) -> Result<(), Status> {
         let dir = self.setup.records.join(&c.record.id);
         let write = || -> std::io::Result<()> {
             std::fs::create_dir_all(&dir)?;
@@ -184,9 +190,26 @@ impl Containers {
             let rec = serde_json::to_vec_pretty(&c.record).map_err(std::io::Error::other)?;
             write_atomic(&dir.join("container.json"), &rec)
         };
-        write().map_err(|e| Status::internal(format!("recording container {}: {e}", c.record.id)))?;
-        self.lock().insert(c.record.id.clone(), c.clone());
+        write().map_err(|e| Status::internal(format!("recording container {}: {e}", c.record.id)))
+    }
+
+    /// Records a new container.
+    fn save(&self, c: &Container) -> Result<(), Status> {
+        let mut all = self.lock();
+        self.write(c)?;
+        all.insert(c.record.id.clone(), c.clone());
         Ok(())
+    }
+
+    /// Changes container `id` with `f` and records it; false if it is gone (removed meanwhile).
+    fn modify(&self, id: &str, f: impl FnOnce(&mut Container)) -> Result<bool, Status> {
+        let mut all = self.lock();
+        let Some(c) = all.get_mut(id) else {
+            return Ok(false);
+        };
+        f(c);
+        self.write(c)?;
+        Ok(true)
     }
 
     /// The container whose id is `id`, or the only one whose id starts with it.
@@ -232,8 +255,16 @@ impl Containers {
         }
         let address = match start_for {
             Some((id, bundle)) => {
-                client::start_shim(&self.setup.shim, NAMESPACE, &self.setup.owner, "", id, bundle)
-                    .map_err(|e| Status::internal(format!("starting the pod's shim: {e}")))?
+                let events = self.setup.events.display().to_string();
+                client::start_shim(
+                    &self.setup.shim,
+                    NAMESPACE,
+                    &self.setup.owner,
+                    &events,
+                    id,
+                    bundle,
+                )
+                .map_err(|e| Status::internal(format!("starting the pod's shim: {e}")))?
             }
             None => crius_shim::start::socket_address(&self.setup.owner, NAMESPACE, sandbox_id),
         };
@@ -411,7 +442,7 @@ impl Containers {
 
     /// StartContainer.
     pub fn start(&self, id: &str) -> Result<(), Status> {
-        let mut c = self.get_or_not_found(id)?;
+        let c = self.get_or_not_found(id)?;
         let req = task::StartRequest {
             id: c.record.id.clone(),
             ..Default::default()
@@ -420,8 +451,7 @@ impl Containers {
         let at = now_ns();
         self.call(&c.record.sandbox_id, |s| s.start(client::ctx(60), &req))
             .map_err(|e| shim_status(&format!("StartContainer {}", c.record.id), e))?;
-        c.record.started_at = at;
-        self.save(&c)?;
+        self.modify(&c.record.id, |c| c.record.started_at = at)?;
         tracing::info!(container = %c.record.id, "container started");
         Ok(())
     }
@@ -526,12 +556,14 @@ impl Containers {
         self.finished(c)
     }
 
-    fn finished(&self, mut c: Container) -> Result<(), Status> {
+    fn finished(&self, c: Container) -> Result<(), Status> {
         let o = self.observe(&c);
-        c.record.exit_code = o.exit_code;
-        c.record.finished_at = o.finished_at;
         tracing::info!(container = %c.record.id, exit_code = o.exit_code, "container stopped");
-        self.save(&c)
+        self.modify(&c.record.id, |c| {
+            c.record.exit_code = o.exit_code;
+            c.record.finished_at = o.finished_at;
+        })
+        .map(drop)
     }
 
     fn delete_task(&self, c: &Container) -> Result<(), Status> {
@@ -569,8 +601,10 @@ impl Containers {
         self.delete_task(&c)?;
         store.remove_snapshot(&c.record.id).map_err(crate::status)?;
         let _ = std::fs::remove_dir_all(self.bundle(&c.record.id));
+        let mut all = self.lock();
+        all.remove(&c.record.id);
         let _ = std::fs::remove_dir_all(self.setup.records.join(&c.record.id));
-        self.lock().remove(&c.record.id);
+        drop(all);
         tracing::info!(container = %c.record.id, "container removed");
         Ok(())
     }
@@ -579,9 +613,14 @@ impl Containers {
     /// applied live by the runtime (same process; a memory limit below current usage is refused), and kept
     /// for ContainerStatus.
     pub fn update(&self, id: &str, new: &cri::LinuxContainerResources) -> Result<(), Status> {
-        let mut c = self.get_or_not_found(id)?;
-        let linux = c.config.linux.get_or_insert_with(Default::default);
-        let merged = crate::spec::merge_resources(&linux.resources.clone().unwrap_or_default(), new);
+        let c = self.get_or_not_found(id)?;
+        let old = c
+            .config
+            .linux
+            .as_ref()
+            .and_then(|l| l.resources.clone())
+            .unwrap_or_default();
+        let merged = crate::spec::merge_resources(&old, new);
         let mut oci = crate::spec::resources(Some(&merged));
         if let Some(o) = oci.as_object_mut() {
             o.remove("devices");
@@ -598,8 +637,9 @@ impl Containers {
         };
         self.call(&c.record.sandbox_id, |s| s.update(client::ctx(30), &req))
             .map_err(|e| shim_status(&format!("UpdateContainerResources {}", c.record.id), e))?;
-        linux.resources = Some(merged);
-        self.save(&c)?;
+        self.modify(&c.record.id, |c| {
+            c.config.linux.get_or_insert_with(Default::default).resources = Some(merged);
+        })?;
         tracing::info!(container = %c.record.id, "container resources updated");
         Ok(())
     }
@@ -731,6 +771,24 @@ impl Containers {
         }
     }
 
+    /// The shim reported an OOM kill in container `id`.
+    pub fn mark_oom(&self, id: &str) {
+        if let Err(e) = self.modify(id, |c| c.record.oom_killed = true) {
+            tracing::warn!("{}", e.message());
+        }
+    }
+
+    /// The shim reported container `id`'s exit.
+    pub fn mark_exit(&self, id: &str, code: i32, at: i64) {
+        let noted = self.modify(id, |c| {
+            c.record.exit_code = code;
+            c.record.finished_at = at;
+        });
+        if let Err(e) = noted {
+            tracing::warn!("{}", e.message());
+        }
+    }
+
     /// The containers of sandbox `sandbox_id`.
     pub fn of_sandbox(&self, sandbox_id: &str) -> Vec<Container> {
         self.lock()
@@ -744,6 +802,7 @@ impl Containers {
     pub fn status(&self, c: &Container) -> cri::ContainerStatus {
         let o = self.observe(c);
         let reason = match o.state {
+            cri::ContainerState::ContainerExited if c.record.oom_killed => "OOMKilled",
             cri::ContainerState::ContainerExited if o.exit_code == 0 => "Completed",
             cri::ContainerState::ContainerExited => "Error",
             _ => "",

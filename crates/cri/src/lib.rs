@@ -10,6 +10,7 @@
 
 pub mod cni;
 pub mod containers;
+pub mod events;
 pub mod exec;
 pub mod image;
 pub mod images_api;

@@ -30,7 +30,7 @@ pub struct Inner {
     /// The pod sandboxes.
     pub pods: Pods,
     /// The containers.
-    pub containers: Containers,
+    pub containers: Arc<Containers>,
     /// The images (containers' snapshots come from its store).
     pub images: ImageService,
 }
@@ -63,7 +63,7 @@ impl Inner {
 
 impl RuntimeService {
     /// A service over `pods`, `containers` and `images`.
-    pub fn new(pods: Pods, containers: Containers, images: ImageService) -> RuntimeService {
+    pub fn new(pods: Pods, containers: Arc<Containers>, images: ImageService) -> RuntimeService {
         RuntimeService {
             inner: Arc::new(Inner {
                 pods,

@@ -104,8 +104,16 @@ pub fn run(c: Config) -> Result<(), String> {
         bundles: c.state.join("containers"),
         shim: c.shim(),
         owner: c.listen.display().to_string(),
+        events: c.state.join("events.sock"),
     })
     .map_err(|e| format!("opening the container records: {e}"))?;
+    let containers = std::sync::Arc::new(containers);
+    crius_cri::events::serve(&c.state.join("events.sock"), containers.clone()).map_err(|e| {
+        format!(
+            "serving shim events on {}: {e}",
+            c.state.join("events.sock").display()
+        )
+    })?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(16)

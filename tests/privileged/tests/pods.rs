@@ -871,6 +871,38 @@ async fn vm_container_resources_are_set_and_updated_live() {
         .unwrap();
     assert_eq!(reported.memory_limit_in_bytes, 128 << 20);
 
+    // Over its memory limit, a container is OOM-killed, and says so.
+    let mut hog = container(
+        "hog",
+        "busybox",
+        "x=$(head -c 200000000 /dev/zero | tr '\\0' x); echo ${#x}",
+    );
+    hog.linux = Some(cri::LinuxContainerConfig {
+        resources: Some(cri::LinuxContainerResources {
+            memory_limit_in_bytes: 32 << 20,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let hog_id = create(&mut c, &pod, hog).await.unwrap();
+    start(&mut c, &hog_id).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let s = cstatus(&mut c, &hog_id).await.unwrap();
+        if s.reason == "OOMKilled" {
+            assert_eq!(
+                (s.state, s.exit_code),
+                (cri::ContainerState::ContainerExited as i32, 137)
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no OOM kill reported: {s:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
     remove(&mut c, &pod).await.unwrap();
     assert!(
         containers(&mut c, cri::ContainerFilter::default())
