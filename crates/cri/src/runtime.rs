@@ -351,16 +351,36 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
 
     async fn container_stats(
         &self,
-        _: Request<cri::ContainerStatsRequest>,
+        req: Request<cri::ContainerStatsRequest>,
     ) -> Reply<cri::ContainerStatsResponse> {
-        Err(not_yet("ContainerStats"))
+        let id = req.into_inner().container_id;
+        let stats = self
+            .blocking(move |i| {
+                let c = i
+                    .containers
+                    .get(&id)
+                    .ok_or_else(|| Status::not_found(format!("container {id:?} not found")))?;
+                Ok(i.containers.stats(&c, i.images.store()))
+            })
+            .await?;
+        Ok(Response::new(cri::ContainerStatsResponse { stats: Some(stats) }))
     }
 
     async fn list_container_stats(
         &self,
-        _: Request<cri::ListContainerStatsRequest>,
+        req: Request<cri::ListContainerStatsRequest>,
     ) -> Reply<cri::ListContainerStatsResponse> {
-        Ok(Response::new(cri::ListContainerStatsResponse::default()))
+        let filter = req.into_inner().filter;
+        let stats = self
+            .blocking(move |i| {
+                Ok(crate::containers::list_stats(
+                    &i.containers,
+                    filter.as_ref(),
+                    i.images.store(),
+                ))
+            })
+            .await?;
+        Ok(Response::new(cri::ListContainerStatsResponse { stats }))
     }
 
     async fn pod_sandbox_stats(

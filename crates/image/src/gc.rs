@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::io;
 use crate::{Result, Store};
@@ -124,6 +124,14 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// What container `id`'s writable layer (its snapshot's upper directory) holds, and where it is.
+    pub fn snapshot_usage(&self, id: &str) -> (Usage, PathBuf) {
+        let upper = self.root().join("snapshots").join(id).join("upper");
+        let mut u = Usage::default();
+        walk(&upper, &mut HashSet::new(), &mut u);
+        (u, upper)
     }
 
     /// Disk use of the image content (blobs, layers, records), without container snapshots.

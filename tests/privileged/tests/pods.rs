@@ -523,7 +523,7 @@ async fn containers_run_in_their_pod_through_its_shim() {
     let mut c1 = container(
         "c1",
         "busybox",
-        "echo shared > /dev/shm/hello; echo hi from $(hostname); echo $FOO; cat /data/file; echo; \
+        "echo shared > /dev/shm/hello; head -c 100000 /dev/zero > /big; echo hi from $(hostname); echo $FOO; cat /data/file; echo; \
          ip -o -4 addr show eth0; \
          touch /data/x 2>/dev/null || echo read-only; trap 'echo bye; exit 3' TERM; while :; do sleep 0.1; done",
     );
@@ -627,6 +627,62 @@ async fn containers_run_in_their_pod_through_its_shim() {
     );
     let e = c.exec_sync(exec(&[], 10)).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
+
+    // Stats: cpu (cumulative, then per second from the second sample), the writable layer.
+    let stats = |c: &mut Client| {
+        let id = c1_id.clone();
+        let mut c = c.clone();
+        async move {
+            c.container_stats(cri::ContainerStatsRequest { container_id: id })
+                .await
+                .unwrap()
+                .into_inner()
+                .stats
+                .unwrap()
+        }
+    };
+    let first = stats(&mut c).await;
+    assert_eq!(
+        first.attributes.as_ref().unwrap().metadata.as_ref().unwrap().name,
+        "c1"
+    );
+    assert!(
+        first
+            .cpu
+            .as_ref()
+            .unwrap()
+            .usage_core_nano_seconds
+            .as_ref()
+            .unwrap()
+            .value
+            > 0,
+        "{first:?}"
+    );
+    let layer = first.writable_layer.unwrap();
+    assert!(layer.used_bytes.unwrap().value >= 100_000, "{layer:?}");
+    assert!(layer.inodes_used.unwrap().value >= 1);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let second = stats(&mut c).await;
+    assert!(second.cpu.unwrap().usage_nano_cores.is_some());
+    let listed = c
+        .list_container_stats(cri::ListContainerStatsRequest {
+            filter: Some(cri::ContainerStatsFilter {
+                pod_sandbox_id: pod.clone(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .stats;
+    let mut ids: Vec<String> = listed
+        .iter()
+        .map(|s| s.attributes.as_ref().unwrap().id.clone())
+        .collect();
+    ids.sort();
+    let mut running_ids = vec![c1_id.clone(), c3_id.clone()];
+    running_ids.sort();
+    assert_eq!(ids, running_ids, "the running containers of the pod");
 
     // Listing.
     let running = cri::ContainerFilter {
@@ -815,6 +871,21 @@ async fn vm_container_resources_are_set_and_updated_live() {
     assert_eq!(cgroup_file(&id, "cpu.weight"), "59");
     assert_eq!(cgroup_file(&id, "memory.oom.group"), "1");
     let procs = cgroup_file(&id, "cgroup.procs");
+    let st = c
+        .container_stats(cri::ContainerStatsRequest {
+            container_id: id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .stats
+        .unwrap();
+    let mem = st.memory.unwrap();
+    let (used, avail) = (mem.usage_bytes.unwrap().value, mem.available_bytes.unwrap().value);
+    assert!(
+        used > 0 && avail > 0 && avail + mem.working_set_bytes.unwrap().value == 64 << 20,
+        "{mem:?}"
+    );
 
     // In-place resize: kubelet sends the new values; the same process gets them.
     let update = |r: cri::LinuxContainerResources| cri::UpdateContainerResourcesRequest {
