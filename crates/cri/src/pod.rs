@@ -251,16 +251,21 @@ impl Pods {
         let Some(s) = self.sandboxes.get(&id) else {
             return Ok(());
         };
-        if let (Some(net), Some(path)) = (&s.record.network, &s.record.namespaces.net)
-            && s.record.namespaces.alive()
-        {
+        if let (Some(net), Some(path)) = (&s.record.network, &s.record.namespaces.net) {
+            // After a reboot the namespace is gone but the plugins' IPAM still holds the address: DEL runs
+            // anyway, with no namespace (as the CNI spec allows), so it is released.
+            let path = if s.record.namespaces.alive() {
+                path.clone()
+            } else {
+                PathBuf::new()
+            };
             let conf = cni::NetConf {
                 name: net["name"].as_str().unwrap_or_default().to_string(),
                 version: net["cniVersion"].as_str().unwrap_or_default().to_string(),
                 plugins: net["plugins"].as_array().cloned().unwrap_or_default(),
                 file: PathBuf::new(),
             };
-            let at = self.attachment(&id, path.clone(), &s.config);
+            let at = self.attachment(&id, path, &s.config);
             self.cni
                 .del(&conf, &at, s.record.cni_result.as_ref())
                 .map_err(|e| Status::internal(format!("StopPodSandbox {id}: {e}")))?;

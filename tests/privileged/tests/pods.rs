@@ -371,6 +371,11 @@ async fn pods_get_pinned_namespaces_and_a_cni_network() {
     assert_eq!(list(&mut c, Some(ready_only)).await, vec![b.clone()]);
     assert_eq!(stop(&mut c, "nope").await.unwrap_err().code(), Code::NotFound);
 
+    // As after a reboot, b's namespaces are gone: its Remove still has CNI release its address.
+    for n in ["net", "ipc", "uts", "shm"] {
+        let p = d.state().join("ns").join(&b).join(n);
+        nix::mount::umount2(&p, nix::mount::MntFlags::MNT_DETACH).unwrap();
+    }
     // Remove (b without a Stop first); removing again, or an unknown id, is fine.
     remove(&mut c, &a).await.unwrap();
     remove(&mut c, &b).await.unwrap();
