@@ -22,6 +22,11 @@ use tonic::Status;
 
 use crate::sandbox::Sandbox;
 
+mod exec;
+mod stats;
+
+pub use stats::list_stats;
+
 /// The containerd namespace criusd's shims run in.
 pub const NAMESPACE: &str = "k8s.io";
 
@@ -666,114 +671,6 @@ impl Containers {
         Ok(())
     }
 
-    /// ExecSync: runs `cmd` in the running container (its process settings, these arguments) and returns its
-    /// stdout, stderr and exit code. `timeout` seconds (0: none) over, the process is killed and the call is
-    /// DeadlineExceeded.
-    pub fn exec_sync(&self, id: &str, cmd: &[String], timeout: i64) -> Result<cri::ExecSyncResponse, Status> {
-        let c = self.get_or_not_found(id)?;
-        if cmd.is_empty() {
-            return Err(Status::invalid_argument("ExecSync: cmd is empty"));
-        }
-        if self.observe(&c).state != cri::ContainerState::ContainerRunning {
-            return Err(Status::failed_precondition(format!(
-                "ExecSync in {}: the container is not running",
-                c.record.id
-            )));
-        }
-        let bundle = self.bundle(&c.record.id);
-        let spec: serde_json::Value = std::fs::read(bundle.join("config.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .ok_or_else(|| Status::internal(format!("ExecSync: reading {}/config.json", bundle.display())))?;
-        let mut process = spec["process"].clone();
-        process["args"] = serde_json::json!(cmd);
-        process["terminal"] = serde_json::json!(false);
-        let exec_id = format!("exec-{}", &crate::pod::random_id()?[..16]);
-        let dir = bundle.join(&exec_id);
-        let out = crate::exec::Capture::new(&dir)?;
-        let result = self.run_exec(&c, &exec_id, &process, &out, timeout);
-        let del = task::DeleteRequest {
-            id: c.record.id.clone(),
-            exec_id: exec_id.clone(),
-            ..Default::default()
-        };
-        let _ = self.call(&c.record.sandbox_id, |s| s.delete(client::ctx(10), &del));
-        let (stdout, stderr) = out.finish();
-        let _ = std::fs::remove_dir_all(&dir);
-        let exit_code = result?;
-        Ok(cri::ExecSyncResponse {
-            stdout,
-            stderr,
-            exit_code,
-        })
-    }
-
-    fn run_exec(
-        &self,
-        c: &Container,
-        exec_id: &str,
-        process: &serde_json::Value,
-        out: &crate::exec::Capture,
-        timeout: i64,
-    ) -> Result<i32, Status> {
-        let (id, sandbox) = (c.record.id.clone(), c.record.sandbox_id.clone());
-        let what = |e| shim_status(&format!("ExecSync in {id}"), e);
-        let req = task::ExecProcessRequest {
-            id: id.clone(),
-            exec_id: exec_id.into(),
-            stdout: out.stdout_path(),
-            stderr: out.stderr_path(),
-            spec: Some(containerd_shim_protos::protobuf::well_known_types::any::Any {
-                type_url: "types.containerd.io/opencontainers/runtime-spec/1/Process".into(),
-                value: process.to_string().into_bytes(),
-                ..Default::default()
-            })
-            .into(),
-            ..Default::default()
-        };
-        self.call(&sandbox, |s| s.exec(client::ctx(30), &req))
-            .map_err(what)?;
-        let start = task::StartRequest {
-            id: id.clone(),
-            exec_id: exec_id.into(),
-            ..Default::default()
-        };
-        self.call(&sandbox, |s| s.start(client::ctx(60), &start))
-            .map_err(what)?;
-        out.started();
-        let wait = task::WaitRequest {
-            id: id.clone(),
-            exec_id: exec_id.into(),
-            ..Default::default()
-        };
-        let secs = if timeout > 0 {
-            timeout as u64
-        } else {
-            365 * 24 * 3600
-        };
-        match self.call(&sandbox, |s| s.wait(client::ctx(secs), &wait)) {
-            Ok(w) => Ok(w.exit_status as i32),
-            Err(ttrpc::Error::RpcStatus(s)) if s.code() != ttrpc::Code::DEADLINE_EXCEEDED => {
-                Err(what(ttrpc::Error::RpcStatus(s)))
-            }
-            Err(_) => {
-                // Over time: the process goes, and the caller hears why.
-                let kill = task::KillRequest {
-                    id: id.clone(),
-                    exec_id: exec_id.into(),
-                    signal: 9,
-                    ..Default::default()
-                };
-                let _ = self.call(&sandbox, |s| s.kill(client::ctx(10), &kill));
-                let _ = self.call(&sandbox, |s| s.wait(client::ctx(30), &wait));
-                Err(Status::deadline_exceeded(format!(
-                    "ExecSync in {id}: {:?} still ran after {timeout} s: killed",
-                    process["args"]
-                )))
-            }
-        }
-    }
-
     /// The shim reported an OOM kill in container `id`.
     pub fn mark_oom(&self, id: &str) {
         if let Err(e) = self.modify(id, |c| c.record.oom_killed = true) {
@@ -790,77 +687,6 @@ impl Containers {
         if let Err(e) = noted {
             tracing::warn!("{}", e.message());
         }
-    }
-
-    /// ContainerStats: cpu and memory from the shim (cgroup v2 figures; none for a container that is not
-    /// running), the writable layer from its snapshot. CPU use per second needs two samples: the first
-    /// call reports the cumulative figure only.
-    pub fn stats(&self, c: &Container, store: &Store) -> cri::ContainerStats {
-        let now = now_ns();
-        let uint = |v: u64| Some(cri::UInt64Value { value: v });
-        let (layer, upper) = store.snapshot_usage(&c.record.id);
-        let mut out = cri::ContainerStats {
-            attributes: Some(cri::ContainerAttributes {
-                id: c.record.id.clone(),
-                metadata: c.config.metadata.clone(),
-                labels: c.config.labels.clone(),
-                annotations: c.config.annotations.clone(),
-            }),
-            writable_layer: Some(cri::FilesystemUsage {
-                timestamp: now,
-                fs_id: Some(cri::FilesystemIdentifier {
-                    mountpoint: upper.display().to_string(),
-                }),
-                used_bytes: uint(layer.bytes),
-                inodes_used: uint(layer.inodes),
-            }),
-            ..Default::default()
-        };
-        let req = task::StatsRequest {
-            id: c.record.id.clone(),
-            ..Default::default()
-        };
-        let Ok(resp) = self.call(&c.record.sandbox_id, |s| s.stats(client::ctx(10), &req)) else {
-            return out;
-        };
-        use containerd_shim_protos::protobuf::Message as _;
-        let Some(m) = resp.stats.as_ref().and_then(|a| {
-            containerd_shim_protos::cgroups_v2::metrics::Metrics::parse_from_bytes(&a.value).ok()
-        }) else {
-            return out;
-        };
-        let used_ns = m.cpu.usage_usec * 1000;
-        let prev = self
-            .cpu_samples
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(c.record.id.clone(), (now, used_ns));
-        let nano_cores = prev
-            .filter(|(t, u)| now > *t && used_ns >= *u)
-            .map(|(t, u)| ((used_ns - u) as u128 * 1_000_000_000 / (now - t) as u128) as u64);
-        out.cpu = Some(cri::CpuUsage {
-            timestamp: now,
-            usage_core_nano_seconds: uint(used_ns),
-            usage_nano_cores: nano_cores.and_then(uint),
-        });
-        let mem = &m.memory;
-        let working_set = mem.usage.saturating_sub(mem.inactive_file);
-        // An unlimited cgroup reports a huge limit: no "available" then.
-        let limited = mem.usage_limit != 0 && mem.usage_limit < (1 << 62);
-        out.memory = Some(cri::MemoryUsage {
-            timestamp: now,
-            working_set_bytes: uint(working_set),
-            available_bytes: if limited {
-                uint(mem.usage_limit.saturating_sub(working_set))
-            } else {
-                None
-            },
-            usage_bytes: uint(mem.usage),
-            rss_bytes: uint(mem.anon),
-            page_faults: uint(mem.pgfault),
-            major_page_faults: uint(mem.pgmajfault),
-        });
-        out
     }
 
     /// The containers of sandbox `sandbox_id`.
@@ -945,26 +771,5 @@ pub fn list(all: &Containers, filter: Option<&cri::ContainerFilter>) -> Vec<cri:
                 ..Default::default()
             })
         })
-        .collect()
-}
-
-/// ListContainerStats: the stats of the running containers `filter` selects.
-pub fn list_stats(
-    all: &Containers,
-    filter: Option<&cri::ContainerStatsFilter>,
-    store: &Store,
-) -> Vec<cri::ContainerStats> {
-    all.list()
-        .into_iter()
-        .filter(|c| {
-            let Some(f) = filter else { return true };
-            (f.id.is_empty() || c.record.id.starts_with(&f.id))
-                && (f.pod_sandbox_id.is_empty() || c.record.sandbox_id.starts_with(&f.pod_sandbox_id))
-                && f.label_selector
-                    .iter()
-                    .all(|(k, v)| c.config.labels.get(k) == Some(v))
-        })
-        .filter(|c| all.observe(c).state == cri::ContainerState::ContainerRunning)
-        .map(|c| all.stats(&c, store))
         .collect()
 }
