@@ -33,7 +33,7 @@ pub const DEFAULT_CAPS: &[&str] = &[
     "CAP_AUDIT_WRITE",
 ];
 
-/// Every capability (for privileged containers and `ALL`).
+/// Every capability, by number (bit `n` of a capability set is `ALL_CAPS[n]`).
 pub const ALL_CAPS: &[&str] = &[
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
@@ -77,6 +77,28 @@ pub const ALL_CAPS: &[&str] = &[
     "CAP_BPF",
     "CAP_CHECKPOINT_RESTORE",
 ];
+
+/// The capabilities criusd itself may hand on (its bounding set): what "all" means for a privileged
+/// container, as containerd's "all current capabilities" does. Every capability if it cannot be read.
+pub fn bounding_set() -> Vec<String> {
+    let mask = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| {
+                    l.strip_prefix("CapBnd:")
+                        .map(|h| u64::from_str_radix(h.trim(), 16).ok())
+                })
+                .flatten()
+        })
+        .unwrap_or(u64::MAX);
+    ALL_CAPS
+        .iter()
+        .enumerate()
+        .filter(|(n, _)| mask & (1 << n) != 0)
+        .map(|(_, c)| c.to_string())
+        .collect()
+}
 
 const MASKED: &[&str] = &[
     "/proc/asound",
@@ -185,6 +207,11 @@ pub fn user(config: &cri::ContainerConfig, image: &Value, rootfs: &Path) -> Resu
         None => (image_user.to_string(), None),
     };
     if let Some(sc) = sc {
+        if sc.run_as_group.is_some() && sc.run_as_user.is_none() && sc.run_as_username.is_empty() {
+            return Err(Status::invalid_argument(
+                "CreateContainer: run_as_group needs run_as_user or run_as_username",
+            ));
+        }
         if let Some(u) = &sc.run_as_user {
             who = u.value.to_string();
         } else if !sc.run_as_username.is_empty() {
@@ -236,12 +263,22 @@ pub fn user(config: &cri::ContainerConfig, image: &Value, rootfs: &Path) -> Resu
     Ok(u)
 }
 
-fn capabilities(sc: Option<&cri::LinuxContainerSecurityContext>) -> Vec<String> {
+/// The container's capabilities: the defaults (or, privileged, all of `bounding`), with the security
+/// context's additions and drops. Adding one outside `bounding` is refused, naming it.
+fn capabilities(
+    sc: Option<&cri::LinuxContainerSecurityContext>,
+    bounding: &[String],
+) -> Result<Vec<String>, Status> {
     let privileged = sc.is_some_and(|s| s.privileged);
-    let mut caps: Vec<String> = if privileged { ALL_CAPS } else { DEFAULT_CAPS }
-        .iter()
-        .map(|c| c.to_string())
-        .collect();
+    let mut caps: Vec<String> = if privileged {
+        bounding.to_vec()
+    } else {
+        DEFAULT_CAPS
+            .iter()
+            .map(|c| c.to_string())
+            .filter(|c| bounding.contains(c))
+            .collect()
+    };
     let norm = |c: &str| {
         let c = c.to_ascii_uppercase();
         if c.starts_with("CAP_") {
@@ -253,7 +290,17 @@ fn capabilities(sc: Option<&cri::LinuxContainerSecurityContext>) -> Vec<String> 
     if let Some(c) = sc.and_then(|s| s.capabilities.as_ref()) {
         for add in &c.add_capabilities {
             if add.eq_ignore_ascii_case("ALL") {
-                caps = ALL_CAPS.iter().map(|c| c.to_string()).collect();
+                caps = bounding.to_vec();
+            } else if !bounding.contains(&norm(add)) {
+                return Err(Status::invalid_argument(format!(
+                    "CreateContainer: capability {} cannot be added: {}",
+                    norm(add),
+                    if ALL_CAPS.contains(&norm(add).as_str()) {
+                        "criusd itself does not hold it (not in its bounding set)"
+                    } else {
+                        "no such capability"
+                    }
+                )));
             } else if !caps.contains(&norm(add)) {
                 caps.push(norm(add));
             }
@@ -278,7 +325,7 @@ fn capabilities(sc: Option<&cri::LinuxContainerSecurityContext>) -> Vec<String> 
             }
         }
     }
-    caps
+    Ok(caps)
 }
 
 /// The OCI `linux.resources` of CRI resources (a deny-all device rule first; CRI zero = unset).
@@ -371,7 +418,7 @@ pub fn build(inp: &Input<'_>) -> Result<Value, Status> {
     let c = inp.config;
     let sc = c.linux.as_ref().and_then(|l| l.security_context.as_ref());
     let privileged = sc.is_some_and(|s| s.privileged);
-    let caps = capabilities(sc);
+    let caps = capabilities(sc, &bounding_set())?;
     let image_dir = inp.image_config["config"]["WorkingDir"]
         .as_str()
         .unwrap_or_default();
@@ -609,14 +656,33 @@ mod tests {
             }),
             ..Default::default()
         };
-        let caps = capabilities(Some(&sc(&["SYS_ADMIN"], &["NET_RAW"])));
+        let all: Vec<String> = ALL_CAPS.iter().map(|c| c.to_string()).collect();
+        let caps = capabilities(Some(&sc(&["SYS_ADMIN"], &["NET_RAW"])), &all).unwrap();
         assert!(caps.contains(&"CAP_SYS_ADMIN".to_string()) && !caps.contains(&"CAP_NET_RAW".to_string()));
+        let only = capabilities(Some(&sc(&["NET_BIND_SERVICE"], &["ALL"])), &all).unwrap();
+        assert_eq!(only, ["CAP_NET_BIND_SERVICE"]);
         assert_eq!(
-            capabilities(Some(&sc(&["NET_BIND_SERVICE"], &["ALL"]))),
-            ["CAP_NET_BIND_SERVICE"]
+            capabilities(Some(&sc(&["ALL"], &[])), &all).unwrap().len(),
+            ALL_CAPS.len()
         );
-        assert_eq!(capabilities(Some(&sc(&["ALL"], &[]))).len(), ALL_CAPS.len());
-        assert_eq!(capabilities(None).len(), DEFAULT_CAPS.len());
+        assert_eq!(capabilities(None, &all).unwrap().len(), DEFAULT_CAPS.len());
+        // Without CAP_SYS_RESOURCE in the bounding set (as on these machines): privileged gets the rest,
+        // adding it is refused by name.
+        let bounded: Vec<String> = all.iter().filter(|c| *c != "CAP_SYS_RESOURCE").cloned().collect();
+        let privileged = cri::LinuxContainerSecurityContext {
+            privileged: true,
+            ..Default::default()
+        };
+        assert_eq!(capabilities(Some(&privileged), &bounded).unwrap(), bounded);
+        let e = capabilities(Some(&sc(&["SYS_RESOURCE"], &[])), &bounded).unwrap_err();
+        assert!(
+            e.message().contains("CAP_SYS_RESOURCE") && e.message().contains("bounding set"),
+            "{e:?}"
+        );
+        let e = capabilities(Some(&sc(&["NOPE"], &[])), &all).unwrap_err();
+        assert!(e.message().contains("no such capability"));
+        assert_eq!(ALL_CAPS[21], "CAP_SYS_ADMIN");
+        assert_eq!(ALL_CAPS[40], "CAP_CHECKPOINT_RESTORE");
     }
 
     #[test]

@@ -369,7 +369,8 @@ async fn pods_get_pinned_namespaces_and_a_cni_network() {
         ..Default::default()
     };
     assert_eq!(list(&mut c, Some(ready_only)).await, vec![b.clone()]);
-    assert_eq!(stop(&mut c, "nope").await.unwrap_err().code(), Code::NotFound);
+    // Stopping an unknown sandbox is done, as kubelet and critest expect.
+    stop(&mut c, "nope").await.unwrap();
 
     // As after a reboot, b's namespaces are gone: its Remove still has CNI release its address.
     for n in ["net", "ipc", "uts", "shm"] {
@@ -566,6 +567,17 @@ async fn containers_run_in_their_pod_through_its_shim() {
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     assert!(e.message().contains("pull it first"), "{}", e.message());
+    let mut group_only = container("x", "busybox", "true");
+    group_only.linux = Some(cri::LinuxContainerConfig {
+        security_context: Some(cri::LinuxContainerSecurityContext {
+            run_as_group: Some(cri::Int64Value { value: 5 }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let e = create(&mut c, &pod, group_only).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("run_as_group"), "{}", e.message());
     let e = create(&mut c, "nope", container("x", "busybox", "true"))
         .await
         .unwrap_err();
@@ -715,6 +727,42 @@ async fn containers_run_in_their_pod_through_its_shim() {
     cstop(&mut c, &c3_id, 1).await;
     assert_eq!(cstatus(&mut c, &c3_id).await.unwrap().exit_code, 137);
     cstop(&mut c, &c3_id, 1).await;
+    cstop(&mut c, "nope", 1).await;
+
+    // A privileged container gets every capability criusd holds (these machines lack CAP_SYS_RESOURCE).
+    let mut privileged = container("priv", "busybox", "grep CapEff /proc/self/status; sleep 1000");
+    privileged.linux = Some(cri::LinuxContainerConfig {
+        security_context: Some(cri::LinuxContainerSecurityContext {
+            privileged: true,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let priv_id = create(&mut c, &pod, privileged).await.unwrap();
+    start(&mut c, &priv_id).await;
+    wait_state(&mut c, &priv_id, cri::ContainerState::ContainerRunning).await;
+    let ours = std::fs::read_to_string("/proc/self/status").unwrap();
+    let bounding = ours
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let log = logs.join("priv/0.log");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("CapEff")
+    {
+        assert!(std::time::Instant::now() < deadline, "priv logged nothing");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains(&format!("CapEff:\t{bounding}"))
+    );
+    cremove(&mut c, &priv_id).await;
 
     // kubelet's log rotation: rename, then ReopenContainerLog; a stopped container's log cannot be reopened.
     let c5_id = create(

@@ -542,9 +542,10 @@ impl Containers {
     }
 
     /// StopContainer: SIGTERM (or the image's StopSignal), `timeout` seconds, then SIGKILL; returns once the
-    /// process is gone. Stopping a container that is not running is fine.
+    /// process is gone. Stopping a container that is not running, or unknown, is fine.
     pub fn stop(&self, id: &str, timeout: i64, store: &Store) -> Result<(), Status> {
-        let c = self.get_or_not_found(id)?;
+        // Stopping what does not exist is done (kubelet and critest count on it).
+        let Some(c) = self.get(id) else { return Ok(()) };
         if self.observe(&c).state != cri::ContainerState::ContainerRunning {
             return Ok(());
         }
