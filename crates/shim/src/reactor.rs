@@ -125,6 +125,47 @@ impl Reactor {
         self.handlers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Calls `f` once on the loop thread after `delay` (a timerfd in the set: no thread waits for it).
+    pub fn after(
+        &self,
+        delay: std::time::Duration,
+        f: impl FnOnce(&Reactor) + Send + 'static,
+    ) -> std::io::Result<()> {
+        // SAFETY: plain syscalls; the descriptor is owned at once.
+        let fd = unsafe {
+            OwnedFd::from_raw_fd(check(
+                libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK),
+                "timerfd",
+            )?)
+        };
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: delay.as_secs() as libc::time_t,
+                // A zero value would disarm the timer: at least 1 ns.
+                tv_nsec: (delay.subsec_nanos().max(1)) as libc::c_long,
+            },
+        };
+        // SAFETY: arming our own timer with a valid spec.
+        check(
+            unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) },
+            "timerfd_settime",
+        )?;
+        let mut f = Some(f);
+        let raw = fd.as_raw_fd();
+        self.add(raw, READ, move |r, _| {
+            r.remove(fd.as_raw_fd());
+            if let Some(f) = f.take() {
+                f(r);
+            }
+            Next::Done
+        })?;
+        Ok(())
+    }
+
     /// Makes [`Reactor::run`] return; callable from any thread.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
@@ -211,4 +252,23 @@ mod tests {
     }
 
     use std::io::Read;
+
+    #[test]
+    fn timers_fire_once_on_the_loop() {
+        let r = Reactor::new().unwrap();
+        let fired = Arc::new(Mutex::new(Vec::new()));
+        for (ms, tag) in [(30u64, 2), (5, 1)] {
+            let fired = fired.clone();
+            r.after(std::time::Duration::from_millis(ms), move |r| {
+                fired.lock().unwrap().push(tag);
+                if tag == 2 {
+                    r.stop();
+                }
+            })
+            .unwrap();
+        }
+        r.run();
+        assert_eq!(*fired.lock().unwrap(), [1, 2]);
+        assert!(r.lock().is_empty(), "the timers are gone");
+    }
 }

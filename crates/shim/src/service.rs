@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -28,6 +29,8 @@ const RUNC_OPTIONS: &str = "containerd.runc.v1.Options";
 pub const RUNTIME_FILE: &str = "crius-runtime.json";
 /// How long a shim without containers waits for a new one before it exits.
 pub const IDLE_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a new shim waits for its first container (a caller that died between `start` and Create).
+pub const FIRST_CREATE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Where the shim records, in each bundle, how the container's init ended.
 pub const EXIT_FILE: &str = "crius-exit.json";
 
@@ -83,6 +86,8 @@ struct Inner {
     containers: Mutex<HashMap<String, Container>>,
     /// The shim's loop: stdio is pumped there, and stopping it ends the shim.
     reactor: Arc<Reactor>,
+    /// Creates in progress (their container is not in `containers` yet): the shim is not idle.
+    creating: AtomicUsize,
 }
 
 /// The service; cheap to clone.
@@ -138,6 +143,7 @@ impl Service {
                 publisher,
                 containers: Mutex::new(HashMap::new()),
                 reactor,
+                creating: AtomicUsize::new(0),
             }),
         }
     }
@@ -146,13 +152,24 @@ impl Service {
         self.inner.containers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Lets the shim exit if it holds no container; returns whether it will.
+    /// Lets the shim exit if it holds no container (and is making none); returns whether it will.
     pub fn finish_if_empty(&self) -> bool {
-        if !self.lock().is_empty() {
+        if !self.lock().is_empty() || self.inner.creating.load(Ordering::SeqCst) > 0 {
             return false;
         }
         self.inner.reactor.stop();
         true
+    }
+
+    /// Exits after `grace` if the shim then holds no container.
+    pub fn exit_when_idle(&self, grace: std::time::Duration) {
+        if !self.lock().is_empty() {
+            return;
+        }
+        let me = self.clone();
+        let _ = self.inner.reactor.after(grace, move |_| {
+            let _ = me.finish_if_empty();
+        });
     }
 
     /// The runtime for a new container: `containerd.runc.v1.Options.binary_name`/`root` when given, else
@@ -326,7 +343,11 @@ impl Task for Service {
                 format!("container {:?} already exists", req.id),
             ));
         }
-        let c = self.create_container(&req)?;
+        self.inner.creating.fetch_add(1, Ordering::SeqCst);
+        let made = self.create_container(&req);
+        self.inner.creating.fetch_sub(1, Ordering::SeqCst);
+        // A shim whose only container failed to be made holds nothing: it goes, as after a last delete.
+        let c = made.inspect_err(|_| self.exit_when_idle(IDLE_EXIT))?;
         let pid = c.init.pid;
         self.lock().insert(req.id.clone(), c);
         self.watch(&req.id, "", pid);
@@ -592,16 +613,7 @@ impl Task for Service {
         );
         // The pod's last container is gone: the shim goes too, unless a new container of the pod arrives
         // meanwhile (its `start` may have found this shim a moment ago). containerd also calls Shutdown.
-        if self.lock().is_empty() {
-            let me = self.clone();
-            let _ = std::thread::Builder::new()
-                .name("idle-exit".into())
-                .stack_size(32 * 1024)
-                .spawn(move || {
-                    std::thread::sleep(IDLE_EXIT);
-                    let _ = me.finish_if_empty();
-                });
-        }
+        self.exit_when_idle(IDLE_EXIT);
         Ok(resp)
     }
 

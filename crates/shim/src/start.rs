@@ -209,6 +209,8 @@ fn serve(f: &Flags) -> Result<(), String> {
             libc::dup2(null.as_raw_fd(), 1);
         }
     }
+    // A shim nobody gives a container (its caller died after `start`) does not stay forever.
+    service.exit_when_idle(crate::service::FIRST_CREATE);
     reactor.run();
     // Last words: what is still queued (a delete, an exit) gets a moment to reach the owner.
     publisher.drain(std::time::Duration::from_secs(2));

@@ -612,6 +612,20 @@ fn bad_input_gets_clear_errors_and_leaks_nothing() {
     let runtime_state = Path::new("/run/crius/shim/crius-runc/test").join(&bad_id);
     assert!(!runtime_state.exists(), "runtime state left behind");
 
+    // A shim whose only container fails to be created does not stay: it exits by itself.
+    let owner2 = dir.path().join("owner2.sock").display().to_string();
+    let lone = pod_bundle(&["true"], &unique("pod"));
+    let mut lone_bad = lone;
+    lone_bad.config["process"]["user"]["uid"] = serde_json::json!("root");
+    lone_bad.write();
+    let lone_id = unique("lone");
+    let addr2 = client::start_shim(&shim(), "test", &owner2, "", &lone_id, lone_bad.path()).unwrap();
+    let c2 = client::connect(&addr2).unwrap();
+    assert_eq!(code(create(&c2, &lone_id, &lone_bad, "")).0, Code::INTERNAL);
+    let lone_shims = shim_pids(&owner2);
+    assert_eq!(lone_shims.len(), 1);
+    wait_until("the shim of a failed create to exit", || !alive(lone_shims[0]));
+
     c.kill(
         client::ctx(10),
         &api::KillRequest {
