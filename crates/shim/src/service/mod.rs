@@ -10,12 +10,10 @@ use std::time::SystemTime;
 use containerd_shim_protos as protos;
 use protos::api::{self, Status};
 use protos::events::task as ev;
-use protos::protobuf::{Message, MessageField};
 use protos::shim::shim_ttrpc::Task;
 use protos::topics;
 use protos::ttrpc::{self, Code, TtrpcContext};
 
-use crate::console::ConsoleSocket;
 use crate::events::{Publisher, timestamp, to_any};
 use crate::oom::OomWatcher;
 use crate::reactor::Reactor;
@@ -33,6 +31,13 @@ pub const IDLE_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 pub const FIRST_CREATE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Where the shim records, in each bundle, how the container's init ended.
 pub const EXIT_FILE: &str = "crius-exit.json";
+
+mod control;
+mod prepare;
+
+use prepare::run_with_stdio;
+/// The `Any` type from the protobuf crate the protos use.
+use protos::protobuf::well_known_types::any as protobuf_any;
 
 type Result<T> = ttrpc::Result<T>;
 
@@ -172,39 +177,6 @@ impl Service {
         });
     }
 
-    /// The runtime for a new container: `containerd.runc.v1.Options.binary_name`/`root` when given, else
-    /// `CRIUS_SHIM_RUNTIME` from the environment, else crius-runc.
-    fn runtime_for(&self, options: &MessageField<protobuf_any::Any>) -> Result<Runtime> {
-        let mut binary = std::env::var_os("CRIUS_SHIM_RUNTIME")
-            .map(PathBuf::from)
-            .unwrap_or_else(crate::runtime::default_binary);
-        let mut root = PathBuf::new();
-        if let Some(any) = options.as_ref()
-            && any.type_url.ends_with(RUNC_OPTIONS)
-        {
-            let o = protos::shim::oci::Options::parse_from_bytes(&any.value)
-                .map_err(|e| error(Code::INVALID_ARGUMENT, format!("runtime options: {e}")))?;
-            if !o.binary_name.is_empty() {
-                binary = PathBuf::from(o.binary_name);
-            }
-            if !o.root.is_empty() {
-                root = PathBuf::from(o.root);
-            }
-        }
-        if root.as_os_str().is_empty() {
-            let name = binary
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            root = Path::new("/run/crius/shim")
-                .join(name)
-                .join(&self.inner.namespace);
-        }
-        std::fs::create_dir_all(&root)
-            .map_err(|e| error(Code::INTERNAL, format!("creating {}: {e}", root.display())))?;
-        Ok(Runtime::new(binary, root, self.inner.reaper.clone()))
-    }
-
     /// Watches `pid` of container `id` (exec `exec_id`): records its exit, durably for an init, and publishes it.
     fn watch(&self, id: &str, exec_id: &str, pid: u32) {
         let me = self.clone();
@@ -276,61 +248,7 @@ impl Service {
             .ok_or_else(|| error(Code::NOT_FOUND, format!("container {id:?} not found")))?;
         f(c)
     }
-
-    fn create_container(&self, req: &api::CreateTaskRequest) -> Result<Container> {
-        let bundle = PathBuf::from(&req.bundle);
-        let runtime = self.runtime_for(&req.options)?;
-        let rootfs = bundle.join("rootfs");
-        if !req.rootfs.is_empty() {
-            std::fs::create_dir_all(&rootfs)
-                .map_err(|e| error(Code::INTERNAL, format!("creating {}: {e}", rootfs.display())))?;
-            crate::mounts::mount_all(&req.rootfs, &rootfs).map_err(|e| {
-                crate::mounts::unmount_all(&rootfs);
-                error(Code::INTERNAL, e)
-            })?;
-        }
-        let fail = |e: ttrpc::Error| {
-            if !req.rootfs.is_empty() {
-                crate::mounts::unmount_all(&rootfs);
-            }
-            e
-        };
-        let pid_file = bundle.join("init.pid");
-        let _ = std::fs::remove_file(&pid_file);
-        let (b, p) = (bundle.display().to_string(), pid_file.display().to_string());
-        let undo = |e: String| {
-            // The runtime may have left a half-made container behind.
-            let _ = runtime.run(&["delete", "--force", &req.id], None, &bundle);
-            error(Code::INTERNAL, e)
-        };
-        let io = run_with_stdio(
-            &self.inner.reactor,
-            &runtime,
-            &["create", "--bundle", &b, "--pid-file", &p],
-            &req.id,
-            (&req.stdin, &req.stdout, &req.stderr),
-            req.terminal,
-            &bundle,
-            undo,
-        )
-        .map_err(fail)?;
-        let pid = read_pid(&pid_file).map_err(fail)?;
-        let note = serde_json::json!({"binary": runtime.binary, "root": runtime.root});
-        let _ = std::fs::write(bundle.join(RUNTIME_FILE), note.to_string());
-        let mut init = Proc::new(io, req.terminal);
-        init.pid = pid;
-        Ok(Container {
-            bundle,
-            runtime,
-            init,
-            execs: HashMap::new(),
-            rootfs_mounted: !req.rootfs.is_empty(),
-        })
-    }
 }
-
-/// The `Any` type from the protobuf crate the protos use.
-use protos::protobuf::well_known_types::any as protobuf_any;
 
 impl Task for Service {
     fn create(&self, _: &TtrpcContext, req: api::CreateTaskRequest) -> Result<api::CreateTaskResponse> {
@@ -739,45 +657,6 @@ impl Task for Service {
     }
 }
 
-/// Runs `<args> [--console-socket S] <id>` (a create or an exec) with the process's stdio: pipes copied to
-/// the given paths, or a terminal whose master the runtime sends back over a console socket. Returns what
-/// the shim keeps of the stdio; a failure of the runtime, or of taking its terminal, goes through
-/// `runtime_failed`.
-#[allow(clippy::too_many_arguments)]
-fn run_with_stdio(
-    reactor: &Reactor,
-    runtime: &Runtime,
-    args: &[&str],
-    id: &str,
-    (stdin, stdout, stderr): (&str, &str, &str),
-    terminal: bool,
-    bundle: &Path,
-    runtime_failed: impl Fn(String) -> ttrpc::Error,
-) -> Result<ProcessIo> {
-    let console = if terminal {
-        Some(ConsoleSocket::new().map_err(|e| error(Code::INTERNAL, e))?)
-    } else {
-        None
-    };
-    let (child, mut io) = if terminal {
-        (Default::default(), stdio::terminal_paths(stdin, stdout, stderr))
-    } else {
-        stdio::setup(reactor, stdin, stdout, stderr).map_err(|e| error(Code::INVALID_ARGUMENT, e))?
-    };
-    let console_path = console.as_ref().map(|c| c.path()).unwrap_or_default();
-    let mut args = args.to_vec();
-    if console.is_some() {
-        args.extend(["--console-socket", &console_path]);
-    }
-    args.push(id);
-    runtime.run(&args, Some(child), bundle).map_err(&runtime_failed)?;
-    if let Some(console) = &console {
-        let master = console.receive().map_err(&runtime_failed)?;
-        stdio::attach_terminal(reactor, &mut io, master).map_err(&runtime_failed)?;
-    }
-    Ok(io)
-}
-
 fn what(exec_id: &str) -> String {
     if exec_id.is_empty() {
         "the init process".into()
@@ -795,78 +674,4 @@ fn delete_response(p: &Proc) -> api::DeleteResponse {
     }
 }
 
-impl Service {
-    /// Answers a Wait through `reply`: now if the process has exited (or is unknown), else when it exits.
-    /// Nothing blocks meanwhile; `reply` is dropped unanswered if the process is deleted first.
-    pub fn wait_then(
-        &self,
-        req: &api::WaitRequest,
-        reply: impl FnOnce(Result<api::WaitResponse>) + Send + 'static,
-    ) {
-        let answer = |e: Exit| api::WaitResponse {
-            exit_status: e.status,
-            exited_at: Some(timestamp(e.at)).into(),
-            ..Default::default()
-        };
-        let mut all = self.lock();
-        let found = all
-            .get_mut(&req.id)
-            .ok_or_else(|| error(Code::NOT_FOUND, format!("container {:?} not found", req.id)))
-            .and_then(|c| proc_mut(c, &req.id, &req.exec_id));
-        match found {
-            Ok(p) if p.exit.is_none() => p.waiters.push(Box::new(move |e| reply(Ok(answer(e))))),
-            Ok(p) => {
-                let e = p.exit.expect("exited");
-                drop(all);
-                reply(Ok(answer(e)));
-            }
-            Err(e) => {
-                drop(all);
-                reply(Err(e));
-            }
-        }
-    }
-
-    fn pause_resume(&self, id: &str, pause: bool) -> Result<api::Empty> {
-        let (runtime, bundle, status) =
-            self.with(id, |c| Ok((c.runtime.clone(), c.bundle.clone(), c.init.status)))?;
-        let (want, verb) = if pause {
-            (Status::RUNNING, "pause")
-        } else {
-            (Status::PAUSED, "resume")
-        };
-        if status != want {
-            return Err(error(
-                Code::FAILED_PRECONDITION,
-                format!("container {id:?} is {}: cannot {verb}", status_name(status)),
-            ));
-        }
-        runtime
-            .run(&[verb, id], None, &bundle)
-            .map_err(|e| error(Code::INTERNAL, e))?;
-        self.with(id, |c| {
-            if c.init.status == want {
-                c.init.status = if pause { Status::PAUSED } else { Status::RUNNING };
-            }
-            Ok(())
-        })?;
-        if pause {
-            self.inner.publisher.publish(
-                topics::TASK_PAUSED_EVENT_TOPIC,
-                &ev::TaskPaused {
-                    container_id: id.into(),
-                    ..Default::default()
-                },
-            );
-        } else {
-            self.inner.publisher.publish(
-                topics::TASK_RESUMED_EVENT_TOPIC,
-                &ev::TaskResumed {
-                    container_id: id.into(),
-                    ..Default::default()
-                },
-            );
-        }
-        Ok(api::Empty::new())
-    }
-}
+impl Service {}
