@@ -35,6 +35,8 @@ struct Pump {
     discard: bool,
     /// The source ended; close the sink once `pending` is written.
     eof: bool,
+    /// The source is paused until the sink drains (its writable handler is registered).
+    paused: bool,
 }
 
 /// Makes `f` non-blocking.
@@ -73,6 +75,7 @@ pub fn start(reactor: &Reactor, src: File, sink: Sink) -> Result<(), String> {
         pending: Vec::new(),
         discard: false,
         eof: false,
+        paused: false,
     }));
     reactor
         .add_as(token, fd, READ, move |r, _| on_readable(r, &pump))
@@ -81,6 +84,10 @@ pub fn start(reactor: &Reactor, src: File, sink: Sink) -> Result<(), String> {
 
 fn on_readable(r: &Reactor, pump: &Arc<Mutex<Pump>>) -> Next {
     let mut p = lock(pump);
+    if p.paused {
+        // An event fetched before the pause: the sink's handler resumes the source.
+        return Next::Keep;
+    }
     let mut buf = [0u8; 32 * 1024];
     let n = match (&p.src).read(&mut buf) {
         Ok(n) => n,
@@ -111,15 +118,16 @@ fn on_readable(r: &Reactor, pump: &Arc<Mutex<Pump>>) -> Next {
             p.pending.extend_from_slice(&buf[..n]);
             let slot = slot.clone();
             if !p.flush(&slot) {
-                // Full: stop reading until the sink drains.
-                let _ = r.modify(p.src.as_raw_fd(), p.token, 0);
+                // Full: stop reading (hang-ups included) until the sink drains.
                 if let Some(fd) = sink_fd(&slot) {
-                    let pump = pump.clone();
-                    let watched = r.add(fd, WRITE, move |r, _| on_writable(r, &pump, fd));
-                    if watched.is_err() {
+                    let me = pump.clone();
+                    if r.add(fd, WRITE, move |r, _| on_writable(r, &me, fd)).is_ok() {
+                        r.pause(p.src.as_raw_fd());
+                        p.paused = true;
+                    } else {
+                        // The sink cannot be watched: what it does not take is dropped.
                         p.pending.clear();
                         p.discard = true;
-                        let _ = r.modify(p.src.as_raw_fd(), p.token, READ);
                     }
                 }
             }
@@ -138,10 +146,13 @@ fn on_writable(r: &Reactor, pump: &Arc<Mutex<Pump>>, fd: RawFd) -> Next {
         return Next::Keep;
     }
     r.remove(fd);
+    p.paused = false;
     if p.eof {
         p.finish();
-    } else {
-        let _ = r.modify(p.src.as_raw_fd(), p.token, READ);
+    } else if r.resume(p.src.as_raw_fd(), p.token, READ).is_err() {
+        // Cannot happen for a descriptor that was watched; if it does, the stream ends here.
+        p.eof = true;
+        p.finish();
     }
     Next::Done
 }

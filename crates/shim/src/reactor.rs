@@ -116,6 +116,17 @@ impl Reactor {
         self.ctl(libc::EPOLL_CTL_MOD, fd, events, token)
     }
 
+    /// Watches `fd` again under `token` after [`Reactor::pause`] (its handler was kept).
+    pub fn resume(&self, fd: RawFd, token: u64, events: u32) -> std::io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, events, token)
+    }
+
+    /// Stops watching `fd` but keeps its handler (to [`Reactor::resume`] it). Unlike a zero event mask, this
+    /// also silences hang-ups, which epoll reports whatever the mask.
+    pub fn pause(&self, fd: RawFd) {
+        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
+    }
+
     /// Stops watching `fd` (its handler should then return [`Next::Done`]).
     pub fn remove(&self, fd: RawFd) {
         let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
