@@ -532,8 +532,13 @@ pub fn build(inp: &Input<'_>) -> Result<Value, Status> {
         "resources": resources(c.linux.as_ref().and_then(|l| l.resources.as_ref())),
     });
     if !privileged {
-        linux["maskedPaths"] = json!(MASKED);
-        linux["readonlyPaths"] = json!(READONLY);
+        // kubelet sends the paths it wants (its defaults, or none for an unmasked /proc); without them,
+        // the usual defaults.
+        let given = |v: Option<&Vec<String>>| v.filter(|v| !v.is_empty()).cloned();
+        let masked = given(sc.map(|s| &s.masked_paths));
+        let readonly = given(sc.map(|s| &s.readonly_paths));
+        linux["maskedPaths"] = masked.map(|m| json!(m)).unwrap_or_else(|| json!(MASKED));
+        linux["readonlyPaths"] = readonly.map(|r| json!(r)).unwrap_or_else(|| json!(READONLY));
     }
     let sysctls = inp
         .sandbox
@@ -683,6 +688,45 @@ mod tests {
         assert!(e.message().contains("no such capability"));
         assert_eq!(ALL_CAPS[21], "CAP_SYS_ADMIN");
         assert_eq!(ALL_CAPS[40], "CAP_CHECKPOINT_RESTORE");
+    }
+
+    #[test]
+    fn security_context_paths_replace_the_default_masks() {
+        let files = tempfile::tempdir().unwrap();
+        let rootfs = tempfile::tempdir().unwrap();
+        let sandbox = Sandbox {
+            record: Default::default(),
+            config: Default::default(),
+        };
+        let spec_of = |config: &cri::ContainerConfig| {
+            build(&Input {
+                id: "c",
+                config,
+                sandbox: &sandbox,
+                sandbox_files: files.path(),
+                image_config: &json!({"config": {"Cmd": ["sh"]}}),
+                rootfs: rootfs.path(),
+            })
+            .unwrap()
+        };
+        let plain = spec_of(&cri::ContainerConfig::default());
+        assert_eq!(plain["linux"]["maskedPaths"], json!(MASKED));
+        let sc = cri::LinuxContainerSecurityContext {
+            masked_paths: vec!["/secret".into()],
+            readonly_paths: vec!["/etc".into()],
+            ..Default::default()
+        };
+        let config = cri::ContainerConfig {
+            linux: Some(cri::LinuxContainerConfig {
+                security_context: Some(sc),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let given = spec_of(&config);
+        assert_eq!(given["linux"]["maskedPaths"], json!(["/secret"]));
+        assert_eq!(given["linux"]["readonlyPaths"], json!(["/etc"]));
+        assert_eq!(given["process"]["args"], json!(["sh"]));
     }
 
     #[test]

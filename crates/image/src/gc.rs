@@ -64,6 +64,15 @@ pub struct Usage {
     pub inodes: u64,
 }
 
+/// A removal's result: true if this call removed it, false if it was gone already.
+fn gone_or(r: std::io::Result<()>) -> std::io::Result<bool> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 fn walk(path: &Path, seen: &mut HashSet<(u64, u64)>, u: &mut Usage) {
     let Ok(md) = std::fs::symlink_metadata(path) else {
         return;
@@ -105,9 +114,11 @@ impl Store {
             .map_err(|e| io(format!("reading {}", dir.display()), e))?
             .flatten()
         {
-            if !blobs.contains(&*e.file_name().to_string_lossy()) {
-                std::fs::remove_file(e.path())
-                    .map_err(|err| io(format!("removing {}", e.path().display()), err))?;
+            // A file gone already: another collection (a concurrent removal) got there first.
+            if !blobs.contains(&*e.file_name().to_string_lossy())
+                && gone_or(std::fs::remove_file(e.path()))
+                    .map_err(|err| io(format!("removing {}", e.path().display()), err))?
+            {
                 out.blobs += 1;
             }
         }
@@ -117,9 +128,11 @@ impl Store {
             .flatten()
         {
             let name = e.file_name().to_string_lossy().into_owned();
-            if !name.starts_with('.') && !layers.contains(&name) {
-                std::fs::remove_dir_all(e.path())
-                    .map_err(|err| io(format!("removing {}", e.path().display()), err))?;
+            if !name.starts_with('.')
+                && !layers.contains(&name)
+                && gone_or(std::fs::remove_dir_all(e.path()))
+                    .map_err(|err| io(format!("removing {}", e.path().display()), err))?
+            {
                 out.layers += 1;
             }
         }

@@ -293,8 +293,13 @@ impl Store {
     /// image or snapshot uses.
     pub fn remove_image(&self, reference: &str) -> Result<ImageRecord> {
         let rec = self.find(reference)?;
-        std::fs::remove_file(self.image_path(&rec.id))
-            .map_err(|e| io(format!("removing image {}", rec.id), e))?;
+        match std::fs::remove_file(self.image_path(&rec.id)) {
+            // A concurrent removal of the same image got there first.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NotFound(format!("image {reference:?}")));
+            }
+            r => r.map_err(|e| io(format!("removing image {}", rec.id), e))?,
+        }
         self.collect_garbage()?;
         Ok(rec)
     }
