@@ -34,11 +34,7 @@ impl protos::Events for Receiver {
                 if let Ok(e) = ev::TaskExit::parse_from_bytes(&value)
                     && e.id == e.container_id
                 {
-                    let at = e
-                        .exited_at
-                        .as_ref()
-                        .map(|t| t.seconds * 1_000_000_000 + i64::from(t.nanos))
-                        .unwrap_or(0);
+                    let at = e.exited_at.as_ref().map(crate::records::ns_of).unwrap_or(0);
                     self.containers
                         .mark_exit(&e.container_id, e.exit_status as i32, at);
                 }

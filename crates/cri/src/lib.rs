@@ -16,6 +16,7 @@ pub mod image;
 pub mod images_api;
 pub mod netns;
 pub mod pod;
+mod records;
 pub mod runtime;
 pub mod sandbox;
 pub mod spec;

@@ -15,6 +15,7 @@ use tonic::Status;
 
 use crate::cni::{self, Attachment, Cni};
 use crate::netns;
+use crate::records::now_ns;
 use crate::sandbox::{Record, Sandbox, Sandboxes};
 
 /// NamespaceMode NODE: the host's namespace.
@@ -40,13 +41,6 @@ pub(crate) fn random_id() -> Result<String, Status> {
         .and_then(|mut f| f.read_exact(&mut b))
         .map_err(|e| Status::internal(format!("reading /dev/urandom: {e}")))?;
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
 }
 
 /// The pod's namespace options (defaults: all the pod's own).

@@ -13,6 +13,7 @@ use prost::Message;
 use serde::{Deserialize, Serialize};
 
 use crate::netns::Pinned;
+use crate::records::{by_id_or_prefix, write_atomic};
 
 /// What criusd records of a sandbox beyond its CRI config.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -61,12 +62,6 @@ pub fn reserved_name(c: &cri::PodSandboxConfig) -> String {
 pub struct Sandboxes {
     dir: PathBuf,
     all: Mutex<HashMap<String, Sandbox>>,
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 impl Sandboxes {
@@ -142,18 +137,7 @@ impl Sandboxes {
 
     /// The sandbox whose id is `id` or starts with it (when only one does).
     pub fn get(&self, id: &str) -> Option<Sandbox> {
-        let all = self.lock();
-        if let Some(s) = all.get(id) {
-            return Some(s.clone());
-        }
-        if id.is_empty() {
-            return None;
-        }
-        let mut found = all.values().filter(|s| s.record.id.starts_with(id));
-        match (found.next(), found.next()) {
-            (Some(s), None) => Some(s.clone()),
-            _ => None,
-        }
+        by_id_or_prefix(&self.lock(), id).cloned()
     }
 
     /// Every sandbox.

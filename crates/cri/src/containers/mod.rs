@@ -20,6 +20,7 @@ use prost::Message;
 use serde::{Deserialize, Serialize};
 use tonic::Status;
 
+use crate::records::{by_id_or_prefix, now_ns, ns_of, write_atomic};
 use crate::sandbox::Sandbox;
 
 mod exec;
@@ -85,23 +86,6 @@ pub struct Containers {
     shims: Mutex<HashMap<String, TaskClient>>,
     /// The last CPU sample of each container (time, cumulative usage; both ns), for usage_nano_cores.
     cpu_samples: Mutex<HashMap<String, (i64, u64)>>,
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
-}
-
-fn ns_of(t: &containerd_shim_protos::protobuf::well_known_types::timestamp::Timestamp) -> i64 {
-    t.seconds * 1_000_000_000 + i64::from(t.nanos)
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 /// A ttrpc error as a gRPC status.
@@ -222,18 +206,7 @@ impl Containers {
 
     /// The container whose id is `id`, or the only one whose id starts with it.
     pub fn get(&self, id: &str) -> Option<Container> {
-        let all = self.lock();
-        if let Some(c) = all.get(id) {
-            return Some(c.clone());
-        }
-        if id.is_empty() {
-            return None;
-        }
-        let mut found = all.values().filter(|c| c.record.id.starts_with(id));
-        match (found.next(), found.next()) {
-            (Some(c), None) => Some(c.clone()),
-            _ => None,
-        }
+        by_id_or_prefix(&self.lock(), id).cloned()
     }
 
     fn get_or_not_found(&self, id: &str) -> Result<Container, Status> {
@@ -739,18 +712,19 @@ impl Containers {
     }
 }
 
+/// Whether `c` is selected by a filter's id prefix, sandbox id prefix and labels (each empty: any), as
+/// ListContainers and ListContainerStats filter.
+fn selected(c: &Container, id: &str, sandbox_id: &str, labels: &HashMap<String, String>) -> bool {
+    c.record.id.starts_with(id)
+        && c.record.sandbox_id.starts_with(sandbox_id)
+        && labels.iter().all(|(k, v)| c.config.labels.get(k) == Some(v))
+}
+
 /// ListContainers: the containers `filter` selects (id prefix, sandbox, state, labels).
 pub fn list(all: &Containers, filter: Option<&cri::ContainerFilter>) -> Vec<cri::Container> {
     all.list()
         .into_iter()
-        .filter(|c| {
-            let Some(f) = filter else { return true };
-            (f.id.is_empty() || c.record.id.starts_with(&f.id))
-                && (f.pod_sandbox_id.is_empty() || c.record.sandbox_id.starts_with(&f.pod_sandbox_id))
-                && f.label_selector
-                    .iter()
-                    .all(|(k, v)| c.config.labels.get(k) == Some(v))
-        })
+        .filter(|c| filter.is_none_or(|f| selected(c, &f.id, &f.pod_sandbox_id, &f.label_selector)))
         .filter_map(|c| {
             let state = all.observe(&c).state as i32;
             if filter

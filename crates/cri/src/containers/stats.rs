@@ -6,7 +6,8 @@ use crius_image::Store;
 use crius_shim::client;
 use k8s_cri::v1 as cri;
 
-use super::{Container, Containers, now_ns};
+use super::{Container, Containers, selected};
+use crate::records::now_ns;
 
 impl Containers {
     /// ContainerStats: cpu and memory from the shim (cgroup v2 figures; none for a container that is not
@@ -89,14 +90,7 @@ pub fn list_stats(
 ) -> Vec<cri::ContainerStats> {
     all.list()
         .into_iter()
-        .filter(|c| {
-            let Some(f) = filter else { return true };
-            (f.id.is_empty() || c.record.id.starts_with(&f.id))
-                && (f.pod_sandbox_id.is_empty() || c.record.sandbox_id.starts_with(&f.pod_sandbox_id))
-                && f.label_selector
-                    .iter()
-                    .all(|(k, v)| c.config.labels.get(k) == Some(v))
-        })
+        .filter(|c| filter.is_none_or(|f| selected(c, &f.id, &f.pod_sandbox_id, &f.label_selector)))
         .filter(|c| all.observe(c).state == cri::ContainerState::ContainerRunning)
         .map(|c| all.stats(&c, store))
         .collect()

@@ -1,0 +1,59 @@
+//! What the sandbox and container records share: writing a file whole, finding a record by its id or a
+//! unique prefix of it, and times as nanoseconds since the epoch (the CRI's unit).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use containerd_shim_protos::protobuf::well_known_types::timestamp::Timestamp;
+
+/// Writes `bytes` to `path` through a temporary file renamed over it: a crash leaves the old file or the
+/// new one, never half of one. The caller keeps writers of one path apart.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The entry whose key is `id`, else the only one whose key starts with it (crictl and kubelet take short
+/// ids); none for an empty or ambiguous prefix.
+pub(crate) fn by_id_or_prefix<'a, T>(all: &'a HashMap<String, T>, id: &str) -> Option<&'a T> {
+    if let Some(v) = all.get(id) {
+        return Some(v);
+    }
+    if id.is_empty() {
+        return None;
+    }
+    let mut found = all.iter().filter(|(k, _)| k.starts_with(id)).map(|(_, v)| v);
+    match (found.next(), found.next()) {
+        (Some(v), None) => Some(v),
+        _ => None,
+    }
+}
+
+/// Now, in nanoseconds since the epoch.
+pub(crate) fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// A protobuf timestamp in nanoseconds since the epoch.
+pub(crate) fn ns_of(t: &Timestamp) -> i64 {
+    t.seconds * 1_000_000_000 + i64::from(t.nanos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_unique_prefixes_find_their_entry() {
+        let all: HashMap<String, u8> = [("abc1".to_string(), 1), ("abd2".to_string(), 2)].into();
+        assert_eq!(by_id_or_prefix(&all, "abd2"), Some(&2));
+        assert_eq!(by_id_or_prefix(&all, "abc"), Some(&1));
+        assert_eq!(by_id_or_prefix(&all, "ab"), None, "ambiguous");
+        assert_eq!(by_id_or_prefix(&all, ""), None);
+        assert_eq!(by_id_or_prefix(&all, "x"), None);
+    }
+}
