@@ -166,33 +166,9 @@ impl Drop for Daemon {
         // Containers a failed test left (they outlive criusd by design): deleted by the runtime, then the
         // pod shims that held them are killed and their sockets removed.
         if let Ok(dir) = std::fs::read_dir(self.state().join("containers")) {
-            for e in dir.flatten() {
-                let _ = Command::new(built_binary("crius-runc"))
-                    .args(["--root", "/run/crius/shim/crius-runc/k8s.io", "delete", "--force"])
-                    .arg(e.file_name())
-                    .output();
-            }
+            crate::shims::delete_containers("k8s.io", dir.flatten().map(|e| e.file_name()));
         }
-        let owner = self.socket().display().to_string();
-        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let args: Vec<String> = String::from_utf8_lossy(&cmd)
-                .split('\0')
-                .map(str::to_string)
-                .collect();
-            if args.iter().any(|a| a.ends_with("containerd-shim-crius-v2")) && args.contains(&owner) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-                if let Some(sock) = args.iter().skip_while(|a| *a != "-socket").nth(1) {
-                    let _ = std::fs::remove_file(sock.trim_start_matches("unix://"));
-                }
-            }
-        }
+        crate::shims::kill_shims(&self.socket().display().to_string());
         // What a failed test left mounted (namespace pins, rootfs): unmounted, so its namespaces and the temp
         // dir go too.
         for m in crate::containerd::mounts_under(self.dir.path()) {

@@ -6,6 +6,7 @@ pub mod containerd;
 pub mod daemon;
 pub mod image;
 pub mod registry;
+pub mod shims;
 pub mod token;
 
 use std::path::{Path, PathBuf};

@@ -8,6 +8,7 @@ use std::process::Command;
 
 use crius_test_support::daemon::Daemon;
 use crius_test_support::require_root;
+use crius_test_support::shims::shim_pids;
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::Code;
@@ -158,6 +159,16 @@ impl Network {
         }
     }
 
+    /// criusd's flags for this network (plugins from Debian's package).
+    fn daemon_args(&self) -> Vec<String> {
+        vec![
+            "--cni-conf-dir".to_string(),
+            self.conf_dir.display().to_string(),
+            "--cni-plugin-dir".to_string(),
+            "/usr/lib/cni".to_string(),
+        ]
+    }
+
     fn ipam_dir(&self) -> PathBuf {
         self._dir.path().join("ipam/crius-test")
     }
@@ -270,12 +281,7 @@ async fn version_status_and_a_pod_without_a_network_config() {
 async fn pods_get_pinned_namespaces_and_a_cni_network() {
     require_root();
     let net = Network::new();
-    let args = [
-        "--cni-conf-dir".to_string(),
-        net.conf_dir.display().to_string(),
-        "--cni-plugin-dir".to_string(),
-        "/usr/lib/cni".to_string(),
-    ];
+    let args = net.daemon_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut d = Daemon::start(&args);
     let mut c = client(&d).await;
@@ -468,6 +474,28 @@ async fn containers(c: &mut Client, filter: cri::ContainerFilter) -> Vec<String>
     ids
 }
 
+/// Imports the test busybox image into `d` (as `busybox:latest`), offline.
+fn import_busybox(d: &Daemon) {
+    let layout = d.dir().join("layout");
+    let archive = d.dir().join("busybox.tar");
+    crius_test_support::image::busybox(&layout, "busybox:latest").unwrap();
+    crius_test_support::image::write_archive(&layout, &archive).unwrap();
+    d.cli_ok(&["images", "import", archive.to_str().unwrap()]);
+}
+
+/// A deadline 20 s from now.
+fn in_20s() -> std::time::Instant {
+    std::time::Instant::now() + std::time::Duration::from_secs(20)
+}
+
+/// Waits until `done`, failing with `what` once `deadline` passes.
+async fn eventually(deadline: std::time::Instant, what: impl Fn() -> String, mut done: impl FnMut() -> bool) {
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{}", what());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 async fn wait_state(c: &mut Client, id: &str, state: cri::ContainerState) -> cri::ContainerStatus {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
@@ -483,38 +511,15 @@ async fn wait_state(c: &mut Client, id: &str, state: cri::ContainerState) -> cri
     }
 }
 
-/// Pids of shims whose command line names `owner`.
-fn shims_of(owner: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let cmd = String::from_utf8_lossy(&cmd);
-            cmd.contains("containerd-shim-crius-v2") && cmd.contains(owner)
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
 async fn containers_run_in_their_pod_through_its_shim() {
     require_root();
     let net = Network::new();
-    let args = [
-        "--cni-conf-dir".to_string(),
-        net.conf_dir.display().to_string(),
-        "--cni-plugin-dir".to_string(),
-        "/usr/lib/cni".to_string(),
-    ];
+    let args = net.daemon_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut d = Daemon::start(&args);
-    let layout = d.dir().join("layout");
-    let archive = d.dir().join("busybox.tar");
-    crius_test_support::image::busybox(&layout, "busybox:latest").unwrap();
-    crius_test_support::image::write_archive(&layout, &archive).unwrap();
-    d.cli_ok(&["images", "import", archive.to_str().unwrap()]);
+    import_busybox(&d);
     let mut c = client(&d).await;
     let logs = d.dir().join("logs");
     let data = d.dir().join("data");
@@ -596,18 +601,16 @@ async fn containers_run_in_their_pod_through_its_shim() {
     assert!(s2.finished_at >= s2.started_at);
 
     let log1 = logs.join("c1/0.log");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !std::fs::read_to_string(&log1)
-        .unwrap_or_default()
-        .contains("read-only")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "c1's log: {:?}",
+    eventually(
+        in_20s(),
+        || format!("c1's log: {:?}", std::fs::read_to_string(&log1)),
+        || {
             std::fs::read_to_string(&log1)
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+                .unwrap_or_default()
+                .contains("read-only")
+        },
+    )
+    .await;
     let text = std::fs::read_to_string(&log1).unwrap();
     let lines: Vec<&str> = text
         .lines()
@@ -749,14 +752,16 @@ async fn containers_run_in_their_pod_through_its_shim() {
         .trim()
         .to_string();
     let log = logs.join("priv/0.log");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .contains("CapEff")
-    {
-        assert!(std::time::Instant::now() < deadline, "priv logged nothing");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    eventually(
+        in_20s(),
+        || "priv logged nothing".into(),
+        || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("CapEff")
+        },
+    )
+    .await;
     assert!(
         std::fs::read_to_string(&log)
             .unwrap()
@@ -779,11 +784,8 @@ async fn containers_run_in_their_pod_through_its_shim() {
             .unwrap_or_default()
             .contains(" stdout F tick")
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !has_tick(&log5) {
-        assert!(std::time::Instant::now() < deadline, "c5 logged nothing");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let deadline = in_20s();
+    eventually(deadline, || "c5 logged nothing".into(), || has_tick(&log5)).await;
     std::fs::rename(&log5, logs.join("c5/0.log.1")).unwrap();
     // The pod's containers share /dev/shm (c1 wrote there).
     let shm = c
@@ -801,13 +803,12 @@ async fn containers_run_in_their_pod_through_its_shim() {
     })
     .await
     .unwrap();
-    while !has_tick(&log5) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "nothing in the reopened log"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    eventually(
+        deadline,
+        || "nothing in the reopened log".into(),
+        || has_tick(&log5),
+    )
+    .await;
     let e = c
         .reopen_container_log(cri::ReopenContainerLogRequest {
             container_id: c1_id.clone(),
@@ -850,14 +851,12 @@ async fn containers_run_in_their_pod_through_its_shim() {
             .is_empty()
     );
     let owner = d.socket().display().to_string();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !shims_of(&owner).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the pod's shim did not exit"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    eventually(
+        in_20s(),
+        || "the pod's shim did not exit".into(),
+        || shim_pids(&owner).is_empty(),
+    )
+    .await;
     assert!(entries(&d.root().join("containers")).is_empty());
     assert!(entries(&d.state().join("containers")).is_empty());
     assert!(entries(&d.root().join("images/snapshots")).is_empty());
@@ -884,11 +883,7 @@ async fn vm_container_resources_are_set_and_updated_live() {
         "needs a pure cgroup v2 host: hack/test.sh runs the vm_* tests inside hack/vm"
     );
     let d = Daemon::start(&[]);
-    let layout = d.dir().join("layout");
-    let archive = d.dir().join("busybox.tar");
-    crius_test_support::image::busybox(&layout, "busybox:latest").unwrap();
-    crius_test_support::image::write_archive(&layout, &archive).unwrap();
-    d.cli_ok(&["images", "import", archive.to_str().unwrap()]);
+    import_busybox(&d);
     let mut c = client(&d).await;
     // A host-network pod: no CNI needed in the VM.
     let mut pod_conf = config("resize", "ur");

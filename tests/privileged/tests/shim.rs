@@ -11,6 +11,7 @@ use containerd_shim_protos as protos;
 use crius_shim::client;
 use crius_test_support::containerd::{Containerd, mounts_under};
 use crius_test_support::daemon::built_binary;
+use crius_test_support::shims::{self, shim_pids};
 use crius_test_support::{Bundle, image, require_root, unique};
 use protos::api;
 use protos::protobuf::Message;
@@ -18,22 +19,6 @@ use protos::ttrpc::{self, Code};
 
 fn shim() -> PathBuf {
     built_binary("containerd-shim-crius-v2")
-}
-
-/// Pids of shim processes whose command line mentions `needle`.
-fn shim_pids(needle: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.contains("containerd-shim-crius-v2") && cmd.contains(needle) {
-            out.push(pid);
-        }
-    }
-    out
 }
 
 /// Whatever a failing test leaves: containers deleted through the runtime, then the shims that held them.
@@ -45,24 +30,8 @@ struct Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let root = Path::new("/run/crius/shim/crius-runc").join(self.namespace);
-        for id in &self.ids {
-            let _ = std::process::Command::new(built_binary("crius-runc"))
-                .arg("--root")
-                .arg(&root)
-                .args(["delete", "--force", id])
-                .output();
-        }
-        for pid in shim_pids(&self.needle) {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let _ =
-                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-            // Its socket stays behind after SIGKILL.
-            let cmd = String::from_utf8_lossy(&cmd).into_owned();
-            if let Some(sock) = cmd.split('\0').skip_while(|a| *a != "-socket").nth(1) {
-                let _ = std::fs::remove_file(sock.trim_start_matches("unix://"));
-            }
-        }
+        shims::delete_containers(self.namespace, &self.ids);
+        shims::kill_shims(&self.needle);
     }
 }
 
