@@ -78,7 +78,7 @@ impl Reactor {
     }
 
     /// Calls `handler` on the loop thread whenever `fd` is ready for `events`; returns the registration's
-    /// token (for [`Reactor::modify`]). The caller keeps `fd` open until it removes it.
+    /// token (for [`Reactor::resume`]). The caller keeps `fd` open until it removes it.
     pub fn add(
         &self,
         fd: RawFd,
@@ -109,11 +109,6 @@ impl Reactor {
             return Err(e);
         }
         Ok(())
-    }
-
-    /// Changes what `fd` (registered as `token`) is watched for; 0 pauses it.
-    pub fn modify(&self, fd: RawFd, token: u64, events: u32) -> std::io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_MOD, fd, events, token)
     }
 
     /// Watches `fd` again under `token` after [`Reactor::pause`] (its handler was kept).

@@ -79,12 +79,18 @@ struct Conn {
 }
 
 impl Conn {
-    fn send(&self, stream_id: u32, res: &Response) {
-        let Ok(payload) = res.write_to_bytes() else { return };
-        let f = frame(stream_id, TYPE_RESPONSE, &payload);
+    /// Writes one frame whole, under the connection's lock.
+    fn write_frame(&self, stream_id: u32, kind: u8, payload: &[u8]) {
+        let f = frame(stream_id, kind, payload);
         let _guard = self.out.lock().unwrap_or_else(|p| p.into_inner());
         // A client that went away loses its reply; nothing else to do.
         let _ = (&self.stream).write_all(&f);
+    }
+
+    fn send(&self, stream_id: u32, res: &Response) {
+        if let Ok(payload) = res.write_to_bytes() {
+            self.write_frame(stream_id, TYPE_RESPONSE, &payload);
+        }
     }
 }
 
@@ -296,9 +302,7 @@ impl Server {
         match method.handler(ctx, job.req) {
             Ok(()) => {
                 for (mh, payload) in rx.try_iter() {
-                    let f = frame(mh.stream_id, mh.type_, &payload);
-                    let _guard = job.conn.out.lock().unwrap_or_else(|p| p.into_inner());
-                    let _ = (&job.conn.stream).write_all(&f);
+                    job.conn.write_frame(mh.stream_id, mh.type_, &payload);
                 }
             }
             Err(e) => {
