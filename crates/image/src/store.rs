@@ -177,8 +177,12 @@ impl Store {
             .flatten()
         {
             if e.path().extension().is_some_and(|x| x == "json") {
-                let bytes = std::fs::read(e.path())
-                    .map_err(|err| io(format!("reading {}", e.path().display()), err))?;
+                let bytes = match std::fs::read(e.path()) {
+                    Ok(b) => b,
+                    // Removed since the listing (a concurrent RemoveImage): not an image any more.
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(err) => return Err(io(format!("reading {}", e.path().display()), err)),
+                };
                 out.push(
                     serde_json::from_slice(&bytes)
                         .map_err(|err| io(format!("corrupt {}", e.path().display()), err))?,
