@@ -2,6 +2,7 @@
 //! driver for the runtime under test — crius-runc by default, or any runc-compatible binary named by
 //! `CRIUS_TEST_RUNTIME` (`runc`, `crun`, a path), so the same tests check crius and check themselves.
 
+pub mod cni;
 pub mod containerd;
 pub mod daemon;
 pub mod image;

@@ -3,9 +3,10 @@
 //! plugins, on a bridge and subnet of the test's own), records that survive a criusd restart, idempotent Stop
 //! and Remove, and nothing left behind.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
+use crius_test_support::cni::Network;
 use crius_test_support::daemon::Daemon;
 use crius_test_support::require_root;
 use crius_test_support::shims::shim_pids;
@@ -117,67 +118,6 @@ fn nsenter(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The test's own bridge and CNI config; the bridge is deleted when the test ends, however it ends.
-struct Network {
-    bridge: String,
-    subnet_prefix: String,
-    conf_dir: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Network {
-    fn new() -> Network {
-        let dir = tempfile::tempdir().unwrap();
-        let n = std::process::id() % 200 + 20;
-        let bridge = format!("crius{n}");
-        let subnet_prefix = format!("10.213.{n}.");
-        let conf_dir = dir.path().join("net.d");
-        std::fs::create_dir(&conf_dir).unwrap();
-        let conf = serde_json::json!({
-            "cniVersion": "1.0.0",
-            "name": "crius-test",
-            "plugins": [{
-                "type": "bridge",
-                "bridge": bridge,
-                "isGateway": true,
-                "ipMasq": false,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [[{"subnet": format!("{subnet_prefix}0/24")}]],
-                    "dataDir": dir.path().join("ipam"),
-                },
-            }],
-        });
-        std::fs::write(conf_dir.join("10-test.conflist"), conf.to_string()).unwrap();
-        Network {
-            bridge,
-            subnet_prefix,
-            conf_dir,
-            _dir: dir,
-        }
-    }
-
-    /// criusd's flags for this network (plugins from Debian's package).
-    fn daemon_args(&self) -> Vec<String> {
-        vec![
-            "--cni-conf-dir".to_string(),
-            self.conf_dir.display().to_string(),
-            "--cni-plugin-dir".to_string(),
-            "/usr/lib/cni".to_string(),
-        ]
-    }
-
-    fn ipam_dir(&self) -> PathBuf {
-        self._dir.path().join("ipam/crius-test")
-    }
-}
-
-impl Drop for Network {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.bridge]).output();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
