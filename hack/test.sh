@@ -26,11 +26,11 @@ cargo build --workspace --bins
 cargo rustc -p crius-testprog --release --bin crius-testprog --quiet -- -C target-feature=+crt-static
 
 step "privileged tests on the host: crius-runc; registry pulls, criusd (images; pod sandboxes with CNI), and the shim (under containerd and over ttrpc)"
-cargo test -p crius-privileged-tests "${host_suites[@]}" --test pull --test daemon --test pods --test shim -- --ignored --skip vm_
+cargo test -p crius-privileged-tests "${host_suites[@]}" --test pull --test daemon --test pods --test shim --test engine -- --ignored --skip vm_
 step "privileged tests on the host: runc (crius-only tests excepted)"
 CRIUS_TEST_RUNTIME=runc cargo test -p crius-privileged-tests "${host_suites[@]}" -- --ignored --skip crius_only
 
-step "cgroup v2 tests in the VM: crius-runc, then runc; the shim's OOM reports and live updates (also under containerd); CRI resources set and updated live"
+step "cgroup v2 tests in the VM: crius-runc, then runc; the shim's OOM reports and live updates (also under containerd); CRI resources set and updated live; a seed pod's limits"
 test_binary() {
   cargo test -p crius-privileged-tests --test "$1" --no-run --message-format=json 2>/dev/null |
     jq -r --arg t "$1" 'select(.profile.test == true and .target.name == $t) | .executable' | tail -n1
@@ -38,11 +38,13 @@ test_binary() {
 vm_test=$(test_binary cgroup_v2)
 shim_test=$(test_binary shim)
 pods_test=$(test_binary pods)
-[ -x "$vm_test" ] && [ -x "$shim_test" ] && [ -x "$pods_test" ] || { echo "could not find the VM test binaries" >&2; exit 1; }
+engine_test=$(test_binary engine)
+[ -x "$vm_test" ] && [ -x "$shim_test" ] && [ -x "$pods_test" ] && [ -x "$engine_test" ] || { echo "could not find the VM test binaries" >&2; exit 1; }
 RUN_IN_VM_TIMEOUT=${RUN_IN_VM_TIMEOUT:-900} hack/vm/run-in-vm.sh sh -c "
   '$vm_test' --ignored --test-threads=1 &&
   CRIUS_TEST_RUNTIME=runc '$vm_test' --ignored --test-threads=1 --skip crius_only &&
   '$shim_test' --ignored --test-threads=1 vm_ &&
-  '$pods_test' --ignored --test-threads=1 vm_"
+  '$pods_test' --ignored --test-threads=1 vm_ &&
+  '$engine_test' --ignored --test-threads=1 vm_"
 
 step "all test groups passed"

@@ -1,7 +1,9 @@
 //! crius: the command line for criusd. `crius images …` pulls, imports, lists, inspects and removes images,
-//! through the CRI ImageService where it suffices and crius's own API for imports and pull progress.
+//! through the CRI ImageService where it suffices and crius's own API for imports and pull progress;
+//! `crius run` runs the pods of a Kubernetes manifest with the pod engine (`crius-pod`).
 
 mod images;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -21,6 +23,8 @@ enum Command {
     /// Pull, import, list, inspect and remove images.
     #[command(subcommand, visible_alias = "image")]
     Images(images::Images),
+    /// Run the pods of a Kubernetes manifest (Pod, Job, Deployment, ...) until they complete or are stopped.
+    Run(run::Run),
 }
 
 fn main() -> std::process::ExitCode {
@@ -42,11 +46,14 @@ fn main() -> std::process::ExitCode {
     };
     let result = rt.block_on(async {
         match cli.command {
-            Command::Images(cmd) => images::run(&cli.address, cmd).await,
+            Command::Images(cmd) => images::run(&cli.address, cmd)
+                .await
+                .map(|()| std::process::ExitCode::SUCCESS),
+            Command::Run(cmd) => run::run(&cli.address, cmd).await,
         }
     });
     match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("crius: {e}");
             std::process::ExitCode::FAILURE

@@ -328,12 +328,32 @@ fn capabilities(
     Ok(caps)
 }
 
+/// Whether the cgroup2 tree has the cpu controller. A hybrid host's may not (here: hugetlb alone); cpu shares
+/// are then left out, with a warning once, since a relative weight is not a limit and kubelet asks for one in
+/// every container (2 for BestEffort ones). A cpu quota still fails there, naming the missing controller.
+fn cpu_controller() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        let mount = crius_shim::oom::cgroup2_mount().unwrap_or_else(|| "/sys/fs/cgroup".into());
+        let list = std::fs::read_to_string(mount.join("cgroup.controllers")).unwrap_or_default();
+        let has = list.split_whitespace().any(|c| c == "cpu");
+        if !has {
+            tracing::warn!(
+                "the cgroup2 tree at {} has no cpu controller (it has [{}]): cpu shares are not applied",
+                mount.display(),
+                list.trim()
+            );
+        }
+        has
+    })
+}
+
 /// The OCI `linux.resources` of CRI resources (a deny-all device rule first; CRI zero = unset).
 pub fn resources(r: Option<&cri::LinuxContainerResources>) -> Value {
     let mut out = json!({"devices": [{"allow": false, "access": "rwm"}]});
     let Some(r) = r else { return out };
     let mut cpu = serde_json::Map::new();
-    if r.cpu_shares != 0 {
+    if r.cpu_shares != 0 && cpu_controller() {
         cpu.insert("shares".into(), json!(r.cpu_shares));
     }
     if r.cpu_quota != 0 {

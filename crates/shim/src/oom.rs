@@ -35,7 +35,7 @@ fn kills(file: &Path) -> u64 {
 }
 
 /// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on hybrid hosts).
-fn cgroup2_mount() -> Option<PathBuf> {
+pub fn cgroup2_mount() -> Option<PathBuf> {
     std::fs::read_to_string("/proc/self/mountinfo")
         .ok()?
         .lines()

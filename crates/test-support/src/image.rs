@@ -261,6 +261,63 @@ pub fn busybox(out: &Path, name: &str) -> std::io::Result<ImageInfo> {
     Ok(write_layout(out, &[spec])?.remove(0))
 }
 
+/// The images the seed manifests name, as stand-ins: busybox plus one script each that behaves like the real
+/// program in the seeds' stories (`crates/test-support/seeds/*.sh`): a log agent that ships `/var/log/app` and
+/// flushes on SIGTERM, a migration that exits 0, a batch worker, a long-running app, a mesh proxy.
+pub fn seed_images(out: &Path) -> std::io::Result<Vec<(String, ImageInfo)>> {
+    const SEEDS: [(&str, &str, &str); 5] = [
+        (
+            "fluent/fluent-bit:3.2",
+            "/fluent-bit/bin/fluent-bit",
+            include_str!("../seeds/fluent-bit.sh"),
+        ),
+        (
+            "flyway:latest",
+            "/usr/local/bin/flyway",
+            include_str!("../seeds/flyway.sh"),
+        ),
+        (
+            "data-worker:latest",
+            "/usr/local/bin/data-worker",
+            include_str!("../seeds/data-worker.sh"),
+        ),
+        (
+            "myapp:latest",
+            "/usr/local/bin/myapp",
+            include_str!("../seeds/myapp.sh"),
+        ),
+        (
+            "docker.io/istio/proxyv2:1.23",
+            "/usr/local/bin/pilot-agent",
+            include_str!("../seeds/proxyv2.sh"),
+        ),
+    ];
+    let base = tempfile::tempdir()?;
+    crate::build_busybox_rootfs(base.path())?;
+    let mut dirs = Vec::new();
+    let mut specs = Vec::new();
+    for (name, path, script) in SEEDS {
+        let dir = tempfile::tempdir()?;
+        let file = dir.path().join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(file.parent().expect("a path in a directory"))?;
+        std::fs::write(&file, script)?;
+        std::fs::set_permissions(
+            &file,
+            <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+        )?;
+        specs.push(ImageSpec {
+            name: name.into(),
+            layers: vec![base.path().into(), dir.path().into()],
+            entrypoint: vec![path.into()],
+            env: vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()],
+            ..Default::default()
+        });
+        dirs.push(dir);
+    }
+    let infos = write_layout(out, &specs)?;
+    Ok(specs.into_iter().map(|s| s.name).zip(infos).collect())
+}
+
 /// The test-program image: `/crius-testprog` (a static binary) as the entrypoint, running as uid 1000.
 pub fn testprog(out: &Path, name: &str, testprog: &Path) -> std::io::Result<ImageInfo> {
     let tmp = tempfile::tempdir()?;

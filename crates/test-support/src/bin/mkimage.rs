@@ -3,6 +3,7 @@
 //! ```text
 //! crius-mkimage busybox  OUT_DIR [NAME]                 # default name busybox:latest
 //! crius-mkimage testprog OUT_DIR TESTPROG_BINARY [NAME] # default name crius-testprog:latest
+//! crius-mkimage seeds    OUT_DIR                        # stand-ins for the images the seed manifests name
 //! crius-mkimage archive  LAYOUT_DIR ARCHIVE.tar
 //! ```
 
@@ -25,10 +26,12 @@ fn main() -> ExitCode {
             Path::new(bin),
         )
         .map(|i| println!("{} {}", i.manifest, i.config)),
+        ["seeds", out] => image::seed_images(Path::new(out))
+            .map(|v| v.iter().for_each(|(name, i)| println!("{name} {}", i.config))),
         ["archive", layout, archive] => image::write_archive(Path::new(layout), Path::new(archive)),
         _ => {
             eprintln!(
-                "usage: crius-mkimage busybox OUT [NAME] | testprog OUT BINARY [NAME] | archive LAYOUT ARCHIVE"
+                "usage: crius-mkimage busybox OUT [NAME] | testprog OUT BINARY [NAME] | seeds OUT | archive LAYOUT ARCHIVE"
             );
             return ExitCode::from(2);
         }

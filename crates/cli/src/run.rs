@@ -1,0 +1,237 @@
+//! `crius run`: runs the pods of a Kubernetes manifest on criusd (or any CRI runtime at `--address`) with the
+//! pod engine, in the foreground: events on stderr as they happen, the containers' output with `--logs`, a
+//! report at the end; SIGINT or SIGTERM terminates the pods gracefully (main containers, then sidecars in
+//! reverse order). Nothing of the pods is left afterwards but their log files.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use crius_pod::{Event, Phase, PullPolicy, Report};
+use tokio::sync::watch;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Pull {
+    /// Each container's imagePullPolicy (Kubernetes' default: Always for `:latest` or no tag).
+    Policy,
+    /// Pull every image.
+    Always,
+    /// Pull only images that are not there yet.
+    Missing,
+    /// Never pull: use the images there are.
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Output {
+    /// A line per container.
+    Text,
+    /// The reports as JSON, on stdout.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct Run {
+    /// Manifest files: Pods, or Jobs, CronJobs, Deployments, StatefulSets, DaemonSets or ReplicaSets (one pod of
+    /// each template); ConfigMaps and Secrets in any of them feed volumes and env. `-` reads standard input.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Which images to pull (the last one given wins).
+    #[arg(long, value_enum, default_value = "policy", overrides_with = "pull")]
+    pull: Pull,
+    /// Run REF wherever the manifest says NAME (repeatable), e.g. `--image flyway:latest=busybox:1.36`.
+    #[arg(long = "image", value_name = "NAME=REF")]
+    images: Vec<String>,
+    /// Print the containers' output as it comes, each line after its container's name.
+    #[arg(long)]
+    logs: bool,
+    /// The report at the end.
+    #[arg(short, long, value_enum, default_value = "text")]
+    output: Output,
+    /// The first restart back-off, doubling up to 5m (kubelet's is 10s).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    restart_backoff: Duration,
+    /// Where pods' volumes go (`<dir>/<pod uid>`).
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/crius/pods")]
+    pods_dir: PathBuf,
+    /// Where pods' log directories go (kubelet's `/var/log/pods`).
+    #[arg(long, value_name = "DIR", default_value = "/var/log/pods")]
+    log_root: PathBuf,
+}
+
+/// `500ms`, `10s`, `2m`.
+fn duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("bad duration {s:?} (examples: 500ms, 10s, 2m)");
+    let (n, unit) = s
+        .find(|c: char| !c.is_ascii_digit())
+        .map(|i| s.split_at(i))
+        .ok_or_else(bad)?;
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    Ok(match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n * 60),
+        _ => return Err(bad()),
+    })
+}
+
+/// Runs `crius run` against the CRI runtime at `address`; the process's exit code: 0 when every pod
+/// succeeded or was stopped, 1 when one failed.
+pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, String> {
+    let mut manifest = crius_pod::Manifest::default();
+    for file in &cmd.files {
+        let text = if file.as_os_str() == "-" {
+            std::io::read_to_string(std::io::stdin()).map_err(|e| format!("reading standard input: {e}"))?
+        } else {
+            std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?
+        };
+        manifest.merge(crius_pod::parse(&text, &file.display().to_string())?);
+    }
+    for s in &manifest.skipped {
+        eprintln!("crius: skipping {s}: only pods and their ConfigMaps and Secrets run here");
+    }
+    if manifest.pods.is_empty() {
+        return Err("no pod or workload to run in the manifests".into());
+    }
+    let mut images = HashMap::new();
+    for m in &cmd.images {
+        let (k, v) = m
+            .split_once('=')
+            .ok_or_else(|| format!("--image {m:?}: use NAME=REF"))?;
+        images.insert(k.to_string(), v.to_string());
+    }
+    let opts = crius_pod::Options {
+        pull: match cmd.pull {
+            Pull::Policy => PullPolicy::Manifest,
+            Pull::Always => PullPolicy::Always,
+            Pull::Missing => PullPolicy::Missing,
+            Pull::Never => PullPolicy::Never,
+        },
+        images,
+        pods_dir: cmd.pods_dir,
+        log_root: cmd.log_root,
+        backoff: cmd.restart_backoff,
+        ..Default::default()
+    };
+    let channel = crius_api::connect(address).await?;
+    let (stop_tx, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        let (Ok(mut int), Ok(mut term)) = (
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()),
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        eprintln!("crius: stopping (SIGTERM to the containers, then SIGKILL after their grace period)");
+        let _ = stop_tx.send(true);
+    });
+    let t0 = Instant::now();
+    let (logs_done, logs_stop) = watch::channel(false);
+    let mut followers = Vec::new();
+    let runs = manifest.pods.iter().map(|def| {
+        let (channel, opts, manifest, stop) = (channel.clone(), &opts, &manifest, stop.clone());
+        let follow = cmd.logs;
+        let logs_stop = logs_stop.clone();
+        async move {
+            let mut pod = def.name.clone();
+            let mut tasks = Vec::new();
+            let result = crius_pod::run(channel, opts, def, manifest, stop, |e| {
+                if let Event::Sandbox { pod: name, .. } = &e {
+                    pod = name.clone();
+                }
+                eprintln!(
+                    "{:>7.3}s {}: {e}",
+                    t0.elapsed().as_secs_f64(),
+                    pod.trim_end_matches('-')
+                );
+                if let (true, Event::Started { name, log_path, .. }) = (follow, &e) {
+                    tasks.push(tokio::spawn(follow_log(
+                        name.clone(),
+                        log_path.into(),
+                        logs_stop.clone(),
+                    )));
+                }
+            })
+            .await;
+            (result, tasks)
+        }
+    });
+    let results = futures::future::join_all(runs).await;
+    let _ = logs_done.send(true);
+    let mut reports = Vec::new();
+    let mut failed = false;
+    for (result, tasks) in results {
+        followers.extend(tasks);
+        match result {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                eprintln!("crius: {e}");
+                failed = true;
+            }
+        }
+    }
+    for f in followers {
+        let _ = f.await;
+    }
+    match cmd.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&reports).unwrap_or_default()),
+        Output::Text => reports.iter().for_each(print_report),
+    }
+    failed |= reports.iter().any(|r| r.phase == Phase::Failed);
+    Ok(if failed {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    })
+}
+
+fn print_report(r: &Report) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "pod {} {:?}", r.pod, r.phase);
+    for c in &r.containers {
+        let exit = c.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "  {:<9} {:<24} exit {exit:<4} {:<12} restarts {}",
+            c.role.to_string(),
+            c.name,
+            c.reason,
+            c.restarts
+        );
+    }
+}
+
+/// Prints the records of a CRI log file as they are written (`<time> <stream> <P|F> <text>`; partial records
+/// joined), until `stop` and the file has no more.
+async fn follow_log(name: String, path: PathBuf, mut stop: watch::Receiver<bool>) {
+    let mut offset = 0u64;
+    let mut pending = Vec::new();
+    let mut partial = String::new();
+    loop {
+        let done = *stop.borrow();
+        if let Ok(bytes) = std::fs::read(&path)
+            && (bytes.len() as u64) > offset
+        {
+            pending.extend_from_slice(&bytes[offset as usize..]);
+            offset = bytes.len() as u64;
+            while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=nl).collect();
+                let line = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+                let mut f = line.splitn(4, ' ');
+                let (_, _, tag, text) = (f.next(), f.next(), f.next(), f.next().unwrap_or(""));
+                partial.push_str(text);
+                if tag != Some("P") {
+                    println!("{name} | {partial}");
+                    partial.clear();
+                }
+            }
+        }
+        if done {
+            return;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(100), stop.changed()).await;
+    }
+}

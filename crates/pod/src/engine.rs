@@ -1,0 +1,803 @@
+//! One pod's life over CRI, as kubelet leads it (KEP-753 for sidecars):
+//! - start: the sandbox, then the init containers in spec order, where a sidecar (`restartPolicy: Always`)
+//!   only has to complete its startup (running, its postStart hook done and its exec startupProbe passed) and a
+//!   regular init container has to exit 0; then every main container;
+//! - while it runs: sidecars are restarted whenever they exit, main containers as the pod's restart policy
+//!   says, with kubelet's doubling back-off; a pod whose restart policy is Never or OnFailure completes when its
+//!   main containers have finished, and its sidecars do not hold it;
+//! - termination (completion, or a stop from outside): preStop hooks, then the main containers are stopped
+//!   together, then the sidecars one at a time in reverse start order, all within the pod's one
+//!   terminationGracePeriodSeconds (at least 2 s each once it has run out: SIGTERM, then SIGKILL); then the
+//!   sandbox is stopped and removed, and the pod's volumes with it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::image_service_client::ImageServiceClient;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use k8s_openapi::api::core::v1::Container;
+use tokio::sync::watch;
+use tonic::transport::Channel;
+
+use crate::convert::{self, PodIdentity, Qos};
+use crate::env::PodFields;
+use crate::hooks;
+use crate::manifest::{Manifest, PodDef};
+use crate::report::{ContainerReport, Event, Phase, Report, Role};
+use crate::volumes::Volumes;
+
+/// Which images to pull.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PullPolicy {
+    /// Each container's `imagePullPolicy` (Kubernetes' default: Always for `:latest` or no tag, else
+    /// IfNotPresent).
+    #[default]
+    Manifest,
+    /// Pull every image.
+    Always,
+    /// Pull only images that are not there.
+    Missing,
+    /// Never pull: every image must be there.
+    Never,
+}
+
+/// How pods are run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Which images to pull.
+    pub pull: PullPolicy,
+    /// Image replacements: the manifest's name → the image to run instead.
+    pub images: HashMap<String, String>,
+    /// Where pods' own directories (volumes) go: `<pods_dir>/<uid>`.
+    pub pods_dir: PathBuf,
+    /// Where pods' log directories go: `<log_root>/<namespace>_<name>_<uid>`.
+    pub log_root: PathBuf,
+    /// The first restart back-off; it doubles up to 5 minutes (kubelet: 10 s).
+    pub backoff: Duration,
+    /// How often container states are read (kubelet relists every second).
+    pub poll: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            pull: PullPolicy::Manifest,
+            images: HashMap::new(),
+            pods_dir: "/var/lib/crius/pods".into(),
+            log_root: "/var/log/pods".into(),
+            backoff: Duration::from_secs(10),
+            poll: Duration::from_millis(100),
+        }
+    }
+}
+
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+const MIN_GRACE_S: i64 = 2;
+
+fn grpc(what: &str) -> impl FnOnce(tonic::Status) -> String + '_ {
+    move |s| format!("{what}: {:?}: {}", s.code(), s.message())
+}
+
+/// One container of the pod and where it is in its life.
+struct Slot {
+    spec: Container,
+    role: Role,
+    image_ref: String,
+    image_name: String,
+    /// The current (or last) CRI container.
+    id: Option<String>,
+    /// Restarts so far.
+    attempt: u32,
+    running: bool,
+    /// Startup complete (sidecars: probe passed).
+    ready: bool,
+    /// Finished for good (an init container that exited 0; a main container that will not restart).
+    done: bool,
+    exit: Option<(i32, String)>,
+    restart_at: Option<Instant>,
+    backoff: Duration,
+    probe: hooks::ProbeState,
+}
+
+/// A pod being run.
+struct Run<'a, E: FnMut(Event)> {
+    rt: RuntimeServiceClient<Channel>,
+    opts: &'a Options,
+    def: &'a PodDef,
+    manifest: &'a Manifest,
+    id: PodIdentity,
+    sandbox: String,
+    sandbox_config: cri::PodSandboxConfig,
+    fields: PodFields,
+    volumes: Volumes,
+    qos: Qos,
+    slots: Vec<Slot>,
+    on: E,
+}
+
+/// Runs pod `def` (of `manifest`) on the CRI runtime at `channel` until it completes or `stop` turns true;
+/// `on` hears what happens. Whatever happens, the sandbox, its containers and the pod's volumes are removed
+/// before this returns (log files stay).
+pub async fn run(
+    channel: Channel,
+    opts: &Options,
+    def: &PodDef,
+    manifest: &Manifest,
+    mut stop: watch::Receiver<bool>,
+    mut on: impl FnMut(Event),
+) -> Result<Report, String> {
+    let mut rt = RuntimeServiceClient::new(channel.clone());
+    let mut img = ImageServiceClient::new(channel);
+    let uid = crate::node::uuid();
+    let name = if def.generated {
+        format!("{}{}", def.name, crate::node::name_suffix())
+    } else {
+        def.name.clone()
+    };
+    let id = PodIdentity {
+        log_directory: opts
+            .log_root
+            .join(format!("{}_{}_{uid}", def.namespace, name))
+            .to_string_lossy()
+            .into(),
+        name,
+        uid,
+    };
+    let qos = convert::qos(&def.spec)?;
+
+    // Images first: nothing is made for a pod whose images are missing.
+    let mut slots = Vec::new();
+    let mut pulled: HashMap<String, String> = HashMap::new();
+    let inits = def.spec.init_containers.iter().flatten();
+    for (c, role) in inits
+        .map(|c| {
+            (
+                c,
+                if c.restart_policy.as_deref() == Some("Always") {
+                    Role::Sidecar
+                } else {
+                    Role::Init
+                },
+            )
+        })
+        .chain(def.spec.containers.iter().map(|c| (c, Role::Main)))
+    {
+        let named = c.image.clone().unwrap_or_default();
+        let image = opts.images.get(&named).cloned().unwrap_or_else(|| named.clone());
+        let image_ref = match pulled.get(&image) {
+            Some(r) => r.clone(),
+            None => {
+                let r = ensure_image(&mut img, opts.pull, c, &image, &mut on).await?;
+                pulled.insert(image.clone(), r.clone());
+                r
+            }
+        };
+        slots.push(Slot {
+            spec: c.clone(),
+            role,
+            image_ref,
+            image_name: named,
+            id: None,
+            attempt: 0,
+            running: false,
+            ready: false,
+            done: false,
+            exit: None,
+            restart_at: None,
+            backoff: opts.backoff,
+            probe: Default::default(),
+        });
+    }
+
+    let mut volumes = Volumes::prepare(def, manifest, &opts.pods_dir.join(&id.uid))?;
+    let made = async {
+        std::fs::create_dir_all(&id.log_directory)
+            .map_err(|e| format!("creating {}: {e}", id.log_directory))?;
+        let sandbox_config = convert::sandbox_config(def, &id)?;
+        let sandbox = rt
+            .run_pod_sandbox(cri::RunPodSandboxRequest {
+                config: Some(sandbox_config.clone()),
+                runtime_handler: String::new(),
+            })
+            .await
+            .map_err(grpc("RunPodSandbox"))?
+            .into_inner()
+            .pod_sandbox_id;
+        Ok::<_, String>((sandbox_config, sandbox))
+    }
+    .await;
+    let (sandbox_config, sandbox) = match made {
+        Ok(x) => x,
+        Err(e) => {
+            volumes.remove();
+            return Err(e);
+        }
+    };
+    let ip = rt
+        .pod_sandbox_status(cri::PodSandboxStatusRequest {
+            pod_sandbox_id: sandbox.clone(),
+            verbose: false,
+        })
+        .await
+        .ok()
+        .and_then(|r| r.into_inner().status)
+        .and_then(|s| s.network)
+        .map(|n| n.ip)
+        .unwrap_or_default();
+    on(Event::Sandbox {
+        pod: id.name.clone(),
+        id: sandbox.clone(),
+        ip: ip.clone(),
+    });
+    let node_name = crate::node::hostname();
+    let fields = PodFields {
+        name: id.name.clone(),
+        namespace: def.namespace.clone(),
+        uid: id.uid.clone(),
+        host_ip: if def.spec.host_network == Some(true) {
+            ip.clone()
+        } else {
+            String::new()
+        },
+        pod_ip: ip,
+        node_name,
+    };
+    let mut run = Run {
+        rt,
+        opts,
+        def,
+        manifest,
+        id,
+        sandbox,
+        sandbox_config,
+        fields,
+        volumes,
+        qos,
+        slots,
+        on,
+    };
+    let phase = run.lead(&mut stop).await;
+    run.terminate().await;
+    let report = run.report(phase).await;
+    run.remove().await;
+    Ok(report)
+}
+
+/// Makes sure `image` is there as `policy` (or the container's own policy) wants; returns its id.
+async fn ensure_image(
+    img: &mut ImageServiceClient<Channel>,
+    policy: PullPolicy,
+    c: &Container,
+    image: &str,
+    on: &mut impl FnMut(Event),
+) -> Result<String, String> {
+    let policy = match policy {
+        PullPolicy::Manifest => match c.image_pull_policy.as_deref() {
+            Some("Always") => PullPolicy::Always,
+            Some("Never") => PullPolicy::Never,
+            Some("IfNotPresent") => PullPolicy::Missing,
+            _ => {
+                let last = image.rsplit('/').next().unwrap_or(image);
+                if image.contains('@') || last.contains(':') && !last.ends_with(":latest") {
+                    PullPolicy::Missing
+                } else {
+                    PullPolicy::Always
+                }
+            }
+        },
+        p => p,
+    };
+    let spec = cri::ImageSpec {
+        image: image.to_string(),
+        ..Default::default()
+    };
+    if policy != PullPolicy::Always {
+        let present = img
+            .image_status(cri::ImageStatusRequest {
+                image: Some(spec.clone()),
+                verbose: false,
+            })
+            .await
+            .map_err(grpc(&format!("ImageStatus of {image}")))?
+            .into_inner()
+            .image;
+        match present {
+            Some(i) => return Ok(i.id),
+            None if policy == PullPolicy::Never => {
+                return Err(format!(
+                    "container {:?}: image {image} is not present and may not be pulled (pull policy Never)",
+                    c.name
+                ));
+            }
+            None => {}
+        }
+    }
+    on(Event::Pulling(image.to_string()));
+    let r = img
+        .pull_image(cri::PullImageRequest {
+            image: Some(spec),
+            auth: None,
+            sandbox_config: None,
+        })
+        .await
+        .map_err(grpc(&format!("container {:?}: pulling {image}", c.name)))?;
+    Ok(r.into_inner().image_ref)
+}
+
+impl<E: FnMut(Event)> Run<'_, E> {
+    fn restart_policy(&self) -> &str {
+        self.def.restart_policy()
+    }
+
+    /// Starts the pod and keeps it as its spec says until it completes (Some phase) or is stopped (None).
+    async fn lead(&mut self, stop: &mut watch::Receiver<bool>) -> Phase {
+        let first_main = self
+            .slots
+            .iter()
+            .position(|s| s.role == Role::Main)
+            .unwrap_or(self.slots.len());
+        let mut next_init = 0;
+        loop {
+            if *stop.borrow() {
+                return Phase::Stopped;
+            }
+            self.observe().await;
+            if let Some(phase) = self.react() {
+                return phase;
+            }
+            self.restart_due().await;
+            // Start-up, one init container at a time.
+            while next_init < first_main {
+                let s = &self.slots[next_init];
+                if s.id.is_none() && s.restart_at.is_none() {
+                    self.start(next_init).await;
+                    continue;
+                }
+                let passed = match s.role {
+                    Role::Sidecar => s.ready,
+                    _ => s.done,
+                };
+                if !passed {
+                    break;
+                }
+                next_init += 1;
+            }
+            if next_init == first_main {
+                for i in first_main..self.slots.len() {
+                    if self.slots[i].id.is_none() && self.slots[i].restart_at.is_none() && !self.slots[i].done
+                    {
+                        self.start(i).await;
+                    }
+                }
+                next_init += 1;
+            }
+            self.probe_sidecars().await;
+            if next_init > first_main
+                && self.restart_policy() != "Always"
+                && self.slots[first_main..].iter().all(|s| s.done)
+            {
+                let ok = self.slots[first_main..]
+                    .iter()
+                    .all(|s| s.exit.as_ref().is_some_and(|e| e.0 == 0));
+                return if ok { Phase::Succeeded } else { Phase::Failed };
+            }
+            let _ = tokio::time::timeout(self.opts.poll, stop.changed()).await;
+        }
+    }
+
+    /// Reads the state of every container of the pod; notes exits.
+    async fn observe(&mut self) {
+        let Ok(list) = self
+            .rt
+            .list_containers(cri::ListContainersRequest {
+                filter: Some(cri::ContainerFilter {
+                    pod_sandbox_id: self.sandbox.clone(),
+                    ..Default::default()
+                }),
+            })
+            .await
+        else {
+            return;
+        };
+        let states: HashMap<String, i32> = list
+            .into_inner()
+            .containers
+            .into_iter()
+            .map(|c| (c.id, c.state))
+            .collect();
+        for i in 0..self.slots.len() {
+            let Some(id) = self.slots[i].id.clone() else {
+                continue;
+            };
+            let exited = states
+                .get(&id)
+                .is_none_or(|s| *s == cri::ContainerState::ContainerExited as i32);
+            if self.slots[i].running && exited {
+                let (code, reason) = self.exit_of(&id).await;
+                let s = &mut self.slots[i];
+                s.running = false;
+                s.exit = Some((code, reason.clone()));
+                (self.on)(Event::Exited {
+                    name: s.spec.name.clone(),
+                    role: s.role,
+                    code,
+                    reason,
+                });
+            }
+        }
+    }
+
+    async fn exit_of(&mut self, id: &str) -> (i32, String) {
+        match self
+            .rt
+            .container_status(cri::ContainerStatusRequest {
+                container_id: id.into(),
+                verbose: false,
+            })
+            .await
+        {
+            Ok(r) => r
+                .into_inner()
+                .status
+                .map(|s| (s.exit_code, s.reason))
+                .unwrap_or((-1, "Unknown".into())),
+            Err(e) => (-1, format!("status unknown: {}", e.message())),
+        }
+    }
+
+    /// Decides what exits mean: restarts to schedule, init and main containers finished, a failed pod.
+    fn react(&mut self) -> Option<Phase> {
+        let policy = self.restart_policy().to_string();
+        for s in &mut self.slots {
+            if s.running || s.done || s.restart_at.is_some() {
+                continue;
+            }
+            let Some((code, _)) = &s.exit else { continue };
+            let restart = match s.role {
+                Role::Sidecar => true,
+                Role::Init => *code != 0 && policy != "Never",
+                Role::Main => policy == "Always" || (policy == "OnFailure" && *code != 0),
+            };
+            if restart {
+                let after = s.backoff;
+                s.backoff = (s.backoff * 2).min(MAX_BACKOFF);
+                s.restart_at = Some(Instant::now() + after);
+                s.ready = false;
+                (self.on)(Event::Restarting {
+                    name: s.spec.name.clone(),
+                    after,
+                });
+            } else {
+                s.done = true;
+                if s.role == Role::Init && *code != 0 {
+                    return Some(Phase::Failed);
+                }
+            }
+        }
+        None
+    }
+
+    async fn restart_due(&mut self) {
+        let now = Instant::now();
+        for i in 0..self.slots.len() {
+            if self.slots[i].restart_at.is_some_and(|t| t <= now) {
+                self.slots[i].restart_at = None;
+                self.slots[i].attempt += 1;
+                if let Some(old) = self.slots[i].id.take().filter(|id| !id.is_empty()) {
+                    let _ = self
+                        .rt
+                        .remove_container(cri::RemoveContainerRequest { container_id: old })
+                        .await;
+                }
+                self.start(i).await;
+            }
+        }
+    }
+
+    /// Creates and starts slot `i`'s container (attempt `attempt`), then runs its postStart hook. A failure
+    /// counts as a failed run.
+    async fn start(&mut self, i: usize) {
+        match self.create_and_start(i).await {
+            Ok(()) => {}
+            Err(error) => {
+                let s = &mut self.slots[i];
+                (self.on)(Event::Failed {
+                    name: s.spec.name.clone(),
+                    error: error.clone(),
+                });
+                s.running = false;
+                s.exit = Some((-1, error));
+                if s.id.is_none() {
+                    // Nothing to remove: mark the attempt with a placeholder so start-up waits for the restart.
+                    s.id = Some(String::new());
+                }
+            }
+        }
+    }
+
+    async fn create_and_start(&mut self, i: usize) -> Result<(), String> {
+        let s = &self.slots[i];
+        let c = &s.spec;
+        let env = crate::env::build(self.def, self.manifest, c, &self.fields)?;
+        let mounts = self.volumes.mounts(c)?;
+        let mut resources = convert::resources(c, self.qos, crate::node::memory_bytes())?;
+        if s.role == Role::Sidecar {
+            // KEP-753: a sidecar is no likelier to be OOM-killed than the main containers.
+            for m in self.slots.iter().filter(|m| m.role == Role::Main) {
+                let r = convert::resources(&m.spec, self.qos, crate::node::memory_bytes())?;
+                resources.oom_score_adj = resources.oom_score_adj.min(r.oom_score_adj);
+            }
+        }
+        let config = convert::container_config(
+            self.def,
+            &self.id,
+            c,
+            convert::ContainerInputs {
+                image_ref: &s.image_ref,
+                image_name: &s.image_name,
+                attempt: s.attempt,
+                env: &env,
+                mounts,
+                resources,
+            },
+        );
+        let (name, role, attempt) = (c.name.clone(), s.role, s.attempt);
+        let post_start = c.lifecycle.as_ref().and_then(|l| l.post_start.clone());
+        let id = self
+            .rt
+            .create_container(cri::CreateContainerRequest {
+                pod_sandbox_id: self.sandbox.clone(),
+                config: Some(config),
+                sandbox_config: Some(self.sandbox_config.clone()),
+            })
+            .await
+            .map_err(grpc("CreateContainer"))?
+            .into_inner()
+            .container_id;
+        self.slots[i].id = Some(id.clone());
+        self.rt
+            .start_container(cri::StartContainerRequest {
+                container_id: id.clone(),
+            })
+            .await
+            .map_err(grpc("StartContainer"))?;
+        let s = &mut self.slots[i];
+        s.running = true;
+        s.exit = None;
+        s.probe = Default::default();
+        let log_path = format!("{}/{name}/{attempt}.log", self.id.log_directory);
+        (self.on)(Event::Started {
+            name: name.clone(),
+            role,
+            attempt,
+            log_path,
+        });
+        if let Some(h) = post_start
+            && let Err(e) = hooks::handler(&mut self.rt, &id, &h, Duration::from_secs(30)).await
+        {
+            // kubelet kills a container whose postStart hook failed.
+            let _ = self
+                .rt
+                .stop_container(cri::StopContainerRequest {
+                    container_id: id,
+                    timeout: MIN_GRACE_S,
+                })
+                .await;
+            return Err(format!("postStart hook: {e}"));
+        }
+        Ok(())
+    }
+
+    /// Runs due startup probes of sidecars still starting; a sidecar without one is ready once running.
+    async fn probe_sidecars(&mut self) {
+        for i in 0..self.slots.len() {
+            let s = &mut self.slots[i];
+            if s.role != Role::Sidecar || !s.running || s.ready {
+                continue;
+            }
+            let Some(id) = s.id.clone() else { continue };
+            let probe = s.spec.startup_probe.clone();
+            let verdict = match &probe {
+                None => hooks::Verdict::Passed,
+                Some(p) => {
+                    let host = self.fields.pod_ip.clone();
+                    let spec = self.slots[i].spec.clone();
+                    hooks::probe(&mut self.rt, &id, &spec, &host, p, &mut self.slots[i].probe).await
+                }
+            };
+            let s = &mut self.slots[i];
+            match verdict {
+                hooks::Verdict::Passed => {
+                    s.ready = true;
+                    (self.on)(Event::Ready {
+                        name: s.spec.name.clone(),
+                    });
+                }
+                hooks::Verdict::Pending => {}
+                hooks::Verdict::Failed => {
+                    (self.on)(Event::Note(format!(
+                        "sidecar {}: startup probe failed; killing it",
+                        s.spec.name
+                    )));
+                    let grace = probe
+                        .and_then(|p| p.termination_grace_period_seconds)
+                        .unwrap_or(MIN_GRACE_S);
+                    let _ = self
+                        .rt
+                        .stop_container(cri::StopContainerRequest {
+                            container_id: id,
+                            timeout: grace,
+                        })
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// Stops what runs: main (and regular init) containers together, each after its preStop hook, while the
+    /// sidecars' preStop hooks run; then the sidecars in reverse order of their start.
+    async fn terminate(&mut self) {
+        let grace = self
+            .def
+            .spec
+            .termination_grace_period_seconds
+            .unwrap_or(30)
+            .max(0);
+        let deadline = Instant::now() + Duration::from_secs(grace as u64);
+        for s in &mut self.slots {
+            s.restart_at = None;
+        }
+        let running = |s: &Slot| s.running && s.id.as_deref().is_some_and(|id| !id.is_empty());
+        let mut first = Vec::new();
+        let mut hooks_only = Vec::new();
+        for s in self.slots.iter().filter(|s| running(s)) {
+            let pre_stop = s.spec.lifecycle.as_ref().and_then(|l| l.pre_stop.clone());
+            let id = s.id.clone().unwrap_or_default();
+            if s.role == Role::Sidecar {
+                if let Some(h) = pre_stop {
+                    hooks_only.push((s.spec.name.clone(), id, h));
+                }
+            } else {
+                first.push((s.spec.name.clone(), s.role, id, pre_stop));
+            }
+        }
+        let stops = first.into_iter().map(|(name, role, id, pre_stop)| {
+            let mut rt = self.rt.clone();
+            async move {
+                let mut out = Vec::new();
+                if let Some(h) = pre_stop {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if let Err(e) = hooks::handler(&mut rt, &id, &h, left).await {
+                        out.push(Event::Note(format!("{role} {name}: preStop hook: {e}")));
+                    }
+                }
+                let grace_s = remaining(deadline);
+                out.push(Event::Stopping { name, role, grace_s });
+                let _ = rt
+                    .stop_container(cri::StopContainerRequest {
+                        container_id: id,
+                        timeout: grace_s,
+                    })
+                    .await;
+                out
+            }
+        });
+        let hooks = hooks_only.into_iter().map(|(name, id, h)| {
+            let mut rt = self.rt.clone();
+            async move {
+                let mut out = Vec::new();
+                let left = deadline.saturating_duration_since(Instant::now());
+                if let Err(e) = hooks::handler(&mut rt, &id, &h, left).await {
+                    out.push(Event::Note(format!("sidecar {name}: preStop hook: {e}")));
+                }
+                out
+            }
+        });
+        let (a, b) =
+            futures::future::join(futures::future::join_all(stops), futures::future::join_all(hooks)).await;
+        for e in a.into_iter().chain(b).flatten() {
+            (self.on)(e);
+        }
+        self.observe().await;
+        for i in (0..self.slots.len()).rev() {
+            let s = &self.slots[i];
+            if s.role != Role::Sidecar || !running(s) {
+                continue;
+            }
+            let (name, id) = (s.spec.name.clone(), s.id.clone().unwrap_or_default());
+            let grace_s = remaining(deadline);
+            (self.on)(Event::Stopping {
+                name,
+                role: Role::Sidecar,
+                grace_s,
+            });
+            let _ = self
+                .rt
+                .stop_container(cri::StopContainerRequest {
+                    container_id: id,
+                    timeout: grace_s,
+                })
+                .await;
+            self.observe().await;
+        }
+        self.observe().await;
+    }
+
+    /// The final report, from the runtime's statuses.
+    async fn report(&mut self, phase: Phase) -> Report {
+        let mut containers = Vec::new();
+        for i in 0..self.slots.len() {
+            let s = &self.slots[i];
+            let mut r = ContainerReport {
+                name: s.spec.name.clone(),
+                role: s.role,
+                restarts: s.attempt,
+                exit_code: s.exit.as_ref().map(|e| e.0),
+                reason: s
+                    .exit
+                    .as_ref()
+                    .map(|e| e.1.clone())
+                    .unwrap_or_else(|| "NotStarted".into()),
+                started_at: 0,
+                finished_at: 0,
+            };
+            if let Some(id) = s.id.clone().filter(|id| !id.is_empty())
+                && let Ok(st) = self
+                    .rt
+                    .container_status(cri::ContainerStatusRequest {
+                        container_id: id,
+                        verbose: false,
+                    })
+                    .await
+                && let Some(st) = st.into_inner().status
+            {
+                r.started_at = st.started_at;
+                r.finished_at = st.finished_at;
+                if st.finished_at > 0 {
+                    r.exit_code = Some(st.exit_code);
+                    r.reason = st.reason;
+                }
+            }
+            containers.push(r);
+        }
+        Report {
+            pod: format!("{}/{}", self.def.namespace, self.id.name),
+            uid: self.id.uid.clone(),
+            sandbox: self.sandbox.clone(),
+            ip: self.fields.pod_ip.clone(),
+            phase,
+            containers,
+        }
+    }
+
+    async fn remove(&mut self) {
+        let id = self.sandbox.clone();
+        if let Err(e) = self
+            .rt
+            .stop_pod_sandbox(cri::StopPodSandboxRequest {
+                pod_sandbox_id: id.clone(),
+            })
+            .await
+        {
+            (self.on)(Event::Note(format!("StopPodSandbox {id}: {}", e.message())));
+        }
+        if let Err(e) = self
+            .rt
+            .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+                pod_sandbox_id: id.clone(),
+            })
+            .await
+        {
+            (self.on)(Event::Note(format!("RemovePodSandbox {id}: {}", e.message())));
+        }
+        self.volumes.remove();
+    }
+}
+
+/// Whole seconds left until `deadline`, at least kubelet's minimum grace of 2 s.
+fn remaining(deadline: Instant) -> i64 {
+    let left = deadline.saturating_duration_since(Instant::now());
+    (left.as_secs_f64().ceil() as i64).max(MIN_GRACE_S)
+}

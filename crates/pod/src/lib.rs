@@ -1,0 +1,19 @@
+//! crius-pod: the pod engine. It reads Kubernetes manifests (`Pod`, and the pod template of a `Job`,
+//! `Deployment` and the other workloads) and runs their pods on a CRI runtime over its socket, playing the part
+//! kubelet plays on a node: the CRI configs kubelet would send, volumes, image pulls, start order with native
+//! sidecars, restarts, probes and hooks, graceful termination in reverse order, Job completion. It talks plain
+//! CRI, so it drives criusd or any other CRI runtime the same way.
+
+pub mod convert;
+pub mod engine;
+pub mod env;
+mod hooks;
+pub mod manifest;
+pub mod node;
+pub mod quantity;
+pub mod report;
+pub mod volumes;
+
+pub use engine::{Options, PullPolicy, run};
+pub use manifest::{Manifest, PodDef, parse};
+pub use report::{Event, Phase, Report, Role};

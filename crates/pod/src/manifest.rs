@@ -1,0 +1,334 @@
+//! Pod manifests: the YAML documents of a file, read as Kubernetes objects. A `Pod` runs as written; a workload
+//! (`Job`, `CronJob`, `Deployment`, `StatefulSet`, `DaemonSet`, `ReplicaSet`) runs one pod of its template, as
+//! its controller would make it; `ConfigMap`s and `Secret`s in the same file feed volumes and env. Anything else
+//! (a `Service`, a `VerticalPodAutoscaler`) is listed as skipped: there is no cluster to apply it to.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodTemplateSpec, Secret};
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+
+/// One pod to run.
+#[derive(Debug, Clone)]
+pub struct PodDef {
+    /// The kind it came from (`Pod`, `Job`, …) and that object's name.
+    pub owner: (String, String),
+    /// The pod's name, or for a workload the prefix its controller gives its pods (`<name>-`).
+    pub name: String,
+    /// Whether `name` is a prefix that a random suffix completes (a workload's pod).
+    pub generated: bool,
+    /// The namespace (`default` when not given).
+    pub namespace: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// The spec, with the restart policy defaulted as the API server does.
+    pub spec: PodSpec,
+}
+
+impl PodDef {
+    /// The pod's restart policy: `Always`, `OnFailure` or `Never`.
+    pub fn restart_policy(&self) -> &str {
+        self.spec.restart_policy.as_deref().unwrap_or("Always")
+    }
+}
+
+/// The objects of a manifest file.
+#[derive(Debug, Default)]
+pub struct Manifest {
+    /// The pods, in file order.
+    pub pods: Vec<PodDef>,
+    /// ConfigMaps by `namespace/name`: key → bytes (`data` and `binaryData`).
+    pub config_maps: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+    /// Secrets by `namespace/name`: key → bytes (`data` and `stringData`).
+    pub secrets: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+    /// `Kind/name` of the objects that are not run.
+    pub skipped: Vec<String>,
+}
+
+impl Manifest {
+    /// Adds the objects of `other` (another file): its pods after these, its ConfigMaps and Secrets over these.
+    pub fn merge(&mut self, other: Manifest) {
+        self.pods.extend(other.pods);
+        self.config_maps.extend(other.config_maps);
+        self.secrets.extend(other.secrets);
+        self.skipped.extend(other.skipped);
+    }
+}
+
+const WORKLOADS: [&str; 6] = [
+    "Job",
+    "CronJob",
+    "Deployment",
+    "StatefulSet",
+    "DaemonSet",
+    "ReplicaSet",
+];
+
+/// Reads every YAML document of `text`; `source` names it in errors (document numbers start at 1).
+pub fn parse(text: &str, source: &str) -> Result<Manifest, String> {
+    let mut out = Manifest::default();
+    for (n, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        let at = format!("{source}, document {}", n + 1);
+        let mut value = Value::deserialize(doc).map_err(|e| format!("{at}: {e}"))?;
+        octal_modes(&mut value);
+        if value.is_null() {
+            continue;
+        }
+        let kind = value
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let name = value
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let at = format!("{at} ({kind} {name:?})");
+        match kind.as_str() {
+            "" => return Err(format!("{at}: no `kind`")),
+            "Pod" => {
+                let pod: Pod = serde_yaml_ng::from_value(value).map_err(|e| format!("{at}: {e}"))?;
+                let meta = pod.metadata;
+                let spec = pod.spec.ok_or_else(|| format!("{at}: no spec"))?;
+                if name.is_empty() {
+                    return Err(format!("{at}: a Pod needs metadata.name"));
+                }
+                out.pods
+                    .push(def(("Pod".into(), name.clone()), name, false, meta, spec, &at)?);
+            }
+            k if WORKLOADS.contains(&k) => {
+                let template = if k == "CronJob" {
+                    value
+                        .get("spec")
+                        .and_then(|s| s.get("jobTemplate"))
+                        .and_then(|j| j.get("spec"))
+                } else {
+                    value.get("spec")
+                }
+                .and_then(|s| s.get("template"))
+                .cloned()
+                .ok_or_else(|| format!("{at}: no spec.template"))?;
+                let t: PodTemplateSpec =
+                    serde_yaml_ng::from_value(template).map_err(|e| format!("{at}: {e}"))?;
+                let mut meta = t.metadata.unwrap_or_default();
+                if meta.namespace.is_none() {
+                    meta.namespace = value
+                        .get("metadata")
+                        .and_then(|m| m.get("namespace"))
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
+                }
+                let mut spec = t.spec.ok_or_else(|| format!("{at}: no spec.template.spec"))?;
+                if matches!(k, "Job" | "CronJob") {
+                    match spec.restart_policy.as_deref() {
+                        Some("Never" | "OnFailure") => {}
+                        other => {
+                            return Err(format!(
+                                "{at}: a Job's pod template needs restartPolicy Never or OnFailure (has {})",
+                                other.unwrap_or("none")
+                            ));
+                        }
+                    }
+                }
+                spec.restart_policy.get_or_insert_with(|| "Always".into());
+                if name.is_empty() {
+                    return Err(format!("{at}: a {k} needs metadata.name"));
+                }
+                out.pods.push(def(
+                    (k.into(), name.clone()),
+                    format!("{name}-"),
+                    true,
+                    meta,
+                    spec,
+                    &at,
+                )?);
+            }
+            "ConfigMap" => {
+                let cm: ConfigMap = serde_yaml_ng::from_value(value).map_err(|e| format!("{at}: {e}"))?;
+                let mut data: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+                for (k, v) in cm.data.unwrap_or_default() {
+                    data.insert(k, v.into_bytes());
+                }
+                for (k, v) in cm.binary_data.unwrap_or_default() {
+                    data.insert(k, v.0);
+                }
+                out.config_maps.insert(key(&cm.metadata.namespace, &name), data);
+            }
+            "Secret" => {
+                let s: Secret = serde_yaml_ng::from_value(value).map_err(|e| format!("{at}: {e}"))?;
+                let mut data: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+                for (k, v) in s.data.unwrap_or_default() {
+                    data.insert(k, v.0);
+                }
+                for (k, v) in s.string_data.unwrap_or_default() {
+                    data.insert(k, v.into_bytes());
+                }
+                out.secrets.insert(key(&s.metadata.namespace, &name), data);
+            }
+            other => out.skipped.push(format!("{other}/{name}")),
+        }
+    }
+    Ok(out)
+}
+
+/// File modes written the YAML 1.1 way kubectl reads them (`defaultMode: 0644` is octal there, a string to a
+/// YAML 1.2 parser) become their numbers.
+fn octal_modes(v: &mut Value) {
+    match v {
+        Value::Mapping(m) => {
+            for (k, v) in m.iter_mut() {
+                if matches!(k.as_str(), Some("mode" | "defaultMode"))
+                    && let Some(n) = v
+                        .as_str()
+                        .filter(|s| s.len() > 1 && s.starts_with('0'))
+                        .and_then(|s| i64::from_str_radix(s, 8).ok())
+                {
+                    *v = Value::Number(n.into());
+                } else {
+                    octal_modes(v);
+                }
+            }
+        }
+        Value::Sequence(s) => s.iter_mut().for_each(octal_modes),
+        Value::Tagged(t) => octal_modes(&mut t.value),
+        _ => {}
+    }
+}
+
+/// `namespace/name`, the namespace defaulting to `default`.
+pub fn key(namespace: &Option<String>, name: &str) -> String {
+    format!("{}/{name}", namespace.as_deref().unwrap_or("default"))
+}
+
+fn def(
+    owner: (String, String),
+    name: String,
+    generated: bool,
+    meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    mut spec: PodSpec,
+    at: &str,
+) -> Result<PodDef, String> {
+    spec.restart_policy.get_or_insert_with(|| "Always".into());
+    if spec.containers.is_empty() {
+        return Err(format!("{at}: no containers"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let init = spec.init_containers.iter().flatten();
+    for c in init.clone().chain(&spec.containers) {
+        if !seen.insert(c.name.as_str()) {
+            return Err(format!("{at}: two containers are named {:?}", c.name));
+        }
+        if c.image.as_deref().unwrap_or("").is_empty() {
+            return Err(format!("{at}: container {:?} has no image", c.name));
+        }
+    }
+    for c in init {
+        match c.restart_policy.as_deref() {
+            None | Some("Always") => {}
+            Some(p) => {
+                return Err(format!(
+                    "{at}: init container {:?}: restartPolicy {p:?} (only Always, which makes it a sidecar)",
+                    c.name
+                ));
+            }
+        }
+    }
+    Ok(PodDef {
+        owner,
+        name,
+        generated,
+        namespace: meta.namespace.unwrap_or_else(|| "default".into()),
+        labels: meta.labels.unwrap_or_default(),
+        annotations: meta.annotations.unwrap_or_default(),
+        spec,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JOB: &str = r#"
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: data-processing-job
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      initContainers:
+      - name: log-agent
+        image: fluent/fluent-bit:3.2
+        restartPolicy: Always
+      - name: db-migration
+        image: flyway:latest
+        command: ["flyway", "migrate"]
+      containers:
+      - name: worker
+        image: data-worker:latest
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg}
+data: {a.conf: "x=1"}
+---
+apiVersion: autoscaling.k8s.io/v1
+kind: VerticalPodAutoscaler
+metadata: {name: vpa}
+"#;
+
+    #[test]
+    fn a_job_its_configmap_and_what_is_skipped() {
+        let m = parse(JOB, "job.yaml").unwrap();
+        assert_eq!(m.pods.len(), 1);
+        let p = &m.pods[0];
+        assert_eq!(
+            (p.name.as_str(), p.generated, p.namespace.as_str()),
+            ("data-processing-job-", true, "default")
+        );
+        assert_eq!(p.restart_policy(), "Never");
+        let init = p.spec.init_containers.as_ref().unwrap();
+        assert_eq!(init[0].restart_policy.as_deref(), Some("Always"));
+        assert_eq!(init[1].command.as_ref().unwrap(), &["flyway", "migrate"]);
+        assert_eq!(m.config_maps["default/cfg"]["a.conf"], b"x=1");
+        assert_eq!(m.skipped, ["VerticalPodAutoscaler/vpa"]);
+    }
+
+    #[test]
+    fn pods_default_to_always_and_bad_manifests_are_named() {
+        let m = parse("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a, image: busybox}]\n", "p.yaml").unwrap();
+        assert_eq!(
+            (m.pods[0].name.as_str(), m.pods[0].restart_policy()),
+            ("p", "Always")
+        );
+
+        let e = parse(
+            &JOB.replace("restartPolicy: Never", "restartPolicy: Always"),
+            "j.yaml",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("j.yaml, document 1 (Job \"data-processing-job\")")
+                && e.contains("Never or OnFailure"),
+            "{e}"
+        );
+        let e = parse(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a}]\n",
+            "p.yaml",
+        )
+        .unwrap_err();
+        assert!(e.contains("container \"a\" has no image"), "{e}");
+        let e = parse("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a, image: x}, {name: a, image: y}]\n", "p.yaml").unwrap_err();
+        assert!(e.contains("two containers are named \"a\""), "{e}");
+        let e = parse("kind: Pod\nmetadata: {name: p}\nspec: [1\n", "p.yaml").unwrap_err();
+        assert!(e.starts_with("p.yaml, document 1"), "{e}");
+        let e = parse("metadata: {name: p}\n", "p.yaml").unwrap_err();
+        assert!(e.contains("no `kind`"), "{e}");
+    }
+}

@@ -1,0 +1,77 @@
+//! Facts about this machine, the pod's node: CPUs, memory, hostname; and random names.
+
+use std::io::Read;
+
+/// The number of CPUs this process may use.
+pub fn cpus() -> u64 {
+    std::thread::available_parallelism()
+        .map(|n| n.get() as u64)
+        .unwrap_or(1)
+}
+
+/// MemTotal from /proc/meminfo, in bytes (0 if unreadable).
+pub fn memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+/// This machine's hostname.
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// `n` random bytes from the kernel.
+fn random(n: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = f.read_exact(&mut b);
+    }
+    b
+}
+
+/// A random version-4 UUID, as Kubernetes gives pods.
+pub fn uuid() -> String {
+    let mut b = random(16);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+/// The 5-character suffix a controller appends to its pods' names (Kubernetes' alphabet, no vowels).
+pub fn name_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    random(5)
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn uuids_and_suffixes() {
+        let u = super::uuid();
+        assert_eq!((u.len(), u.as_bytes()[14]), (36, b'4'));
+        assert_ne!(u, super::uuid());
+        assert_eq!(super::name_suffix().len(), 5);
+        assert!(super::memory_bytes() > 0 && super::cpus() > 0);
+    }
+}

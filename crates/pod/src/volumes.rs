@@ -1,0 +1,336 @@
+//! A pod's volumes on this machine, under `<pods_dir>/<uid>/volumes/<name>`: `emptyDir` (a directory, or a
+//! tmpfs for `medium: Memory`), `hostPath` (with its `type` checks and creations), and `configMap`/`secret`
+//! (files written from the manifest's objects). Other volume types need a cluster and are refused by name.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use k8s_cri::v1 as cri;
+use k8s_openapi::api::core::v1::{Container, KeyToPath, Volume};
+use nix::mount::{MntFlags, MsFlags};
+
+use crate::manifest::{Manifest, PodDef};
+
+/// A volume made ready.
+#[derive(Debug, Clone)]
+struct Ready {
+    path: PathBuf,
+    /// configMaps and secrets are mounted read-only, whatever the mount asks.
+    read_only: bool,
+}
+
+/// The volumes of one pod.
+#[derive(Debug)]
+pub struct Volumes {
+    dir: PathBuf,
+    ready: BTreeMap<String, Ready>,
+    tmpfs: Vec<PathBuf>,
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+impl Volumes {
+    /// Makes the volumes of `def` under `dir` (the pod's own directory). On error, what was made is undone.
+    pub fn prepare(def: &PodDef, manifest: &Manifest, dir: &Path) -> Result<Volumes, String> {
+        let mut v = Volumes {
+            dir: dir.to_path_buf(),
+            ready: BTreeMap::new(),
+            tmpfs: Vec::new(),
+        };
+        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+        for vol in def.spec.volumes.iter().flatten() {
+            if let Err(e) = v.add(def, manifest, vol) {
+                v.remove();
+                return Err(format!("volume {:?}: {e}", vol.name));
+            }
+        }
+        Ok(v)
+    }
+
+    fn add(&mut self, def: &PodDef, manifest: &Manifest, vol: &Volume) -> Result<(), String> {
+        let own = self.dir.join("volumes").join(&vol.name);
+        let ready = if let Some(e) = &vol.empty_dir {
+            std::fs::create_dir_all(&own).map_err(io(format!("creating {}", own.display())))?;
+            if e.medium.as_deref() == Some("Memory") {
+                let size = match &e.size_limit {
+                    Some(q) => format!(",size={}", crate::quantity::value(q)?),
+                    None => String::new(),
+                };
+                nix::mount::mount(
+                    Some("tmpfs"),
+                    &own,
+                    Some("tmpfs"),
+                    MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                    Some(format!("mode=0777{size}").as_str()),
+                )
+                .map_err(|e| format!("mounting a tmpfs on {}: {e}", own.display()))?;
+                self.tmpfs.push(own.clone());
+            }
+            std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o777))
+                .map_err(io(format!("chmod {}", own.display())))?;
+            Ready {
+                path: own,
+                read_only: false,
+            }
+        } else if let Some(h) = &vol.host_path {
+            host_path(Path::new(&h.path), h.type_.as_deref().unwrap_or(""))?;
+            Ready {
+                path: PathBuf::from(&h.path),
+                read_only: false,
+            }
+        } else if let Some(c) = &vol.config_map {
+            let key = crate::manifest::key(&Some(def.namespace.clone()), &c.name);
+            let data = match manifest.config_maps.get(&key) {
+                Some(d) => d.clone(),
+                None if c.optional == Some(true) => BTreeMap::new(),
+                None => {
+                    return Err(format!(
+                        "configMap {key} is not in the manifest (put it in the same file)"
+                    ));
+                }
+            };
+            write_files(&own, &data, c.items.as_deref(), c.default_mode.unwrap_or(0o644))?;
+            Ready {
+                path: own,
+                read_only: true,
+            }
+        } else if let Some(s) = &vol.secret {
+            let name = s.secret_name.clone().unwrap_or_default();
+            let key = crate::manifest::key(&Some(def.namespace.clone()), &name);
+            let data = match manifest.secrets.get(&key) {
+                Some(d) => d.clone(),
+                None if s.optional == Some(true) => BTreeMap::new(),
+                None => {
+                    return Err(format!(
+                        "secret {key} is not in the manifest (put it in the same file)"
+                    ));
+                }
+            };
+            write_files(&own, &data, s.items.as_deref(), s.default_mode.unwrap_or(0o644))?;
+            Ready {
+                path: own,
+                read_only: true,
+            }
+        } else {
+            let v = serde_json::to_value(vol).unwrap_or_default();
+            let kind = v
+                .as_object()
+                .and_then(|o| o.keys().find(|k| *k != "name").cloned())
+                .unwrap_or_else(|| "(none)".into());
+            return Err(format!(
+                "type {kind} is not supported (crius runs emptyDir, hostPath, configMap and secret volumes)"
+            ));
+        };
+        self.ready.insert(vol.name.clone(), ready);
+        Ok(())
+    }
+
+    /// The CRI mounts of container `c`'s volumeMounts.
+    pub fn mounts(&self, c: &Container) -> Result<Vec<cri::Mount>, String> {
+        let mut out = Vec::new();
+        for m in c.volume_mounts.iter().flatten() {
+            let v = self.ready.get(&m.name).ok_or_else(|| {
+                format!(
+                    "container {:?}: volumeMount {:?} names no volume of the pod",
+                    c.name, m.name
+                )
+            })?;
+            let mut host = v.path.clone();
+            if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+                let p = Path::new(sub);
+                if p.components().any(|c| !matches!(c, Component::Normal(_))) {
+                    return Err(format!(
+                        "container {:?}: subPath {sub:?} must be relative, without `..`",
+                        c.name
+                    ));
+                }
+                host = host.join(p);
+                if !host.exists() {
+                    std::fs::create_dir_all(&host).map_err(io(format!("creating {}", host.display())))?;
+                }
+            }
+            let propagation = match m.mount_propagation.as_deref() {
+                None | Some("None") => cri::MountPropagation::PropagationPrivate,
+                Some("HostToContainer") => cri::MountPropagation::PropagationHostToContainer,
+                Some("Bidirectional") => cri::MountPropagation::PropagationBidirectional,
+                Some(other) => return Err(format!("container {:?}: mountPropagation {other:?}", c.name)),
+            };
+            out.push(cri::Mount {
+                container_path: m.mount_path.clone(),
+                host_path: host.to_string_lossy().into_owned(),
+                readonly: v.read_only || m.read_only == Some(true),
+                propagation: propagation as i32,
+                ..Default::default()
+            });
+        }
+        Ok(out)
+    }
+
+    /// Unmounts and deletes the pod's own directory (hostPath volumes stay).
+    pub fn remove(&mut self) {
+        for t in self.tmpfs.drain(..) {
+            let _ = nix::mount::umount2(&t, MntFlags::MNT_DETACH);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Checks (and for the `…OrCreate` types, makes) a hostPath of `type_`.
+fn host_path(p: &Path, type_: &str) -> Result<(), String> {
+    let meta = std::fs::metadata(p);
+    let want = |ok: bool, what: &str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("hostPath {} is not {what}", p.display()))
+        }
+    };
+    match type_ {
+        "" => Ok(()),
+        "DirectoryOrCreate" if meta.is_err() => {
+            std::fs::create_dir_all(p).map_err(io(format!("creating {}", p.display())))?;
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
+                .map_err(io(format!("chmod {}", p.display())))
+        }
+        "FileOrCreate" if meta.is_err() => {
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+            }
+            std::fs::write(p, b"").map_err(io(format!("creating {}", p.display())))
+        }
+        t => {
+            let m = meta.map_err(io(format!("hostPath {} ({t})", p.display())))?;
+            let ft = m.file_type();
+            match t {
+                "Directory" | "DirectoryOrCreate" => want(ft.is_dir(), "a directory"),
+                "File" | "FileOrCreate" => want(ft.is_file(), "a file"),
+                "Socket" => want(ft.is_socket(), "a socket"),
+                "CharDevice" => want(ft.is_char_device(), "a character device"),
+                "BlockDevice" => want(ft.is_block_device(), "a block device"),
+                other => Err(format!("hostPath type {other:?}")),
+            }
+        }
+    }
+}
+
+/// Writes a configMap's or secret's keys as files (all keys, or `items` mapping keys to paths).
+fn write_files(
+    dir: &Path,
+    data: &BTreeMap<String, Vec<u8>>,
+    items: Option<&[KeyToPath]>,
+    mode: i32,
+) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    let all: Vec<KeyToPath> = data
+        .keys()
+        .map(|k| KeyToPath {
+            key: k.clone(),
+            path: k.clone(),
+            mode: None,
+        })
+        .collect();
+    for item in items.unwrap_or(&all) {
+        let bytes = data
+            .get(&item.key)
+            .ok_or_else(|| format!("no key {:?}", item.key))?;
+        let rel = Path::new(&item.path);
+        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+            return Err(format!(
+                "item path {:?} must be relative, without `..`",
+                item.path
+            ));
+        }
+        let file = dir.join(rel);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+        }
+        std::fs::write(&file, bytes).map_err(io(format!("writing {}", file.display())))?;
+        std::fs::set_permissions(
+            &file,
+            std::fs::Permissions::from_mode(item.mode.unwrap_or(mode) as u32 & 0o7777),
+        )
+        .map_err(io(format!("chmod {}", file.display())))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_dirs_host_paths_and_configmaps() {
+        let tmp = tempfile::tempdir().unwrap();
+        let host = tmp.path().join("host/made");
+        let m = crate::manifest::parse(
+            &format!(
+                r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: cfg}}
+data: {{a.conf: "x=1", b.conf: "y=2"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: p}}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    volumeMounts:
+    - {{name: scratch, mountPath: /scratch}}
+    - {{name: scratch, mountPath: /sub, subPath: logs}}
+    - {{name: cfg, mountPath: /etc/app}}
+    - {{name: host, mountPath: /host, readOnly: true, mountPropagation: HostToContainer}}
+  volumes:
+  - {{name: scratch, emptyDir: {{}}}}
+  - {{name: cfg, configMap: {{name: cfg, items: [{{key: b.conf, path: sub/b.conf, mode: 0600}}]}}}}
+  - {{name: host, hostPath: {{path: {}, type: DirectoryOrCreate}}}}
+"#,
+                host.display()
+            ),
+            "t",
+        )
+        .unwrap();
+        let def = &m.pods[0];
+        let dir = tmp.path().join("pod");
+        let mut v = Volumes::prepare(def, &m, &dir).unwrap();
+        assert!(host.is_dir());
+        let mounts = v.mounts(&def.spec.containers[0]).unwrap();
+        assert_eq!(mounts[0].host_path, dir.join("volumes/scratch").to_str().unwrap());
+        assert!(dir.join("volumes/scratch/logs").is_dir(), "subPath made");
+        assert!(mounts[2].readonly && mounts[3].readonly && !mounts[0].readonly);
+        assert_eq!(
+            mounts[3].propagation,
+            cri::MountPropagation::PropagationHostToContainer as i32
+        );
+        let b = dir.join("volumes/cfg/sub/b.conf");
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "y=2");
+        assert_eq!(std::fs::metadata(&b).unwrap().permissions().mode() & 0o777, 0o600);
+        assert!(!dir.join("volumes/cfg/a.conf").exists(), "only the listed items");
+        v.remove();
+        assert!(!dir.exists() && host.is_dir());
+
+        let mut bad = def.clone();
+        bad.spec.volumes.as_mut().unwrap()[1]
+            .config_map
+            .as_mut()
+            .unwrap()
+            .name = "nope".into();
+        let e = Volumes::prepare(&bad, &m, &dir).unwrap_err();
+        assert!(
+            e.contains("volume \"cfg\": configMap default/nope is not in the manifest"),
+            "{e}"
+        );
+        assert!(!dir.exists(), "nothing left on error");
+        let mut nfs = def.clone();
+        nfs.spec.volumes.as_mut().unwrap()[0] =
+            serde_json::from_value(serde_json::json!({"name": "n", "nfs": {"server": "s", "path": "/"}}))
+                .unwrap();
+        let e = Volumes::prepare(&nfs, &m, &dir).unwrap_err();
+        assert!(e.contains("type nfs is not supported"), "{e}");
+    }
+}

@@ -1,0 +1,432 @@
+//! The pod engine (`crius run`) on criusd with a real CNI network: the seed manifests as written, on stand-in
+//! images — the Job whose log-agent sidecar starts first and is stopped after its worker completes, the
+//! Deployment that runs until it is told to stop — and a pod built to pin down the rules: startup probes gate
+//! the next init container, sidecars restart, main containers stop first and sidecars after them in reverse
+//! order, a failed regular init container fails a `Never` pod. Nothing is left behind.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crius_test_support::cni::Network;
+use crius_test_support::daemon::{Daemon, built_binary};
+use crius_test_support::image;
+use crius_test_support::require_root;
+use crius_test_support::shims::shim_pids;
+use serde_json::Value;
+
+fn manifest(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests").join(name)
+}
+
+/// criusd on the test's network, with the seed stand-in images imported.
+struct Setup {
+    d: Daemon,
+    _net: Network,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        require_root();
+        let net = Network::new();
+        let args = net.daemon_args();
+        let d = Daemon::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let dir = tempfile::tempdir().unwrap();
+        let layout = dir.path().join("layout");
+        image::seed_images(&layout).unwrap();
+        d.cli_ok(&["images", "import", &layout.display().to_string()]);
+        Setup { d, _net: net, dir }
+    }
+
+    /// `crius run` arguments that keep the pods' files in the test's directory.
+    fn run_args(&self, files: &[&Path], extra: &[&str]) -> Vec<String> {
+        let mut a: Vec<String> = vec!["run".into()];
+        a.extend(files.iter().map(|f| f.display().to_string()));
+        for (k, v) in [("--pods-dir", "pods"), ("--log-root", "logs")] {
+            a.push(k.into());
+            a.push(self.dir.path().join(v).display().to_string());
+        }
+        a.extend(["--pull", "missing", "-o", "json"].map(String::from));
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    }
+
+    fn command(&self, args: &[String]) -> Command {
+        let mut c = Command::new(built_binary("crius"));
+        c.env("CRIUS_ADDRESS", self.d.socket()).args(args);
+        c
+    }
+
+    /// Runs `crius run` to its end: (exit code, stdout, stderr).
+    fn run(&self, files: &[&Path], extra: &[&str]) -> (i32, String, String) {
+        let out = self.command(&self.run_args(files, extra)).output().unwrap();
+        let (o, e) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        (out.status.code().unwrap_or(-1), o, e)
+    }
+
+    /// No pod, container, shim, volume or mount is left.
+    fn assert_nothing_left(&self) {
+        for sub in ["sandboxes", "containers"] {
+            let left: Vec<_> = std::fs::read_dir(self.d.root().join(sub))
+                .map(|d| d.flatten().collect())
+                .unwrap_or_default();
+            assert!(
+                left.is_empty(),
+                "{sub} left: {:?}",
+                left.iter().map(|e| e.file_name()).collect::<Vec<_>>()
+            );
+        }
+        let pods: Vec<_> = std::fs::read_dir(self.dir.path().join("pods"))
+            .map(|d| d.flatten().collect())
+            .unwrap_or_default();
+        assert!(pods.is_empty(), "pod directories left");
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let here = self.dir.path().display().to_string();
+        assert!(!mounts.contains(&here), "mounts left under {here}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let owner = self.d.socket().display().to_string();
+        while !shim_pids(&owner).is_empty() {
+            assert!(Instant::now() < deadline, "shims left: {:?}", shim_pids(&owner));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The JSON report after the log lines on stdout.
+fn report(stdout: &str) -> Value {
+    let at = stdout
+        .find("\n[")
+        .map(|i| i + 1)
+        .unwrap_or_else(|| stdout.find('[').expect("a JSON report"));
+    let all: Value = serde_json::from_str(&stdout[at..]).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    all[0].clone()
+}
+
+fn container<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("{name} in {r}"))
+}
+
+fn ns(c: &Value, field: &str) -> i64 {
+    let v = c[field].as_i64().unwrap();
+    assert!(v > 0, "{field} of {c}");
+    v
+}
+
+/// The position of the first line containing `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no {needle:?} in:\n{text}"))
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn the_seed_job_starts_its_sidecar_first_and_completes_with_its_worker() {
+    let s = Setup::new();
+    let (code, out, err) = s.run(&[&manifest("seed-job.yaml")], &["--logs"]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let r = report(&out);
+    assert_eq!(r["phase"], "Succeeded", "{r}");
+    assert!(
+        r["pod"]
+            .as_str()
+            .unwrap()
+            .starts_with("default/data-processing-job-"),
+        "{r}"
+    );
+    let (agent, migration, worker) = (
+        container(&r, "log-agent"),
+        container(&r, "db-migration"),
+        container(&r, "worker"),
+    );
+    assert_eq!(
+        (
+            agent["role"].as_str(),
+            migration["role"].as_str(),
+            worker["role"].as_str()
+        ),
+        (Some("sidecar"), Some("init"), Some("main"))
+    );
+    // KEP-753's order: sidecar up, then the regular init container runs to completion, then the worker; the
+    // worker's exit completes the Job's pod, and only then is the sidecar stopped.
+    assert!(ns(agent, "started_at") < ns(migration, "started_at"), "{r}");
+    assert!(ns(migration, "finished_at") <= ns(worker, "started_at"), "{r}");
+    assert!(ns(worker, "finished_at") <= ns(agent, "finished_at"), "{r}");
+    assert_eq!(
+        (migration["exit_code"].as_i64(), worker["exit_code"].as_i64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(worker["reason"], "Completed");
+    assert_eq!(
+        agent["exit_code"].as_i64(),
+        Some(0),
+        "the agent's SIGTERM trap ran: {r}"
+    );
+    // The emptyDir is shared: the agent shipped every record the worker wrote, the last ones at its SIGTERM.
+    for i in 1..=5 {
+        assert!(
+            out.contains(&format!("log-agent | shipped: record {i} processed")),
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains("log-agent | fluent-bit: SIGTERM: flushed, 5 lines shipped"),
+        "{out}"
+    );
+    assert!(
+        out.contains("db-migration | flyway: successfully applied 3 migrations"),
+        "{out}"
+    );
+    assert!(
+        line_of(&err, "sidecar log-agent: startup complete") < line_of(&err, "init db-migration: started"),
+        "{err}"
+    );
+    assert!(
+        line_of(&err, "container worker: exited 0") < line_of(&err, "sidecar log-agent: stopping"),
+        "{err}"
+    );
+    s.assert_nothing_left();
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn probes_gate_init_containers_and_sidecars_stop_last_in_reverse_order() {
+    let s = Setup::new();
+    let shared = s.dir.path().join("shared");
+    let pod = s.dir.path().join("order.yaml");
+    std::fs::write(
+        &pod,
+        format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: order}}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 10
+  volumes: [{{name: shared, hostPath: {{path: {shared}, type: DirectoryOrCreate}}}}]
+  initContainers:
+  - name: first
+    image: myapp:latest
+    restartPolicy: Always
+    volumeMounts: [{{name: shared, mountPath: /shared}}]
+    command: [sh, -c, '[ -f /shared/crashed ] || {{ touch /shared/crashed; exit 1; }}; trap "echo first TERM >> /shared/order; exit 0" TERM; echo first up >> /shared/order; while :; do sleep 0.1 & wait $!; done']
+  - name: second
+    image: myapp:latest
+    restartPolicy: Always
+    volumeMounts: [{{name: shared, mountPath: /shared}}]
+    startupProbe: {{exec: {{command: [test, -f, /tmp/ready]}}, periodSeconds: 1, failureThreshold: 30}}
+    command: [sh, -c, 'trap "sleep 1; echo second TERM >> /shared/order; exit 0" TERM; echo second up >> /shared/order; sleep 1; touch /tmp/ready; while :; do sleep 0.1 & wait $!; done']
+  - name: setup
+    image: myapp:latest
+    volumeMounts: [{{name: shared, mountPath: /shared}}]
+    command: [sh, -c, 'echo setup ran >> /shared/order']
+  containers:
+  - name: a
+    image: myapp:latest
+    volumeMounts: [{{name: shared, mountPath: /shared}}]
+    command: [sh, -c, 'echo a ran >> /shared/order; sleep 0.5']
+  - name: b
+    image: myapp:latest
+    volumeMounts: [{{name: shared, mountPath: /shared}}]
+    command: [sh, -c, 'echo b ran >> /shared/order; exit 3']
+"#,
+            shared = shared.display()
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = s.run(&[&pod], &["--restart-backoff", "200ms"]);
+    assert_eq!(
+        code, 1,
+        "b failed, so the pod did: stdout:\n{out}\nstderr:\n{err}"
+    );
+    let r = report(&out);
+    assert_eq!(r["phase"], "Failed", "{r}");
+    assert_eq!(
+        container(&r, "first")["restarts"],
+        1,
+        "the sidecar that crashed was restarted: {r}"
+    );
+    assert_eq!(container(&r, "b")["exit_code"].as_i64(), Some(3));
+    let order = std::fs::read_to_string(shared.join("order")).unwrap();
+    let at = |l: &str| line_of(&order, l);
+    assert!(at("second up") < at("setup ran"), "{order}");
+    assert!(
+        at("setup ran") < at("a ran") && at("setup ran") < at("b ran"),
+        "{order}"
+    );
+    // second's TERM trap sleeps 1 s: first, stopped after it, writes later.
+    assert!(
+        at("a ran").max(at("b ran")) < at("second TERM") && at("second TERM") < at("first TERM"),
+        "{order}"
+    );
+    let (second, setup) = (container(&r, "second"), container(&r, "setup"));
+    assert!(
+        ns(setup, "started_at") - ns(second, "started_at") >= 1_000_000_000,
+        "the probe held setup back: {r}"
+    );
+    assert!(err.contains("first: restarting in 0.2s"), "{err}");
+    s.assert_nothing_left();
+
+    // A regular init container that fails under restartPolicy Never fails the pod; the main container never runs.
+    let failing = s.dir.path().join("failing.yaml");
+    std::fs::write(
+        &failing,
+        r#"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: broken}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      initContainers: [{name: migrate, image: flyway:latest, command: [flyway, rollback]}]
+      containers: [{name: work, image: data-worker:latest}]
+"#,
+    )
+    .unwrap();
+    let (code, out, err) = s.run(&[&failing], &[]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let r = report(&out);
+    assert_eq!(r["phase"], "Failed");
+    assert_eq!(container(&r, "migrate")["exit_code"].as_i64(), Some(1));
+    assert_eq!(container(&r, "work")["reason"], "NotStarted", "{r}");
+    s.assert_nothing_left();
+
+    // An image that is not there, with pulls forbidden: refused before anything is made, naming it.
+    let (code, _, err) = s.run(
+        &[&failing],
+        &["--pull", "never", "--image", "flyway:latest=nothere:1"],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("image nothere:1 is not present and may not be pulled"),
+        "{err}"
+    );
+    s.assert_nothing_left();
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn the_seed_deployment_runs_until_stopped_then_stops_app_before_sidecar() {
+    let s = Setup::new();
+    let args = s.run_args(
+        &[
+            &manifest("seed-deployment.yaml"),
+            &manifest("fluent-bit-config.yaml"),
+        ],
+        &["--logs"],
+    );
+    let (child, reader) = spawn_until(&s, &args, "container app: started");
+    std::thread::sleep(Duration::from_millis(1500));
+    let (code, stdout, err) = stop(child, reader);
+    assert_eq!(code, 0, "{stdout}\n{err}");
+    let r = report(&stdout);
+    assert_eq!(r["phase"], "Stopped", "{r}");
+    assert!(r["ip"].as_str().unwrap().starts_with("10.213."), "{r}");
+    let (agent, app) = (container(&r, "fluent-bit"), container(&r, "app"));
+    assert_eq!(
+        (app["exit_code"].as_i64(), agent["exit_code"].as_i64()),
+        (Some(0), Some(0)),
+        "both trapped SIGTERM: {r}"
+    );
+    assert!(ns(app, "finished_at") <= ns(agent, "finished_at"), "{r}");
+    assert!(stdout.contains("app | myapp: SIGTERM: shutting down"), "{stdout}");
+    assert!(
+        stdout.contains("fluent-bit | fluent-bit: SIGTERM: flushed"),
+        "{stdout}"
+    );
+    assert!(
+        line_of(&err, "container app: stopping") < line_of(&err, "sidecar fluent-bit: stopping"),
+        "{err}"
+    );
+    s.assert_nothing_left();
+}
+
+/// Spawns `crius run` and waits for `line` on its stderr; returns the child and a reader collecting the rest.
+fn spawn_until(
+    s: &Setup,
+    args: &[String],
+    line: &str,
+) -> (std::process::Child, std::thread::JoinHandle<String>) {
+    let mut child = s
+        .command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for l in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(l.clone());
+            all.push_str(&l);
+            all.push('\n');
+        }
+        all
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(l) if l.contains(line) => break,
+            Ok(_) => {}
+            Err(_) => {
+                let _ = child.kill();
+                panic!("no {line:?}: {}", reader.join().unwrap());
+            }
+        }
+    }
+    (child, reader)
+}
+
+/// Stops a `crius run` child with SIGTERM; (exit code, stdout, stderr).
+fn stop(child: std::process::Child, reader: std::thread::JoinHandle<String>) -> (i32, String, String) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = reader.join().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        err,
+    )
+}
+
+#[test]
+#[ignore = "needs cgroup v2 with its controllers: run through hack/test.sh (in the VM)"]
+fn vm_the_seed_resize_pod_runs_with_kubelets_limits() {
+    let s = Setup::new();
+    let args = s.run_args(&[&manifest("seed-resize-pod.yaml")], &[]);
+    let (child, reader) = spawn_until(&s, &args, "container app: started");
+    // The container's cgroup (criusd's default parent, /crius/<id>): the one with a process in it.
+    let root = crius_test_support::cgroup2_mount().join("crius");
+    let dir = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| std::fs::read_to_string(p.join("cgroup.procs")).is_ok_and(|s| !s.trim().is_empty()))
+        .expect("the app's cgroup");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap().trim().to_string();
+    // requests 500m/512Mi, limits 1000m/1Gi: shares 512 (weight 59), quota 100 ms per 100 ms, 1 GiB.
+    assert_eq!(read("cpu.max"), "100000 100000");
+    assert_eq!(read("cpu.weight"), "59");
+    assert_eq!(read("memory.max"), (1u64 << 30).to_string());
+    let (code, out, err) = stop(child, reader);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(report(&out)["phase"], "Stopped");
+    s.assert_nothing_left();
+}
