@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
+use crius_pod::Control;
 use crius_pod::{Event, Phase, PullPolicy, Report};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Pull {
@@ -53,6 +54,10 @@ pub struct Run {
     /// The first restart back-off, doubling up to 5m (kubelet's is 10s).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
     restart_backoff: Duration,
+    /// Watch the files: when a container's resources change there, resize it in the running pod (in place, or
+    /// by a restart where its resizePolicy says RestartContainer), as kubelet does for a patched pod.
+    #[arg(long)]
+    watch: bool,
     /// Where pods' volumes go (`<dir>/<pod uid>`).
     #[arg(long, value_name = "DIR", default_value = "/var/lib/crius/pods")]
     pods_dir: PathBuf,
@@ -116,7 +121,12 @@ pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, Stri
         ..Default::default()
     };
     let channel = crius_api::connect(address).await?;
-    let (stop_tx, stop) = watch::channel(false);
+    let (senders, mut receivers): (Vec<_>, Vec<_>) = manifest
+        .pods
+        .iter()
+        .map(|_| mpsc::unbounded_channel::<Control>())
+        .unzip();
+    let stop_all = senders.clone();
     tokio::spawn(async move {
         let (Ok(mut int), Ok(mut term)) = (
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()),
@@ -126,39 +136,48 @@ pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, Stri
         };
         tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
         eprintln!("crius: stopping (SIGTERM to the containers, then SIGKILL after their grace period)");
-        let _ = stop_tx.send(true);
+        for s in &stop_all {
+            let _ = s.send(Control::Stop);
+        }
     });
+    if cmd.watch {
+        tokio::spawn(watch_files(cmd.files.clone(), manifest.pods.clone(), senders));
+    }
     let t0 = Instant::now();
     let (logs_done, logs_stop) = watch::channel(false);
     let mut followers = Vec::new();
-    let runs = manifest.pods.iter().map(|def| {
-        let (channel, opts, manifest, stop) = (channel.clone(), &opts, &manifest, stop.clone());
-        let follow = cmd.logs;
-        let logs_stop = logs_stop.clone();
-        async move {
-            let mut pod = def.name.clone();
-            let mut tasks = Vec::new();
-            let result = crius_pod::run(channel, opts, def, manifest, stop, |e| {
-                if let Event::Sandbox { pod: name, .. } = &e {
-                    pod = name.clone();
-                }
-                eprintln!(
-                    "{:>7.3}s {}: {e}",
-                    t0.elapsed().as_secs_f64(),
-                    pod.trim_end_matches('-')
-                );
-                if let (true, Event::Started { name, log_path, .. }) = (follow, &e) {
-                    tasks.push(tokio::spawn(follow_log(
-                        name.clone(),
-                        log_path.into(),
-                        logs_stop.clone(),
-                    )));
-                }
-            })
-            .await;
-            (result, tasks)
-        }
-    });
+    let runs = manifest
+        .pods
+        .iter()
+        .zip(receivers.drain(..))
+        .map(|(def, controls)| {
+            let (channel, opts, manifest) = (channel.clone(), &opts, &manifest);
+            let follow = cmd.logs;
+            let logs_stop = logs_stop.clone();
+            async move {
+                let mut pod = def.name.clone();
+                let mut tasks = Vec::new();
+                let result = crius_pod::run(channel, opts, def, manifest, controls, |e| {
+                    if let Event::Sandbox { pod: name, .. } = &e {
+                        pod = name.clone();
+                    }
+                    eprintln!(
+                        "{:>7.3}s {}: {e}",
+                        t0.elapsed().as_secs_f64(),
+                        pod.trim_end_matches('-')
+                    );
+                    if let (true, Event::Started { name, log_path, .. }) = (follow, &e) {
+                        tasks.push(tokio::spawn(follow_log(
+                            name.clone(),
+                            log_path.into(),
+                            logs_stop.clone(),
+                        )));
+                    }
+                })
+                .await;
+                (result, tasks)
+            }
+        });
     let results = futures::future::join_all(runs).await;
     let _ = logs_done.send(true);
     let mut reports = Vec::new();
@@ -186,6 +205,83 @@ pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, Stri
     } else {
         std::process::ExitCode::SUCCESS
     })
+}
+
+/// Reads `files` every half second; when they change, sends each running pod the resources of its containers
+/// that changed. Other changes cannot apply to a running pod: they are named and ignored, as the API server
+/// refuses them.
+async fn watch_files(
+    files: Vec<PathBuf>,
+    mut pods: Vec<crius_pod::PodDef>,
+    to: Vec<mpsc::UnboundedSender<Control>>,
+) {
+    let read = |files: &[PathBuf]| {
+        files
+            .iter()
+            .map(|f| std::fs::read(f).unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
+    let mut seen = read(&files);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = read(&files);
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        let mut manifest = crius_pod::Manifest::default();
+        for (f, bytes) in files.iter().zip(&seen) {
+            match crius_pod::parse(&String::from_utf8_lossy(bytes), &f.display().to_string()) {
+                Ok(m) => manifest.merge(m),
+                Err(e) => {
+                    eprintln!("crius: {e} (changes not applied)");
+                    manifest.pods.clear();
+                    break;
+                }
+            }
+        }
+        for (new, (old, tx)) in manifest.pods.iter().zip(pods.iter_mut().zip(&to)) {
+            if new.owner != old.owner {
+                continue;
+            }
+            let containers = |d: &crius_pod::PodDef| {
+                d.spec
+                    .init_containers
+                    .iter()
+                    .flatten()
+                    .chain(&d.spec.containers)
+                    .cloned()
+                    .collect::<Vec<_>>()
+            };
+            let (was, is) = (containers(old), containers(new));
+            for c in &is {
+                let Some(before) = was.iter().find(|b| b.name == c.name) else {
+                    eprintln!(
+                        "crius: {}: container {:?} cannot be added to a running pod",
+                        old.name, c.name
+                    );
+                    continue;
+                };
+                let mut a = before.clone();
+                let mut b = c.clone();
+                a.resources = None;
+                b.resources = None;
+                if a != b {
+                    eprintln!(
+                        "crius: {}: only resources of container {:?} can change in a running pod",
+                        old.name, c.name
+                    );
+                }
+                if before.resources != c.resources {
+                    let _ = tx.send(Control::Resize {
+                        container: c.name.clone(),
+                        resources: c.resources.clone().unwrap_or_default(),
+                    });
+                }
+            }
+            *old = new.clone();
+        }
+    }
 }
 
 fn print_report(r: &Report) {

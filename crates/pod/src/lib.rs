@@ -14,6 +14,6 @@ pub mod quantity;
 pub mod report;
 pub mod volumes;
 
-pub use engine::{Options, PullPolicy, run};
+pub use engine::{Control, Options, PullPolicy, run};
 pub use manifest::{Manifest, PodDef, parse};
 pub use report::{Event, Phase, Report, Role};

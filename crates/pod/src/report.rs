@@ -68,6 +68,13 @@ pub enum Event {
     },
     /// A container is being stopped (SIGTERM, grace `grace_s`, then SIGKILL).
     Stopping { name: String, role: Role, grace_s: i64 },
+    /// A container got new resources: in place, or by a restart its resizePolicy asked for; `applied` is
+    /// what the runtime reports.
+    Resized {
+        name: String,
+        restarted: bool,
+        applied: String,
+    },
     /// A note that is not an error (an unsupported probe kind, a skipped hook).
     Note(String),
 }
@@ -102,6 +109,21 @@ impl std::fmt::Display for Event {
             }
             Event::Stopping { name, role, grace_s } => {
                 write!(f, "{role} {name}: stopping (grace {grace_s}s)")
+            }
+            Event::Resized {
+                name,
+                restarted: false,
+                applied,
+            } => write!(f, "{name}: resized in place: {applied}"),
+            Event::Resized {
+                name,
+                restarted: true,
+                applied,
+            } => {
+                write!(
+                    f,
+                    "{name}: restarted with its new resources (resizePolicy): {applied}"
+                )
             }
             Event::Note(n) => f.write_str(n),
         }

@@ -303,6 +303,41 @@ spec:
     assert_eq!(container(&r, "work")["reason"], "NotStarted", "{r}");
     s.assert_nothing_left();
 
+    // A liveness probe that fails kills the container; OnFailure restarts it, and the next run exits 0.
+    let alive = s.dir.path().join("alive.yaml");
+    std::fs::write(
+        &alive,
+        format!(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: alive}}
+spec:
+  restartPolicy: OnFailure
+  terminationGracePeriodSeconds: 2
+  volumes: [{{name: shared, hostPath: {{path: {shared}/alive, type: DirectoryOrCreate}}}}]
+  containers:
+  - name: app
+    image: myapp:latest
+    volumeMounts: [{{name: shared, mountPath: /shared}}]
+    livenessProbe: {{exec: {{command: [sh, -c, "! test -f /tmp/sick"]}}, periodSeconds: 1, failureThreshold: 2}}
+    command: [sh, -c, 'if [ -f /shared/healed ]; then echo healthy; exit 0; fi; touch /shared/healed; sleep 1; touch /tmp/sick; sleep 60']
+"#,
+            shared = shared.display()
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = s.run(&[&alive], &["--restart-backoff", "200ms"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let r = report(&out);
+    assert_eq!(r["phase"], "Succeeded", "{r}");
+    assert_eq!(container(&r, "app")["restarts"], 1, "{r}");
+    assert!(
+        err.contains("container app: liveness probe failed; killing it"),
+        "{err}"
+    );
+    s.assert_nothing_left();
+
     // An image that is not there, with pulls forbidden: refused before anything is made, naming it.
     let (code, _, err) = s.run(
         &[&failing],
@@ -320,16 +355,24 @@ spec:
 #[ignore = "needs root: run through hack/test.sh"]
 fn the_seed_deployment_runs_until_stopped_then_stops_app_before_sidecar() {
     let s = Setup::new();
+    let deployment = s.dir.path().join("deployment.yaml");
+    let seed = std::fs::read_to_string(manifest("seed-deployment.yaml")).unwrap();
+    std::fs::write(&deployment, &seed).unwrap();
     let args = s.run_args(
-        &[
-            &manifest("seed-deployment.yaml"),
-            &manifest("fluent-bit-config.yaml"),
-        ],
-        &["--logs"],
+        &[&deployment, &manifest("fluent-bit-config.yaml")],
+        &["--logs", "--watch"],
     );
-    let (child, reader) = spawn_until(&s, &args, "container app: started");
-    std::thread::sleep(Duration::from_millis(1500));
-    let (code, stdout, err) = stop(child, reader);
+    let run = Running::spawn(&s, &args, "container app: started");
+    // A BestEffort pod cannot become Burstable in place (kubelet refuses a QoS change too).
+    let limited = seed.replace(
+        "        image: myapp:latest\n",
+        "        image: myapp:latest\n        resources: {limits: {cpu: 500m}}\n",
+    );
+    assert_ne!(limited, seed);
+    std::fs::write(&deployment, limited).unwrap();
+    run.wait_for("resize of app: the pod's QoS class would change from BestEffort to Burstable");
+    std::thread::sleep(Duration::from_millis(1000));
+    let (code, stdout, err) = run.stop();
     assert_eq!(code, 0, "{stdout}\n{err}");
     let r = report(&stdout);
     assert_eq!(r["phase"], "Stopped", "{r}");
@@ -353,80 +396,127 @@ fn the_seed_deployment_runs_until_stopped_then_stops_app_before_sidecar() {
     s.assert_nothing_left();
 }
 
-/// Spawns `crius run` and waits for `line` on its stderr; returns the child and a reader collecting the rest.
-fn spawn_until(
-    s: &Setup,
-    args: &[String],
-    line: &str,
-) -> (std::process::Child, std::thread::JoinHandle<String>) {
-    let mut child = s
-        .command(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for l in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(l.clone());
-            all.push_str(&l);
-            all.push('\n');
-        }
-        all
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(l) if l.contains(line) => break,
-            Ok(_) => {}
-            Err(_) => {
-                let _ = child.kill();
-                panic!("no {line:?}: {}", reader.join().unwrap());
+/// A `crius run` in the background, its stderr read line by line.
+struct Running {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    reader: std::thread::JoinHandle<String>,
+}
+
+impl Running {
+    /// Spawns `crius run` with `args` and waits for `line` on its stderr.
+    fn spawn(s: &Setup, args: &[String], line: &str) -> Running {
+        let mut child = s
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut all = String::new();
+            for l in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(l.clone());
+                all.push_str(&l);
+                all.push('\n');
+            }
+            all
+        });
+        let r = Running { child, lines, reader };
+        r.wait_for(line);
+        r
+    }
+
+    /// Waits (up to 2 minutes: the VM is slow) for a stderr line containing `needle`; returns it.
+    fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(_) => {}
+                Err(_) => panic!("no {needle:?} from crius run"),
             }
         }
     }
-    (child, reader)
+
+    /// Stops it with SIGTERM: (exit code, stdout, stderr).
+    fn stop(self) -> (i32, String, String) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let out = self.child.wait_with_output().unwrap();
+        let err = self.reader.join().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            err,
+        )
+    }
 }
 
-/// Stops a `crius run` child with SIGTERM; (exit code, stdout, stderr).
-fn stop(child: std::process::Child, reader: std::thread::JoinHandle<String>) -> (i32, String, String) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let err = reader.join().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        err,
-    )
-}
-
-#[test]
-#[ignore = "needs cgroup v2 with its controllers: run through hack/test.sh (in the VM)"]
-fn vm_the_seed_resize_pod_runs_with_kubelets_limits() {
-    let s = Setup::new();
-    let args = s.run_args(&[&manifest("seed-resize-pod.yaml")], &[]);
-    let (child, reader) = spawn_until(&s, &args, "container app: started");
-    // The container's cgroup (criusd's default parent, /crius/<id>): the one with a process in it.
+/// The cgroup of the one running container under criusd's default parent (`/crius/<id>`).
+fn running_cgroup() -> PathBuf {
     let root = crius_test_support::cgroup2_mount().join("crius");
-    let dir = std::fs::read_dir(&root)
+    std::fs::read_dir(&root)
         .unwrap()
         .flatten()
         .map(|e| e.path())
         .find(|p| std::fs::read_to_string(p.join("cgroup.procs")).is_ok_and(|s| !s.trim().is_empty()))
-        .expect("the app's cgroup");
-    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap().trim().to_string();
+        .expect("a running container's cgroup")
+}
+
+fn read(dir: &Path, file: &str) -> String {
+    std::fs::read_to_string(dir.join(file))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+#[test]
+#[ignore = "needs cgroup v2 with its controllers: run through hack/test.sh (in the VM)"]
+fn vm_the_seed_resize_pod_runs_with_kubelets_limits_and_resizes_in_place() {
+    let s = Setup::new();
+    // A copy of the seed to edit while it runs, as one patches a pod's resources.
+    let pod = s.dir.path().join("myapp.yaml");
+    let seed = std::fs::read_to_string(manifest("seed-resize-pod.yaml")).unwrap();
+    std::fs::write(&pod, &seed).unwrap();
+    let args = s.run_args(&[&pod], &["--watch"]);
+    let run = Running::spawn(&s, &args, "container app: started");
     // requests 500m/512Mi, limits 1000m/1Gi: shares 512 (weight 59), quota 100 ms per 100 ms, 1 GiB.
-    assert_eq!(read("cpu.max"), "100000 100000");
-    assert_eq!(read("cpu.weight"), "59");
-    assert_eq!(read("memory.max"), (1u64 << 30).to_string());
-    let (code, out, err) = stop(child, reader);
+    let dir = running_cgroup();
+    assert_eq!(read(&dir, "cpu.max"), "100000 100000");
+    assert_eq!(read(&dir, "cpu.weight"), "59");
+    assert_eq!(read(&dir, "memory.max"), (1u64 << 30).to_string());
+    let pid = read(&dir, "cgroup.procs");
+
+    // cpu: NotRequired: in place, same process.
+    let cpu = seed.replace("cpu: \"1000m\"", "cpu: \"1500m\"");
+    assert_ne!(cpu, seed);
+    std::fs::write(&pod, &cpu).unwrap();
+    let line = run.wait_for("app: resized in place");
+    assert!(line.contains("cpu quota 150000/100000 shares 512"), "{line}");
+    assert_eq!(read(&dir, "cpu.max"), "150000 100000");
+    assert_eq!(read(&dir, "cgroup.procs"), pid, "the same process");
+
+    // memory: RestartContainer: a new container with the new limit.
+    std::fs::write(&pod, cpu.replace("memory: \"1Gi\"", "memory: \"2Gi\"")).unwrap();
+    let line = run.wait_for("app: restarted with its new resources");
+    assert!(line.contains(&format!("memory limit {}", 2u64 << 30)), "{line}");
+    let again = running_cgroup();
+    assert_ne!(again, dir, "a new container");
+    assert_eq!(read(&again, "memory.max"), (2u64 << 30).to_string());
+    assert_eq!(read(&again, "cpu.max"), "150000 100000");
+
+    let (code, out, err) = run.stop();
     assert_eq!(code, 0, "{out}\n{err}");
-    assert_eq!(report(&out)["phase"], "Stopped");
+    let r = report(&out);
+    assert_eq!(r["phase"], "Stopped");
+    assert_eq!(container(&r, "app")["restarts"], 1, "{r}");
     s.assert_nothing_left();
 }

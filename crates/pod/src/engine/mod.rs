@@ -18,7 +18,8 @@ use k8s_cri::v1 as cri;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_openapi::api::core::v1::Container;
-use tokio::sync::watch;
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
 use crate::convert::{self, PodIdentity, Qos};
@@ -27,6 +28,24 @@ use crate::hooks;
 use crate::manifest::{Manifest, PodDef};
 use crate::report::{ContainerReport, Event, Phase, Report, Role};
 use crate::volumes::Volumes;
+
+mod probes;
+mod resize;
+mod stop;
+
+/// What the caller can ask of a running pod.
+#[derive(Debug, Clone)]
+pub enum Control {
+    /// Terminate it gracefully.
+    Stop,
+    /// Give container `container` these resources, in place where its resizePolicy allows (KEP-1287).
+    Resize {
+        /// The container's name.
+        container: String,
+        /// Its new requests and limits.
+        resources: ResourceRequirements,
+    },
+}
 
 /// Which images to pull.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -99,6 +118,7 @@ struct Slot {
     restart_at: Option<Instant>,
     backoff: Duration,
     probe: hooks::ProbeState,
+    liveness: hooks::ProbeState,
 }
 
 /// A pod being run.
@@ -117,15 +137,15 @@ struct Run<'a, E: FnMut(Event)> {
     on: E,
 }
 
-/// Runs pod `def` (of `manifest`) on the CRI runtime at `channel` until it completes or `stop` turns true;
-/// `on` hears what happens. Whatever happens, the sandbox, its containers and the pod's volumes are removed
+/// Runs pod `def` (of `manifest`) on the CRI runtime at `channel` until it completes or `controls` asks it to
+/// stop; `on` hears what happens. Whatever happens, the sandbox, its containers and the pod's volumes are removed
 /// before this returns (log files stay).
 pub async fn run(
     channel: Channel,
     opts: &Options,
     def: &PodDef,
     manifest: &Manifest,
-    mut stop: watch::Receiver<bool>,
+    mut controls: mpsc::UnboundedReceiver<Control>,
     mut on: impl FnMut(Event),
 ) -> Result<Report, String> {
     let mut rt = RuntimeServiceClient::new(channel.clone());
@@ -188,6 +208,7 @@ pub async fn run(
             restart_at: None,
             backoff: opts.backoff,
             probe: Default::default(),
+            liveness: Default::default(),
         });
     }
 
@@ -258,7 +279,7 @@ pub async fn run(
         slots,
         on,
     };
-    let phase = run.lead(&mut stop).await;
+    let phase = run.lead(&mut controls).await;
     run.terminate().await;
     let report = run.report(phase).await;
     run.remove().await;
@@ -331,18 +352,16 @@ impl<E: FnMut(Event)> Run<'_, E> {
         self.def.restart_policy()
     }
 
-    /// Starts the pod and keeps it as its spec says until it completes (Some phase) or is stopped (None).
-    async fn lead(&mut self, stop: &mut watch::Receiver<bool>) -> Phase {
+    /// Starts the pod and keeps it as its spec says until it completes, or is stopped, and says which.
+    async fn lead(&mut self, controls: &mut mpsc::UnboundedReceiver<Control>) -> Phase {
         let first_main = self
             .slots
             .iter()
             .position(|s| s.role == Role::Main)
             .unwrap_or(self.slots.len());
         let mut next_init = 0;
+        let mut open = true;
         loop {
-            if *stop.borrow() {
-                return Phase::Stopped;
-            }
             self.observe().await;
             if let Some(phase) = self.react() {
                 return phase;
@@ -373,7 +392,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 }
                 next_init += 1;
             }
-            self.probe_sidecars().await;
+            self.probe().await;
             if next_init > first_main
                 && self.restart_policy() != "Always"
                 && self.slots[first_main..].iter().all(|s| s.done)
@@ -383,7 +402,14 @@ impl<E: FnMut(Event)> Run<'_, E> {
                     .all(|s| s.exit.as_ref().is_some_and(|e| e.0 == 0));
                 return if ok { Phase::Succeeded } else { Phase::Failed };
             }
-            let _ = tokio::time::timeout(self.opts.poll, stop.changed()).await;
+            tokio::select! {
+                () = tokio::time::sleep(self.opts.poll) => {}
+                c = controls.recv(), if open => match c {
+                    None => open = false,
+                    Some(Control::Stop) => return Phase::Stopped,
+                    Some(Control::Resize { container, resources }) => self.resize(&container, resources).await,
+                },
+            }
         }
     }
 
@@ -517,19 +543,25 @@ impl<E: FnMut(Event)> Run<'_, E> {
         }
     }
 
-    async fn create_and_start(&mut self, i: usize) -> Result<(), String> {
-        let s = &self.slots[i];
-        let c = &s.spec;
-        let env = crate::env::build(self.def, self.manifest, c, &self.fields)?;
-        let mounts = self.volumes.mounts(c)?;
+    /// The CRI resources of container `c` in role `role`.
+    fn cri_resources(&self, role: Role, c: &Container) -> Result<cri::LinuxContainerResources, String> {
         let mut resources = convert::resources(c, self.qos, crate::node::memory_bytes())?;
-        if s.role == Role::Sidecar {
+        if role == Role::Sidecar {
             // KEP-753: a sidecar is no likelier to be OOM-killed than the main containers.
             for m in self.slots.iter().filter(|m| m.role == Role::Main) {
                 let r = convert::resources(&m.spec, self.qos, crate::node::memory_bytes())?;
                 resources.oom_score_adj = resources.oom_score_adj.min(r.oom_score_adj);
             }
         }
+        Ok(resources)
+    }
+
+    async fn create_and_start(&mut self, i: usize) -> Result<(), String> {
+        let s = &self.slots[i];
+        let c = &s.spec;
+        let env = crate::env::build(self.def, self.manifest, c, &self.fields)?;
+        let mounts = self.volumes.mounts(c)?;
+        let resources = self.cri_resources(s.role, c)?;
         let config = convert::container_config(
             self.def,
             &self.id,
@@ -567,6 +599,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
         s.running = true;
         s.exit = None;
         s.probe = Default::default();
+        s.liveness = Default::default();
         let log_path = format!("{}/{name}/{attempt}.log", self.id.log_directory);
         (self.on)(Event::Started {
             name: name.clone(),
@@ -588,141 +621,6 @@ impl<E: FnMut(Event)> Run<'_, E> {
             return Err(format!("postStart hook: {e}"));
         }
         Ok(())
-    }
-
-    /// Runs due startup probes of sidecars still starting; a sidecar without one is ready once running.
-    async fn probe_sidecars(&mut self) {
-        for i in 0..self.slots.len() {
-            let s = &mut self.slots[i];
-            if s.role != Role::Sidecar || !s.running || s.ready {
-                continue;
-            }
-            let Some(id) = s.id.clone() else { continue };
-            let probe = s.spec.startup_probe.clone();
-            let verdict = match &probe {
-                None => hooks::Verdict::Passed,
-                Some(p) => {
-                    let host = self.fields.pod_ip.clone();
-                    let spec = self.slots[i].spec.clone();
-                    hooks::probe(&mut self.rt, &id, &spec, &host, p, &mut self.slots[i].probe).await
-                }
-            };
-            let s = &mut self.slots[i];
-            match verdict {
-                hooks::Verdict::Passed => {
-                    s.ready = true;
-                    (self.on)(Event::Ready {
-                        name: s.spec.name.clone(),
-                    });
-                }
-                hooks::Verdict::Pending => {}
-                hooks::Verdict::Failed => {
-                    (self.on)(Event::Note(format!(
-                        "sidecar {}: startup probe failed; killing it",
-                        s.spec.name
-                    )));
-                    let grace = probe
-                        .and_then(|p| p.termination_grace_period_seconds)
-                        .unwrap_or(MIN_GRACE_S);
-                    let _ = self
-                        .rt
-                        .stop_container(cri::StopContainerRequest {
-                            container_id: id,
-                            timeout: grace,
-                        })
-                        .await;
-                }
-            }
-        }
-    }
-
-    /// Stops what runs: main (and regular init) containers together, each after its preStop hook, while the
-    /// sidecars' preStop hooks run; then the sidecars in reverse order of their start.
-    async fn terminate(&mut self) {
-        let grace = self
-            .def
-            .spec
-            .termination_grace_period_seconds
-            .unwrap_or(30)
-            .max(0);
-        let deadline = Instant::now() + Duration::from_secs(grace as u64);
-        for s in &mut self.slots {
-            s.restart_at = None;
-        }
-        let running = |s: &Slot| s.running && s.id.as_deref().is_some_and(|id| !id.is_empty());
-        let mut first = Vec::new();
-        let mut hooks_only = Vec::new();
-        for s in self.slots.iter().filter(|s| running(s)) {
-            let pre_stop = s.spec.lifecycle.as_ref().and_then(|l| l.pre_stop.clone());
-            let id = s.id.clone().unwrap_or_default();
-            if s.role == Role::Sidecar {
-                if let Some(h) = pre_stop {
-                    hooks_only.push((s.spec.name.clone(), id, h));
-                }
-            } else {
-                first.push((s.spec.name.clone(), s.role, id, pre_stop));
-            }
-        }
-        let stops = first.into_iter().map(|(name, role, id, pre_stop)| {
-            let mut rt = self.rt.clone();
-            async move {
-                let mut out = Vec::new();
-                if let Some(h) = pre_stop {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if let Err(e) = hooks::handler(&mut rt, &id, &h, left).await {
-                        out.push(Event::Note(format!("{role} {name}: preStop hook: {e}")));
-                    }
-                }
-                let grace_s = remaining(deadline);
-                out.push(Event::Stopping { name, role, grace_s });
-                let _ = rt
-                    .stop_container(cri::StopContainerRequest {
-                        container_id: id,
-                        timeout: grace_s,
-                    })
-                    .await;
-                out
-            }
-        });
-        let hooks = hooks_only.into_iter().map(|(name, id, h)| {
-            let mut rt = self.rt.clone();
-            async move {
-                let mut out = Vec::new();
-                let left = deadline.saturating_duration_since(Instant::now());
-                if let Err(e) = hooks::handler(&mut rt, &id, &h, left).await {
-                    out.push(Event::Note(format!("sidecar {name}: preStop hook: {e}")));
-                }
-                out
-            }
-        });
-        let (a, b) =
-            futures::future::join(futures::future::join_all(stops), futures::future::join_all(hooks)).await;
-        for e in a.into_iter().chain(b).flatten() {
-            (self.on)(e);
-        }
-        self.observe().await;
-        for i in (0..self.slots.len()).rev() {
-            let s = &self.slots[i];
-            if s.role != Role::Sidecar || !running(s) {
-                continue;
-            }
-            let (name, id) = (s.spec.name.clone(), s.id.clone().unwrap_or_default());
-            let grace_s = remaining(deadline);
-            (self.on)(Event::Stopping {
-                name,
-                role: Role::Sidecar,
-                grace_s,
-            });
-            let _ = self
-                .rt
-                .stop_container(cri::StopContainerRequest {
-                    container_id: id,
-                    timeout: grace_s,
-                })
-                .await;
-            self.observe().await;
-        }
-        self.observe().await;
     }
 
     /// The final report, from the runtime's statuses.
@@ -794,10 +692,4 @@ impl<E: FnMut(Event)> Run<'_, E> {
         }
         self.volumes.remove();
     }
-}
-
-/// Whole seconds left until `deadline`, at least kubelet's minimum grace of 2 s.
-fn remaining(deadline: Instant) -> i64 {
-    let left = deadline.saturating_duration_since(Instant::now());
-    (left.as_secs_f64().ceil() as i64).max(MIN_GRACE_S)
 }

@@ -1,0 +1,107 @@
+//! Termination: preStop hooks, then the main (and a running regular init) containers stopped together, then
+//! the sidecars one at a time in reverse order of their start, all within the pod's one grace period.
+
+use std::time::{Duration, Instant};
+
+use k8s_cri::v1 as cri;
+
+use super::{MIN_GRACE_S, Run, Slot};
+use crate::hooks;
+use crate::report::{Event, Role};
+
+impl<E: FnMut(Event)> Run<'_, E> {
+    /// Stops what runs: main (and regular init) containers together, each after its preStop hook, while the
+    /// sidecars' preStop hooks run; then the sidecars in reverse order of their start.
+    pub(super) async fn terminate(&mut self) {
+        let grace = self
+            .def
+            .spec
+            .termination_grace_period_seconds
+            .unwrap_or(30)
+            .max(0);
+        let deadline = Instant::now() + Duration::from_secs(grace as u64);
+        for s in &mut self.slots {
+            s.restart_at = None;
+        }
+        let running = |s: &Slot| s.running && s.id.as_deref().is_some_and(|id| !id.is_empty());
+        let mut first = Vec::new();
+        let mut hooks_only = Vec::new();
+        for s in self.slots.iter().filter(|s| running(s)) {
+            let pre_stop = s.spec.lifecycle.as_ref().and_then(|l| l.pre_stop.clone());
+            let id = s.id.clone().unwrap_or_default();
+            if s.role == Role::Sidecar {
+                if let Some(h) = pre_stop {
+                    hooks_only.push((s.spec.name.clone(), id, h));
+                }
+            } else {
+                first.push((s.spec.name.clone(), s.role, id, pre_stop));
+            }
+        }
+        let stops = first.into_iter().map(|(name, role, id, pre_stop)| {
+            let mut rt = self.rt.clone();
+            async move {
+                let mut out = Vec::new();
+                if let Some(h) = pre_stop {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if let Err(e) = hooks::handler(&mut rt, &id, &h, left).await {
+                        out.push(Event::Note(format!("{role} {name}: preStop hook: {e}")));
+                    }
+                }
+                let grace_s = remaining(deadline);
+                out.push(Event::Stopping { name, role, grace_s });
+                let _ = rt
+                    .stop_container(cri::StopContainerRequest {
+                        container_id: id,
+                        timeout: grace_s,
+                    })
+                    .await;
+                out
+            }
+        });
+        let hooks = hooks_only.into_iter().map(|(name, id, h)| {
+            let mut rt = self.rt.clone();
+            async move {
+                let mut out = Vec::new();
+                let left = deadline.saturating_duration_since(Instant::now());
+                if let Err(e) = hooks::handler(&mut rt, &id, &h, left).await {
+                    out.push(Event::Note(format!("sidecar {name}: preStop hook: {e}")));
+                }
+                out
+            }
+        });
+        let (a, b) =
+            futures::future::join(futures::future::join_all(stops), futures::future::join_all(hooks)).await;
+        for e in a.into_iter().chain(b).flatten() {
+            (self.on)(e);
+        }
+        self.observe().await;
+        for i in (0..self.slots.len()).rev() {
+            let s = &self.slots[i];
+            if s.role != Role::Sidecar || !running(s) {
+                continue;
+            }
+            let (name, id) = (s.spec.name.clone(), s.id.clone().unwrap_or_default());
+            let grace_s = remaining(deadline);
+            (self.on)(Event::Stopping {
+                name,
+                role: Role::Sidecar,
+                grace_s,
+            });
+            let _ = self
+                .rt
+                .stop_container(cri::StopContainerRequest {
+                    container_id: id,
+                    timeout: grace_s,
+                })
+                .await;
+            self.observe().await;
+        }
+        self.observe().await;
+    }
+}
+
+/// Whole seconds left until `deadline`, at least kubelet's minimum grace of 2 s.
+fn remaining(deadline: Instant) -> i64 {
+    let left = deadline.saturating_duration_since(Instant::now());
+    (left.as_secs_f64().ceil() as i64).max(MIN_GRACE_S)
+}
