@@ -40,7 +40,7 @@ shim_test=$(test_binary shim)
 pods_test=$(test_binary pods)
 engine_test=$(test_binary engine)
 [ -x "$vm_test" ] && [ -x "$shim_test" ] && [ -x "$pods_test" ] && [ -x "$engine_test" ] || { echo "could not find the VM test binaries" >&2; exit 1; }
-RUN_IN_VM_TIMEOUT=${RUN_IN_VM_TIMEOUT:-900} hack/vm/run-in-vm.sh sh -c "
+RUN_IN_VM_TIMEOUT=${RUN_IN_VM_TIMEOUT:-1500} hack/vm/run-in-vm.sh sh -c "
   '$vm_test' --ignored --test-threads=1 &&
   CRIUS_TEST_RUNTIME=runc '$vm_test' --ignored --test-threads=1 --skip crius_only &&
   '$shim_test' --ignored --test-threads=1 vm_ &&
