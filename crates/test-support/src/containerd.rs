@@ -1,5 +1,5 @@
 //! A real containerd 1.6 (Debian's) for one test: its root, state and sockets in a temp dir, the CRI plugin
-//! off. `ctr` talks to it. Stopped when dropped, with every mount under its directory undone.
+//! off, or on for CRI clients (the pod engine compared on both runtimes). `ctr` talks to it. Stopped when dropped, with every mount under its directory undone.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -12,8 +12,30 @@ pub struct Containerd {
 }
 
 impl Containerd {
-    /// Starts containerd with its root under `root_dir` (a tmpfs in the VM) or a temp dir.
+    /// Starts containerd in a temp dir, its CRI plugin off.
     pub fn start() -> Containerd {
+        Containerd::with_config(|_| "disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n".into())
+    }
+
+    /// Starts containerd with its CRI plugin on: runc, overlayfs, CNI from `cni_conf_dir` with Debian's
+    /// plugins, `sandbox_image` as the pause image (import it first: it is never pulled), and
+    /// `restrict_oom_score_adj` (this host cannot lower oom_score_adj). CRI clients use [`Containerd::socket`].
+    pub fn start_cri(cni_conf_dir: &Path, sandbox_image: &str) -> Containerd {
+        let (conf, image) = (cni_conf_dir.display().to_string(), sandbox_image.to_string());
+        Containerd::with_config(move |_| {
+            format!(
+                "[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"{image}\"\n  \
+                 restrict_oom_score_adj = true\n\
+                 [plugins.\"io.containerd.grpc.v1.cri\".containerd]\n  snapshotter = \"overlayfs\"\n  \
+                 default_runtime_name = \"runc\"\n\
+                 [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  \
+                 runtime_type = \"io.containerd.runc.v2\"\n\
+                 [plugins.\"io.containerd.grpc.v1.cri\".cni]\n  bin_dir = \"/usr/lib/cni\"\n  conf_dir = \"{conf}\"\n"
+            )
+        })
+    }
+
+    fn with_config(extra: impl FnOnce(&Path) -> String) -> Containerd {
         crate::require_root();
         crate::which("containerd");
         let dir = tempfile::Builder::new()
@@ -21,11 +43,12 @@ impl Containerd {
             .tempdir()
             .expect("tempdir");
         let d = dir.path();
+        // Top-level keys first: a TOML table header would swallow them.
         let config = format!(
-            "version = 2\nroot = \"{r}/root\"\nstate = \"{r}/state\"\n\
-             disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n\
+            "version = 2\nroot = \"{r}/root\"\nstate = \"{r}/state\"\n{extra}\
              [grpc]\n  address = \"{r}/containerd.sock\"\n[ttrpc]\n  address = \"{r}/containerd.sock.ttrpc\"\n",
-            r = d.display()
+            r = d.display(),
+            extra = extra(d),
         );
         std::fs::write(d.join("config.toml"), config).expect("config");
         let log = std::fs::File::create(d.join("containerd.log")).expect("log");

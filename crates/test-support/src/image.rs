@@ -267,22 +267,22 @@ pub fn busybox(out: &Path, name: &str) -> std::io::Result<ImageInfo> {
 pub fn seed_images(out: &Path) -> std::io::Result<Vec<(String, ImageInfo)>> {
     const SEEDS: [(&str, &str, &str); 5] = [
         (
-            "fluent/fluent-bit:3.2",
+            "docker.io/fluent/fluent-bit:3.2",
             "/fluent-bit/bin/fluent-bit",
             include_str!("../seeds/fluent-bit.sh"),
         ),
         (
-            "flyway:latest",
+            "docker.io/library/flyway:latest",
             "/usr/local/bin/flyway",
             include_str!("../seeds/flyway.sh"),
         ),
         (
-            "data-worker:latest",
+            "docker.io/library/data-worker:latest",
             "/usr/local/bin/data-worker",
             include_str!("../seeds/data-worker.sh"),
         ),
         (
-            "myapp:latest",
+            "docker.io/library/myapp:latest",
             "/usr/local/bin/myapp",
             include_str!("../seeds/myapp.sh"),
         ),
@@ -316,6 +316,28 @@ pub fn seed_images(out: &Path) -> std::io::Result<Vec<(String, ImageInfo)>> {
     }
     let infos = write_layout(out, &specs)?;
     Ok(specs.into_iter().map(|s| s.name).zip(infos).collect())
+}
+
+/// A stand-in for a pause image, named `name`, for runtimes that need one (containerd's CRI): busybox whose
+/// entrypoint sleeps until SIGTERM or SIGINT.
+pub fn pause(out: &Path, name: &str) -> std::io::Result<ImageInfo> {
+    let base = tempfile::tempdir()?;
+    crate::build_busybox_rootfs(base.path())?;
+    std::fs::write(
+        base.path().join("pause"),
+        "#!/bin/sh\ntrap 'exit 0' TERM INT\nwhile :; do sleep 3600 & wait $!; done\n",
+    )?;
+    std::fs::set_permissions(
+        base.path().join("pause"),
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )?;
+    let spec = ImageSpec {
+        name: name.into(),
+        layers: vec![base.path().into()],
+        entrypoint: vec!["/pause".into()],
+        ..Default::default()
+    };
+    Ok(write_layout(out, &[spec])?.remove(0))
 }
 
 /// The test-program image: `/crius-testprog` (a static binary) as the entrypoint, running as uid 1000.

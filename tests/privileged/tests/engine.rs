@@ -134,8 +134,61 @@ fn line_of(text: &str, needle: &str) -> usize {
 fn the_seed_job_starts_its_sidecar_first_and_completes_with_its_worker() {
     let s = Setup::new();
     let (code, out, err) = s.run(&[&manifest("seed-job.yaml")], &["--logs"]);
+    check_seed_job(code, &out, &err);
+    s.assert_nothing_left();
+}
+
+/// The engine talks plain CRI: the same Job, with the same order, on containerd 1.6's CRI plugin and runc
+/// (a pause stand-in as its sandbox image), which validates the engine against the reference runtime.
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn the_seed_job_runs_the_same_on_containerds_cri() {
+    require_root();
+    let net = Network::new();
+    let ctrd =
+        crius_test_support::containerd::Containerd::start_cri(&net.conf_dir, "registry.k8s.io/pause:3.6");
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    image::seed_images(&layout).unwrap();
+    image::pause(&layout, "registry.k8s.io/pause:3.6").unwrap();
+    image::write_archive(&layout, &dir.path().join("seeds.tar")).unwrap();
+    ctrd.ctr_ok(&[
+        "-n",
+        "k8s.io",
+        "images",
+        "import",
+        &dir.path().join("seeds.tar").display().to_string(),
+    ]);
+    let p = |d: &str| dir.path().join(d).display().to_string();
+    let out = Command::new(built_binary("crius"))
+        .args(["--address", &ctrd.socket().display().to_string(), "run"])
+        .arg(manifest("seed-job.yaml"))
+        .args([
+            "--pull",
+            "never",
+            "--logs",
+            "-o",
+            "json",
+            "--pods-dir",
+            &p("pods"),
+            "--log-root",
+            &p("logs"),
+        ])
+        .output()
+        .unwrap();
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    check_seed_job(out.status.code().unwrap_or(-1), &o, &e);
+    let left = ctrd.ctr_ok(&["-n", "k8s.io", "containers", "ls", "-q"]);
+    assert!(left.trim().is_empty(), "containerd still has containers: {left}");
+}
+
+/// What the seed Job's run must show: exit 0, Succeeded, KEP-753's order, the shared emptyDir.
+fn check_seed_job(code: i32, out: &str, err: &str) {
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
-    let r = report(&out);
+    let r = report(out);
     assert_eq!(r["phase"], "Succeeded", "{r}");
     assert!(
         r["pod"]
@@ -188,14 +241,13 @@ fn the_seed_job_starts_its_sidecar_first_and_completes_with_its_worker() {
         "{out}"
     );
     assert!(
-        line_of(&err, "sidecar log-agent: startup complete") < line_of(&err, "init db-migration: started"),
+        line_of(err, "sidecar log-agent: startup complete") < line_of(err, "init db-migration: started"),
         "{err}"
     );
     assert!(
-        line_of(&err, "container worker: exited 0") < line_of(&err, "sidecar log-agent: stopping"),
+        line_of(err, "container worker: exited 0") < line_of(err, "sidecar log-agent: stopping"),
         "{err}"
     );
-    s.assert_nothing_left();
 }
 
 #[test]

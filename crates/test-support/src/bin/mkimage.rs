@@ -4,6 +4,7 @@
 //! crius-mkimage busybox  OUT_DIR [NAME]                 # default name busybox:latest
 //! crius-mkimage testprog OUT_DIR TESTPROG_BINARY [NAME] # default name crius-testprog:latest
 //! crius-mkimage seeds    OUT_DIR                        # stand-ins for the images the seed manifests name
+//! crius-mkimage pause    OUT_DIR NAME                   # a stand-in pause image (for containerd's CRI)
 //! crius-mkimage archive  LAYOUT_DIR ARCHIVE.tar
 //! ```
 
@@ -28,10 +29,13 @@ fn main() -> ExitCode {
         .map(|i| println!("{} {}", i.manifest, i.config)),
         ["seeds", out] => image::seed_images(Path::new(out))
             .map(|v| v.iter().for_each(|(name, i)| println!("{name} {}", i.config))),
+        ["pause", out, name] => {
+            image::pause(Path::new(out), name).map(|i| println!("{} {}", i.manifest, i.config))
+        }
         ["archive", layout, archive] => image::write_archive(Path::new(layout), Path::new(archive)),
         _ => {
             eprintln!(
-                "usage: crius-mkimage busybox OUT [NAME] | testprog OUT BINARY [NAME] | seeds OUT | archive LAYOUT ARCHIVE"
+                "usage: crius-mkimage busybox OUT [NAME] | testprog OUT BINARY [NAME] | seeds OUT | pause OUT NAME | archive LAYOUT ARCHIVE"
             );
             return ExitCode::from(2);
         }

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Pod start and pod lifecycle through CRI, criusd next to containerd 1.6 (its CRI plugin, runc, a pause
+# stand-in as sandbox image) in the same run, both driven by the same client: the pod engine (`crius run`), on
+# the same CNI bridge config. Two pods, each run N times (default 10) on each runtime:
+#   one   — one container `true` (restartPolicy Never): sandbox, create, start, exit, stop, remove;
+#   seed  — the seeds' sidecar Job shape, with `true` for every program: a sidecar, an init container, a worker.
+# Prints medians (ms): sandbox ready (RunPodSandbox + PodSandboxStatus), first container started, the whole run
+# (from process start to exit, pod removed), and crius's ratios. The engine reads states every 100 ms, as
+# a kubelet relists (every 1 s): its waits are the same on both runtimes. Not a test: figures depend on the
+# machine. Usage: hack/bench-pods.sh [N]   (root; hack/install-deps.sh first)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-10}
+cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-shim -p crius-runc -p crius-test-support \
+  --bin criusd --bin crius --bin containerd-shim-crius-v2 --bin crius-runc --bin crius-mkimage
+bin=$PWD/target/release
+work=$(mktemp -d /tmp/crius-bench-pods.XXXXXX)
+bridge=criusbp$$
+bridge=${bridge:0:15}
+criusd_pid= ctrd_pid=
+cleanup() {
+  for p in $criusd_pid $ctrd_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  { grep -o " $work[^ ]*" /proc/self/mountinfo || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
+  ip link del "$bridge" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+mkdir -p "$work/net.d"
+cat > "$work/net.d/10-bench.conflist" <<JSON
+{"cniVersion": "0.4.0", "name": "crius-bench", "plugins": [{"type": "bridge", "bridge": "$bridge",
+ "isGateway": true, "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.211.0.0/24"}]],
+ "dataDir": "$work/ipam"}}]}
+JSON
+"$bin/crius-mkimage" seeds "$work/layout" >/dev/null
+"$bin/crius-mkimage" pause "$work/layout" registry.k8s.io/pause:3.6 >/dev/null
+"$bin/crius-mkimage" archive "$work/layout" "$work/images.tar"
+
+cat > "$work/one.yaml" <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata: {name: one}
+spec:
+  restartPolicy: Never
+  containers: [{name: c, image: myapp:latest, command: ["true"]}]
+YAML
+cat > "$work/seed.yaml" <<'YAML'
+apiVersion: batch/v1
+kind: Job
+metadata: {name: seed}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      initContainers:
+      - {name: log-agent, image: fluent/fluent-bit:3.2, restartPolicy: Always, command: [sh, -c, "trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done"]}
+      - {name: db-migration, image: flyway:latest, command: ["true"]}
+      containers:
+      - {name: worker, image: data-worker:latest, command: ["true"]}
+YAML
+
+"$bin/criusd" --root "$work/crius/lib" --state "$work/crius/run" --listen "$work/crius.sock" \
+  --cni-conf-dir "$work/net.d" --cni-plugin-dir /usr/lib/cni 2>"$work/criusd.log" & criusd_pid=$!
+cat > "$work/containerd.toml" <<TOML
+version = 2
+root = "$work/ctrd/root"
+state = "$work/ctrd/state"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.6"
+  restrict_oom_score_adj = true
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  snapshotter = "overlayfs"
+  default_runtime_name = "runc"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".cni]
+  bin_dir = "/usr/lib/cni"
+  conf_dir = "$work/net.d"
+[grpc]
+  address = "$work/containerd.sock"
+[ttrpc]
+  address = "$work/containerd.sock.ttrpc"
+TOML
+containerd --config "$work/containerd.toml" 2>"$work/containerd.log" & ctrd_pid=$!
+for _ in $(seq 200); do
+  [ -S "$work/crius.sock" ] && ctr -a "$work/containerd.sock" version >/dev/null 2>&1 && break
+  sleep 0.05
+done
+"$bin/crius" --address "$work/crius.sock" images import "$work/images.tar" >/dev/null
+ctr -a "$work/containerd.sock" -n k8s.io images import "$work/images.tar" >/dev/null
+
+# run RUNTIME POD: one run; prints "sandbox_ms started_ms total_ms".
+run() {
+  local sock=$work/$1.sock t0 t1 err
+  err=$work/run.err
+  t0=$(date +%s%N)
+  "$bin/crius" --address "$sock" run "$work/$2.yaml" --pull never --pods-dir "$work/pods" \
+    --log-root "$work/logs" -o json >/dev/null 2>"$err" || { cat "$err" >&2; exit 1; }
+  t1=$(date +%s%N)
+  awk -v total=$(( (t1 - t0) / 1000000 )) '
+    / sandbox / && !s {s = $1 + 0}
+    / started/ && !c {c = $1 + 0}
+    END {printf "%d %d %d\n", s * 1000, c * 1000, total}' "$err"
+}
+median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : int((a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
+
+printf '%-6s %-11s %12s %12s %12s\n' pod runtime "sandbox ms" "started ms" "total ms"
+for pod in one seed; do
+  declare -A med=()
+  for rt in crius containerd; do
+    run "$rt" "$pod" >/dev/null   # warm-up
+    : > "$work/samples"
+    for _ in $(seq "$n"); do run "$rt" "$pod" >> "$work/samples"; done
+    for col in 1 2 3; do med[$rt.$col]=$(cut -d' ' -f"$col" "$work/samples" | median); done
+    printf '%-6s %-11s %12s %12s %12s\n' "$pod" "$rt" "${med[$rt.1]}" "${med[$rt.2]}" "${med[$rt.3]}"
+  done
+  ratio() { awk -v a="${med[containerd.$1]}" -v b="${med[crius.$1]}" 'BEGIN {printf (b > 0) ? "%.1fx" : "-", a / b}'; }
+  printf '%-6s %-11s %12s %12s %12s\n' "$pod" "ratio" "$(ratio 1)" "$(ratio 2)" "$(ratio 3)"
+done
+echo "(medians of $n runs each; ratio = containerd / crius, higher is better for crius)"
