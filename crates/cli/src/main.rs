@@ -3,6 +3,7 @@
 //! `crius run` runs the pods of a Kubernetes manifest with the pod engine (`crius-pod`).
 
 mod images;
+mod logs;
 mod run;
 
 use clap::{Parser, Subcommand};

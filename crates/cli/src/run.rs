@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use crius_pod::Control;
 use crius_pod::{Event, Phase, PullPolicy, Report};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Pull {
@@ -144,46 +144,53 @@ pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, Stri
         tokio::spawn(watch_files(cmd.files.clone(), manifest.pods.clone(), senders));
     }
     let t0 = Instant::now();
-    let (logs_done, logs_stop) = watch::channel(false);
-    let mut followers = Vec::new();
+    let logs = crate::logs::Logs::default();
+    let ticker = cmd.logs.then(|| {
+        let logs = logs.clone();
+        tokio::spawn(async move {
+            loop {
+                logs.drain();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    });
     let runs = manifest
         .pods
         .iter()
         .zip(receivers.drain(..))
         .map(|(def, controls)| {
             let (channel, opts, manifest) = (channel.clone(), &opts, &manifest);
-            let follow = cmd.logs;
-            let logs_stop = logs_stop.clone();
+            let follow = cmd.logs.then(|| logs.clone());
             async move {
                 let mut pod = def.name.clone();
-                let mut tasks = Vec::new();
-                let result = crius_pod::run(channel, opts, def, manifest, controls, |e| {
+                crius_pod::run(channel, opts, def, manifest, controls, |e| {
                     if let Event::Sandbox { pod: name, .. } = &e {
                         pod = name.clone();
+                    }
+                    if let Some(logs) = &follow {
+                        // What a container wrote before it exited comes before the line that says so.
+                        logs.drain();
+                        if let Event::Started { name, log_path, .. } = &e {
+                            logs.add(name, log_path.into());
+                        }
                     }
                     eprintln!(
                         "{:>7.3}s {}: {e}",
                         t0.elapsed().as_secs_f64(),
                         pod.trim_end_matches('-')
                     );
-                    if let (true, Event::Started { name, log_path, .. }) = (follow, &e) {
-                        tasks.push(tokio::spawn(follow_log(
-                            name.clone(),
-                            log_path.into(),
-                            logs_stop.clone(),
-                        )));
-                    }
                 })
-                .await;
-                (result, tasks)
+                .await
             }
         });
     let results = futures::future::join_all(runs).await;
-    let _ = logs_done.send(true);
+    if let Some(t) = ticker {
+        t.abort();
+        logs.drain();
+    }
     let mut reports = Vec::new();
     let mut failed = false;
-    for (result, tasks) in results {
-        followers.extend(tasks);
+    for result in results {
         match result {
             Ok(r) => reports.push(r),
             Err(e) => {
@@ -191,9 +198,6 @@ pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, Stri
                 failed = true;
             }
         }
-    }
-    for f in followers {
-        let _ = f.await;
     }
     match cmd.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&reports).unwrap_or_default()),
@@ -297,37 +301,5 @@ fn print_report(r: &Report) {
             c.reason,
             c.restarts
         );
-    }
-}
-
-/// Prints the records of a CRI log file as they are written (`<time> <stream> <P|F> <text>`; partial records
-/// joined), until `stop` and the file has no more.
-async fn follow_log(name: String, path: PathBuf, mut stop: watch::Receiver<bool>) {
-    let mut offset = 0u64;
-    let mut pending = Vec::new();
-    let mut partial = String::new();
-    loop {
-        let done = *stop.borrow();
-        if let Ok(bytes) = std::fs::read(&path)
-            && (bytes.len() as u64) > offset
-        {
-            pending.extend_from_slice(&bytes[offset as usize..]);
-            offset = bytes.len() as u64;
-            while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = pending.drain(..=nl).collect();
-                let line = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
-                let mut f = line.splitn(4, ' ');
-                let (_, _, tag, text) = (f.next(), f.next(), f.next(), f.next().unwrap_or(""));
-                partial.push_str(text);
-                if tag != Some("P") {
-                    println!("{name} | {partial}");
-                    partial.clear();
-                }
-            }
-        }
-        if done {
-            return;
-        }
-        let _ = tokio::time::timeout(Duration::from_millis(100), stop.changed()).await;
     }
 }

@@ -450,9 +450,9 @@ fn the_seed_deployment_runs_until_stopped_then_stops_app_before_sidecar() {
 
 /// A `crius run` in the background, its stderr read line by line.
 struct Running {
-    child: std::process::Child,
+    child: Option<std::process::Child>,
     lines: std::sync::mpsc::Receiver<String>,
-    reader: std::thread::JoinHandle<String>,
+    reader: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Running {
@@ -475,7 +475,11 @@ impl Running {
             }
             all
         });
-        let r = Running { child, lines, reader };
+        let r = Running {
+            child: Some(child),
+            lines,
+            reader: Some(reader),
+        };
         r.wait_for(line);
         r
     }
@@ -496,19 +500,31 @@ impl Running {
     }
 
     /// Stops it with SIGTERM: (exit code, stdout, stderr).
-    fn stop(self) -> (i32, String, String) {
+    fn stop(mut self) -> (i32, String, String) {
+        let child = self.child.take().expect("running");
         nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::unistd::Pid::from_raw(child.id() as i32),
             nix::sys::signal::Signal::SIGTERM,
         )
         .unwrap();
-        let out = self.child.wait_with_output().unwrap();
-        let err = self.reader.join().unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = self.reader.take().map(|r| r.join().unwrap()).unwrap_or_default();
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
             err,
         )
+    }
+}
+
+impl Drop for Running {
+    /// A test that failed midway still stops its `crius run`, which removes its pod.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = crius_test_support::terminate(&mut child, Duration::from_secs(30));
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
