@@ -82,16 +82,7 @@ impl Volumes {
                 read_only: false,
             }
         } else if let Some(c) = &vol.config_map {
-            let key = crate::manifest::key(&Some(def.namespace.clone()), &c.name);
-            let data = match manifest.config_maps.get(&key) {
-                Some(d) => d.clone(),
-                None if c.optional == Some(true) => BTreeMap::new(),
-                None => {
-                    return Err(format!(
-                        "configMap {key} is not in the manifest (put it in the same file)"
-                    ));
-                }
-            };
+            let data = object(def, &manifest.config_maps, "configMap", &c.name, c.optional)?;
             write_files(&own, &data, c.items.as_deref(), c.default_mode.unwrap_or(0o644))?;
             Ready {
                 path: own,
@@ -99,16 +90,7 @@ impl Volumes {
             }
         } else if let Some(s) = &vol.secret {
             let name = s.secret_name.clone().unwrap_or_default();
-            let key = crate::manifest::key(&Some(def.namespace.clone()), &name);
-            let data = match manifest.secrets.get(&key) {
-                Some(d) => d.clone(),
-                None if s.optional == Some(true) => BTreeMap::new(),
-                None => {
-                    return Err(format!(
-                        "secret {key} is not in the manifest (put it in the same file)"
-                    ));
-                }
-            };
+            let data = object(def, &manifest.secrets, "secret", &name, s.optional)?;
             write_files(&own, &data, s.items.as_deref(), s.default_mode.unwrap_or(0o644))?;
             Ready {
                 path: own,
@@ -175,6 +157,24 @@ impl Volumes {
             let _ = nix::mount::umount2(&t, MntFlags::MNT_DETACH);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The data of the ConfigMap or Secret (`what`) `name` in the pod's namespace; empty if missing and `optional`.
+fn object(
+    def: &PodDef,
+    objects: &BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+    what: &str,
+    name: &str,
+    optional: Option<bool>,
+) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    let key = crate::manifest::key(&Some(def.namespace.clone()), name);
+    match objects.get(&key) {
+        Some(d) => Ok(d.clone()),
+        None if optional == Some(true) => Ok(BTreeMap::new()),
+        None => Err(format!(
+            "{what} {key} is not in the manifest (put it in the same file)"
+        )),
     }
 }
 
