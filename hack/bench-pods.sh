@@ -5,8 +5,9 @@
 #   one   — one container `true` (restartPolicy Never): sandbox, create, start, exit, stop, remove;
 #   seed  — the seeds' sidecar Job shape, with `true` for every program: a sidecar, an init container, a worker.
 # Prints medians (ms): sandbox ready (RunPodSandbox + PodSandboxStatus), first container started, the whole run
-# (from process start to exit, pod removed), and crius's ratios. The engine reads states every 100 ms, as
-# a kubelet relists (every 1 s): its waits are the same on both runtimes. Not a test: figures depend on the
+# (from process start to exit, pod removed), and crius's ratios. The engine reads states every 100 ms (a
+# kubelet relists every 1 s) and, where the runtime serves GetContainerEvents (criusd; not containerd 1.6),
+# wakes on the pod's events. Not a test: figures depend on the
 # machine. Usage: hack/bench-pods.sh [N]   (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -36,6 +36,23 @@ pub struct Inner {
 }
 
 impl Inner {
+    /// The CRI event of a container change.
+    fn event(&self, ch: crate::containers::Change) -> cri::ContainerEventResponse {
+        let sandbox = self.pods.sandboxes.get(&ch.sandbox_id);
+        cri::ContainerEventResponse {
+            container_id: ch.container_id,
+            container_event_type: ch.kind as i32,
+            created_at: crate::records::now_ns(),
+            pod_sandbox_status: sandbox.as_ref().and_then(|s| pod::status_of(s, false).status),
+            containers_statuses: self
+                .containers
+                .of_sandbox(&ch.sandbox_id)
+                .iter()
+                .map(|c| self.containers.status(c))
+                .collect(),
+        }
+    }
+
     /// StopPodSandbox: its containers killed, then the sandbox stopped. An unknown id is fine.
     fn stop_pod(&self, id: &str) -> Result<(), Status> {
         // Stopping what does not exist is done (kubelet and critest count on it).
@@ -407,11 +424,25 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         Box<dyn tokio_stream::Stream<Item = Result<cri::ContainerEventResponse, Status>> + Send + 'static>,
     >;
 
+    /// Every container created, started, stopped (its process exited) or deleted from now on, with its
+    /// sandbox's status and the statuses of the sandbox's containers (what kubelet's evented PLEG reads). A
+    /// client that falls more than 1024 events behind gets DataLoss and should list again.
     async fn get_container_events(
         &self,
         _: Request<cri::GetEventsRequest>,
     ) -> Reply<Self::GetContainerEventsStream> {
-        Err(not_yet("GetContainerEvents"))
+        use tokio_stream::StreamExt;
+        let inner = self.inner.clone();
+        let changes = tokio_stream::wrappers::BroadcastStream::new(self.inner.containers.subscribe());
+        let stream = changes.map(move |r| match r {
+            Ok(ch) => Ok(inner.event(ch)),
+            Err(tokio_stream::wrappers::errors::BroadcastStreamRecvError::Lagged(n)) => {
+                Err(Status::data_loss(format!(
+                    "{n} container events were dropped while this client fell behind: list again"
+                )))
+            }
+        });
+        Ok(Response::new(Box::pin(stream)))
     }
 
     async fn list_metric_descriptors(

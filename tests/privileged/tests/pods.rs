@@ -807,6 +807,80 @@ async fn containers_run_in_their_pod_through_its_shim() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn container_events_follow_create_start_exit_and_remove() {
+    require_root();
+    let d = Daemon::start(&[]);
+    import_busybox(&d);
+    let mut c = client(&d).await;
+    let mut events = c
+        .get_container_events(cri::GetEventsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let mut pod_conf = config("events", "ue");
+    pod_conf.linux = Some(cri::LinuxPodSandboxConfig {
+        security_context: Some(cri::LinuxSandboxSecurityContext {
+            namespace_options: Some(cri::NamespaceOption {
+                network: cri::NamespaceMode::Node as i32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let pod = run(&mut c, pod_conf).await.unwrap();
+    let id = create(&mut c, &pod, container("brief", "busybox", "sleep 0.3; exit 4"))
+        .await
+        .unwrap();
+    start(&mut c, &id).await;
+    wait_state(&mut c, &id, cri::ContainerState::ContainerExited).await;
+    cremove(&mut c, &id).await;
+    use cri::ContainerEventType as T;
+    let mut seen = Vec::new();
+    for want in [
+        T::ContainerCreatedEvent,
+        T::ContainerStartedEvent,
+        T::ContainerStoppedEvent,
+        T::ContainerDeletedEvent,
+    ] {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), events.message())
+            .await
+            .expect("an event within 10 s")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (e.container_id.as_str(), e.container_event_type),
+            (id.as_str(), want as i32),
+            "after {seen:?}"
+        );
+        assert_eq!(
+            e.pod_sandbox_status.as_ref().map(|s| s.id.as_str()),
+            Some(pod.as_str())
+        );
+        assert!(e.created_at > 0);
+        seen.push(want);
+        let statuses = &e.containers_statuses;
+        if want == T::ContainerStoppedEvent {
+            // The statuses come with the event: kubelet's evented PLEG reads them instead of listing.
+            let s = statuses.iter().find(|s| s.id == id).expect("its status");
+            assert_eq!(
+                (s.state, s.exit_code),
+                (cri::ContainerState::ContainerExited as i32, 4)
+            );
+        }
+        if want == T::ContainerDeletedEvent {
+            assert!(
+                statuses.iter().all(|s| s.id != id),
+                "deleted: not among the statuses"
+            );
+        }
+    }
+    stop(&mut c, &pod).await.unwrap();
+    remove(&mut c, &pod).await.unwrap();
+}
+
 fn cgroup_file(id: &str, file: &str) -> String {
     std::fs::read_to_string(format!("/sys/fs/cgroup/crius/{id}/{file}"))
         .unwrap_or_else(|e| panic!("/sys/fs/cgroup/crius/{id}/{file}: {e}"))

@@ -81,6 +81,8 @@ pub struct Setup {
 /// The containers of one criusd.
 pub struct Containers {
     setup: Setup,
+    /// Changes of containers' lives, for GetContainerEvents.
+    changes: tokio::sync::broadcast::Sender<Change>,
     all: Mutex<HashMap<String, Container>>,
     /// Connections to pod shims, by sandbox id.
     shims: Mutex<HashMap<String, TaskClient>>,
@@ -140,6 +142,17 @@ pub struct Observed {
     pub finished_at: i64,
 }
 
+/// A change in a container's life: created, started, stopped (its process exited), deleted.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The container.
+    pub container_id: String,
+    /// Its sandbox.
+    pub sandbox_id: String,
+    /// What happened.
+    pub kind: cri::ContainerEventType,
+}
+
 impl Containers {
     /// The containers recorded under `setup.records`.
     pub fn open(setup: Setup) -> std::io::Result<Containers> {
@@ -163,6 +176,7 @@ impl Containers {
         }
         Ok(Containers {
             setup,
+            changes: tokio::sync::broadcast::channel(1024).0,
             all: Mutex::new(all),
             shims: Mutex::new(HashMap::new()),
             cpu_samples: Mutex::new(HashMap::new()),
@@ -418,6 +432,7 @@ impl Containers {
             return Err(e);
         }
         tracing::info!(container = %id, sandbox = %sandbox.record.id, name = %meta.name, "container created");
+        self.emit(&c, cri::ContainerEventType::ContainerCreatedEvent);
         Ok(id)
     }
 
@@ -434,6 +449,7 @@ impl Containers {
             .map_err(|e| shim_status(&format!("StartContainer {}", c.record.id), e))?;
         self.modify(&c.record.id, |c| c.record.started_at = at)?;
         tracing::info!(container = %c.record.id, "container started");
+        self.emit(&c, cri::ContainerEventType::ContainerStartedEvent);
         Ok(())
     }
 
@@ -588,6 +604,7 @@ impl Containers {
         let _ = std::fs::remove_dir_all(self.setup.records.join(&c.record.id));
         drop(all);
         tracing::info!(container = %c.record.id, "container removed");
+        self.emit(&c, cri::ContainerEventType::ContainerDeletedEvent);
         Ok(())
     }
 
@@ -654,13 +671,34 @@ impl Containers {
 
     /// The shim reported container `id`'s exit.
     pub fn mark_exit(&self, id: &str, code: i32, at: i64) {
+        let mut first = None;
         let noted = self.modify(id, |c| {
+            if c.record.finished_at == 0 {
+                first = Some(c.clone());
+            }
             c.record.exit_code = code;
             c.record.finished_at = at;
         });
         if let Err(e) = noted {
             tracing::warn!("{}", e.message());
         }
+        if let Some(c) = first {
+            self.emit(&c, cri::ContainerEventType::ContainerStoppedEvent);
+        }
+    }
+
+    /// Tells GetContainerEvents listeners (if any) that `c` changed.
+    fn emit(&self, c: &Container, kind: cri::ContainerEventType) {
+        let _ = self.changes.send(Change {
+            container_id: c.record.id.clone(),
+            sandbox_id: c.record.sandbox_id.clone(),
+            kind,
+        });
+    }
+
+    /// The changes from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change> {
+        self.changes.subscribe()
     }
 
     /// The containers of sandbox `sandbox_id`.

@@ -93,6 +93,52 @@ impl Default for Options {
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// How often states are read when the runtime's events say when something changed.
+const EVENTED_POLL: Duration = Duration::from_secs(1);
+
+/// The runtime's container events (GetContainerEvents) for one sandbox, as wake-ups; none from a runtime
+/// that does not serve them (containerd 1.6), or once the stream broke: then the engine polls.
+struct Events {
+    notify: std::sync::Arc<tokio::sync::Notify>,
+    alive: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Events {
+    async fn subscribe(rt: &mut RuntimeServiceClient<Channel>, sandbox: &str) -> Events {
+        let notify = std::sync::Arc::new(tokio::sync::Notify::new());
+        let alive = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let task = match rt.get_container_events(cri::GetEventsRequest {}).await {
+            Ok(stream) => {
+                alive.store(true, std::sync::atomic::Ordering::Relaxed);
+                let (notify, alive, sandbox) = (notify.clone(), alive.clone(), sandbox.to_string());
+                let mut stream = stream.into_inner();
+                Some(tokio::spawn(async move {
+                    while let Ok(Some(e)) = stream.message().await {
+                        if e.pod_sandbox_status.is_some_and(|s| s.id == sandbox) {
+                            notify.notify_one();
+                        }
+                    }
+                    alive.store(false, std::sync::atomic::Ordering::Relaxed);
+                    notify.notify_one();
+                }))
+            }
+            Err(_) => None,
+        };
+        Events { notify, alive, task }
+    }
+
+    fn live(&self) -> bool {
+        self.alive.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn stop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+        self.alive.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 const MIN_GRACE_S: i64 = 2;
 
 fn grpc(what: &str) -> impl FnOnce(tonic::Status) -> String + '_ {
@@ -123,6 +169,7 @@ struct Slot {
 
 /// A pod being run.
 struct Run<'a, E: FnMut(Event)> {
+    events: Events,
     rt: RuntimeServiceClient<Channel>,
     opts: &'a Options,
     def: &'a PodDef,
@@ -265,7 +312,9 @@ pub async fn run(
         pod_ip: ip,
         node_name,
     };
+    let events = Events::subscribe(&mut rt, &sandbox).await;
     let mut run = Run {
+        events,
         rt,
         opts,
         def,
@@ -282,6 +331,7 @@ pub async fn run(
     let phase = run.lead(&mut controls).await;
     run.terminate().await;
     let report = run.report(phase).await;
+    run.events.stop();
     run.remove().await;
     Ok(report)
 }
@@ -402,8 +452,18 @@ impl<E: FnMut(Event)> Run<'_, E> {
                     .all(|s| s.exit.as_ref().is_some_and(|e| e.0 == 0));
                 return if ok { Phase::Succeeded } else { Phase::Failed };
             }
+            // With the runtime's events, a state change wakes the loop and reads are rarer (kubelet's
+            // evented PLEG); restarts and probes still need the short tick.
+            let evented = self.events.live();
+            let wait = if evented && !self.busy() {
+                EVENTED_POLL
+            } else {
+                self.opts.poll
+            };
+            let events = self.events.notify.clone();
             tokio::select! {
-                () = tokio::time::sleep(self.opts.poll) => {}
+                () = tokio::time::sleep(wait) => {}
+                () = events.notified(), if evented => {}
                 c = controls.recv(), if open => match c {
                     None => open = false,
                     Some(Control::Stop) => return Phase::Stopped,
@@ -411,6 +471,15 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 },
             }
         }
+    }
+
+    /// Whether something needs the short tick: a restart due, a startup still pending, a liveness probe.
+    fn busy(&self) -> bool {
+        self.slots.iter().any(|s| {
+            s.restart_at.is_some()
+                || (s.running && !s.ready && s.role != Role::Init && s.spec.startup_probe.is_some())
+                || (s.running && s.spec.liveness_probe.is_some())
+        })
     }
 
     /// Reads the state of every container of the pod; notes exits.
