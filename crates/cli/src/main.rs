@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "crius", version)]
 struct Cli {
-    /// criusd's socket.
+    /// criusd's socket (for `crius run`, any CRI runtime's: containerd's too).
     #[arg(long, global = true, env = "CRIUS_ADDRESS", default_value = crius_api::DEFAULT_SOCKET)]
     address: String,
     #[command(subcommand)]
