@@ -1,6 +1,6 @@
 //! Pod manifests: the YAML documents of a file, read as Kubernetes objects. A `Pod` runs as written; a workload
-//! (`Job`, `CronJob`, `Deployment`, `StatefulSet`, `DaemonSet`, `ReplicaSet`) runs one pod of its template, as
-//! its controller would make it; `ConfigMap`s and `Secret`s in the same file feed volumes and env. Anything else
+//! (`Job`, `CronJob`, `Deployment`, `StatefulSet`, `DaemonSet`, `ReplicaSet`) runs the pods of its template its
+//! controller would make on one node (`replicas` of them for a Deployment, ReplicaSet or StatefulSet); `ConfigMap`s and `Secret`s in the same file feed volumes and env. Anything else
 //! (a `Service`, a `VerticalPodAutoscaler`) is listed as skipped: there is no cluster to apply it to.
 
 use std::collections::BTreeMap;
@@ -139,14 +139,36 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest, String> {
                 if name.is_empty() {
                     return Err(format!("{at}: a {k} needs metadata.name"));
                 }
-                out.pods.push(def(
-                    (k.into(), name.clone()),
-                    format!("{name}-"),
-                    true,
-                    meta,
-                    spec,
-                    &at,
-                )?);
+                // As many pods as the controller keeps: `replicas` (default 1) for a Deployment, ReplicaSet or
+                // StatefulSet (whose pods are `<name>-<ordinal>`); one for a DaemonSet on this one node and
+                // for a Job or CronJob run.
+                let replicas = match k {
+                    "Deployment" | "ReplicaSet" | "StatefulSet" => {
+                        let r = value.get("spec").and_then(|s| s.get("replicas"));
+                        match r {
+                            None => 1,
+                            Some(r) => r
+                                .as_u64()
+                                .ok_or_else(|| format!("{at}: spec.replicas must be a number"))?,
+                        }
+                    }
+                    _ => 1,
+                };
+                for ordinal in 0..replicas {
+                    let (pod_name, generated) = if k == "StatefulSet" {
+                        (format!("{name}-{ordinal}"), false)
+                    } else {
+                        (format!("{name}-"), true)
+                    };
+                    out.pods.push(def(
+                        (k.into(), name.clone()),
+                        pod_name,
+                        generated,
+                        meta.clone(),
+                        spec.clone(),
+                        &at,
+                    )?);
+                }
             }
             "ConfigMap" => {
                 let cm: ConfigMap = serde_yaml_ng::from_value(value).map_err(|e| format!("{at}: {e}"))?;
@@ -298,6 +320,24 @@ metadata: {name: vpa}
         assert_eq!(init[1].command.as_ref().unwrap(), &["flyway", "migrate"]);
         assert_eq!(m.config_maps["default/cfg"]["a.conf"], b"x=1");
         assert_eq!(m.skipped, ["VerticalPodAutoscaler/vpa"]);
+    }
+
+    #[test]
+    fn replicas_make_as_many_pods() {
+        let sts = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  replicas: 2\n  template:\n    spec:\n      containers: [{name: a, image: x}]\n";
+        let m = parse(sts, "s.yaml").unwrap();
+        let names: Vec<_> = m.pods.iter().map(|p| (p.name.as_str(), p.generated)).collect();
+        assert_eq!(names, [("db-0", false), ("db-1", false)]);
+        let dep = sts
+            .replace("StatefulSet", "Deployment")
+            .replace("replicas: 2", "replicas: 3");
+        let m = parse(&dep, "d.yaml").unwrap();
+        assert_eq!(m.pods.len(), 3);
+        assert!(m.pods.iter().all(|p| p.name == "db-" && p.generated));
+        let m = parse(&dep.replace("  replicas: 3\n", ""), "d.yaml").unwrap();
+        assert_eq!(m.pods.len(), 1, "one by default");
+        let e = parse(&dep.replace("replicas: 3", "replicas: many"), "d.yaml").unwrap_err();
+        assert!(e.contains("spec.replicas must be a number"), "{e}");
     }
 
     #[test]

@@ -590,3 +590,41 @@ fn vm_the_seed_resize_pod_runs_with_kubelets_limits_and_resizes_in_place() {
     assert_eq!(container(&r, "app")["restarts"], 1, "{r}");
     s.assert_nothing_left();
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_statefulsets_replicas_run_side_by_side() {
+    let s = Setup::new();
+    let sts = s.dir.path().join("sts.yaml");
+    std::fs::write(
+        &sts,
+        r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  replicas: 2
+  template:
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers: [{name: app, image: myapp:latest}]
+"#,
+    )
+    .unwrap();
+    let args = s.run_args(&[&sts], &[]);
+    let run = Running::spawn(&s, &args, "container app: started");
+    run.wait_for("container app: started");
+    let (code, out, err) = run.stop();
+    assert_eq!(code, 0, "{out}\n{err}");
+    let all: Value = serde_json::from_str(&out[out.find('[').unwrap()..]).unwrap();
+    let pods = all.as_array().unwrap();
+    let names: Vec<_> = pods.iter().map(|p| p["pod"].as_str().unwrap()).collect();
+    assert_eq!(names, ["default/web-0", "default/web-1"]);
+    let ips: Vec<_> = pods.iter().map(|p| p["ip"].as_str().unwrap()).collect();
+    assert!(
+        ips[0].starts_with("10.213.") && ips[1].starts_with("10.213.") && ips[0] != ips[1],
+        "{ips:?}"
+    );
+    assert!(pods.iter().all(|p| p["phase"] == "Stopped"));
+    s.assert_nothing_left();
+}
