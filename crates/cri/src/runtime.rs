@@ -23,6 +23,9 @@ pub const RUNTIME_NAME: &str = "crius";
 #[derive(Clone)]
 pub struct RuntimeService {
     inner: Arc<Inner>,
+    /// Turns true when criusd shuts down: open GetContainerEvents streams end then, so that shutdown, which
+    /// waits for calls in flight, is not held by a client that never hangs up.
+    shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 /// What the calls work on.
@@ -86,7 +89,14 @@ impl RuntimeService {
                 containers,
                 images,
             }),
+            shutdown: tokio::sync::watch::channel(false).1,
         }
+    }
+
+    /// Ends streaming calls once `shutdown` turns true.
+    pub fn with_shutdown(mut self, shutdown: tokio::sync::watch::Receiver<bool>) -> RuntimeService {
+        self.shutdown = shutdown;
+        self
     }
 
     /// Runs `f` off the async workers.
@@ -441,6 +451,10 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
                     "{n} container events were dropped while this client fell behind: list again"
                 )))
             }
+        });
+        let mut shutdown = self.shutdown.clone();
+        let stream = futures::StreamExt::take_until(stream, async move {
+            let _ = shutdown.wait_for(|down| *down).await;
         });
         Ok(Response::new(Box::pin(stream)))
     }

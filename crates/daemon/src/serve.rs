@@ -131,15 +131,19 @@ pub fn run(c: Config) -> Result<(), String> {
             version = env!("CARGO_PKG_VERSION"),
             "criusd serving"
         );
+        let (down, shutdown) = tokio::sync::watch::channel(false);
         let served = tonic::transport::Server::builder()
             .add_service(ImageServiceServer::new(images.clone()))
             .add_service(RuntimeServiceServer::new(
-                crius_cri::runtime::RuntimeService::new(pods, containers, images),
+                crius_cri::runtime::RuntimeService::new(pods, containers, images).with_shutdown(shutdown),
             ))
             .add_service(ImagesServer::new(api))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::UnixListenerStream::new(listener),
-                shutdown_signal(),
+                async move {
+                    shutdown_signal().await;
+                    let _ = down.send(true);
+                },
             )
             .await;
         let _ = std::fs::remove_file(&c.listen);

@@ -93,6 +93,25 @@ impl Default for Options {
 }
 
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// How long termination keeps trying a runtime that does not answer (criusd restarting).
+const UNREACHABLE_FOR: Duration = Duration::from_secs(60);
+
+/// Runs `call` again every half second while the runtime is unreachable (`Unavailable`: criusd restarting),
+/// until `until`; its last answer.
+async fn while_unreachable<T, F, Fut>(until: Instant, mut call: F) -> Result<T, tonic::Status>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, tonic::Status>>,
+{
+    loop {
+        match call().await {
+            Err(s) if s.code() == tonic::Code::Unavailable && Instant::now() < until => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            r => return r,
+        }
+    }
+}
 /// How often states are read when the runtime's events say when something changed.
 const EVENTED_POLL: Duration = Duration::from_secs(1);
 
@@ -702,11 +721,11 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 role: s.role,
                 restarts: s.attempt,
                 exit_code: s.exit.as_ref().map(|e| e.0),
-                reason: s
-                    .exit
-                    .as_ref()
-                    .map(|e| e.1.clone())
-                    .unwrap_or_else(|| "NotStarted".into()),
+                reason: match (&s.exit, s.id.as_deref()) {
+                    (Some(e), _) => e.1.clone(),
+                    (None, None | Some("")) => "NotStarted".into(),
+                    (None, Some(_)) => "Unknown: the runtime did not say".into(),
+                },
                 started_at: 0,
                 finished_at: 0,
             };
@@ -741,23 +760,36 @@ impl<E: FnMut(Event)> Run<'_, E> {
 
     async fn remove(&mut self) {
         let id = self.sandbox.clone();
-        if let Err(e) = self
-            .rt
-            .stop_pod_sandbox(cri::StopPodSandboxRequest {
-                pod_sandbox_id: id.clone(),
+        let until = Instant::now() + UNREACHABLE_FOR;
+        for stop in [true, false] {
+            let rt = self.rt.clone();
+            let done = while_unreachable(until, || {
+                let (mut rt, pod_sandbox_id) = (rt.clone(), id.clone());
+                async move {
+                    if stop {
+                        rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id })
+                            .await
+                            .map(drop)
+                    } else {
+                        rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id })
+                            .await
+                            .map(drop)
+                    }
+                }
             })
-            .await
-        {
-            (self.on)(Event::Note(format!("StopPodSandbox {id}: {}", e.message())));
-        }
-        if let Err(e) = self
-            .rt
-            .remove_pod_sandbox(cri::RemovePodSandboxRequest {
-                pod_sandbox_id: id.clone(),
-            })
-            .await
-        {
-            (self.on)(Event::Note(format!("RemovePodSandbox {id}: {}", e.message())));
+            .await;
+            if let Err(e) = done {
+                let call = if stop {
+                    "StopPodSandbox"
+                } else {
+                    "RemovePodSandbox"
+                };
+                (self.on)(Event::Note(format!(
+                    "{call} {id}: {:?}: {}",
+                    e.code(),
+                    e.message()
+                )));
+            }
         }
         self.volumes.remove();
     }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use k8s_cri::v1 as cri;
 
-use super::{MIN_GRACE_S, Run, Slot};
+use super::{MIN_GRACE_S, Run, Slot, UNREACHABLE_FOR, while_unreachable};
 use crate::hooks;
 use crate::report::{Event, Role};
 
@@ -48,13 +48,29 @@ impl<E: FnMut(Event)> Run<'_, E> {
                     }
                 }
                 let grace_s = remaining(deadline);
-                out.push(Event::Stopping { name, role, grace_s });
-                let _ = rt
-                    .stop_container(cri::StopContainerRequest {
-                        container_id: id,
-                        timeout: grace_s,
-                    })
-                    .await;
+                out.push(Event::Stopping {
+                    name: name.clone(),
+                    role,
+                    grace_s,
+                });
+                let until = deadline + UNREACHABLE_FOR;
+                let stopped = while_unreachable(until, || {
+                    let (mut rt, container_id) = (rt.clone(), id.clone());
+                    async move {
+                        rt.stop_container(cri::StopContainerRequest {
+                            container_id,
+                            timeout: grace_s,
+                        })
+                        .await
+                    }
+                })
+                .await;
+                if let Err(e) = stopped {
+                    out.push(Event::Note(format!(
+                        "{role} {name}: StopContainer: {}",
+                        e.message()
+                    )));
+                }
                 out
             }
         });
@@ -87,13 +103,25 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 role: Role::Sidecar,
                 grace_s,
             });
-            let _ = self
-                .rt
-                .stop_container(cri::StopContainerRequest {
-                    container_id: id,
-                    timeout: grace_s,
-                })
-                .await;
+            let rt = self.rt.clone();
+            let stopped = while_unreachable(deadline + UNREACHABLE_FOR, || {
+                let (mut rt, container_id) = (rt.clone(), id.clone());
+                async move {
+                    rt.stop_container(cri::StopContainerRequest {
+                        container_id,
+                        timeout: grace_s,
+                    })
+                    .await
+                }
+            })
+            .await;
+            if let Err(e) = stopped {
+                (self.on)(Event::Note(format!(
+                    "sidecar {}: StopContainer: {}",
+                    self.slots[i].spec.name,
+                    e.message()
+                )));
+            }
             self.observe().await;
         }
         self.observe().await;
