@@ -85,6 +85,11 @@ fn duration(s: &str) -> Result<Duration, String> {
 /// Runs `crius run` against the CRI runtime at `address`; the process's exit code: 0 when every pod
 /// succeeded or was stopped, 1 when one failed.
 pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, String> {
+    if cmd.watch && cmd.files.iter().any(|f| f.as_os_str() == "-") {
+        return Err(
+            "--watch reads the files again as they change: it cannot watch standard input (-)".into(),
+        );
+    }
     let mut manifest = crius_pod::Manifest::default();
     for file in &cmd.files {
         let text = if file.as_os_str() == "-" {

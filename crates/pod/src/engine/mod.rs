@@ -431,6 +431,15 @@ impl<E: FnMut(Event)> Run<'_, E> {
         let mut next_init = 0;
         let mut open = true;
         loop {
+            // What arrived meanwhile first: a stop during image pulls or a long call starts nothing more.
+            while open {
+                match controls.try_recv() {
+                    Ok(Control::Stop) => return Phase::Stopped,
+                    Ok(Control::Resize { container, resources }) => self.resize(&container, resources).await,
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => open = false,
+                }
+            }
             self.observe().await;
             if let Some(phase) = self.react() {
                 return phase;
