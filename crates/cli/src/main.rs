@@ -29,15 +29,19 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    // `crius images ls | head` ends quietly, as other Unix tools do.
-    // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.
-    let _ = unsafe {
-        nix::sys::signal::signal(
-            nix::sys::signal::Signal::SIGPIPE,
-            nix::sys::signal::SigHandler::SigDfl,
-        )
-    };
     let cli = Cli::parse();
+    if let Command::Images(_) = cli.command {
+        // `crius images ls | head` ends quietly, as other Unix tools do. Not for `crius run`: there the default
+        // disposition would kill the process the moment criusd goes away under a write to its socket (a
+        // criusd restart), leaving the pods without their engine.
+        // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.
+        let _ = unsafe {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigDfl,
+            )
+        };
+    }
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -205,7 +205,10 @@ pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, Stri
         }
     }
     match cmd.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&reports).unwrap_or_default()),
+        Output::Json => {
+            let json = serde_json::to_string_pretty(&reports).unwrap_or_default();
+            let _ = writeln!(std::io::stdout(), "{json}");
+        }
         Output::Text => reports.iter().for_each(print_report),
     }
     failed |= reports.iter().any(|r| r.phase == Phase::Failed);

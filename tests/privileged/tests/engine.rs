@@ -421,7 +421,7 @@ fn the_seed_deployment_runs_until_stopped_then_stops_app_before_sidecar() {
         &[&deployment, &manifest("fluent-bit-config.yaml")],
         &["--logs", "--watch"],
     );
-    let run = Running::spawn(&s, &args, "container app: started");
+    let mut run = Running::spawn(&s, &args, "container app: started");
     // criusd restarts under the running pod (the engine's event stream must not hold its shutdown); the
     // engine goes on with the new one.
     s.restart_daemon();
@@ -485,7 +485,7 @@ impl Running {
             }
             all
         });
-        let r = Running {
+        let mut r = Running {
             child: Some(child),
             lines,
             reader: Some(reader),
@@ -495,16 +495,23 @@ impl Running {
     }
 
     /// Waits (up to 2 minutes: the VM is slow) for a stderr line containing `needle`; returns it.
-    fn wait_for(&self, needle: &str) -> String {
+    fn wait_for(&mut self, needle: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(120);
+        let mut seen = Vec::new();
         loop {
             match self
                 .lines
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             {
                 Ok(l) if l.contains(needle) => return l,
-                Ok(_) => {}
-                Err(_) => panic!("no {needle:?} from crius run"),
+                Ok(l) => seen.push(l),
+                Err(e) => {
+                    let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+                    panic!(
+                        "no {needle:?} from crius run ({e}; its exit status: {status:?}); it said:\n{}",
+                        seen.join("\n")
+                    )
+                }
             }
         }
     }
@@ -565,7 +572,7 @@ fn vm_the_seed_resize_pod_runs_with_kubelets_limits_and_resizes_in_place() {
     let seed = std::fs::read_to_string(manifest("seed-resize-pod.yaml")).unwrap();
     std::fs::write(&pod, &seed).unwrap();
     let args = s.run_args(&[&pod], &["--watch"]);
-    let run = Running::spawn(&s, &args, "container app: started");
+    let mut run = Running::spawn(&s, &args, "container app: started");
     // requests 500m/512Mi, limits 1000m/1Gi: shares 512 (weight 59), quota 100 ms per 100 ms, 1 GiB.
     let dir = running_cgroup();
     assert_eq!(read(&dir, "cpu.max"), "100000 100000");
@@ -622,7 +629,7 @@ spec:
     )
     .unwrap();
     let args = s.run_args(&[&sts], &[]);
-    let run = Running::spawn(&s, &args, "container app: started");
+    let mut run = Running::spawn(&s, &args, "container app: started");
     run.wait_for("container app: started");
     let (code, out, err) = run.stop();
     assert_eq!(code, 0, "{out}\n{err}");
