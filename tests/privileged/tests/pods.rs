@@ -38,6 +38,21 @@ fn config(name: &str, uid: &str) -> cri::PodSandboxConfig {
     }
 }
 
+/// `config` with the host's network namespace (no CNI needed).
+fn host_network(mut config: cri::PodSandboxConfig) -> cri::PodSandboxConfig {
+    config.linux = Some(cri::LinuxPodSandboxConfig {
+        security_context: Some(cri::LinuxSandboxSecurityContext {
+            namespace_options: Some(cri::NamespaceOption {
+                network: cri::NamespaceMode::Node as i32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    config
+}
+
 async fn run(c: &mut Client, config: cri::PodSandboxConfig) -> Result<String, tonic::Status> {
     c.run_pod_sandbox(cri::RunPodSandboxRequest {
         config: Some(config),
@@ -175,17 +190,7 @@ async fn version_status_and_a_pod_without_a_network_config() {
     assert!(entries(&d.root().join("sandboxes")).is_empty());
     assert!(entries(&d.state().join("ns")).is_empty());
     // A host-network pod needs none.
-    let mut host = config("host", "u2");
-    host.linux = Some(cri::LinuxPodSandboxConfig {
-        security_context: Some(cri::LinuxSandboxSecurityContext {
-            namespace_options: Some(cri::NamespaceOption {
-                network: cri::NamespaceMode::Node as i32,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
+    let host = host_network(config("host", "u2"));
     let id = run(&mut c, host).await.unwrap();
     let s = status(&mut c, &id).await.unwrap();
     assert_eq!(s.state, cri::PodSandboxState::SandboxReady as i32);
@@ -819,17 +824,7 @@ async fn container_events_follow_create_start_exit_and_remove() {
         .await
         .unwrap()
         .into_inner();
-    let mut pod_conf = config("events", "ue");
-    pod_conf.linux = Some(cri::LinuxPodSandboxConfig {
-        security_context: Some(cri::LinuxSandboxSecurityContext {
-            namespace_options: Some(cri::NamespaceOption {
-                network: cri::NamespaceMode::Node as i32,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
+    let pod_conf = host_network(config("events", "ue"));
     let pod = run(&mut c, pod_conf).await.unwrap();
     let id = create(&mut c, &pod, container("brief", "busybox", "sleep 0.3; exit 4"))
         .await
@@ -900,17 +895,7 @@ async fn vm_container_resources_are_set_and_updated_live() {
     import_busybox(&d);
     let mut c = client(&d).await;
     // A host-network pod: no CNI needed in the VM.
-    let mut pod_conf = config("resize", "ur");
-    pod_conf.linux = Some(cri::LinuxPodSandboxConfig {
-        security_context: Some(cri::LinuxSandboxSecurityContext {
-            namespace_options: Some(cri::NamespaceOption {
-                network: cri::NamespaceMode::Node as i32,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
+    let pod_conf = host_network(config("resize", "ur"));
     let pod = run(&mut c, pod_conf).await.unwrap();
     let mut conf = container("app", "busybox", "sleep 1000");
     conf.linux = Some(cri::LinuxContainerConfig {

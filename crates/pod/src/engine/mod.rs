@@ -642,11 +642,12 @@ impl<E: FnMut(Event)> Run<'_, E> {
 
     /// The CRI resources of container `c` in role `role`.
     fn cri_resources(&self, role: Role, c: &Container) -> Result<cri::LinuxContainerResources, String> {
-        let mut resources = convert::resources(c, self.qos, crate::node::memory_bytes())?;
+        let capacity = crate::node::memory_bytes();
+        let mut resources = convert::resources(c, self.qos, capacity)?;
         if role == Role::Sidecar {
             // KEP-753: a sidecar is no likelier to be OOM-killed than the main containers.
             for m in self.slots.iter().filter(|m| m.role == Role::Main) {
-                let r = convert::resources(&m.spec, self.qos, crate::node::memory_bytes())?;
+                let r = convert::resources(&m.spec, self.qos, capacity)?;
                 resources.oom_score_adj = resources.oom_score_adj.min(r.oom_score_adj);
             }
         }

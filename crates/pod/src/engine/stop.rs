@@ -4,6 +4,8 @@
 use std::time::{Duration, Instant};
 
 use k8s_cri::v1 as cri;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use tonic::transport::Channel;
 
 use super::{MIN_GRACE_S, Run, Slot, UNREACHABLE_FOR, while_unreachable};
 use crate::hooks;
@@ -53,19 +55,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
                     role,
                     grace_s,
                 });
-                let until = deadline + UNREACHABLE_FOR;
-                let stopped = while_unreachable(until, || {
-                    let (mut rt, container_id) = (rt.clone(), id.clone());
-                    async move {
-                        rt.stop_container(cri::StopContainerRequest {
-                            container_id,
-                            timeout: grace_s,
-                        })
-                        .await
-                    }
-                })
-                .await;
-                if let Err(e) = stopped {
+                if let Err(e) = stop_container(&rt, &id, grace_s, deadline).await {
                     out.push(Event::Note(format!(
                         "{role} {name}: StopContainer: {}",
                         e.message()
@@ -103,19 +93,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 role: Role::Sidecar,
                 grace_s,
             });
-            let rt = self.rt.clone();
-            let stopped = while_unreachable(deadline + UNREACHABLE_FOR, || {
-                let (mut rt, container_id) = (rt.clone(), id.clone());
-                async move {
-                    rt.stop_container(cri::StopContainerRequest {
-                        container_id,
-                        timeout: grace_s,
-                    })
-                    .await
-                }
-            })
-            .await;
-            if let Err(e) = stopped {
+            if let Err(e) = stop_container(&self.rt, &id, grace_s, deadline).await {
                 (self.on)(Event::Note(format!(
                     "sidecar {}: StopContainer: {}",
                     self.slots[i].spec.name,
@@ -126,6 +104,28 @@ impl<E: FnMut(Event)> Run<'_, E> {
         }
         self.observe().await;
     }
+}
+
+/// StopContainer of `id` with `grace_s`, tried again while the runtime is unreachable (criusd restarting), up
+/// to [`UNREACHABLE_FOR`] past the pod's `deadline`.
+async fn stop_container(
+    rt: &RuntimeServiceClient<Channel>,
+    id: &str,
+    grace_s: i64,
+    deadline: Instant,
+) -> Result<(), tonic::Status> {
+    while_unreachable(deadline + UNREACHABLE_FOR, || {
+        let (mut rt, container_id) = (rt.clone(), id.to_string());
+        async move {
+            rt.stop_container(cri::StopContainerRequest {
+                container_id,
+                timeout: grace_s,
+            })
+            .await
+            .map(drop)
+        }
+    })
+    .await
 }
 
 /// Whole seconds left until `deadline`, at least kubelet's minimum grace of 2 s.
