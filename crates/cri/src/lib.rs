@@ -10,6 +10,7 @@
 
 pub mod cni;
 pub mod containers;
+pub mod error;
 pub mod events;
 pub mod exec;
 pub mod image;
@@ -19,6 +20,7 @@ pub mod pod;
 mod records;
 pub mod runtime;
 pub mod sandbox;
+pub mod shim;
 pub mod spec;
 
 use std::collections::HashMap;

@@ -1,0 +1,398 @@
+//! crius-cri's one error type, and the one place its gRPC codes are chosen ([`From<Error> for Status`]).
+//!
+//! Variants are what a caller acts on — a field to fix, an object that is not there or not ready, a deadline
+//! that passed, a shim that could not be reached — not one per dependency. Each names the CRI call it failed
+//! in and the object it is about, so the message a client prints is enough to act on.
+
+use std::fmt;
+
+use tonic::Status;
+
+use crate::shim::{ShimCode, ShimError};
+
+/// What an error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A pod sandbox.
+    Sandbox,
+    /// A container.
+    Container,
+    /// An image.
+    Image,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Sandbox => "sandbox",
+            Kind::Container => "container",
+            Kind::Image => "image",
+        })
+    }
+}
+
+/// An error of a CRI call.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request cannot be served as sent: `field` is missing or malformed.
+    #[error("{call}: {field} {reason}")]
+    InvalidArgument {
+        /// The CRI call.
+        call: &'static str,
+        /// The request field (or the thing it names, such as an image's user).
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No such sandbox or container.
+    #[error("{call}: {kind} {id:?} not found")]
+    NotFound {
+        /// The CRI call.
+        call: &'static str,
+        /// What was looked for.
+        kind: Kind,
+        /// The id (or reference) asked for.
+        id: String,
+    },
+    /// The image a container needs is not on the node.
+    #[error("{call}: image {reference:?} not found: pull it first")]
+    ImageNotPulled {
+        /// The CRI call.
+        call: &'static str,
+        /// The image reference.
+        reference: String,
+    },
+    /// A name that another sandbox or container holds.
+    #[error("{call}: {name} is taken by {kind} {holder}")]
+    AlreadyExists {
+        /// The CRI call.
+        call: &'static str,
+        /// What holds the name.
+        kind: Kind,
+        /// The name asked for.
+        name: String,
+        /// The id of its holder.
+        holder: String,
+    },
+    /// The object is not in a state that allows the call.
+    #[error("{call}: {kind} {id} {reason}")]
+    FailedPrecondition {
+        /// The CRI call.
+        call: &'static str,
+        /// What the call is about.
+        kind: Kind,
+        /// Its id.
+        id: String,
+        /// Why it cannot be done now.
+        reason: String,
+    },
+    /// The node's pod network cannot give a pod an address yet (no CNI config).
+    #[error("{call}: the pod network is not ready: {reason}")]
+    NetworkNotReady {
+        /// The CRI call.
+        call: &'static str,
+        /// What is missing.
+        reason: String,
+    },
+    /// The call's time ran out; what it waited for did not happen.
+    #[error("{call}: {kind} {id} {reason}")]
+    DeadlineExceeded {
+        /// The CRI call.
+        call: &'static str,
+        /// What the call is about.
+        kind: Kind,
+        /// Its id.
+        id: String,
+        /// What did not happen in time.
+        reason: String,
+    },
+    /// A file or system call on the node failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, naming the path.
+        context: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The pod's shim refused or failed a call.
+    #[error("{call} {id}: {source}")]
+    Shim {
+        /// The CRI call.
+        call: &'static str,
+        /// The container (or sandbox) it was about.
+        id: String,
+        /// What the shim said, or why it could not be asked.
+        #[source]
+        source: ShimError,
+    },
+    /// The image store refused or failed.
+    #[error("{call}: {source}")]
+    Image {
+        /// The CRI call.
+        call: &'static str,
+        /// The store's error.
+        #[source]
+        source: crius_image::Error,
+    },
+    /// A CNI plugin failed, or the network it was given is unusable.
+    #[error("{call} {id}: {reason}")]
+    Network {
+        /// The CRI call.
+        call: &'static str,
+        /// The sandbox.
+        id: String,
+        /// The plugin's error.
+        reason: String,
+    },
+    /// A client of the container events stream fell this many events behind.
+    #[error("{0} container events were dropped while this client fell behind: list again")]
+    EventsLost(u64),
+    /// A call crius does not serve.
+    #[error("crius does not serve RuntimeService/{0} yet")]
+    Unimplemented(&'static str),
+}
+
+/// The result of a CRI call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An I/O error while doing `context`.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// A malformed or missing request field.
+    pub fn invalid(call: &'static str, field: impl Into<String>, reason: impl Into<String>) -> Error {
+        Error::InvalidArgument {
+            call,
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The gRPC code of this error.
+    pub fn code(&self) -> tonic::Code {
+        use tonic::Code;
+        match self {
+            Error::InvalidArgument { .. } => Code::InvalidArgument,
+            Error::NotFound { .. } | Error::ImageNotPulled { .. } => Code::NotFound,
+            Error::AlreadyExists { .. } => Code::AlreadyExists,
+            Error::FailedPrecondition { .. } | Error::NetworkNotReady { .. } => Code::FailedPrecondition,
+            Error::DeadlineExceeded { .. } => Code::DeadlineExceeded,
+            Error::Io { .. } | Error::Network { .. } => Code::Internal,
+            Error::Shim { source, .. } => match source {
+                ShimError::Refused { code, .. } => match code {
+                    ShimCode::NotFound => Code::NotFound,
+                    ShimCode::AlreadyExists => Code::AlreadyExists,
+                    ShimCode::FailedPrecondition => Code::FailedPrecondition,
+                    ShimCode::InvalidArgument => Code::InvalidArgument,
+                    ShimCode::DeadlineExceeded => Code::DeadlineExceeded,
+                    ShimCode::Other => Code::Internal,
+                },
+                ShimError::Timeout(_) => Code::DeadlineExceeded,
+                ShimError::Unreachable(_) => Code::Unavailable,
+                ShimError::Start(_) => Code::Internal,
+            },
+            Error::Image { source, .. } => image_code(source),
+            Error::EventsLost(_) => Code::DataLoss,
+            Error::Unimplemented(_) => Code::Unimplemented,
+        }
+    }
+}
+
+/// The gRPC code of an image store error: a malformed reference is `InvalidArgument`, an unknown image
+/// `NotFound`, refused credentials `Unauthenticated`, an unreachable registry `Unavailable`.
+pub fn image_code(e: &crius_image::Error) -> tonic::Code {
+    use crius_image::Error as E;
+    use tonic::Code;
+    match e {
+        E::InvalidArgument(_) | E::UnsafeEntry { .. } => Code::InvalidArgument,
+        E::NotFound(_) => Code::NotFound,
+        E::Unauthenticated(_) => Code::Unauthenticated,
+        E::Unavailable(_) => Code::Unavailable,
+        E::DigestMismatch { .. } => Code::DataLoss,
+        E::Io(_) => Code::Internal,
+    }
+}
+
+impl From<Error> for Status {
+    fn from(e: Error) -> Status {
+        Status::new(e.code(), e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tonic::Code;
+
+    use super::*;
+
+    fn status(e: Error) -> (Code, String) {
+        let s = Status::from(e);
+        (s.code(), s.message().to_string())
+    }
+
+    #[test]
+    fn invalid_argument_names_the_call_and_field() {
+        let e = Error::invalid("ExecSync", "cmd", "is empty");
+        assert_eq!(status(e), (Code::InvalidArgument, "ExecSync: cmd is empty".into()));
+    }
+
+    #[test]
+    fn not_found_quotes_the_id() {
+        let e = Error::NotFound {
+            call: "ContainerStatus",
+            kind: Kind::Container,
+            id: "nope".into(),
+        };
+        assert_eq!(
+            status(e),
+            (Code::NotFound, "ContainerStatus: container \"nope\" not found".into())
+        );
+    }
+
+    #[test]
+    fn a_missing_image_says_pull_it_first() {
+        let e = Error::ImageNotPulled {
+            call: "CreateContainer",
+            reference: "busybox".into(),
+        };
+        let (code, msg) = status(e);
+        assert_eq!(code, Code::NotFound);
+        assert!(msg.contains("\"busybox\"") && msg.ends_with("pull it first"), "{msg}");
+    }
+
+    #[test]
+    fn already_exists_names_the_holder() {
+        let e = Error::AlreadyExists {
+            call: "RunPodSandbox",
+            kind: Kind::Sandbox,
+            name: "web_default_u1_0".into(),
+            holder: "abc".into(),
+        };
+        assert_eq!(
+            status(e),
+            (
+                Code::AlreadyExists,
+                "RunPodSandbox: web_default_u1_0 is taken by sandbox abc".into()
+            )
+        );
+    }
+
+    #[test]
+    fn failed_precondition_and_network_not_ready() {
+        let e = Error::FailedPrecondition {
+            call: "CreateContainer",
+            kind: Kind::Sandbox,
+            id: "abc".into(),
+            reason: "is not ready".into(),
+        };
+        assert_eq!(
+            status(e),
+            (Code::FailedPrecondition, "CreateContainer: sandbox abc is not ready".into())
+        );
+        let e = Error::NetworkNotReady {
+            call: "RunPodSandbox",
+            reason: "no network config in /etc/cni/net.d".into(),
+        };
+        assert_eq!(status(e).0, Code::FailedPrecondition);
+    }
+
+    #[test]
+    fn deadline_exceeded() {
+        let e = Error::DeadlineExceeded {
+            call: "StopContainer",
+            kind: Kind::Container,
+            id: "abc".into(),
+            reason: "is still running 60 s after SIGKILL".into(),
+        };
+        assert_eq!(
+            status(e),
+            (
+                Code::DeadlineExceeded,
+                "StopContainer: container abc is still running 60 s after SIGKILL".into()
+            )
+        );
+    }
+
+    #[test]
+    fn io_is_internal_with_its_context() {
+        let e = Error::io("writing /x/config.json", std::io::Error::other("disk full"));
+        assert_eq!(status(e), (Code::Internal, "writing /x/config.json: disk full".into()));
+    }
+
+    #[test]
+    fn shim_errors_keep_the_shims_code() {
+        let shim = |source| Error::Shim {
+            call: "StartContainer",
+            id: "abc".into(),
+            source,
+        };
+        let refused = |code| ShimError::Refused {
+            code,
+            message: "no".into(),
+        };
+        for (code, want) in [
+            (ShimCode::NotFound, Code::NotFound),
+            (ShimCode::AlreadyExists, Code::AlreadyExists),
+            (ShimCode::FailedPrecondition, Code::FailedPrecondition),
+            (ShimCode::InvalidArgument, Code::InvalidArgument),
+            (ShimCode::DeadlineExceeded, Code::DeadlineExceeded),
+            (ShimCode::Other, Code::Internal),
+        ] {
+            assert_eq!(status(shim(refused(code))).0, want, "{code:?}");
+        }
+        assert_eq!(
+            status(shim(refused(ShimCode::Other))).1,
+            "StartContainer abc: no"
+        );
+        let (code, msg) = status(shim(ShimError::Timeout(Duration::from_secs(3))));
+        assert_eq!(code, Code::DeadlineExceeded);
+        assert!(msg.contains("3s"), "{msg}");
+        let (code, msg) = status(shim(ShimError::Unreachable("connection refused".into())));
+        assert_eq!(code, Code::Unavailable);
+        assert!(msg.contains("the pod's shim") && msg.contains("connection refused"), "{msg}");
+        assert_eq!(status(shim(ShimError::Start("no binary".into()))).0, Code::Internal);
+    }
+
+    #[test]
+    fn image_errors_keep_the_stores_meaning() {
+        use crius_image::Error as E;
+        let image = |source| Error::Image {
+            call: "PullImage",
+            source,
+        };
+        for (e, want) in [
+            (E::InvalidArgument("x".into()), Code::InvalidArgument),
+            (E::NotFound("x".into()), Code::NotFound),
+            (E::Unauthenticated("x".into()), Code::Unauthenticated),
+            (E::Unavailable("x".into()), Code::Unavailable),
+            (E::Io("x".into()), Code::Internal),
+        ] {
+            assert_eq!(status(image(e)).0, want);
+        }
+    }
+
+    #[test]
+    fn network_events_and_unimplemented() {
+        let e = Error::Network {
+            call: "RunPodSandbox",
+            id: "abc".into(),
+            reason: "bridge: no such device".into(),
+        };
+        assert_eq!(status(e).0, Code::Internal);
+        let (code, msg) = status(Error::EventsLost(7));
+        assert_eq!(code, Code::DataLoss);
+        assert!(msg.starts_with("7 container events"), "{msg}");
+        assert_eq!(
+            status(Error::Unimplemented("Exec")),
+            (Code::Unimplemented, "crius does not serve RuntimeService/Exec yet".into())
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! The seam between criusd and its pods' shims: [`ShimClient`], the calls the container lifecycle makes, in
+//! domain types (no protobuf). `ttrpc::TtrpcShims` drives real `containerd-shim-crius-v2` processes, one per
+//! pod, over the containerd task API; `fake::FakeShim` (tests only) keeps tasks in memory.
+//!
+//! A deadline is a result, never a reason to reconnect: only a call that could not reach the shim at all is
+//! repeated, once, on a new connection. So StopContainer keeps its grace period and ExecSync its timeout.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+
+/// What went wrong with a shim call.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ShimError {
+    /// The shim answered and refused.
+    #[error("{message}")]
+    Refused {
+        /// Its status code.
+        code: ShimCode,
+        /// Its message.
+        message: String,
+    },
+    /// No answer within the call's deadline (the shim is there; what was asked did not happen in time).
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The shim could not be reached.
+    #[error("the pod's shim: {0}")]
+    Unreachable(String),
+    /// The shim could not be started.
+    #[error("starting the pod's shim: {0}")]
+    Start(String),
+}
+
+/// The status codes a shim answers with, as far as criusd tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShimCode {
+    /// No such task or process.
+    NotFound,
+    /// The id is taken.
+    AlreadyExists,
+    /// Not in a state that allows the call.
+    FailedPrecondition,
+    /// A malformed request.
+    InvalidArgument,
+    /// The shim's own deadline passed.
+    DeadlineExceeded,
+    /// Anything else.
+    Other,
+}
+
+impl ShimError {
+    /// Whether the shim said the task or process does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            ShimError::Refused {
+                code: ShimCode::NotFound,
+                ..
+            }
+        )
+    }
+}
+
+/// A shim call's result.
+pub type ShimResult<T> = std::result::Result<T, ShimError>;
+
+/// A process's end, as the shim saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Exit {
+    /// Its exit status (128 + signal for a killed process).
+    pub status: u32,
+    /// When, in ns since the epoch (0: not known).
+    pub at_ns: i64,
+}
+
+/// A task's status as its shim reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskStatus {
+    /// Created, not started.
+    Created,
+    /// Running (or paused).
+    Running,
+    /// Its process exited.
+    Stopped(Exit),
+    /// The shim cannot tell.
+    Unknown,
+}
+
+/// A container to create in its pod's shim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateTask {
+    /// The container id.
+    pub id: String,
+    /// Its bundle (config.json, rootfs).
+    pub bundle: PathBuf,
+    /// Whether it has a terminal.
+    pub terminal: bool,
+    /// Where its output goes: a CRI log file (the shim writes kubelet's log format), or none.
+    pub log_path: Option<PathBuf>,
+}
+
+/// A process to run in a running container.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecTask {
+    /// The exec id, unique within the container.
+    pub exec_id: String,
+    /// The OCI process (args, env, user, capabilities, ...).
+    pub process: oci_spec::runtime::Process,
+    /// Where its stdout goes (a FIFO path).
+    pub stdout: String,
+    /// Where its stderr goes (a FIFO path).
+    pub stderr: String,
+}
+
+/// A container's resource figures from its cgroup, as ContainerStats reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Metrics {
+    /// CPU time used, ns.
+    pub cpu_usage_ns: u64,
+    /// Memory in use (memory.current), bytes.
+    pub memory_usage: u64,
+    /// memory.max (0 or a huge figure: none).
+    pub memory_limit: u64,
+    /// Inactive file cache, bytes (usage − this = working set).
+    pub inactive_file: u64,
+    /// Anonymous memory, bytes.
+    pub anon: u64,
+    /// Page faults.
+    pub pgfault: u64,
+    /// Major page faults.
+    pub pgmajfault: u64,
+}
+
+/// The calls criusd makes of its pods' shims. `sandbox` picks the pod's shim; `id` is the container.
+/// Implementations are shared between threads; every call blocks until the shim answers or its deadline.
+pub trait ShimClient: Send + Sync {
+    /// Creates container `task.id` in the pod's shim, starting the shim if the pod has none yet.
+    fn create(&self, sandbox: &str, task: &CreateTask) -> ShimResult<()>;
+    /// Starts the container's init (`exec_id` empty) or one of its execs; returns its pid.
+    fn start(&self, sandbox: &str, id: &str, exec_id: &str) -> ShimResult<u32>;
+    /// Sends `signal` to the init (to all its processes with `all`) or an exec.
+    fn kill(&self, sandbox: &str, id: &str, exec_id: &str, signal: u32, all: bool) -> ShimResult<()>;
+    /// Waits at most `timeout` for the init's or an exec's exit ([`ShimError::Timeout`] after it).
+    fn wait(&self, sandbox: &str, id: &str, exec_id: &str, timeout: Duration) -> ShimResult<Exit>;
+    /// The container's status now.
+    fn state(&self, sandbox: &str, id: &str) -> ShimResult<TaskStatus>;
+    /// Adds an exec process to a running container (started with [`ShimClient::start`]).
+    fn exec(&self, sandbox: &str, id: &str, exec: &ExecTask) -> ShimResult<()>;
+    /// Applies `resources` to the running container, live.
+    fn update(&self, sandbox: &str, id: &str, resources: &oci_spec::runtime::LinuxResources) -> ShimResult<()>;
+    /// Has the shim reopen the container's log file (kubelet rotated it).
+    fn reopen_log(&self, sandbox: &str, id: &str) -> ShimResult<()>;
+    /// The container's cgroup figures (None: the shim has none, e.g. not running).
+    fn stats(&self, sandbox: &str, id: &str) -> ShimResult<Option<Metrics>>;
+    /// Deletes the init (the container's task) or an exec. A task the shim does not know is fine (None);
+    /// with the shim gone, the container is cleaned up as containerd does after a shim died, and its last
+    /// known exit is returned.
+    fn delete(&self, sandbox: &str, id: &str, exec_id: &str) -> ShimResult<Option<Exit>>;
+}
