@@ -13,7 +13,7 @@ use containerd_shim_protos::{self as protos, api, events::task as ev, protobuf::
 use crius_shim::reactor::Reactor;
 use crius_shim::server::Server;
 
-use crate::containers::Containers;
+use crate::container::Containers;
 
 struct Receiver {
     containers: Arc<Containers>,
@@ -34,7 +34,7 @@ impl protos::Events for Receiver {
                 if let Ok(e) = ev::TaskExit::parse_from_bytes(&value)
                     && e.id == e.container_id
                 {
-                    let at = e.exited_at.as_ref().map(crate::records::ns_of).unwrap_or(0);
+                    let at = e.exited_at.as_ref().map(crate::store::ns_of).unwrap_or(0);
                     self.containers
                         .mark_exit(&e.container_id, e.exit_status as i32, at);
                 }

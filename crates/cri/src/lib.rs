@@ -1,27 +1,37 @@
-//! crius-cri: the CRI services criusd serves, as adapters over the crates that do the work:
-//! `runtime.v1.ImageService` ([`image::ImageService`]) and the project's own `crius.images.v1.Images`
-//! ([`images_api::ImagesApi`]), both over one [`crius_image::Store`]; and `runtime.v1.RuntimeService`
-//! ([`runtime::RuntimeService`]), which so far serves the runtime's status, the pod sandboxes ([`pod`]: pinned
-//! namespaces from [`netns`], networks from CNI plugins via [`cni`], records in [`sandbox`]) and the container
-//! lifecycle ([`containers`], run by the pod's shim from a spec made by [`spec`]).
+//! crius-cri: the CRI services criusd serves — `runtime.v1.RuntimeService` and `runtime.v1.ImageService`, and
+//! the project's own `crius.images.v1.Images` — as a domain core behind thin tonic adapters.
 //!
-//! Errors become gRPC statuses that name what they are about: a malformed reference is `InvalidArgument`, an
-//! unknown image `NotFound`, refused credentials `Unauthenticated`, an unreachable registry `Unavailable`.
+//! ```text
+//!  grpc/        tonic adapters only: take the request apart, one domain call, answer (errors via error.rs)
+//!  runtime.rs   the node's pods and containers, wired to real shims, CNI and the image store
+//!  sandbox/     RunPodSandbox, Stop, Remove (mod.rs); PodSandboxStatus, ListPodSandbox (status.rs)
+//!  container/   CreateContainer (mod.rs); start/stop/remove/update/reopen (lifecycle.rs); status, list,
+//!               events, recovery (status.rs); ExecSync (exec.rs, capture.rs); stats (stats.rs)
+//!  store/       records on disk and in memory, names reserved before anything is made (names.rs)
+//!  shim/        the ShimClient seam: ttrpc to real shims (ttrpc.rs, watch.rs), an in-memory fake for tests
+//!  network/     the Network (CNI) and Namespaces (pinned netns) seams, real and fake
+//!  snapshots.rs the image store seam (the real store, or a fake for tests)
+//!  spec.rs      CRI → OCI config.json
+//!  recover.rs   the start-up pass: records made true again from the shims
+//!  events.rs    the events service the shims report exits and OOM kills to
+//!  error.rs     the one error type, and the one place gRPC codes are chosen
+//! ```
+//!
+//! A container's state is kept from the shims' events, not asked of them ([`store`]); the lifecycle is
+//! unit-tested against the fakes, without root.
 
-pub mod cni;
-pub mod containers;
+pub mod container;
 pub mod error;
 pub mod events;
-pub mod exec;
-pub mod image;
-pub mod images_api;
-pub mod netns;
-pub mod pod;
-mod records;
+pub mod grpc;
+pub mod network;
+pub mod recover;
 pub mod runtime;
 pub mod sandbox;
 pub mod shim;
+pub mod snapshots;
 pub mod spec;
+pub mod store;
 
 use std::collections::HashMap;
 
@@ -36,16 +46,7 @@ pub struct ImageConfig {
     pub pinned: Vec<String>,
 }
 
-/// The gRPC status for an image error.
+/// The gRPC status for an image error, as the image services answer it (the message is the store's).
 pub fn status(e: crius_image::Error) -> tonic::Status {
-    use crius_image::Error as E;
-    let msg = e.to_string();
-    match e {
-        E::InvalidArgument(_) | E::UnsafeEntry { .. } => tonic::Status::invalid_argument(msg),
-        E::NotFound(_) => tonic::Status::not_found(msg),
-        E::Unauthenticated(_) => tonic::Status::unauthenticated(msg),
-        E::Unavailable(_) => tonic::Status::unavailable(msg),
-        E::DigestMismatch { .. } => tonic::Status::data_loss(msg),
-        E::Io(_) => tonic::Status::internal(msg),
-    }
+    tonic::Status::new(error::image_code(&e), e.to_string())
 }

@@ -10,7 +10,7 @@ use k8s_cri::v1 as cri;
 use serde_json::{Value, json};
 use tonic::Status;
 
-use crate::sandbox::Sandbox;
+use crate::store::sandbox::Sandbox;
 
 /// The annotation that groups a pod's containers into one shim.
 pub const SANDBOX_ID: &str = "io.kubernetes.cri.sandbox-id";
@@ -465,7 +465,7 @@ pub fn build(inp: &Input<'_>) -> Result<Value, Status> {
         process["oomScoreAdj"] = json!(adj);
     }
 
-    let pod_ns = crate::pod::namespace_options(&inp.sandbox.config);
+    let pod_ns = crate::sandbox::namespace_options(&inp.sandbox.config);
     let ctr_ns = sc
         .and_then(|s| s.namespace_options.clone())
         .unwrap_or(pod_ns.clone());

@@ -55,7 +55,7 @@ impl Default for NetworkSection {
     fn default() -> NetworkSection {
         NetworkSection {
             cni_conf_dir: "/etc/cni/net.d".into(),
-            cni_plugin_dirs: crius_cri::cni::default_plugin_dirs(),
+            cni_plugin_dirs: crius_cri::network::cni::default_plugin_dirs(),
         }
     }
 }
@@ -172,8 +172,8 @@ impl Config {
     }
 
     /// The CNI setup pods get their network from.
-    pub fn cni(&self) -> crius_cri::cni::Cni {
-        crius_cri::cni::Cni {
+    pub fn cni(&self) -> crius_cri::network::Cni {
+        crius_cri::network::Cni {
             conf_dir: self.network.cni_conf_dir.clone(),
             plugin_dirs: self.network.cni_plugin_dirs.clone(),
         }

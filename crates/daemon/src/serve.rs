@@ -97,23 +97,17 @@ pub fn run(c: Config) -> Result<(), String> {
     let _lock = lock(&c.state)?;
     let store = crius_image::Store::open(&c.root.join("images"))
         .map_err(|e| format!("opening the image store: {e}"))?;
-    let pods = crius_cri::pod::Pods::open(&c.root.join("sandboxes"), c.state.join("ns"), c.cni())
-        .map_err(|e| format!("opening the sandbox records: {e}"))?;
-    let containers = crius_cri::containers::Containers::open(crius_cri::containers::Setup {
-        records: c.root.join("containers"),
-        bundles: c.state.join("containers"),
-        shim: c.shim(),
-        owner: c.listen.display().to_string(),
-        events: c.state.join("events.sock"),
-    })
-    .map_err(|e| format!("opening the container records: {e}"))?;
-    let containers = std::sync::Arc::new(containers);
-    crius_cri::events::serve(&c.state.join("events.sock"), containers.clone()).map_err(|e| {
-        format!(
-            "serving shim events on {}: {e}",
-            c.state.join("events.sock").display()
-        )
-    })?;
+    let runtime = crius_cri::runtime::Runtime::open(
+        &crius_cri::runtime::Setup {
+            root: c.root.clone(),
+            state: c.state.clone(),
+            shim: c.shim(),
+            owner: c.listen.display().to_string(),
+            cni: c.cni(),
+        },
+        store.clone(),
+    )
+    .map_err(|e| e.to_string())?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(16)
@@ -122,8 +116,8 @@ pub fn run(c: Config) -> Result<(), String> {
         .map_err(|e| format!("starting the async runtime: {e}"))?;
     rt.block_on(async {
         let listener = bind(&c)?;
-        let images = crius_cri::image::ImageService::new(store, c.image_config());
-        let api = crius_cri::images_api::ImagesApi::new(images.clone());
+        let images = crius_cri::grpc::image::ImageService::new(store, c.image_config());
+        let api = crius_cri::grpc::images_api::ImagesApi::new(images.clone());
         tracing::info!(
             socket = %c.listen.display(),
             root = %c.root.display(),
@@ -135,7 +129,7 @@ pub fn run(c: Config) -> Result<(), String> {
         let served = tonic::transport::Server::builder()
             .add_service(ImageServiceServer::new(images.clone()))
             .add_service(RuntimeServiceServer::new(
-                crius_cri::runtime::RuntimeService::new(pods, containers, images).with_shutdown(shutdown),
+                crius_cri::grpc::runtime::RuntimeService::new(runtime).with_shutdown(shutdown),
             ))
             .add_service(ImagesServer::new(api))
             .serve_with_incoming_shutdown(

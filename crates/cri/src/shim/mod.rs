@@ -1,5 +1,5 @@
 //! The seam between criusd and its pods' shims: [`ShimClient`], the calls the container lifecycle makes, in
-//! domain types (no protobuf). `ttrpc::TtrpcShims` drives real `containerd-shim-crius-v2` processes, one per
+//! domain types (no protobuf). [`ttrpc::TtrpcShims`] drives real `containerd-shim-crius-v2` processes, one per
 //! pod, over the containerd task API; `fake::FakeShim` (tests only) keeps tasks in memory.
 //!
 //! A deadline is a result, never a reason to reconnect: only a call that could not reach the shim at all is
@@ -8,6 +8,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+#[cfg(test)]
+pub mod fake;
+pub mod ttrpc;
+mod watch;
 
 /// What went wrong with a shim call.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -62,7 +66,7 @@ impl ShimError {
 }
 
 /// A shim call's result.
-pub type ShimResult<T> = std::result::Result<T, ShimError>;
+pub type ShimResult<T> = Result<T, ShimError>;
 
 /// A process's end, as the shim saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -147,7 +151,12 @@ pub trait ShimClient: Send + Sync {
     /// Adds an exec process to a running container (started with [`ShimClient::start`]).
     fn exec(&self, sandbox: &str, id: &str, exec: &ExecTask) -> ShimResult<()>;
     /// Applies `resources` to the running container, live.
-    fn update(&self, sandbox: &str, id: &str, resources: &oci_spec::runtime::LinuxResources) -> ShimResult<()>;
+    fn update(
+        &self,
+        sandbox: &str,
+        id: &str,
+        resources: &oci_spec::runtime::LinuxResources,
+    ) -> ShimResult<()>;
     /// Has the shim reopen the container's log file (kubelet rotated it).
     fn reopen_log(&self, sandbox: &str, id: &str) -> ShimResult<()>;
     /// The container's cgroup figures (None: the shim has none, e.g. not running).

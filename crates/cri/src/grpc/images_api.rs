@@ -9,7 +9,7 @@ use crius_image::pull::Progress;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::image::ImageService;
+use crate::grpc::image::ImageService;
 use crate::status;
 
 /// The service; it shares the CRI ImageService's store and configuration.
@@ -71,7 +71,7 @@ impl api::images_server::Images for ImagesApi {
         // Refuse a bad reference before the stream starts, so the caller gets the status directly.
         crius_image::reference::normalize(&req.reference).map_err(status)?;
         // The same precedence as the CRI's credentials: a token, else user and password, else none.
-        let auth = crate::image::auth_of(Some(&k8s_cri::v1::AuthConfig {
+        let auth = crate::grpc::image::auth_of(Some(&k8s_cri::v1::AuthConfig {
             username: req.username,
             password: req.password,
             registry_token: req.registry_token,

@@ -1,10 +1,25 @@
-//! What the sandbox and container records share: writing a file whole, finding a record by its id or a
-//! unique prefix of it, and times as nanoseconds since the epoch (the CRI's unit).
+//! What criusd keeps of its sandboxes and containers: the records on disk and in memory, and the names they
+//! reserve ([`names::NameIndex`]). Shared here: writing a file whole, finding a record by its id or a unique
+//! prefix of it, times as nanoseconds since the epoch (the CRI's unit), and new random ids.
+//!
+//! A container's state is derived from its record, never asked of its shim (containerd's `status.go` does the
+//! same); the record is kept current by the lifecycle calls and by the shim's events:
+//!
+//! ```text
+//!   CreateContainer ──> CREATED ──StartContainer──> RUNNING ──exit event / Stop──> EXITED ──Remove──> (gone)
+//!                          │                           │                              ^
+//!                          └────────── the pod's shim dies, no exit known ──> UNKNOWN ─┘ (an exit event, late)
+//! ```
+//! An exit, once known, wins over everything else: `finished_at` set means EXITED.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use containerd_shim_protos::protobuf::well_known_types::timestamp::Timestamp;
+
+pub mod container;
+pub mod names;
+pub mod sandbox;
 
 /// Writes `bytes` to `path` through a temporary file renamed over it: a crash leaves the old file or the
 /// new one, never half of one. The caller keeps writers of one path apart.
@@ -41,6 +56,14 @@ pub(crate) fn now_ns() -> i64 {
 /// A protobuf timestamp in nanoseconds since the epoch.
 pub(crate) fn ns_of(t: &Timestamp) -> i64 {
     t.seconds * 1_000_000_000 + i64::from(t.nanos)
+}
+
+/// A new sandbox or container id: 64 random hex digits.
+pub(crate) fn random_id() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut b = [0u8; 32];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! The pod sandboxes criusd holds: a record per sandbox on disk (`<root>/sandboxes/<id>/sandbox.json`, with the
+//! Sandbox records: the pod sandboxes criusd holds: a record per sandbox on disk (`<root>/sandboxes/<id>/sandbox.json`, with the
 //! CRI config as sent in `config.pb` and the files its containers will mount: `hostname`, `hosts`,
 //! `resolv.conf`), and in memory while criusd runs. Records are written whole (a temporary file renamed over
 //! the old one), so a crash never leaves half a record; after a reboot, a sandbox whose namespaces are gone
@@ -12,8 +12,10 @@ use k8s_cri::v1 as cri;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use crate::netns::Pinned;
-use crate::records::{by_id_or_prefix, write_atomic};
+use super::names::{NameIndex, Reservation};
+use super::{by_id_or_prefix, write_atomic};
+use crate::error::{Error, Result};
+use crate::network::Pinned;
 
 /// What criusd records of a sandbox beyond its CRI config.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -62,20 +64,24 @@ pub fn reserved_name(c: &cri::PodSandboxConfig) -> String {
 pub struct Sandboxes {
     dir: PathBuf,
     all: Mutex<HashMap<String, Sandbox>>,
+    names: NameIndex,
 }
 
 impl Sandboxes {
     /// Opens the records under `dir` (created if missing). A record that cannot be read is skipped with a
-    /// warning; it is not deleted.
-    pub fn open(dir: &Path) -> std::io::Result<Sandboxes> {
+    /// warning; it is not deleted. A READY sandbox whose pins are no longer `alive` (after a reboot) comes
+    /// back NOTREADY.
+    pub fn open(dir: &Path, alive: impl Fn(&Pinned) -> bool) -> std::io::Result<Sandboxes> {
         std::fs::create_dir_all(dir)?;
         let mut all = HashMap::new();
+        let names = NameIndex::default();
         for e in std::fs::read_dir(dir)?.flatten() {
             match Self::read(&e.path()) {
                 Ok(mut s) => {
-                    if s.record.ready && !s.record.namespaces.alive() {
+                    if s.record.ready && !alive(&s.record.namespaces) {
                         s.record.ready = false;
                     }
+                    names.hold(&s.name(), &s.record.id);
                     all.insert(s.record.id.clone(), s);
                 }
                 Err(err) => tracing::warn!(path = %e.path().display(), "skipping a sandbox record: {err}"),
@@ -84,10 +90,11 @@ impl Sandboxes {
         Ok(Sandboxes {
             dir: dir.to_path_buf(),
             all: Mutex::new(all),
+            names,
         })
     }
 
-    fn read(dir: &Path) -> Result<Sandbox, String> {
+    fn read(dir: &Path) -> std::result::Result<Sandbox, String> {
         let rec = std::fs::read(dir.join("sandbox.json")).map_err(|e| e.to_string())?;
         let record: Record = serde_json::from_slice(&rec).map_err(|e| e.to_string())?;
         let pb = std::fs::read(dir.join("config.pb")).map_err(|e| e.to_string())?;
@@ -104,15 +111,17 @@ impl Sandboxes {
         self.dir.join(id)
     }
 
-    /// Adds `s` if no sandbox holds its name yet (else returns the holder's id), and writes it.
-    pub fn insert(&self, s: Sandbox) -> Result<(), String> {
+    /// Reserves `s`'s name for it (else returns the holder's id); the reservation is committed once the
+    /// sandbox is made, or dropped, which gives the name back.
+    pub fn reserve(&self, s: &Sandbox) -> std::result::Result<Reservation<'_>, String> {
+        self.names.reserve(&s.name(), &s.record.id)
+    }
+
+    /// Adds `s` (whose name the caller reserved) and writes it.
+    pub fn insert(&self, s: Sandbox) -> Result<()> {
         let mut all = self.lock();
-        let name = s.name();
-        if let Some(other) = all.values().find(|o| o.name() == name) {
-            return Err(other.record.id.clone());
-        }
         self.write(&s)
-            .map_err(|e| format!("writing sandbox {}: {e}", s.record.id))?;
+            .map_err(|e| Error::io(format!("writing sandbox {}", s.record.id), e))?;
         all.insert(s.record.id.clone(), s);
         Ok(())
     }
@@ -126,13 +135,13 @@ impl Sandboxes {
     }
 
     /// Changes sandbox `id`'s record with `f` and writes it.
-    pub fn update(&self, id: &str, f: impl FnOnce(&mut Record)) -> Result<(), String> {
+    /// A sandbox that is gone (removed meanwhile) is left alone.
+    pub fn update(&self, id: &str, f: impl FnOnce(&mut Record)) -> Result<()> {
         let mut all = self.lock();
-        let s = all
-            .get_mut(id)
-            .ok_or_else(|| format!("sandbox {id:?} not found"))?;
+        let Some(s) = all.get_mut(id) else { return Ok(()) };
         f(&mut s.record);
-        self.write(s).map_err(|e| format!("writing sandbox {id}: {e}"))
+        self.write(s)
+            .map_err(|e| Error::io(format!("writing sandbox {id}"), e))
     }
 
     /// The sandbox whose id is `id` or starts with it (when only one does).
@@ -145,11 +154,15 @@ impl Sandboxes {
         self.lock().values().cloned().collect()
     }
 
-    /// Forgets sandbox `id` and deletes its files.
-    pub fn remove(&self, id: &str) -> std::io::Result<()> {
-        self.lock().remove(id);
+    /// Forgets sandbox `id`, gives its name back and deletes its files.
+    pub fn remove(&self, id: &str) -> Result<()> {
+        if let Some(s) = self.lock().remove(id) {
+            self.names.release(&s.name(), id);
+        }
         match std::fs::remove_dir_all(self.dir_of(id)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io(format!("removing {}", self.dir_of(id).display()), e))
+            }
             _ => Ok(()),
         }
     }
@@ -182,10 +195,17 @@ mod tests {
     #[test]
     fn records_survive_a_reopen_and_names_are_unique() {
         let d = tempfile::tempdir().unwrap();
-        let s = Sandboxes::open(d.path()).unwrap();
-        s.insert(sandbox("abc123", "web")).unwrap();
-        assert_eq!(s.insert(sandbox("def456", "web")).unwrap_err(), "abc123");
-        s.insert(sandbox("abd789", "db")).unwrap();
+        let alive = |p: &Pinned| p.alive();
+        let s = Sandboxes::open(d.path(), alive).unwrap();
+        let add = |s: &Sandboxes, sb: Sandbox| {
+            let r = s.reserve(&sb)?;
+            s.insert(sb).unwrap();
+            r.commit();
+            Ok::<(), String>(())
+        };
+        add(&s, sandbox("abc123", "web")).unwrap();
+        assert_eq!(add(&s, sandbox("def456", "web")).unwrap_err(), "abc123");
+        add(&s, sandbox("abd789", "db")).unwrap();
         assert_eq!(s.get("abc").unwrap().record.id, "abc123");
         assert!(s.get("ab").is_none(), "an ambiguous prefix finds nothing");
         s.update("abd789", |r| r.ips = vec!["10.0.0.2".into()]).unwrap();
@@ -195,14 +215,20 @@ mod tests {
             r.namespaces.net = Some(d.path().join("abc123/config.pb"))
         })
         .unwrap();
-        let again = Sandboxes::open(d.path()).unwrap();
+        let again = Sandboxes::open(d.path(), alive).unwrap();
         let db = again.get("abd789").unwrap();
         assert_eq!(db.record.ips, vec!["10.0.0.2"]);
         assert_eq!(db.config.labels["app"], "web");
         assert!(db.record.ready);
         assert!(!again.get("abc123").unwrap().record.ready);
+        assert_eq!(
+            again.reserve(&sandbox("x", "web")).unwrap_err(),
+            "abc123",
+            "names come back too"
+        );
         again.remove("abc123").unwrap();
         again.remove("abc123").unwrap();
-        assert_eq!(Sandboxes::open(d.path()).unwrap().list().len(), 1);
+        drop(again.reserve(&sandbox("x", "web")).unwrap());
+        assert_eq!(Sandboxes::open(d.path(), alive).unwrap().list().len(), 1);
     }
 }

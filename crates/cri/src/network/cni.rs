@@ -1,7 +1,7 @@
 //! Pod networking through CNI plugins, as the CNI spec has a runtime do it: the first network configuration in
 //! the config directory (`*.conflist`, `*.conf`, `*.json`, in lexical order, as kubelet's runtimes pick it) is
 //! applied to a pod's network namespace by executing each plugin with `CNI_COMMAND=ADD` (the previous plugin's
-//! result passed on as `prevResult`), and removed with `DEL` in reverse order. Port mappings reach plugins
+//! result passed on as `prevResult`), and removed with `DEL` in reverse order (`CHECK` verifies it in between). Port mappings reach plugins
 //! that declare the `portMappings` capability. The standard plugins (bridge, host-local, portmap, …) work.
 
 use std::io::Write;
@@ -228,6 +228,14 @@ impl Cni {
             }
         }
         Ok(result.unwrap_or_default())
+    }
+
+    /// Checks that `net` is still attached as ADD left it: each plugin's CHECK in order, with ADD's result.
+    pub fn check(&self, net: &NetConf, at: &Attachment, result: &Value) -> Result<(), String> {
+        for plugin in &net.plugins {
+            self.exec("CHECK", net, plugin, at, Some(result))?;
+        }
+        Ok(())
     }
 
     /// Detaches `net`: each plugin's DEL in reverse order, all of them even if one fails (the first error is

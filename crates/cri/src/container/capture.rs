@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tonic::Status;
+use crate::error::{Error, Result};
 
 /// How long output is still read after the process exited.
 const DRAIN: Duration = Duration::from_secs(2);
@@ -22,21 +22,21 @@ const DRAIN: Duration = Duration::from_secs(2);
 const MAX_OUTPUT: usize = 16 << 20;
 
 /// The two output FIFOs of one exec.
-pub struct Capture {
+pub(super) struct Capture {
     dir: PathBuf,
     files: std::sync::Mutex<Option<(File, File)>>,
     readers: std::sync::Mutex<Vec<JoinHandle<Vec<u8>>>>,
     done: Arc<AtomicBool>,
 }
 
-fn fifo(path: &Path) -> Result<File, Status> {
+fn fifo(path: &Path) -> Result<File> {
     nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))
-        .map_err(|e| Status::internal(format!("ExecSync: mkfifo {}: {e}", path.display())))?;
+        .map_err(|e| Error::io(format!("ExecSync: mkfifo {}", path.display()), e.into()))?;
     std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| Status::internal(format!("ExecSync: opening {}: {e}", path.display())))
+        .map_err(|e| Error::io(format!("ExecSync: opening {}", path.display()), e))
 }
 
 /// Reads `f` until EOF, or until `done` has been set for [`DRAIN`].
@@ -76,9 +76,9 @@ fn drain(mut f: File, done: Arc<AtomicBool>) -> Vec<u8> {
 
 impl Capture {
     /// Makes `dir` with the FIFOs `stdout` and `stderr`, opened for reading.
-    pub fn new(dir: &Path) -> Result<Capture, Status> {
+    pub fn new(dir: &Path) -> Result<Capture> {
         std::fs::create_dir_all(dir)
-            .map_err(|e| Status::internal(format!("ExecSync: creating {}: {e}", dir.display())))?;
+            .map_err(|e| Error::io(format!("ExecSync: creating {}", dir.display()), e))?;
         let out = fifo(&dir.join("stdout"))?;
         let err = fifo(&dir.join("stderr"))?;
         Ok(Capture {

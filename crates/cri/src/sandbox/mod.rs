@@ -1,22 +1,26 @@
-//! Pod sandboxes, the CRI's way: RunPodSandbox pins the pod's namespaces ([`crate::netns`]), attaches the CNI
-//! network ([`crate::cni`]), writes the files its containers will mount (hostname, hosts, resolv.conf) and
-//! records it ([`crate::sandbox`]); Stop detaches the network and drops the namespaces (idempotent); Remove
-//! forgets it (idempotent, also for an unknown id). There is no pause container.
+//! Pod sandboxes, the CRI's way: RunPodSandbox pins the pod's namespaces ([`Namespaces`]), attaches the node's
+//! network ([`Network`]: CNI), writes the files its containers will mount (hostname, hosts, resolv.conf) and
+//! records it ([`crate::store::sandbox`]); Stop detaches the network and drops the namespaces (idempotent);
+//! Remove forgets it (idempotent, also for an unknown id). There is no pause container. What sandboxes report
+//! is in [`status`].
 //!
 //! The calls here block (plugins run, mounts are made): the gRPC layer runs them off the async workers.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use k8s_cri::v1 as cri;
 use serde_json::json;
-use tonic::Status;
 
-use crate::cni::{self, Attachment, Cni};
-use crate::netns;
-use crate::records::now_ns;
-use crate::sandbox::{Record, Sandbox, Sandboxes};
+use crate::error::{Error, Kind, Result};
+use crate::network::{Attachment, Namespaces, NetConf, Network, PortMapping, Wanted, cni};
+use crate::store::sandbox::{Record, Sandbox, Sandboxes};
+use crate::store::{now_ns, random_id};
+
+pub mod status;
+
+pub use status::{list, status_of};
 
 /// NamespaceMode NODE: the host's namespace.
 const NODE: i32 = cri::NamespaceMode::Node as i32;
@@ -25,22 +29,13 @@ const NODE: i32 = cri::NamespaceMode::Node as i32;
 pub struct Pods {
     /// The records.
     pub sandboxes: Sandboxes,
-    /// The CNI setup.
-    pub cni: Cni,
+    /// The node's network.
+    pub network: Arc<dyn Network>,
+    namespaces: Arc<dyn Namespaces>,
     /// Where namespaces are pinned (`<state>/ns/<id>/`).
     ns_dir: PathBuf,
     /// One lifecycle change at a time per sandbox.
     busy: Mutex<HashMap<String, Arc<Mutex<()>>>>,
-}
-
-/// A new sandbox or container id: 64 random hex digits.
-pub(crate) fn random_id() -> Result<String, Status> {
-    let mut b = [0u8; 32];
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|e| Status::internal(format!("reading /dev/urandom: {e}")))?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 /// The pod's namespace options (defaults: all the pod's own).
@@ -81,11 +76,19 @@ fn protocol(p: i32) -> &'static str {
 }
 
 impl Pods {
-    /// The pods recorded under `dir`, with namespaces pinned under `ns_dir`.
-    pub fn open(dir: &std::path::Path, ns_dir: PathBuf, cni: Cni) -> std::io::Result<Pods> {
+    /// The pods recorded under `dir`, with namespaces pinned under `ns_dir` by `namespaces`, attached to
+    /// `network`.
+    pub fn open(
+        dir: &Path,
+        ns_dir: PathBuf,
+        network: Arc<dyn Network>,
+        namespaces: Arc<dyn Namespaces>,
+    ) -> std::io::Result<Pods> {
+        let ns = namespaces.clone();
         Ok(Pods {
-            sandboxes: Sandboxes::open(dir)?,
-            cni,
+            sandboxes: Sandboxes::open(dir, move |p| ns.alive(p))?,
+            network,
+            namespaces,
             ns_dir,
             busy: Mutex::new(HashMap::new()),
         })
@@ -98,6 +101,15 @@ impl Pods {
             .entry(id.to_string())
             .or_default()
             .clone()
+    }
+
+    /// The sandbox `id` names, for call `call`.
+    pub fn get(&self, call: &'static str, id: &str) -> Result<Sandbox> {
+        self.sandboxes.get(id).ok_or_else(|| Error::NotFound {
+            call,
+            kind: Kind::Sandbox,
+            id: id.to_string(),
+        })
     }
 
     fn attachment(&self, id: &str, netns: PathBuf, c: &cri::PodSandboxConfig) -> Attachment {
@@ -116,7 +128,7 @@ impl Pods {
                 .port_mappings
                 .iter()
                 .filter(|p| p.host_port > 0)
-                .map(|p| cni::PortMapping {
+                .map(|p| PortMapping {
                     host_port: p.host_port,
                     container_port: p.container_port,
                     protocol: protocol(p.protocol).into(),
@@ -127,23 +139,30 @@ impl Pods {
     }
 
     /// RunPodSandbox: returns the new sandbox's id.
-    pub fn run(&self, config: cri::PodSandboxConfig, handler: String) -> Result<String, Status> {
+    pub fn run(&self, config: cri::PodSandboxConfig, handler: String) -> Result<String> {
+        const CALL: &str = "RunPodSandbox";
         let m = config
             .metadata
             .as_ref()
-            .ok_or_else(|| Status::invalid_argument("RunPodSandbox: config.metadata is missing"))?;
+            .ok_or_else(|| Error::invalid(CALL, "config.metadata", "is missing"))?;
         if m.name.is_empty() || m.namespace.is_empty() || m.uid.is_empty() {
-            return Err(Status::invalid_argument(format!(
-                "RunPodSandbox: metadata needs a name, namespace and uid (got {:?}/{:?}/{:?})",
-                m.name, m.namespace, m.uid
-            )));
+            return Err(Error::invalid(
+                CALL,
+                "metadata",
+                format!(
+                    "needs a name, namespace and uid (got {:?}/{:?}/{:?})",
+                    m.name, m.namespace, m.uid
+                ),
+            ));
         }
         if !handler.is_empty() {
-            return Err(Status::invalid_argument(format!(
-                "RunPodSandbox: runtime handler {handler:?} is not configured (only the default, \"\")"
-            )));
+            return Err(Error::invalid(
+                CALL,
+                "runtime_handler",
+                format!("{handler:?} is not configured (only the default, \"\")"),
+            ));
         }
-        let id = random_id()?;
+        let id = random_id().map_err(|e| Error::io("reading /dev/urandom", e))?;
         let ns = namespace_options(&config);
         let host_net = ns.network == NODE;
         let mut sandbox = Sandbox {
@@ -157,34 +176,38 @@ impl Pods {
             config,
         };
         // Reserve the name first: a second RunPodSandbox for the same pod attempt is refused at once.
-        if let Err(holder) = self.sandboxes.insert(sandbox.clone()) {
-            return Err(Status::already_exists(format!(
-                "RunPodSandbox: the name {} is taken by sandbox {holder}",
-                sandbox.name()
-            )));
-        }
+        let reservation = self
+            .sandboxes
+            .reserve(&sandbox)
+            .map_err(|holder| Error::AlreadyExists {
+                call: CALL,
+                kind: Kind::Sandbox,
+                name: format!("the name {}", sandbox.name()),
+                holder,
+            })?;
         let lock = self.guard(&id);
         let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.sandboxes.insert(sandbox.clone())?;
         let made = self.set_up(&mut sandbox, host_net, &ns);
         match made {
             Ok(()) => {
                 sandbox.record.ready = true;
                 let rec = sandbox.record.clone();
-                self.sandboxes
-                    .update(&id, |r| *r = rec)
-                    .map_err(Status::internal)?;
+                self.sandboxes.update(&id, |r| *r = rec)?;
+                reservation.commit();
                 tracing::info!(sandbox = %id, name = %sandbox.name(), ips = ?sandbox.record.ips, "pod sandbox ready");
                 Ok(id)
             }
             Err(e) => {
-                netns::remove(&self.ns_dir.join(&id));
+                self.namespaces.unpin(&self.ns_dir.join(&id));
                 let _ = self.sandboxes.remove(&id);
                 Err(e)
             }
         }
     }
 
-    fn set_up(&self, s: &mut Sandbox, host_net: bool, ns: &cri::NamespaceOption) -> Result<(), Status> {
+    fn set_up(&self, s: &mut Sandbox, host_net: bool, ns: &cri::NamespaceOption) -> Result<()> {
+        const CALL: &str = "RunPodSandbox";
         let id = s.record.id.clone();
         let hostname = if s.config.hostname.is_empty() || host_net {
             nix::unistd::gethostname()
@@ -201,9 +224,9 @@ impl Pods {
         ];
         for (name, text) in files {
             std::fs::write(dir.join(name), text)
-                .map_err(|e| Status::internal(format!("writing {}: {e}", dir.join(name).display())))?;
+                .map_err(|e| Error::io(format!("writing {}", dir.join(name).display()), e))?;
         }
-        let want = netns::Wanted {
+        let want = Wanted {
             net: !host_net,
             ipc: ns.ipc != NODE,
             uts: !host_net,
@@ -213,18 +236,23 @@ impl Pods {
         let net = if host_net {
             None
         } else {
-            Some(cni::ready(&self.cni).map_err(|e| {
-                Status::failed_precondition(format!("RunPodSandbox: the pod network is not ready: {e}"))
-            })?)
+            Some(
+                self.network
+                    .ready()
+                    .map_err(|reason| Error::NetworkNotReady { call: CALL, reason })?,
+            )
         };
-        s.record.namespaces = netns::create(&self.ns_dir.join(&id), &want)
-            .map_err(|e| Status::internal(format!("RunPodSandbox: pod namespaces: {e}")))?;
+        s.record.namespaces = self
+            .namespaces
+            .pin(&self.ns_dir.join(&id), &want)
+            .map_err(|e| Error::io(format!("{CALL}: pod namespaces"), std::io::Error::other(e)))?;
         if let (Some(net), Some(path)) = (net, s.record.namespaces.net.clone()) {
             let at = self.attachment(&id, path, &s.config);
-            let result = self
-                .cni
-                .add(&net, &at)
-                .map_err(|e| Status::internal(format!("RunPodSandbox: {e}")))?;
+            let result = self.network.add(&net, &at).map_err(|reason| Error::Network {
+                call: CALL,
+                id: id.clone(),
+                reason,
+            })?;
             s.record.ips = cni::pod_ips(&result);
             s.record.network =
                 Some(json!({"name": net.name, "cniVersion": net.version, "plugins": net.plugins}));
@@ -234,11 +262,9 @@ impl Pods {
     }
 
     /// StopPodSandbox: the network detached and the namespaces dropped. Idempotent; an unknown id is NotFound.
-    pub fn stop(&self, id: &str) -> Result<(), Status> {
-        let s = self
-            .sandboxes
-            .get(id)
-            .ok_or_else(|| Status::not_found(format!("sandbox {id:?} not found")))?;
+    pub fn stop(&self, id: &str) -> Result<()> {
+        const CALL: &str = "StopPodSandbox";
+        let s = self.get(CALL, id)?;
         let id = s.record.id.clone();
         let lock = self.guard(&id);
         let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -248,35 +274,37 @@ impl Pods {
         if let (Some(net), Some(path)) = (&s.record.network, &s.record.namespaces.net) {
             // After a reboot the namespace is gone but the plugins' IPAM still holds the address: DEL runs
             // anyway, with no namespace (as the CNI spec allows), so it is released.
-            let path = if s.record.namespaces.alive() {
+            let path = if self.namespaces.alive(&s.record.namespaces) {
                 path.clone()
             } else {
                 PathBuf::new()
             };
-            let conf = cni::NetConf {
+            let conf = NetConf {
                 name: net["name"].as_str().unwrap_or_default().to_string(),
                 version: net["cniVersion"].as_str().unwrap_or_default().to_string(),
                 plugins: net["plugins"].as_array().cloned().unwrap_or_default(),
                 file: PathBuf::new(),
             };
             let at = self.attachment(&id, path, &s.config);
-            self.cni
+            self.network
                 .del(&conf, &at, s.record.cni_result.as_ref())
-                .map_err(|e| Status::internal(format!("StopPodSandbox {id}: {e}")))?;
+                .map_err(|reason| Error::Network {
+                    call: CALL,
+                    id: id.clone(),
+                    reason,
+                })?;
         }
-        netns::remove(&self.ns_dir.join(&id));
-        self.sandboxes
-            .update(&id, |r| {
-                r.ready = false;
-                r.network = None;
-            })
-            .map_err(Status::internal)?;
+        self.namespaces.unpin(&self.ns_dir.join(&id));
+        self.sandboxes.update(&id, |r| {
+            r.ready = false;
+            r.network = None;
+        })?;
         tracing::info!(sandbox = %id, "pod sandbox stopped");
         Ok(())
     }
 
     /// RemovePodSandbox: stopped if needed, then forgotten. Idempotent, also for an unknown id.
-    pub fn remove(&self, id: &str) -> Result<(), Status> {
+    pub fn remove(&self, id: &str) -> Result<()> {
         let Some(s) = self.sandboxes.get(id) else {
             return Ok(());
         };
@@ -286,103 +314,13 @@ impl Pods {
         }
         let lock = self.guard(&id);
         let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
-        netns::remove(&self.ns_dir.join(&id));
-        self.sandboxes
-            .remove(&id)
-            .map_err(|e| Status::internal(format!("RemovePodSandbox {id}: {e}")))?;
+        self.namespaces.unpin(&self.ns_dir.join(&id));
+        self.sandboxes.remove(&id)?;
         self.busy.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
         tracing::info!(sandbox = %id, "pod sandbox removed");
         Ok(())
     }
 }
 
-fn state_of(s: &Sandbox) -> i32 {
-    if s.record.ready {
-        cri::PodSandboxState::SandboxReady as i32
-    } else {
-        cri::PodSandboxState::SandboxNotready as i32
-    }
-}
-
-/// PodSandboxStatus of `s`; `verbose` adds `info["info"]`, the record as JSON.
-pub fn status_of(s: &Sandbox, verbose: bool) -> cri::PodSandboxStatusResponse {
-    let ips = &s.record.ips;
-    let status = cri::PodSandboxStatus {
-        id: s.record.id.clone(),
-        metadata: s.config.metadata.clone(),
-        state: state_of(s),
-        created_at: s.record.created_at,
-        network: Some(cri::PodSandboxNetworkStatus {
-            ip: ips.first().cloned().unwrap_or_default(),
-            additional_ips: ips
-                .iter()
-                .skip(1)
-                .map(|ip| cri::PodIp { ip: ip.clone() })
-                .collect(),
-        }),
-        linux: Some(cri::LinuxPodSandboxStatus {
-            namespaces: Some(cri::Namespace {
-                options: Some(namespace_options(&s.config)),
-            }),
-        }),
-        labels: s.config.labels.clone(),
-        annotations: s.config.annotations.clone(),
-        runtime_handler: s.record.runtime_handler.clone(),
-    };
-    let mut info = HashMap::new();
-    if verbose {
-        info.insert(
-            "info".to_string(),
-            serde_json::to_string(&s.record).unwrap_or_default(),
-        );
-    }
-    cri::PodSandboxStatusResponse {
-        status: Some(status),
-        info,
-        ..Default::default()
-    }
-}
-
-/// The sandboxes `filter` selects, as ListPodSandbox returns them.
-pub fn list(all: Vec<Sandbox>, filter: Option<&cri::PodSandboxFilter>) -> Vec<cri::PodSandbox> {
-    all.into_iter()
-        .filter(|s| {
-            let Some(f) = filter else { return true };
-            (f.id.is_empty() || s.record.id.starts_with(&f.id))
-                && f.state.as_ref().is_none_or(|st| st.state == state_of(s))
-                && f.label_selector
-                    .iter()
-                    .all(|(k, v)| s.config.labels.get(k) == Some(v))
-        })
-        .map(|s| cri::PodSandbox {
-            id: s.record.id.clone(),
-            metadata: s.config.metadata.clone(),
-            state: state_of(&s),
-            created_at: s.record.created_at,
-            labels: s.config.labels.clone(),
-            annotations: s.config.annotations.clone(),
-            runtime_handler: s.record.runtime_handler.clone(),
-        })
-        .collect()
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resolv_conf_follows_kubelet_else_the_host() {
-        let d = cri::DnsConfig {
-            servers: vec!["10.96.0.10".into()],
-            searches: vec!["default.svc.cluster.local".into(), "svc.cluster.local".into()],
-            options: vec!["ndots:5".into()],
-        };
-        assert_eq!(
-            resolv_conf(Some(&d)),
-            "search default.svc.cluster.local svc.cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n"
-        );
-        let host = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
-        assert_eq!(resolv_conf(None), host);
-        assert_eq!(resolv_conf(Some(&cri::DnsConfig::default())), host);
-    }
-}
+mod tests;

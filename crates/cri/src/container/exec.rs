@@ -1,0 +1,108 @@
+//! ExecSync: a command run in a running container through its shim, its output captured
+//! ([`super::capture::Capture`]). The wait for its end is one shim call whose deadline is the call's
+//! timeout: once over, the process is killed and the call is DeadlineExceeded, after the timeout and not
+//! after twice it.
+
+use std::time::Duration;
+
+use k8s_cri::v1 as cri;
+
+use super::Containers;
+use super::capture::Capture;
+use crate::error::{Error, Kind, Result};
+use crate::shim::{ExecTask, ShimError};
+use crate::store::container::{Container, State};
+use crate::store::random_id;
+
+const CALL: &str = "ExecSync";
+
+impl Containers {
+    /// ExecSync: runs `cmd` in the running container (its process settings, these arguments) and returns its
+    /// stdout, stderr and exit code. `timeout` seconds (0: none) over, the process is killed and the call is
+    /// DeadlineExceeded.
+    pub fn exec_sync(&self, id: &str, cmd: &[String], timeout: i64) -> Result<cri::ExecSyncResponse> {
+        let c = self.get_or_not_found(CALL, id)?;
+        if cmd.is_empty() {
+            return Err(Error::invalid(CALL, "cmd", "is empty"));
+        }
+        if c.record.state() != State::Running {
+            return Err(Error::FailedPrecondition {
+                call: CALL,
+                kind: Kind::Container,
+                id: c.record.id.clone(),
+                reason: "is not running".into(),
+            });
+        }
+        let bundle = self.bundle(&c.record.id);
+        let config = bundle.join("config.json");
+        let spec: oci_spec::runtime::Spec = std::fs::read(&config)
+            .map_err(|e| Error::io(format!("ExecSync: reading {}", config.display()), e))
+            .and_then(|b| {
+                serde_json::from_slice(&b)
+                    .map_err(|e| Error::io(format!("ExecSync: reading {}", config.display()), e.into()))
+            })?;
+        let mut process = spec.process().clone().unwrap_or_default();
+        process.set_args(Some(cmd.to_vec())).set_terminal(Some(false));
+        let exec_id = format!(
+            "exec-{}",
+            &random_id().map_err(|e| Error::io("reading /dev/urandom", e))?[..16]
+        );
+        let dir = bundle.join(&exec_id);
+        let out = Capture::new(&dir)?;
+        let task = ExecTask {
+            exec_id: exec_id.clone(),
+            process,
+            stdout: out.stdout_path(),
+            stderr: out.stderr_path(),
+        };
+        let result = self.run_exec(&c, &task, &out, timeout);
+        let _ = self.shims.delete(&c.record.sandbox_id, &c.record.id, &exec_id);
+        let (stdout, stderr) = out.finish();
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(cri::ExecSyncResponse {
+            stdout,
+            stderr,
+            exit_code: result?,
+        })
+    }
+
+    fn run_exec(&self, c: &Container, task: &ExecTask, out: &Capture, timeout: i64) -> Result<i32> {
+        let (id, sandbox) = (c.record.id.as_str(), c.record.sandbox_id.as_str());
+        let shim_err = |source| Error::Shim {
+            call: CALL,
+            id: id.to_string(),
+            source,
+        };
+        self.shims.exec(sandbox, id, task).map_err(shim_err)?;
+        self.shims.start(sandbox, id, &task.exec_id).map_err(shim_err)?;
+        out.started();
+        let secs = if timeout > 0 {
+            timeout as u64
+        } else {
+            365 * 24 * 3600
+        };
+        match self
+            .shims
+            .wait(sandbox, id, &task.exec_id, Duration::from_secs(secs))
+        {
+            Ok(exit) => Ok(exit.status as i32),
+            Err(ShimError::Timeout(_)) => {
+                // Over time: the process goes, and the caller hears why.
+                let _ = self.shims.kill(sandbox, id, &task.exec_id, 9, false);
+                let _ = self
+                    .shims
+                    .wait(sandbox, id, &task.exec_id, Duration::from_secs(30));
+                Err(Error::DeadlineExceeded {
+                    call: CALL,
+                    kind: Kind::Container,
+                    id: id.to_string(),
+                    reason: format!(
+                        "ran {:?}, which still ran after {timeout} s: killed",
+                        task.process.args().clone().unwrap_or_default()
+                    ),
+                })
+            }
+            Err(e) => Err(shim_err(e)),
+        }
+    }
+}

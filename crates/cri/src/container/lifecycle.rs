@@ -1,0 +1,188 @@
+//! StartContainer, StopContainer, RemoveContainer, UpdateContainerResources and ReopenContainerLog.
+//!
+//! Stop sends SIGTERM (or the image's StopSignal), waits the grace period, then SIGKILL, and returns once the
+//! process is gone. Each wait is one shim call with the time left as its deadline: a deadline that passes is
+//! the answer (the process outlived its grace period), never a reason to ask again.
+
+use std::time::Duration;
+
+use k8s_cri::v1 as cri;
+
+use super::Containers;
+use crate::error::{Error, Kind, Result};
+use crate::shim::{Exit, ShimError};
+use crate::store::container::{Container, State};
+use crate::store::now_ns;
+
+/// How long a process gets to go after SIGKILL.
+const AFTER_SIGKILL: Duration = Duration::from_secs(60);
+
+/// The signal that stops a container whose image config is `config`: the image's StopSignal (`SIGQUIT`,
+/// `QUIT`, `3`), else SIGTERM.
+pub(super) fn stop_signal(config: &serde_json::Value) -> u32 {
+    let name = config["config"]["StopSignal"]
+        .as_str()
+        .unwrap_or_default()
+        .to_ascii_uppercase();
+    if let Ok(n) = name.parse::<u32>() {
+        return n;
+    }
+    let full = if name.starts_with("SIG") {
+        name
+    } else {
+        format!("SIG{name}")
+    };
+    full.parse::<nix::sys::signal::Signal>()
+        .map(|s| s as u32)
+        .unwrap_or(libc::SIGTERM as u32)
+}
+
+impl Containers {
+    fn shim_err<'a>(call: &'static str, c: &'a Container) -> impl FnOnce(ShimError) -> Error + 'a {
+        move |source| Error::Shim {
+            call,
+            id: c.record.id.clone(),
+            source,
+        }
+    }
+
+    /// StartContainer.
+    pub fn start(&self, id: &str) -> Result<()> {
+        const CALL: &str = "StartContainer";
+        let c = self.get_or_not_found(CALL, id)?;
+        // Taken before: a process quick to exit may be gone (and its exit recorded) before Start returns.
+        let at = now_ns();
+        self.shims
+            .start(&c.record.sandbox_id, &c.record.id, "")
+            .map_err(Self::shim_err(CALL, &c))?;
+        self.records.modify(&c.record.id, |c| c.record.started_at = at)?;
+        tracing::info!(container = %c.record.id, "container started");
+        self.emit(&c, cri::ContainerEventType::ContainerStartedEvent);
+        Ok(())
+    }
+
+    fn kill(&self, call: &'static str, c: &Container, signal: u32) -> Result<()> {
+        match self
+            .shims
+            .kill(&c.record.sandbox_id, &c.record.id, "", signal, signal == 9)
+        {
+            // Already gone: what Stop wanted.
+            Err(e) if e.is_not_found() => Ok(()),
+            r => r.map_err(Self::shim_err(call, c)),
+        }
+    }
+
+    /// Waits at most `d` for the container's exit: its exit, None if the deadline passed first.
+    fn wait(&self, call: &'static str, c: &Container, d: Duration) -> Result<Option<Exit>> {
+        match self.shims.wait(&c.record.sandbox_id, &c.record.id, "", d) {
+            Ok(exit) => Ok(Some(exit)),
+            Err(ShimError::Timeout(_)) => Ok(None),
+            Err(e) => Err(Self::shim_err(call, c)(e)),
+        }
+    }
+
+    /// StopContainer: SIGTERM (or the image's StopSignal), `timeout` seconds, then SIGKILL; returns once the
+    /// process is gone. Stopping a container that is not running, or unknown, is fine.
+    pub fn stop(&self, id: &str, timeout: i64) -> Result<()> {
+        const CALL: &str = "StopContainer";
+        // Stopping what does not exist is done (kubelet and critest count on it).
+        let Some(c) = self.get(id) else { return Ok(()) };
+        if c.record.state() != State::Running {
+            return Ok(());
+        }
+        if timeout > 0 {
+            let image = crius_image::Digest::parse(&c.record.image_id).ok();
+            let signal = image.map(|d| stop_signal(&self.images.config(&d))).unwrap_or(15);
+            self.kill(CALL, &c, signal)?;
+            if let Some(exit) = self.wait(CALL, &c, Duration::from_secs(timeout as u64))? {
+                return self.finished(&c, exit);
+            }
+        }
+        self.kill(CALL, &c, 9)?;
+        match self.wait(CALL, &c, AFTER_SIGKILL)? {
+            Some(exit) => self.finished(&c, exit),
+            None => Err(Error::DeadlineExceeded {
+                call: CALL,
+                kind: Kind::Container,
+                id: c.record.id.clone(),
+                reason: format!("is still running {} s after SIGKILL", AFTER_SIGKILL.as_secs()),
+            }),
+        }
+    }
+
+    /// Records `c`'s exit (if no event did before), telling listeners the first time.
+    fn finished(&self, c: &Container, exit: Exit) -> Result<()> {
+        tracing::info!(container = %c.record.id, exit_code = exit.status, "container stopped");
+        self.note_exit(&c.record.id, exit.status as i32, exit.at_ns)
+    }
+
+    /// RemoveContainer: killed if running, its task deleted, its snapshot, bundle and record removed.
+    /// Idempotent; an unknown id is fine.
+    pub fn remove(&self, id: &str) -> Result<()> {
+        const CALL: &str = "RemoveContainer";
+        let Some(c) = self.get(id) else { return Ok(()) };
+        if c.record.state() == State::Running {
+            self.stop(&c.record.id, 0)?;
+        }
+        let last = self
+            .shims
+            .delete(&c.record.sandbox_id, &c.record.id, "")
+            .map_err(Self::shim_err(CALL, &c))?;
+        if let Some(exit) = last.filter(|_| c.record.finished_at == 0 && c.record.started_at != 0) {
+            tracing::info!(container = %c.record.id, exit_code = exit.status, "container's last exit, from its shim");
+        }
+        self.images
+            .remove_snapshot(&c.record.id)
+            .map_err(|source| Error::Image { call: CALL, source })?;
+        let _ = std::fs::remove_dir_all(self.bundle(&c.record.id));
+        self.records.remove(&c.record.id)?;
+        self.names.release(&c.name_key(), &c.record.id);
+        self.cpu_samples
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&c.record.id);
+        tracing::info!(container = %c.record.id, "container removed");
+        self.emit(&c, cri::ContainerEventType::ContainerDeletedEvent);
+        Ok(())
+    }
+
+    /// UpdateContainerResources: `new` merged over the container's resources ([`crate::spec::merge_resources`]),
+    /// applied live by the runtime (same process; a memory limit below current usage is refused), and kept
+    /// for ContainerStatus.
+    pub fn update(&self, id: &str, new: &cri::LinuxContainerResources) -> Result<()> {
+        const CALL: &str = "UpdateContainerResources";
+        let c = self.get_or_not_found(CALL, id)?;
+        let merged = crate::spec::merge_resources(&c.resources(), new);
+        let mut oci = crate::spec::resources(Some(&merged));
+        if let Some(o) = oci.as_object_mut() {
+            o.remove("devices");
+        }
+        let oci: oci_spec::runtime::LinuxResources = serde_json::from_value(oci)
+            .map_err(|e| Error::invalid(CALL, "linux", format!("does not make OCI resources: {e}")))?;
+        self.shims
+            .update(&c.record.sandbox_id, &c.record.id, &oci)
+            .map_err(Self::shim_err(CALL, &c))?;
+        self.records.modify(&c.record.id, |c| {
+            c.config.linux.get_or_insert_with(Default::default).resources = Some(merged);
+        })?;
+        tracing::info!(container = %c.record.id, "container resources updated");
+        Ok(())
+    }
+
+    /// ReopenContainerLog: the shim reopens the log file at its path (kubelet renamed the old one).
+    pub fn reopen_log(&self, id: &str) -> Result<()> {
+        const CALL: &str = "ReopenContainerLog";
+        let c = self.get_or_not_found(CALL, id)?;
+        if c.record.state() != State::Running {
+            return Err(Error::FailedPrecondition {
+                call: CALL,
+                kind: Kind::Container,
+                id: c.record.id.clone(),
+                reason: "is not running".into(),
+            });
+        }
+        self.shims
+            .reopen_log(&c.record.sandbox_id, &c.record.id)
+            .map_err(Self::shim_err(CALL, &c))
+    }
+}

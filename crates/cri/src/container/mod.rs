@@ -1,0 +1,275 @@
+//! CRI containers, run by the pod's shim through the [`ShimClient`] seam: CreateContainer mounts the image's
+//! snapshot, writes the bundle (`<state>/containers/<id>/`, spec from [`crate::spec`]) and creates the task
+//! with its output in the CRI log format at kubelet's log path; the other calls are in `lifecycle`
+//! (start, stop, remove, update, reopen the log), [`status`] (ContainerStatus, ListContainers, the shim's
+//! events), `exec` (ExecSync) and `stats`.
+//!
+//! State is kept, not asked: each record ([`crate::store::container`]) is brought up to date by the calls
+//! here and by the shim's events, and read once from the shims at start-up ([`Containers::recover`]), so
+//! listing containers makes no shim call. Everything here blocks: the gRPC layer runs it off the async
+//! workers.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use k8s_cri::v1 as cri;
+
+use crate::error::{Error, Kind, Result};
+use crate::shim::{CreateTask, ShimClient};
+use crate::snapshots::Snapshots;
+use crate::store::container::{Container, Record, Records, name_key};
+use crate::store::names::NameIndex;
+use crate::store::sandbox::Sandbox;
+use crate::store::{now_ns, random_id};
+
+mod capture;
+mod exec;
+mod lifecycle;
+mod stats;
+pub mod status;
+#[cfg(test)]
+mod tests;
+
+pub use stats::list_stats;
+pub use status::list;
+
+/// Where a container's files go.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// `<root>/containers`: the records.
+    pub records: PathBuf,
+    /// `<state>/containers`: the bundles.
+    pub bundles: PathBuf,
+}
+
+/// A change in a container's life: created, started, stopped (its process exited), deleted.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The container.
+    pub container_id: String,
+    /// Its sandbox.
+    pub sandbox_id: String,
+    /// What happened.
+    pub kind: cri::ContainerEventType,
+}
+
+/// The containers of one criusd.
+pub struct Containers {
+    bundles: PathBuf,
+    pub(crate) records: Records,
+    names: NameIndex,
+    pub(crate) shims: Arc<dyn ShimClient>,
+    images: Arc<dyn Snapshots>,
+    /// Changes of containers' lives, for GetContainerEvents.
+    changes: tokio::sync::broadcast::Sender<Change>,
+    /// The last CPU sample of each container (time, cumulative usage; both ns), for usage_nano_cores.
+    cpu_samples: Mutex<HashMap<String, (i64, u64)>>,
+}
+
+impl Containers {
+    /// The containers recorded under `setup.records`, run by `shims`, with snapshots from `images`. Their
+    /// states are as recorded until [`Containers::recover`] reads them from the shims.
+    pub fn open(setup: Setup, shims: Arc<dyn ShimClient>, images: Arc<dyn Snapshots>) -> Result<Containers> {
+        let io = |what: &Path| {
+            let what = format!("opening {}", what.display());
+            move |e| Error::io(what, e)
+        };
+        std::fs::create_dir_all(&setup.bundles).map_err(io(&setup.bundles))?;
+        let records = Records::open(&setup.records).map_err(io(&setup.records))?;
+        let names = NameIndex::default();
+        for c in records.list() {
+            names.hold(&c.name_key(), &c.record.id);
+        }
+        Ok(Containers {
+            bundles: setup.bundles,
+            records,
+            names,
+            shims,
+            images,
+            changes: tokio::sync::broadcast::channel(1024).0,
+            cpu_samples: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The container whose id is `id`, or the only one whose id starts with it.
+    pub fn get(&self, id: &str) -> Option<Container> {
+        self.records.get(id)
+    }
+
+    fn get_or_not_found(&self, call: &'static str, id: &str) -> Result<Container> {
+        self.get(id).ok_or_else(|| Error::NotFound {
+            call,
+            kind: Kind::Container,
+            id: id.to_string(),
+        })
+    }
+
+    /// Every container.
+    pub fn list_all(&self) -> Vec<Container> {
+        self.records.list()
+    }
+
+    /// The containers of sandbox `sandbox_id`.
+    pub fn of_sandbox(&self, sandbox_id: &str) -> Vec<Container> {
+        let mut v: Vec<Container> = self
+            .records
+            .list()
+            .into_iter()
+            .filter(|c| c.record.sandbox_id == sandbox_id)
+            .collect();
+        v.sort_by_key(|c| c.record.created_at);
+        v
+    }
+
+    fn bundle(&self, id: &str) -> PathBuf {
+        self.bundles.join(id)
+    }
+
+    /// Tells GetContainerEvents listeners (if any) that `c` changed.
+    fn emit(&self, c: &Container, kind: cri::ContainerEventType) {
+        let _ = self.changes.send(Change {
+            container_id: c.record.id.clone(),
+            sandbox_id: c.record.sandbox_id.clone(),
+            kind,
+        });
+    }
+
+    /// The changes from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+
+    /// CreateContainer in `sandbox` (READY), whose files (hostname, hosts, resolv.conf) are in
+    /// `sandbox_files`; returns the new id.
+    pub fn create(
+        &self,
+        sandbox: &Sandbox,
+        sandbox_files: &Path,
+        config: cri::ContainerConfig,
+    ) -> Result<String> {
+        const CALL: &str = "CreateContainer";
+        let meta = config
+            .metadata
+            .clone()
+            .ok_or_else(|| Error::invalid(CALL, "config.metadata", "is missing"))?;
+        if meta.name.is_empty() {
+            return Err(Error::invalid(CALL, "metadata.name", "is empty"));
+        }
+        if !sandbox.record.ready {
+            return Err(Error::FailedPrecondition {
+                call: CALL,
+                kind: Kind::Sandbox,
+                id: sandbox.record.id.clone(),
+                reason: "is not ready".into(),
+            });
+        }
+        let id = random_id().map_err(|e| Error::io("reading /dev/urandom", e))?;
+        // The name is taken here, before anything is made: a concurrent create of the same name fails now.
+        let reservation = self
+            .names
+            .reserve(&name_key(&sandbox.record.id, &config), &id)
+            .map_err(|holder| Error::AlreadyExists {
+                call: CALL,
+                kind: Kind::Container,
+                name: format!(
+                    "{} (attempt {}) in sandbox {}",
+                    meta.name, meta.attempt, sandbox.record.id
+                ),
+                holder,
+            })?;
+        let image_ref = config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
+        let image = self.images.find(&image_ref).map_err(|e| match e {
+            crius_image::Error::NotFound(_) => Error::ImageNotPulled {
+                call: CALL,
+                reference: image_ref.clone(),
+            },
+            source => Error::Image { call: CALL, source },
+        })?;
+        let image_config = self.images.config(&image.id);
+        let bundle = self.bundle(&id);
+        let undo = || {
+            let _ = self.images.remove_snapshot(&id);
+            let _ = std::fs::remove_dir_all(&bundle);
+        };
+        let rootfs = self
+            .images
+            .prepare_snapshot(&id, &image)
+            .map_err(|source| Error::Image { call: CALL, source })?;
+        let log_path = match (&sandbox.config.log_directory, &config.log_path) {
+            (d, l) if !d.is_empty() && !l.is_empty() => Path::new(d).join(l).display().to_string(),
+            _ => String::new(),
+        };
+        let made = (|| -> Result<()> {
+            let spec = crate::spec::build(&crate::spec::Input {
+                id: &id,
+                config: &config,
+                sandbox,
+                sandbox_files,
+                image_config: &image_config,
+                rootfs: &rootfs,
+            })
+            .map_err(from_spec)?;
+            let io = |what: String| move |e| Error::io(what, e);
+            std::fs::create_dir_all(&bundle).map_err(io(format!("creating {}", bundle.display())))?;
+            std::fs::write(bundle.join("config.json"), spec.to_string())
+                .map_err(io(format!("writing {}/config.json", bundle.display())))?;
+            if let Some(dir) = Path::new(&log_path).parent().filter(|_| !log_path.is_empty()) {
+                std::fs::create_dir_all(dir).map_err(io(format!("creating log dir {}", dir.display())))?;
+            }
+            let task = CreateTask {
+                id: id.clone(),
+                bundle: bundle.clone(),
+                terminal: config.tty,
+                log_path: (!log_path.is_empty()).then(|| PathBuf::from(&log_path)),
+            };
+            self.shims
+                .create(&sandbox.record.id, &task)
+                .map_err(|source| Error::Shim {
+                    call: CALL,
+                    id: id.clone(),
+                    source,
+                })
+        })();
+        if let Err(e) = made {
+            undo();
+            return Err(e);
+        }
+        let c = Container {
+            record: Record {
+                id: id.clone(),
+                sandbox_id: sandbox.record.id.clone(),
+                image_id: image.id.to_string(),
+                created_at: now_ns(),
+                log_path,
+                ..Default::default()
+            },
+            config,
+        };
+        if let Err(e) = self.records.insert(&c) {
+            let _ = self.shims.delete(&sandbox.record.id, &id, "");
+            undo();
+            return Err(e);
+        }
+        reservation.commit();
+        tracing::info!(container = %id, sandbox = %sandbox.record.id, name = %meta.name, "container created");
+        self.emit(&c, cri::ContainerEventType::ContainerCreatedEvent);
+        Ok(id)
+    }
+}
+
+/// `crate::spec`'s errors (still gRPC statuses) as the crate's errors, with their messages as they are.
+fn from_spec(s: tonic::Status) -> Error {
+    let msg = s.message();
+    let rest = msg.strip_prefix("CreateContainer: ").unwrap_or(msg);
+    match s.code() {
+        tonic::Code::InvalidArgument => {
+            let (field, reason) = rest.split_once(' ').unwrap_or((rest, ""));
+            Error::invalid("CreateContainer", field, reason)
+        }
+        _ => {
+            let (context, cause) = msg.rsplit_once(": ").unwrap_or((msg, "failed"));
+            Error::io(context, std::io::Error::other(cause.to_string()))
+        }
+    }
+}

@@ -1,0 +1,537 @@
+//! The container lifecycle against the fake shim and image store: no root, no processes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_cri::v1 as cri;
+use tonic::Code;
+
+use super::{Containers, Setup};
+use crate::error::Error;
+use crate::shim::fake::FakeShim;
+use crate::snapshots::fake::FakeImages;
+use crate::store::container::State;
+use crate::store::sandbox::{Record, Sandbox};
+
+struct World {
+    dir: tempfile::TempDir,
+    shim: Arc<FakeShim>,
+    images: Arc<FakeImages>,
+    containers: Containers,
+    sandbox: Sandbox,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let shim = Arc::new(FakeShim::default());
+        let images = Arc::new(FakeImages::default());
+        images.add("busybox", serde_json::json!({"config": {"Cmd": ["sh"]}}));
+        images.add(
+            "stoppable",
+            serde_json::json!({"config": {"Cmd": ["sh"], "StopSignal": "SIGQUIT"}}),
+        );
+        let containers = open(&dir, shim.clone(), images.clone());
+        for f in ["hostname", "hosts", "resolv.conf"] {
+            std::fs::write(dir.path().join(f), "").unwrap();
+        }
+        let sandbox = Sandbox {
+            record: Record {
+                id: "sb1".into(),
+                ready: true,
+                ..Default::default()
+            },
+            config: cri::PodSandboxConfig {
+                log_directory: dir.path().join("logs").display().to_string(),
+                ..Default::default()
+            },
+        };
+        World {
+            dir,
+            shim,
+            images,
+            containers,
+            sandbox,
+        }
+    }
+
+    fn create(&self, name: &str) -> Result<String, Error> {
+        self.create_with(config(name, 0, "busybox"))
+    }
+
+    fn create_with(&self, c: cri::ContainerConfig) -> Result<String, Error> {
+        self.containers.create(&self.sandbox, self.dir.path(), c)
+    }
+
+    fn state(&self, id: &str) -> State {
+        self.containers.get(id).unwrap().record.state()
+    }
+}
+
+fn open(dir: &tempfile::TempDir, shim: Arc<FakeShim>, images: Arc<FakeImages>) -> Containers {
+    Containers::open(
+        Setup {
+            records: dir.path().join("records"),
+            bundles: dir.path().join("bundles"),
+        },
+        shim,
+        images,
+    )
+    .unwrap()
+}
+
+fn config(name: &str, attempt: u32, image: &str) -> cri::ContainerConfig {
+    cri::ContainerConfig {
+        metadata: Some(cri::ContainerMetadata {
+            name: name.into(),
+            attempt,
+        }),
+        image: Some(cri::ImageSpec {
+            image: image.into(),
+            ..Default::default()
+        }),
+        log_path: format!("{name}/{attempt}.log"),
+        labels: [("app".to_string(), name.to_string())].into(),
+        ..Default::default()
+    }
+}
+
+fn code(e: Error) -> (Code, String) {
+    let s = tonic::Status::from(e);
+    (s.code(), s.message().to_string())
+}
+
+#[test]
+fn create_start_stop_remove() {
+    let w = World::new();
+    let mut events = w.containers.subscribe();
+    let id = w.create("web").unwrap();
+    assert_eq!(w.state(&id), State::Created);
+    assert!(
+        w.dir
+            .path()
+            .join("bundles")
+            .join(&id)
+            .join("config.json")
+            .is_file()
+    );
+    assert!(w.dir.path().join("logs/web").is_dir(), "the log dir is made");
+    w.containers.start(&id).unwrap();
+    assert_eq!(w.state(&id), State::Running);
+    w.containers.stop(&id, 10).unwrap();
+    let st = crate::container::status::status(&w.containers.get(&id).unwrap());
+    assert_eq!(st.state, cri::ContainerState::ContainerExited as i32);
+    assert_eq!((st.exit_code, st.reason.as_str()), (143, "Error"));
+    w.containers.remove(&id).unwrap();
+    assert!(w.containers.get(&id).is_none());
+    assert!(!w.dir.path().join("bundles").join(&id).exists());
+    assert_eq!(
+        w.shim.calls(),
+        [
+            format!("create {id}"),
+            format!("start {id}"),
+            format!("kill {id} 15"),
+            format!("wait {id}"),
+            format!("delete {id}"),
+        ]
+    );
+    let kinds: Vec<i32> = std::iter::from_fn(|| events.try_recv().ok())
+        .map(|c| c.kind as i32)
+        .collect();
+    use cri::ContainerEventType as E;
+    assert_eq!(
+        kinds,
+        [
+            E::ContainerCreatedEvent as i32,
+            E::ContainerStartedEvent as i32,
+            E::ContainerStoppedEvent as i32,
+            E::ContainerDeletedEvent as i32
+        ]
+    );
+}
+
+#[test]
+fn the_images_stop_signal_is_sent_first() {
+    let w = World::new();
+    let id = w.create_with(config("q", 0, "stoppable")).unwrap();
+    w.containers.start(&id).unwrap();
+    w.containers.stop(&id, 5).unwrap();
+    assert!(
+        w.shim.calls().contains(&format!("kill {id} 3")),
+        "{:?}",
+        w.shim.calls()
+    );
+}
+
+#[test]
+fn stop_keeps_its_grace_period_when_sigterm_is_ignored() {
+    let w = World::new();
+    *w.shim.ignore_next.lock().unwrap() = vec![15];
+    let id = w.create("stubborn").unwrap();
+    w.containers.start(&id).unwrap();
+    let t = Instant::now();
+    w.containers.stop(&id, 1).unwrap();
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_millis(1100),
+        "StopContainer with a 1 s grace period took {took:?}"
+    );
+    let calls = w.shim.calls();
+    let waits = calls.iter().filter(|c| c.starts_with("wait")).count();
+    assert_eq!(
+        waits, 2,
+        "one wait for the grace period, one after SIGKILL: {calls:?}"
+    );
+    assert!(calls.contains(&format!("kill {id} 9")));
+    assert_eq!(w.containers.get(&id).unwrap().record.exit_code, 137);
+}
+
+#[test]
+fn exec_sync_runs_the_command_and_keeps_its_timeout() {
+    let w = World::new();
+    let id = w.create("web").unwrap();
+    w.containers.start(&id).unwrap();
+    *w.shim.exec_exit.lock().unwrap() = Some(3);
+    let out = w
+        .containers
+        .exec_sync(&id, &["cat".into(), "/etc/os-release".into()], 5)
+        .unwrap();
+    assert_eq!(out.exit_code, 3);
+    // A command that outlives its timeout: killed, DeadlineExceeded, after the timeout and not twice it.
+    *w.shim.exec_exit.lock().unwrap() = None;
+    let t = Instant::now();
+    let e = w
+        .containers
+        .exec_sync(&id, &["sleep".into(), "60".into()], 1)
+        .unwrap_err();
+    let took = t.elapsed();
+    let (c, msg) = code(e);
+    assert_eq!(c, Code::DeadlineExceeded, "{msg}");
+    assert!(msg.contains("sleep") && msg.contains("killed"), "{msg}");
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_millis(1100),
+        "ExecSync with a 1 s timeout took {took:?}"
+    );
+    let calls = w.shim.calls();
+    let last: Vec<&str> = calls
+        .iter()
+        .rev()
+        .take(5)
+        .rev()
+        .map(|s| s.split('/').next().unwrap())
+        .collect();
+    assert_eq!(
+        last,
+        [
+            format!("start {id}"),
+            format!("wait {id}"),
+            format!("kill {id}"),
+            format!("wait {id}"),
+            format!("delete {id}")
+        ]
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+    );
+    // The exec ran the container's process with these arguments, without a terminal.
+    let p = w.shim.processes.lock().unwrap()[0].clone();
+    assert_eq!(p.args().clone().unwrap(), ["cat", "/etc/os-release"]);
+    assert_eq!(p.terminal(), Some(false));
+    assert_eq!(p.cwd(), &std::path::PathBuf::from("/"));
+}
+
+#[test]
+fn exec_sync_refuses_what_it_cannot_run() {
+    let w = World::new();
+    let id = w.create("web").unwrap();
+    let (c, msg) = code(w.containers.exec_sync(&id, &["true".into()], 1).unwrap_err());
+    assert_eq!(c, Code::FailedPrecondition, "not started yet: {msg}");
+    w.containers.start(&id).unwrap();
+    let (c, msg) = code(w.containers.exec_sync(&id, &[], 1).unwrap_err());
+    assert_eq!(
+        (c, msg.as_str()),
+        (Code::InvalidArgument, "ExecSync: cmd is empty")
+    );
+    let (c, _) = code(w.containers.exec_sync("nope", &["true".into()], 1).unwrap_err());
+    assert_eq!(c, Code::NotFound);
+}
+
+#[test]
+fn concurrent_creates_of_one_name_make_one_container() {
+    let w = Arc::new(World::new());
+    let results: Vec<Result<String, Error>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6).map(|_| s.spawn(|| w.create("web"))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let made: Vec<String> = results.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
+    assert_eq!(made.len(), 1, "{results:?}");
+    for r in &results {
+        if let Err(e) = r {
+            assert!(e.to_string().contains(made[0].as_str()), "names the holder: {e}");
+        }
+    }
+    let codes: Vec<Code> = results
+        .into_iter()
+        .filter_map(Result::err)
+        .map(|e| code(e).0)
+        .collect();
+    assert_eq!(codes, [Code::AlreadyExists; 5]);
+    assert_eq!(w.containers.list_all().len(), 1);
+    // kubelet's restart of it is a new attempt, which is a new name; removing frees the old one.
+    let again = w.create_with(config("web", 1, "busybox")).unwrap();
+    w.containers.remove(&made[0]).unwrap();
+    w.create("web").unwrap();
+    assert_ne!(again, made[0]);
+}
+
+#[test]
+fn a_failed_create_leaves_nothing_and_frees_its_name() {
+    let w = World::new();
+    *w.shim.gone.lock().unwrap() = true;
+    let (c, msg) = code(w.create("web").unwrap_err());
+    assert_eq!(c, Code::Unavailable, "{msg}");
+    assert!(w.containers.list_all().is_empty());
+    assert_eq!(
+        std::fs::read_dir(w.dir.path().join("bundles")).unwrap().count(),
+        0
+    );
+    assert_eq!(
+        std::fs::read_dir(w.images.dir.path()).unwrap().count(),
+        0,
+        "snapshot removed"
+    );
+    *w.shim.gone.lock().unwrap() = false;
+    w.create("web").unwrap();
+}
+
+#[test]
+fn bad_input_gets_its_code_before_anything_is_made() {
+    let w = World::new();
+    let (c, msg) = code(w.create_with(cri::ContainerConfig::default()).unwrap_err());
+    assert_eq!(c, Code::InvalidArgument);
+    assert_eq!(msg, "CreateContainer: config.metadata is missing");
+    let (c, msg) = code(w.create_with(config("", 0, "busybox")).unwrap_err());
+    assert_eq!(
+        (c, msg.as_str()),
+        (Code::InvalidArgument, "CreateContainer: metadata.name is empty")
+    );
+    let (c, msg) = code(w.create_with(config("x", 0, "nope:1")).unwrap_err());
+    assert_eq!(c, Code::NotFound);
+    assert!(
+        msg.contains("\"nope:1\"") && msg.contains("pull it first"),
+        "{msg}"
+    );
+    let mut not_ready = World::new();
+    not_ready.sandbox.record.ready = false;
+    let (c, msg) = code(not_ready.create("x").unwrap_err());
+    assert_eq!(c, Code::FailedPrecondition);
+    assert!(msg.contains("sb1") && msg.contains("not ready"), "{msg}");
+    let mut group_only = config("g", 0, "busybox");
+    group_only.linux = Some(cri::LinuxContainerConfig {
+        security_context: Some(cri::LinuxContainerSecurityContext {
+            run_as_group: Some(cri::Int64Value { value: 5 }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let (c, msg) = code(w.create_with(group_only).unwrap_err());
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(msg.contains("run_as_group"), "{msg}");
+    assert!(
+        w.shim.calls().is_empty(),
+        "the shim was never asked: {:?}",
+        w.shim.calls()
+    );
+    assert!(w.containers.list_all().is_empty());
+    // Calls on unknown ids: status-like ones are NotFound, stop and remove are done.
+    assert_eq!(code(w.containers.start("nope").unwrap_err()).0, Code::NotFound);
+    assert_eq!(
+        code(w.containers.update("nope", &Default::default()).unwrap_err()).0,
+        Code::NotFound
+    );
+    assert_eq!(
+        code(w.containers.reopen_log("nope").unwrap_err()).0,
+        Code::NotFound
+    );
+    w.containers.stop("nope", 1).unwrap();
+    w.containers.remove("nope").unwrap();
+}
+
+#[test]
+fn exits_come_from_events_once() {
+    let w = World::new();
+    let mut events = w.containers.subscribe();
+    let id = w.create("job").unwrap();
+    w.containers.start(&id).unwrap();
+    let exit = w.shim.exit(&id, "", 0);
+    w.containers.mark_exit(&id, exit.status as i32, exit.at_ns);
+    w.containers.mark_exit(&id, 1, exit.at_ns + 5);
+    let c = w.containers.get(&id).unwrap();
+    assert_eq!(
+        (c.record.state(), c.record.exit_code, c.record.finished_at),
+        (State::Exited, 0, exit.at_ns)
+    );
+    let st = crate::container::status::status(&c);
+    assert_eq!(st.reason, "Completed");
+    let stopped = std::iter::from_fn(|| events.try_recv().ok())
+        .filter(|c| c.kind == cri::ContainerEventType::ContainerStoppedEvent)
+        .count();
+    assert_eq!(stopped, 1);
+    // Stop of an exited container does nothing; an OOM kill reads as such.
+    let n = w.shim.calls().len();
+    w.containers.stop(&id, 10).unwrap();
+    assert_eq!(w.shim.calls().len(), n);
+    w.containers.mark_oom(&id);
+    assert_eq!(
+        crate::container::status::status(&w.containers.get(&id).unwrap()).reason,
+        "OOMKilled"
+    );
+}
+
+#[test]
+fn listing_a_thousand_containers_asks_no_shim() {
+    let w = World::new();
+    let mut ids = Vec::new();
+    for i in 0..1000 {
+        ids.push(w.create(&format!("c{i}")).unwrap());
+    }
+    for id in ids.iter().step_by(2) {
+        w.containers.start(id).unwrap();
+    }
+    let before = w.shim.calls().len();
+    let all = crate::container::list(&w.containers, None);
+    assert_eq!(all.len(), 1000);
+    let running = cri::ContainerFilter {
+        state: Some(cri::ContainerStateValue {
+            state: cri::ContainerState::ContainerRunning as i32,
+        }),
+        ..Default::default()
+    };
+    assert_eq!(crate::container::list(&w.containers, Some(&running)).len(), 500);
+    let labelled = cri::ContainerFilter {
+        label_selector: [("app".to_string(), "c7".to_string())].into(),
+        ..Default::default()
+    };
+    assert_eq!(crate::container::list(&w.containers, Some(&labelled)).len(), 1);
+    for id in &ids[..10] {
+        crate::container::status::status(&w.containers.get(id).unwrap());
+    }
+    assert_eq!(w.shim.calls().len(), before, "no shim call for listing or status");
+}
+
+#[test]
+fn a_dead_shim_makes_its_containers_unknown_until_an_exit_is_known() {
+    let w = World::new();
+    let a = w.create("a").unwrap();
+    let b = w.create("b").unwrap();
+    w.containers.start(&a).unwrap();
+    w.containers.start(&b).unwrap();
+    w.containers.mark_exit(&b, 2, 0);
+    w.containers.shim_gone("sb1");
+    assert_eq!(w.state(&a), State::Unknown);
+    assert_eq!(w.state(&b), State::Exited, "a known exit stays");
+    // Stop of an unknown container is done; a late exit event still lands.
+    w.containers.stop(&a, 1).unwrap();
+    w.containers.mark_exit(&a, 137, 0);
+    assert_eq!(w.state(&a), State::Exited);
+}
+
+#[test]
+fn recovery_reads_each_unfinished_container_once() {
+    let w = World::new();
+    let running = w.create("running").unwrap();
+    let exited = w.create("exited").unwrap();
+    let created = w.create("created").unwrap();
+    w.containers.start(&running).unwrap();
+    w.containers.start(&exited).unwrap();
+    // While criusd is down, one exits.
+    w.shim.exit(&exited, "", 9);
+    let before = w.shim.calls().len();
+    let again = open(&w.dir, w.shim.clone(), w.images.clone());
+    again.recover();
+    let states = |c: &Containers| [&running, &exited, &created].map(|id| c.get(id).unwrap().record.state());
+    assert_eq!(states(&again), [State::Running, State::Exited, State::Created]);
+    assert_eq!(again.get(&exited).unwrap().record.exit_code, 9);
+    assert_eq!(w.shim.calls().len() - before, 3, "one state call each");
+    // Names come back with the records.
+    let (c, _) = code(
+        again
+            .create(&w.sandbox, w.dir.path(), config("running", 0, "busybox"))
+            .unwrap_err(),
+    );
+    assert_eq!(c, Code::AlreadyExists);
+    // With the shim gone, unfinished containers are UNKNOWN.
+    *w.shim.gone.lock().unwrap() = true;
+    let third = open(&w.dir, w.shim.clone(), w.images.clone());
+    third.recover();
+    assert_eq!(states(&third), [State::Unknown, State::Exited, State::Unknown]);
+}
+
+#[test]
+fn updates_merge_apply_live_and_are_reported() {
+    let w = World::new();
+    let mut c = config("web", 0, "busybox");
+    c.linux = Some(cri::LinuxContainerConfig {
+        resources: Some(cri::LinuxContainerResources {
+            cpu_period: 100_000,
+            cpu_quota: 50_000,
+            memory_limit_in_bytes: 64 << 20,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let id = w.create_with(c).unwrap();
+    w.containers.start(&id).unwrap();
+    let new = cri::LinuxContainerResources {
+        cpu_quota: 150_000,
+        ..Default::default()
+    };
+    w.containers.update(&id, &new).unwrap();
+    let sent = w
+        .shim
+        .calls()
+        .into_iter()
+        .find(|c| c.starts_with("update"))
+        .unwrap();
+    assert!(
+        sent.contains("\"quota\":150000") && sent.contains("\"period\":100000"),
+        "{sent}"
+    );
+    assert!(sent.contains("\"limit\":67108864"), "{sent}");
+    let st = crate::container::status::status(&w.containers.get(&id).unwrap());
+    let r = st.resources.unwrap().linux.unwrap();
+    assert_eq!(
+        (r.cpu_quota, r.cpu_period, r.memory_limit_in_bytes),
+        (150_000, 100_000, 64 << 20)
+    );
+    w.containers.reopen_log(&id).unwrap();
+    assert!(w.shim.calls().contains(&format!("reopen-log {id}")));
+}
+
+#[test]
+fn stats_come_from_the_shim_for_running_containers() {
+    let w = World::new();
+    let a = w.create("a").unwrap();
+    let b = w.create("b").unwrap();
+    w.containers.start(&a).unwrap();
+    let all = crate::container::list_stats(&w.containers, None);
+    assert_eq!(all.len(), 1);
+    let s = &all[0];
+    assert_eq!(s.attributes.as_ref().unwrap().id, a);
+    assert_eq!(
+        s.memory.as_ref().unwrap().usage_bytes.as_ref().unwrap().value,
+        1 << 20
+    );
+    assert_eq!(
+        s.cpu
+            .as_ref()
+            .unwrap()
+            .usage_core_nano_seconds
+            .as_ref()
+            .unwrap()
+            .value,
+        5_000_000
+    );
+    let idle = w.containers.stats(&w.containers.get(&b).unwrap());
+    assert!(idle.cpu.is_none() && idle.writable_layer.is_some());
+}

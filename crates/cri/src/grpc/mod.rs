@@ -1,0 +1,6 @@
+//! The tonic adapters, and nothing else: `runtime.v1.RuntimeService` ([`runtime`]), `runtime.v1.ImageService`
+//! ([`image`]) and the project's `crius.images.v1.Images` ([`images_api`]).
+
+pub mod image;
+pub mod images_api;
+pub mod runtime;

@@ -1,0 +1,401 @@
+//! `runtime.v1.RuntimeService`, the tonic adapter over [`Runtime`]: each call takes its request apart, makes one
+//! domain call off the async workers, and answers; errors become statuses only through
+//! `From<crate::error::Error> for Status`. Version, Status (RuntimeReady, and NetworkReady from the CNI
+//! config), RuntimeConfig (the cgroupfs driver) and UpdateRuntimeConfig are answered here. The calls not
+//! served yet answer `Unimplemented`, naming the call.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use k8s_cri::v1 as cri;
+use tonic::{Request, Response, Status};
+
+use crate::error::Error;
+use crate::runtime::Runtime;
+use crate::sandbox;
+
+/// The CRI version kubelet asks for and insists on.
+pub const KUBELET_API_VERSION: &str = "0.1.0";
+/// Our name, the scheme of kubelet's `containerID: crius://<id>`.
+pub const RUNTIME_NAME: &str = "crius";
+
+/// The service; cheap to clone.
+#[derive(Clone)]
+pub struct RuntimeService {
+    inner: Arc<Inner>,
+    /// Turns true when criusd shuts down: open GetContainerEvents streams end then, so that shutdown, which
+    /// waits for calls in flight, is not held by a client that never hangs up.
+    shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// What the calls work on.
+struct Inner {
+    runtime: Runtime,
+}
+
+impl RuntimeService {
+    /// A service over `runtime`.
+    pub fn new(runtime: Runtime) -> RuntimeService {
+        RuntimeService {
+            inner: Arc::new(Inner { runtime }),
+            shutdown: tokio::sync::watch::channel(false).1,
+        }
+    }
+
+    /// Ends streaming calls once `shutdown` turns true.
+    pub fn with_shutdown(mut self, shutdown: tokio::sync::watch::Receiver<bool>) -> RuntimeService {
+        self.shutdown = shutdown;
+        self
+    }
+
+    /// Runs `f` off the async workers.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Runtime) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Status> {
+        let inner = self.inner.clone();
+        match tokio::task::spawn_blocking(move || f(&inner.runtime)).await {
+            Ok(r) => r.map_err(Status::from),
+            // A panic in the call: the task's error says where.
+            Err(e) => Err(Status::internal(format!("runtime task: {e}"))),
+        }
+    }
+}
+
+fn not_yet(call: &'static str) -> Status {
+    Error::Unimplemented(call).into()
+}
+
+fn missing(call: &'static str) -> Status {
+    Error::invalid(call, "config", "is missing").into()
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl cri::runtime_service_server::RuntimeService for RuntimeService {
+    async fn version(&self, _: Request<cri::VersionRequest>) -> Reply<cri::VersionResponse> {
+        Ok(Response::new(cri::VersionResponse {
+            version: KUBELET_API_VERSION.into(),
+            runtime_name: RUNTIME_NAME.into(),
+            runtime_version: env!("CARGO_PKG_VERSION").into(),
+            runtime_api_version: "v1".into(),
+        }))
+    }
+
+    async fn status(&self, req: Request<cri::StatusRequest>) -> Reply<cri::StatusResponse> {
+        let inner = self.inner.clone();
+        let verbose = req.get_ref().verbose;
+        let (network, described) = tokio::task::spawn_blocking(move || {
+            let n = &inner.runtime.pods.network;
+            (n.ready().map(drop), verbose.then(|| n.describe()))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("status task: {e}")))?;
+        let condition = |kind: &str, r: &Result<(), String>, reason: &str| cri::RuntimeCondition {
+            r#type: kind.into(),
+            status: r.is_ok(),
+            reason: if r.is_ok() { String::new() } else { reason.into() },
+            message: r.as_ref().err().cloned().unwrap_or_default(),
+        };
+        let mut info = HashMap::new();
+        if let Some(v) = described {
+            info.insert("config".to_string(), v.to_string());
+        }
+        Ok(Response::new(cri::StatusResponse {
+            status: Some(cri::RuntimeStatus {
+                conditions: vec![
+                    condition("RuntimeReady", &Ok(()), ""),
+                    condition("NetworkReady", &network, "NetworkPluginNotReady"),
+                ],
+            }),
+            info,
+            runtime_handlers: vec![cri::RuntimeHandler {
+                name: String::new(),
+                features: Some(cri::RuntimeHandlerFeatures {
+                    recursive_read_only_mounts: false,
+                    user_namespaces: false,
+                }),
+            }],
+            features: Some(cri::RuntimeFeatures {
+                supplemental_groups_policy: false,
+            }),
+        }))
+    }
+
+    async fn runtime_config(
+        &self,
+        _: Request<cri::RuntimeConfigRequest>,
+    ) -> Reply<cri::RuntimeConfigResponse> {
+        Ok(Response::new(cri::RuntimeConfigResponse {
+            linux: Some(cri::LinuxRuntimeConfiguration {
+                cgroup_driver: cri::CgroupDriver::Cgroupfs as i32,
+            }),
+        }))
+    }
+
+    async fn update_runtime_config(
+        &self,
+        req: Request<cri::UpdateRuntimeConfigRequest>,
+    ) -> Reply<cri::UpdateRuntimeConfigResponse> {
+        // kubelet sends the node's pod CIDR; the CNI config (host-local ranges) decides addresses here.
+        let cidr = req
+            .into_inner()
+            .runtime_config
+            .and_then(|c| c.network_config)
+            .map(|n| n.pod_cidr)
+            .unwrap_or_default();
+        tracing::info!(pod_cidr = %cidr, "UpdateRuntimeConfig");
+        Ok(Response::new(cri::UpdateRuntimeConfigResponse {}))
+    }
+
+    async fn run_pod_sandbox(
+        &self,
+        req: Request<cri::RunPodSandboxRequest>,
+    ) -> Reply<cri::RunPodSandboxResponse> {
+        let req = req.into_inner();
+        let config = req.config.ok_or_else(|| missing("RunPodSandbox"))?;
+        let handler = req.runtime_handler;
+        let id = self.blocking(move |r| r.pods.run(config, handler)).await?;
+        Ok(Response::new(cri::RunPodSandboxResponse { pod_sandbox_id: id }))
+    }
+
+    async fn stop_pod_sandbox(
+        &self,
+        req: Request<cri::StopPodSandboxRequest>,
+    ) -> Reply<cri::StopPodSandboxResponse> {
+        let id = req.into_inner().pod_sandbox_id;
+        self.blocking(move |r| r.stop_pod(&id)).await?;
+        Ok(Response::new(cri::StopPodSandboxResponse {}))
+    }
+
+    async fn remove_pod_sandbox(
+        &self,
+        req: Request<cri::RemovePodSandboxRequest>,
+    ) -> Reply<cri::RemovePodSandboxResponse> {
+        let id = req.into_inner().pod_sandbox_id;
+        self.blocking(move |r| r.remove_pod(&id)).await?;
+        Ok(Response::new(cri::RemovePodSandboxResponse {}))
+    }
+
+    async fn pod_sandbox_status(
+        &self,
+        req: Request<cri::PodSandboxStatusRequest>,
+    ) -> Reply<cri::PodSandboxStatusResponse> {
+        let req = req.into_inner();
+        let s = self
+            .inner
+            .runtime
+            .pods
+            .get("PodSandboxStatus", &req.pod_sandbox_id)?;
+        Ok(Response::new(sandbox::status_of(&s, req.verbose)))
+    }
+
+    async fn list_pod_sandbox(
+        &self,
+        req: Request<cri::ListPodSandboxRequest>,
+    ) -> Reply<cri::ListPodSandboxResponse> {
+        let filter = req.into_inner().filter;
+        Ok(Response::new(cri::ListPodSandboxResponse {
+            items: sandbox::list(self.inner.runtime.pods.sandboxes.list(), filter.as_ref()),
+        }))
+    }
+
+    async fn create_container(
+        &self,
+        req: Request<cri::CreateContainerRequest>,
+    ) -> Reply<cri::CreateContainerResponse> {
+        let req = req.into_inner();
+        let pod_id = req.pod_sandbox_id;
+        let config = req.config.ok_or_else(|| missing("CreateContainer"))?;
+        let id = self
+            .blocking(move |r| r.create_container(&pod_id, config))
+            .await?;
+        Ok(Response::new(cri::CreateContainerResponse { container_id: id }))
+    }
+
+    async fn start_container(
+        &self,
+        req: Request<cri::StartContainerRequest>,
+    ) -> Reply<cri::StartContainerResponse> {
+        let id = req.into_inner().container_id;
+        self.blocking(move |r| r.containers.start(&id)).await?;
+        Ok(Response::new(cri::StartContainerResponse {}))
+    }
+
+    async fn stop_container(
+        &self,
+        req: Request<cri::StopContainerRequest>,
+    ) -> Reply<cri::StopContainerResponse> {
+        let req = req.into_inner();
+        self.blocking(move |r| r.containers.stop(&req.container_id, req.timeout))
+            .await?;
+        Ok(Response::new(cri::StopContainerResponse {}))
+    }
+
+    async fn remove_container(
+        &self,
+        req: Request<cri::RemoveContainerRequest>,
+    ) -> Reply<cri::RemoveContainerResponse> {
+        let id = req.into_inner().container_id;
+        self.blocking(move |r| r.containers.remove(&id)).await?;
+        Ok(Response::new(cri::RemoveContainerResponse {}))
+    }
+
+    async fn list_containers(
+        &self,
+        req: Request<cri::ListContainersRequest>,
+    ) -> Reply<cri::ListContainersResponse> {
+        let filter = req.into_inner().filter;
+        let containers = self
+            .blocking(move |r| Ok(crate::container::list(&r.containers, filter.as_ref())))
+            .await?;
+        Ok(Response::new(cri::ListContainersResponse { containers }))
+    }
+
+    async fn container_status(
+        &self,
+        req: Request<cri::ContainerStatusRequest>,
+    ) -> Reply<cri::ContainerStatusResponse> {
+        let req = req.into_inner();
+        let status = self
+            .blocking(move |r| r.container_status(&req.container_id))
+            .await?;
+        Ok(Response::new(cri::ContainerStatusResponse {
+            status: Some(status),
+            ..Default::default()
+        }))
+    }
+
+    async fn update_container_resources(
+        &self,
+        req: Request<cri::UpdateContainerResourcesRequest>,
+    ) -> Reply<cri::UpdateContainerResourcesResponse> {
+        let req = req.into_inner();
+        let new = req.linux.unwrap_or_default();
+        self.blocking(move |r| r.containers.update(&req.container_id, &new))
+            .await?;
+        Ok(Response::new(cri::UpdateContainerResourcesResponse {}))
+    }
+
+    async fn reopen_container_log(
+        &self,
+        req: Request<cri::ReopenContainerLogRequest>,
+    ) -> Reply<cri::ReopenContainerLogResponse> {
+        let id = req.into_inner().container_id;
+        self.blocking(move |r| r.containers.reopen_log(&id)).await?;
+        Ok(Response::new(cri::ReopenContainerLogResponse {}))
+    }
+
+    async fn exec_sync(&self, req: Request<cri::ExecSyncRequest>) -> Reply<cri::ExecSyncResponse> {
+        let req = req.into_inner();
+        let out = self
+            .blocking(move |r| r.containers.exec_sync(&req.container_id, &req.cmd, req.timeout))
+            .await?;
+        Ok(Response::new(out))
+    }
+
+    async fn exec(&self, _: Request<cri::ExecRequest>) -> Reply<cri::ExecResponse> {
+        Err(not_yet("Exec"))
+    }
+
+    async fn attach(&self, _: Request<cri::AttachRequest>) -> Reply<cri::AttachResponse> {
+        Err(not_yet("Attach"))
+    }
+
+    async fn port_forward(&self, _: Request<cri::PortForwardRequest>) -> Reply<cri::PortForwardResponse> {
+        Err(not_yet("PortForward"))
+    }
+
+    async fn container_stats(
+        &self,
+        req: Request<cri::ContainerStatsRequest>,
+    ) -> Reply<cri::ContainerStatsResponse> {
+        let id = req.into_inner().container_id;
+        let stats = self
+            .blocking(move |r| {
+                let c = r.containers.get(&id).ok_or_else(|| Error::NotFound {
+                    call: "ContainerStats",
+                    kind: crate::error::Kind::Container,
+                    id: id.clone(),
+                })?;
+                Ok(r.containers.stats(&c))
+            })
+            .await?;
+        Ok(Response::new(cri::ContainerStatsResponse { stats: Some(stats) }))
+    }
+
+    async fn list_container_stats(
+        &self,
+        req: Request<cri::ListContainerStatsRequest>,
+    ) -> Reply<cri::ListContainerStatsResponse> {
+        let filter = req.into_inner().filter;
+        let stats = self
+            .blocking(move |r| Ok(crate::container::list_stats(&r.containers, filter.as_ref())))
+            .await?;
+        Ok(Response::new(cri::ListContainerStatsResponse { stats }))
+    }
+
+    async fn pod_sandbox_stats(
+        &self,
+        _: Request<cri::PodSandboxStatsRequest>,
+    ) -> Reply<cri::PodSandboxStatsResponse> {
+        Err(not_yet("PodSandboxStats"))
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        _: Request<cri::ListPodSandboxStatsRequest>,
+    ) -> Reply<cri::ListPodSandboxStatsResponse> {
+        Err(not_yet("ListPodSandboxStats"))
+    }
+
+    async fn checkpoint_container(
+        &self,
+        _: Request<cri::CheckpointContainerRequest>,
+    ) -> Reply<cri::CheckpointContainerResponse> {
+        Err(not_yet("CheckpointContainer"))
+    }
+
+    type GetContainerEventsStream = Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<cri::ContainerEventResponse, Status>> + Send + 'static>,
+    >;
+
+    /// Every container created, started, stopped (its process exited) or deleted from now on, with its
+    /// sandbox's status and the statuses of the sandbox's containers (what kubelet's evented PLEG reads). A
+    /// client that falls more than 1024 events behind gets DataLoss and should list again.
+    async fn get_container_events(
+        &self,
+        _: Request<cri::GetEventsRequest>,
+    ) -> Reply<Self::GetContainerEventsStream> {
+        use tokio_stream::StreamExt;
+        let inner = self.inner.clone();
+        let changes = tokio_stream::wrappers::BroadcastStream::new(self.inner.runtime.containers.subscribe());
+        let stream = changes.map(move |r| match r {
+            Ok(ch) => Ok(inner.runtime.event(ch)),
+            Err(tokio_stream::wrappers::errors::BroadcastStreamRecvError::Lagged(n)) => {
+                Err(Error::EventsLost(n).into())
+            }
+        });
+        let mut shutdown = self.shutdown.clone();
+        let stream = futures::StreamExt::take_until(stream, async move {
+            let _ = shutdown.wait_for(|down| *down).await;
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn list_metric_descriptors(
+        &self,
+        _: Request<cri::ListMetricDescriptorsRequest>,
+    ) -> Reply<cri::ListMetricDescriptorsResponse> {
+        Err(not_yet("ListMetricDescriptors"))
+    }
+
+    async fn list_pod_sandbox_metrics(
+        &self,
+        _: Request<cri::ListPodSandboxMetricsRequest>,
+    ) -> Reply<cri::ListPodSandboxMetricsResponse> {
+        Err(not_yet("ListPodSandboxMetrics"))
+    }
+}

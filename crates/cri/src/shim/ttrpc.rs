@@ -1,0 +1,350 @@
+//! [`ShimClient`] over real shims: `containerd-shim-crius-v2` processes (one per pod, found next to criusd or
+//! configured), started the way containerd starts them and called over ttrpc with the containerd task API.
+//! One connection per pod is kept; a connection that broke (the shim restarted, criusd restarted) is made
+//! again and the call repeated once. A call that merely ran out of time is not repeated: its deadline is its
+//! answer. Each shim connected to is watched (`watch.rs`), so its death is known at once.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use containerd_shim_protos::api as task;
+use containerd_shim_protos::protobuf::Message as _;
+use containerd_shim_protos::protobuf::well_known_types::any::Any;
+use containerd_shim_protos::ttrpc;
+use crius_shim::client::{self, TaskClient};
+
+use super::watch::Watch;
+use super::{CreateTask, ExecTask, Exit, Metrics, ShimClient, ShimCode, ShimError, ShimResult, TaskStatus};
+
+/// The containerd namespace criusd's shims run in.
+pub const NAMESPACE: &str = "k8s.io";
+
+/// Where shims are and how they are reached.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The shim binary.
+    pub shim: PathBuf,
+    /// criusd's socket, the shims' owner address (part of their socket names).
+    pub owner: String,
+    /// Where shims send their events (criusd's events service).
+    pub events: PathBuf,
+    /// `<state>/containers`: the bundles, `<bundles>/<id>`.
+    pub bundles: PathBuf,
+}
+
+/// The shims of one criusd.
+pub struct TtrpcShims {
+    setup: Setup,
+    /// Connections, by sandbox id.
+    conns: Mutex<HashMap<String, TaskClient>>,
+    watch: Watch,
+}
+
+/// A ttrpc failure, classified: the shim's status; a deadline that passed; or no shim to talk to.
+fn classify(e: ttrpc::Error, deadline: Duration) -> ShimError {
+    match e {
+        ttrpc::Error::RpcStatus(s) => {
+            let code = match s.code() {
+                ttrpc::Code::NOT_FOUND => ShimCode::NotFound,
+                ttrpc::Code::ALREADY_EXISTS => ShimCode::AlreadyExists,
+                ttrpc::Code::FAILED_PRECONDITION => ShimCode::FailedPrecondition,
+                ttrpc::Code::INVALID_ARGUMENT => ShimCode::InvalidArgument,
+                ttrpc::Code::DEADLINE_EXCEEDED => ShimCode::DeadlineExceeded,
+                _ => ShimCode::Other,
+            };
+            ShimError::Refused {
+                code,
+                message: s.message().to_string(),
+            }
+        }
+        // The sync client reports its own deadline as an `Others` error from the receive channel's
+        // timeout (std's RecvTimeoutError::Timeout): the connection is fine, the answer is late.
+        ttrpc::Error::Others(m) if m.contains("timed out waiting on channel") => ShimError::Timeout(deadline),
+        other => ShimError::Unreachable(other.to_string()),
+    }
+}
+
+fn ctx(d: Duration) -> ttrpc::context::Context {
+    ttrpc::context::with_timeout(d.as_nanos().min(i64::MAX as u128) as i64)
+}
+
+fn ns_of(t: &containerd_shim_protos::protobuf::well_known_types::timestamp::Timestamp) -> i64 {
+    t.seconds * 1_000_000_000 + i64::from(t.nanos)
+}
+
+fn any(type_url: &str, json: Vec<u8>) -> containerd_shim_protos::protobuf::MessageField<Any> {
+    Some(Any {
+        type_url: type_url.into(),
+        value: json,
+        ..Default::default()
+    })
+    .into()
+}
+
+impl TtrpcShims {
+    /// Shims as `setup` says; `on_gone(sandbox_id)` is called (from a watcher thread) when a pod's shim dies.
+    pub fn new(setup: Setup, on_gone: Arc<dyn Fn(&str) + Send + Sync>) -> std::io::Result<TtrpcShims> {
+        Ok(TtrpcShims {
+            setup,
+            conns: Mutex::new(HashMap::new()),
+            watch: Watch::start(on_gone)?,
+        })
+    }
+
+    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<String, TaskClient>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A connection to sandbox `sandbox`'s shim; `start_for` (a container and its bundle) starts the shim if it
+    /// is not running.
+    fn connect(&self, sandbox: &str, start_for: Option<(&str, &std::path::Path)>) -> ShimResult<TaskClient> {
+        if let Some(c) = self.conns().get(sandbox) {
+            return Ok(c.clone());
+        }
+        let address = match start_for {
+            Some((id, bundle)) => client::start_shim(
+                &self.setup.shim,
+                NAMESPACE,
+                &self.setup.owner,
+                &self.setup.events.display().to_string(),
+                id,
+                bundle,
+            )
+            .map_err(ShimError::Start)?,
+            None => crius_shim::start::socket_address(&self.setup.owner, NAMESPACE, sandbox),
+        };
+        let c = client::connect(&address).map_err(ShimError::Unreachable)?;
+        self.watch.add(sandbox, &address);
+        self.conns().insert(sandbox.to_string(), c.clone());
+        Ok(c)
+    }
+
+    fn forget(&self, sandbox: &str) {
+        self.conns().remove(sandbox);
+    }
+
+    /// Calls sandbox `sandbox`'s shim with deadline `d`; a call that could not reach the shim is repeated once
+    /// on a new connection (or a new shim, with `start_for`). A late answer is [`ShimError::Timeout`].
+    fn call<T>(
+        &self,
+        sandbox: &str,
+        d: Duration,
+        start_for: Option<(&str, &std::path::Path)>,
+        f: impl Fn(&TaskClient, ttrpc::context::Context) -> Result<T, ttrpc::Error>,
+    ) -> ShimResult<T> {
+        let once = || {
+            self.connect(sandbox, start_for)
+                .and_then(|c| f(&c, ctx(d)).map_err(|e| classify(e, d)))
+        };
+        match once() {
+            Err(ShimError::Unreachable(_)) => {
+                self.forget(sandbox);
+                once()
+            }
+            r => r,
+        }
+    }
+
+    fn bundle(&self, id: &str) -> PathBuf {
+        self.setup.bundles.join(id)
+    }
+}
+
+impl ShimClient for TtrpcShims {
+    fn create(&self, sandbox: &str, t: &CreateTask) -> ShimResult<()> {
+        let req = task::CreateTaskRequest {
+            id: t.id.clone(),
+            bundle: t.bundle.display().to_string(),
+            terminal: t.terminal,
+            stdout: t
+                .log_path
+                .as_ref()
+                .map(|p| format!("{}{}", crius_shim::stdio::CRI_LOG_SCHEME, p.display()))
+                .unwrap_or_default(),
+            ..Default::default()
+        };
+        let start_for = Some((t.id.as_str(), t.bundle.as_path()));
+        self.call(sandbox, Duration::from_secs(60), start_for, |c, x| {
+            c.create(x, &req)
+        })
+        .map(drop)
+    }
+
+    fn start(&self, sandbox: &str, id: &str, exec_id: &str) -> ShimResult<u32> {
+        let req = task::StartRequest {
+            id: id.into(),
+            exec_id: exec_id.into(),
+            ..Default::default()
+        };
+        self.call(sandbox, Duration::from_secs(60), None, |c, x| c.start(x, &req))
+            .map(|r| r.pid)
+    }
+
+    fn kill(&self, sandbox: &str, id: &str, exec_id: &str, signal: u32, all: bool) -> ShimResult<()> {
+        let req = task::KillRequest {
+            id: id.into(),
+            exec_id: exec_id.into(),
+            signal,
+            all,
+            ..Default::default()
+        };
+        self.call(sandbox, Duration::from_secs(10), None, |c, x| c.kill(x, &req))
+            .map(drop)
+    }
+
+    fn wait(&self, sandbox: &str, id: &str, exec_id: &str, timeout: Duration) -> ShimResult<Exit> {
+        let req = task::WaitRequest {
+            id: id.into(),
+            exec_id: exec_id.into(),
+            ..Default::default()
+        };
+        self.call(sandbox, timeout, None, |c, x| c.wait(x, &req))
+            .map(|w| Exit {
+                status: w.exit_status,
+                at_ns: w.exited_at.as_ref().map(ns_of).unwrap_or(0),
+            })
+    }
+
+    fn state(&self, sandbox: &str, id: &str) -> ShimResult<TaskStatus> {
+        let req = task::StateRequest {
+            id: id.into(),
+            ..Default::default()
+        };
+        let st = self.call(sandbox, Duration::from_secs(10), None, |c, x| c.state(x, &req))?;
+        Ok(match st.status.enum_value_or_default() {
+            task::Status::CREATED => TaskStatus::Created,
+            task::Status::RUNNING | task::Status::PAUSED | task::Status::PAUSING => TaskStatus::Running,
+            task::Status::STOPPED => TaskStatus::Stopped(Exit {
+                status: st.exit_status,
+                at_ns: st.exited_at.as_ref().map(ns_of).unwrap_or(0),
+            }),
+            task::Status::UNKNOWN => TaskStatus::Unknown,
+        })
+    }
+
+    fn exec(&self, sandbox: &str, id: &str, e: &ExecTask) -> ShimResult<()> {
+        let process = serde_json::to_vec(&e.process).map_err(|err| ShimError::Refused {
+            code: ShimCode::InvalidArgument,
+            message: format!("the exec's process: {err}"),
+        })?;
+        let req = task::ExecProcessRequest {
+            id: id.into(),
+            exec_id: e.exec_id.clone(),
+            stdout: e.stdout.clone(),
+            stderr: e.stderr.clone(),
+            spec: any(
+                "types.containerd.io/opencontainers/runtime-spec/1/Process",
+                process,
+            ),
+            ..Default::default()
+        };
+        self.call(sandbox, Duration::from_secs(30), None, |c, x| c.exec(x, &req))
+            .map(drop)
+    }
+
+    fn update(&self, sandbox: &str, id: &str, r: &oci_spec::runtime::LinuxResources) -> ShimResult<()> {
+        let json = serde_json::to_vec(r).map_err(|err| ShimError::Refused {
+            code: ShimCode::InvalidArgument,
+            message: format!("the resources: {err}"),
+        })?;
+        let req = task::UpdateTaskRequest {
+            id: id.into(),
+            resources: any(
+                "types.containerd.io/opencontainers/runtime-spec/1/LinuxResources",
+                json,
+            ),
+            ..Default::default()
+        };
+        self.call(sandbox, Duration::from_secs(30), None, |c, x| c.update(x, &req))
+            .map(drop)
+    }
+
+    fn reopen_log(&self, sandbox: &str, id: &str) -> ShimResult<()> {
+        let req = task::UpdateTaskRequest {
+            id: id.into(),
+            annotations: [(crius_shim::stdio::REOPEN_ANNOTATION.to_string(), String::new())].into(),
+            ..Default::default()
+        };
+        self.call(sandbox, Duration::from_secs(30), None, |c, x| c.update(x, &req))
+            .map(drop)
+    }
+
+    fn stats(&self, sandbox: &str, id: &str) -> ShimResult<Option<Metrics>> {
+        let req = task::StatsRequest {
+            id: id.into(),
+            ..Default::default()
+        };
+        let resp = self.call(sandbox, Duration::from_secs(10), None, |c, x| c.stats(x, &req))?;
+        let m = resp.stats.as_ref().and_then(|a| {
+            containerd_shim_protos::cgroups_v2::metrics::Metrics::parse_from_bytes(&a.value).ok()
+        });
+        Ok(m.map(|m| Metrics {
+            cpu_usage_ns: m.cpu.usage_usec * 1000,
+            memory_usage: m.memory.usage,
+            memory_limit: m.memory.usage_limit,
+            inactive_file: m.memory.inactive_file,
+            anon: m.memory.anon,
+            pgfault: m.memory.pgfault,
+            pgmajfault: m.memory.pgmajfault,
+        }))
+    }
+
+    fn delete(&self, sandbox: &str, id: &str, exec_id: &str) -> ShimResult<Option<Exit>> {
+        let req = task::DeleteRequest {
+            id: id.into(),
+            exec_id: exec_id.into(),
+            ..Default::default()
+        };
+        match self.call(sandbox, Duration::from_secs(60), None, |c, x| c.delete(x, &req)) {
+            Ok(r) => Ok(Some(Exit {
+                status: r.exit_status,
+                at_ns: r.exited_at.as_ref().map(ns_of).unwrap_or(0),
+            })),
+            Err(e) if e.is_not_found() => Ok(None),
+            // No shim: clean up as containerd does after a shim died.
+            Err(ShimError::Unreachable(_)) if exec_id.is_empty() => client::delete_shim(
+                &self.setup.shim,
+                NAMESPACE,
+                &self.setup.owner,
+                id,
+                &self.bundle(id),
+            )
+            .map(|status| Some(Exit { status, at_ns: 0 }))
+            .map_err(ShimError::Unreachable),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_late_answer_is_a_timeout_and_a_broken_connection_is_unreachable() {
+        let d = Duration::from_secs(2);
+        // What the sync ttrpc client returns when the deadline passes.
+        let late =
+            ttrpc::Error::Others("Receive packet from Receiver timeout: timed out waiting on channel".into());
+        assert!(matches!(classify(late, d), ShimError::Timeout(t) if t == d));
+        let gone = ttrpc::Error::Socket("socket error Broken pipe".into());
+        assert!(matches!(classify(gone, d), ShimError::Unreachable(_)));
+        let closed = ttrpc::Error::Others(
+            "Receive packet from Receiver timeout: channel is empty and sending half is closed".into(),
+        );
+        assert!(matches!(classify(closed, d), ShimError::Unreachable(_)));
+        let refused = ttrpc::Error::RpcStatus(ttrpc::get_status(ttrpc::Code::NOT_FOUND, "no such task"));
+        assert!(classify(refused, d).is_not_found());
+    }
+
+    #[test]
+    fn the_timeout_text_is_what_std_says() {
+        // classify() relies on this wording of std's RecvTimeoutError::Timeout.
+        assert_eq!(
+            std::sync::mpsc::RecvTimeoutError::Timeout.to_string(),
+            "timed out waiting on channel"
+        );
+    }
+}

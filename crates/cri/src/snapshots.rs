@@ -1,0 +1,127 @@
+//! The seam between the container lifecycle and the image store: finding a container's image, its config,
+//! and the container's overlay snapshot. [`crius_image::Store`] is the real one (overlay mounts need root);
+//! tests use a fake that hands out plain directories.
+
+use std::path::PathBuf;
+
+use crius_image::gc::Usage;
+use crius_image::{Digest, ImageRecord, Store};
+
+/// What containers need of images.
+pub trait Snapshots: Send + Sync {
+    /// The image `reference` names (a name, `repo@digest` or id).
+    fn find(&self, reference: &str) -> crius_image::Result<ImageRecord>;
+    /// The image's config JSON (`{}` if it cannot be read).
+    fn config(&self, image: &Digest) -> serde_json::Value;
+    /// Mounts container `id`'s root filesystem over `image`'s layers; returns it.
+    fn prepare_snapshot(&self, id: &str, image: &ImageRecord) -> crius_image::Result<PathBuf>;
+    /// Unmounts and deletes container `id`'s snapshot (none is fine).
+    fn remove_snapshot(&self, id: &str) -> crius_image::Result<()>;
+    /// What container `id`'s writable layer uses, and where it is.
+    fn snapshot_usage(&self, id: &str) -> (Usage, PathBuf);
+}
+
+impl Snapshots for Store {
+    fn find(&self, reference: &str) -> crius_image::Result<ImageRecord> {
+        Store::find(self, reference)
+    }
+
+    fn config(&self, image: &Digest) -> serde_json::Value {
+        self.read_blob(image)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    fn prepare_snapshot(&self, id: &str, image: &ImageRecord) -> crius_image::Result<PathBuf> {
+        Store::prepare_snapshot(self, id, image)
+    }
+
+    fn remove_snapshot(&self, id: &str) -> crius_image::Result<()> {
+        Store::remove_snapshot(self, id)
+    }
+
+    fn snapshot_usage(&self, id: &str) -> (Usage, PathBuf) {
+        Store::snapshot_usage(self, id)
+    }
+}
+
+/// An in-memory image store for tests: images by name, snapshots as directories under a tempdir.
+#[cfg(test)]
+pub mod fake {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Images by reference, with their configs; snapshots as plain directories.
+    pub struct FakeImages {
+        /// Where snapshots go.
+        pub dir: tempfile::TempDir,
+        images: Mutex<HashMap<String, (ImageRecord, serde_json::Value)>>,
+    }
+
+    impl Default for FakeImages {
+        fn default() -> FakeImages {
+            FakeImages {
+                dir: tempfile::tempdir().unwrap(),
+                images: Mutex::new(HashMap::new()),
+            }
+        }
+    }
+
+    impl FakeImages {
+        /// Adds an image named `name` with `config`; returns its id.
+        pub fn add(&self, name: &str, config: serde_json::Value) -> Digest {
+            let id = Digest::of(config.to_string().as_bytes());
+            let rec = ImageRecord {
+                id: id.clone(),
+                names: vec![name.to_string()],
+                repo_digests: vec![],
+                manifest: id.clone(),
+                diff_ids: vec![],
+                layer_blobs: vec![],
+                size: 0,
+            };
+            let mut images = self.images.lock().unwrap();
+            images.insert(name.to_string(), (rec.clone(), config.clone()));
+            images.insert(id.to_string(), (rec, config));
+            id
+        }
+    }
+
+    impl Snapshots for FakeImages {
+        fn find(&self, reference: &str) -> crius_image::Result<ImageRecord> {
+            self.images
+                .lock()
+                .unwrap()
+                .get(reference)
+                .map(|(r, _)| r.clone())
+                .ok_or_else(|| crius_image::Error::NotFound(format!("image {reference:?} not found")))
+        }
+
+        fn config(&self, image: &Digest) -> serde_json::Value {
+            self.images
+                .lock()
+                .unwrap()
+                .get(&image.to_string())
+                .map(|(_, c)| c.clone())
+                .unwrap_or_default()
+        }
+
+        fn prepare_snapshot(&self, id: &str, _: &ImageRecord) -> crius_image::Result<PathBuf> {
+            let root = self.dir.path().join(id).join("rootfs");
+            std::fs::create_dir_all(root.join("etc")).map_err(|e| crius_image::Error::Io(e.to_string()))?;
+            Ok(root)
+        }
+
+        fn remove_snapshot(&self, id: &str) -> crius_image::Result<()> {
+            let _ = std::fs::remove_dir_all(self.dir.path().join(id));
+            Ok(())
+        }
+
+        fn snapshot_usage(&self, id: &str) -> (Usage, PathBuf) {
+            (Usage::default(), self.dir.path().join(id).join("upper"))
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! Container records: what criusd keeps of each container (`<root>/containers/<id>/container.json`, with the
+//! CRI config as sent in `config.pb`), on disk and in memory. Writers change a record under the map's lock
+//! and write it before the lock is let go, so two changes never interleave; a record is written whole.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use k8s_cri::v1 as cri;
+use prost::Message;
+use serde::{Deserialize, Serialize};
+
+use super::{by_id_or_prefix, write_atomic};
+use crate::error::{Error, Result};
+
+/// What criusd records of a container.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The container id (64 hex digits).
+    pub id: String,
+    /// Its pod's sandbox id.
+    pub sandbox_id: String,
+    /// The image id (config digest) it runs.
+    pub image_id: String,
+    /// Creation time, ns since the epoch.
+    pub created_at: i64,
+    /// Start time (0: not started).
+    pub started_at: i64,
+    /// When it exited (0: not known to have).
+    pub finished_at: i64,
+    /// Its exit code, once finished.
+    pub exit_code: i32,
+    /// The log file (absolute; empty: none).
+    pub log_path: String,
+    /// The kernel OOM-killed a process of it (the shim said so).
+    #[serde(default)]
+    pub oom_killed: bool,
+    /// Its shim is gone and its end is not known.
+    #[serde(default)]
+    pub unknown: bool,
+}
+
+/// A container's state, as the CRI reports it (see the diagram in [`crate::store`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Created, not started.
+    Created,
+    /// Started, no exit known.
+    Running,
+    /// Its process exited.
+    Exited,
+    /// Its shim is gone and no exit is known.
+    Unknown,
+}
+
+impl Record {
+    /// The state this record says.
+    pub fn state(&self) -> State {
+        if self.finished_at != 0 {
+            State::Exited
+        } else if self.unknown {
+            State::Unknown
+        } else if self.started_at != 0 {
+            State::Running
+        } else {
+            State::Created
+        }
+    }
+}
+
+/// A container: its record and the ContainerConfig it was created with.
+#[derive(Debug, Clone)]
+pub struct Container {
+    /// The record.
+    pub record: Record,
+    /// kubelet's config.
+    pub config: cri::ContainerConfig,
+}
+
+impl Container {
+    /// The name it holds in its pod: `<sandbox>/<name>/<attempt>`.
+    pub fn name_key(&self) -> String {
+        name_key(&self.record.sandbox_id, &self.config)
+    }
+
+    /// Its resources as last set (at create, or by UpdateContainerResources).
+    pub fn resources(&self) -> cri::LinuxContainerResources {
+        self.config
+            .linux
+            .as_ref()
+            .and_then(|l| l.resources.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// The unique name of a container of `config` in sandbox `sandbox_id`.
+pub fn name_key(sandbox_id: &str, config: &cri::ContainerConfig) -> String {
+    let m = config.metadata.clone().unwrap_or_default();
+    format!("{sandbox_id}/{}/{}", m.name, m.attempt)
+}
+
+/// The container records under one directory.
+pub struct Records {
+    dir: PathBuf,
+    all: Mutex<HashMap<String, Container>>,
+}
+
+impl Records {
+    /// The records under `dir` (created if missing). A record that cannot be read is skipped with a warning;
+    /// it is not deleted.
+    pub fn open(dir: &Path) -> std::io::Result<Records> {
+        std::fs::create_dir_all(dir)?;
+        let mut all = HashMap::new();
+        for e in std::fs::read_dir(dir)?.flatten() {
+            match read(&e.path()) {
+                Ok(c) => {
+                    all.insert(c.record.id.clone(), c);
+                }
+                Err(err) => tracing::warn!(path = %e.path().display(), "skipping a container record: {err}"),
+            }
+        }
+        Ok(Records {
+            dir: dir.to_path_buf(),
+            all: Mutex::new(all),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Container>> {
+        self.all.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self, c: &Container) -> Result<()> {
+        let dir = self.dir.join(&c.record.id);
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir)?;
+            write_atomic(&dir.join("config.pb"), &c.config.encode_to_vec())?;
+            let rec = serde_json::to_vec_pretty(&c.record).map_err(std::io::Error::other)?;
+            write_atomic(&dir.join("container.json"), &rec)
+        };
+        write().map_err(|e| Error::io(format!("recording container {}", c.record.id), e))
+    }
+
+    /// Records a new container.
+    pub fn insert(&self, c: &Container) -> Result<()> {
+        let mut all = self.lock();
+        self.write(c)?;
+        all.insert(c.record.id.clone(), c.clone());
+        Ok(())
+    }
+
+    /// Changes container `id` with `f` and records it; returns it as it was before, or None if it is gone.
+    pub fn modify(&self, id: &str, f: impl FnOnce(&mut Container)) -> Result<Option<Container>> {
+        let mut all = self.lock();
+        let Some(c) = all.get_mut(id) else {
+            return Ok(None);
+        };
+        let before = c.clone();
+        f(c);
+        if c.record != before.record || c.config != before.config {
+            self.write(c)?;
+        }
+        Ok(Some(before))
+    }
+
+    /// The container whose id is `id`, or the only one whose id starts with it.
+    pub fn get(&self, id: &str) -> Option<Container> {
+        by_id_or_prefix(&self.lock(), id).cloned()
+    }
+
+    /// Every container.
+    pub fn list(&self) -> Vec<Container> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// Forgets container `id` and deletes its record.
+    pub fn remove(&self, id: &str) -> Result<()> {
+        let mut all = self.lock();
+        all.remove(id);
+        match std::fs::remove_dir_all(self.dir.join(id)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io(format!("removing the record of container {id}"), e))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn read(dir: &Path) -> std::result::Result<Container, String> {
+    let rec = std::fs::read(dir.join("container.json")).map_err(|e| e.to_string())?;
+    let record: Record = serde_json::from_slice(&rec).map_err(|e| e.to_string())?;
+    let pb = std::fs::read(dir.join("config.pb")).map_err(|e| e.to_string())?;
+    let config = cri::ContainerConfig::decode(&pb[..]).map_err(|e| e.to_string())?;
+    Ok(Container { record, config })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_follows_the_record_and_an_exit_wins() {
+        let mut r = Record::default();
+        assert_eq!(r.state(), State::Created);
+        r.started_at = 1;
+        assert_eq!(r.state(), State::Running);
+        r.unknown = true;
+        assert_eq!(r.state(), State::Unknown);
+        r.finished_at = 2;
+        assert_eq!(r.state(), State::Exited);
+    }
+
+    #[test]
+    fn records_survive_a_reopen() {
+        let d = tempfile::tempdir().unwrap();
+        let rs = Records::open(d.path()).unwrap();
+        let c = Container {
+            record: Record {
+                id: "c1".into(),
+                sandbox_id: "s1".into(),
+                ..Default::default()
+            },
+            config: cri::ContainerConfig {
+                labels: [("a".to_string(), "b".to_string())].into(),
+                ..Default::default()
+            },
+        };
+        rs.insert(&c).unwrap();
+        let before = rs.modify("c1", |c| c.record.started_at = 5).unwrap().unwrap();
+        assert_eq!(before.record.started_at, 0);
+        assert!(rs.modify("nope", |_| ()).unwrap().is_none());
+        std::fs::create_dir(d.path().join("junk")).unwrap();
+        let again = Records::open(d.path()).unwrap();
+        assert_eq!(again.list().len(), 1, "the unreadable record is skipped");
+        let c1 = again.get("c").unwrap();
+        assert_eq!((c1.record.started_at, c1.config.labels["a"].as_str()), (5, "b"));
+        again.remove("c1").unwrap();
+        again.remove("c1").unwrap();
+        assert!(Records::open(d.path()).unwrap().get("c1").is_none());
+    }
+}
