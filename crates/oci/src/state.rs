@@ -165,45 +165,14 @@ pub fn process_alive(pid: i32, start: u64) -> bool {
     }
 }
 
-/// The current time as RFC 3339 with nanoseconds, in UTC.
+/// The current time as RFC 3339 with nanoseconds, in UTC (as runc writes `created`).
 pub fn now_rfc3339() -> String {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    rfc3339(d.as_secs() as i64, d.subsec_nanos())
-}
-
-/// Formats a Unix time as RFC 3339 in UTC (civil-from-days, proleptic Gregorian calendar).
-pub fn rfc3339(secs: i64, nanos: u32) -> String {
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
-    )
+    crius_common::time::now(crius_common::time::Fraction::Nanos)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_known_dates() {
-        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000000000Z");
-        assert_eq!(rfc3339(951_782_400, 5), "2000-02-29T00:00:00.000000005Z");
-        assert_eq!(rfc3339(1_796_000_000, 0), "2026-11-30T00:53:20.000000000Z");
-    }
 
     #[test]
     fn own_process_is_alive_and_start_time_matters() {

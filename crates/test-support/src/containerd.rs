@@ -126,12 +126,11 @@ impl Containerd {
 
 /// Mount points under `dir`, deepest first.
 pub fn mounts_under(dir: &Path) -> Vec<String> {
-    let prefix = dir.display().to_string();
-    let mut v: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+    let mut v: Vec<String> = crius_common::mountinfo::mounts()
         .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(4).map(str::to_string))
-        .filter(|m| m.starts_with(&prefix))
+        .into_iter()
+        .filter(|m| m.mount_point.starts_with(dir))
+        .map(|m| m.mount_point.display().to_string())
         .collect();
     v.sort_by_key(|m| std::cmp::Reverse(m.len()));
     v

@@ -410,18 +410,7 @@ pub fn testprog_binary() -> PathBuf {
 
 /// The cgroup2 mount point (pure v2: /sys/fs/cgroup; hybrid: /sys/fs/cgroup/unified).
 pub fn cgroup2_mount() -> PathBuf {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-    let mounts: Vec<PathBuf> = info
-        .lines()
-        .filter(|l| l.split(" - ").nth(1).is_some_and(|r| r.starts_with("cgroup2 ")))
-        .filter_map(|l| l.split(' ').nth(4).map(PathBuf::from))
-        .collect();
-    let v2 = PathBuf::from("/sys/fs/cgroup");
-    if mounts.contains(&v2) {
-        v2
-    } else {
-        mounts.into_iter().next().expect("no cgroup2 mount")
-    }
+    crius_common::mountinfo::cgroup2().expect("no cgroup2 mount")
 }
 
 /// True on a pure cgroup v2 host (the VM), where limits can be tested.

@@ -1,6 +1,6 @@
 //! What criusd keeps of its sandboxes and containers: the records on disk and in memory, and the names they
 //! reserve ([`names::NameIndex`]). Shared here: writing a file whole, finding a record by its id or a unique
-//! prefix of it, times as nanoseconds since the epoch (the CRI's unit), and new random ids.
+//! prefix of it, times as nanoseconds since the epoch (the CRI's unit), and new ids.
 //!
 //! A container's state is derived from its record, never asked of its shim (containerd's `status.go` does the
 //! same); the record is kept current by the lifecycle calls and by the shim's events:
@@ -60,10 +60,7 @@ pub(crate) fn ns_of(t: &Timestamp) -> i64 {
 
 /// A new sandbox or container id: 64 random hex digits.
 pub(crate) fn random_id() -> std::io::Result<String> {
-    use std::io::Read;
-    let mut b = [0u8; 32];
-    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b))?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+    crius_common::id::random_hex(32)
 }
 
 #[cfg(test)]

@@ -30,26 +30,8 @@ pub struct Cgroup {
 
 /// Finds the cgroup2 mount: `/sys/fs/cgroup` if it is cgroup2, else the first cgroup2 mount in mountinfo.
 pub fn mount_point() -> Result<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| err!("reading mountinfo: {e}"))?;
-    let mut found = Vec::new();
-    for line in info.lines() {
-        // Fields: id parent maj:min root mountpoint opts [optional...] - fstype source superopts
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        if right.split(' ').next() == Some("cgroup2")
-            && let Some(mp) = left.split(' ').nth(4)
-        {
-            found.push(PathBuf::from(mp.replace("\\040", " ")));
-        }
-    }
-    let preferred = Path::new("/sys/fs/cgroup");
-    if found.iter().any(|p| p == preferred) {
-        return Ok(preferred.into());
-    }
-    found
-        .into_iter()
-        .next()
+    let mounts = crius_common::mountinfo::mounts().map_err(|e| err!("reading mountinfo: {e}"))?;
+    crius_common::mountinfo::cgroup2_in(&mounts)
         .ok_or_else(|| err!("no cgroup2 filesystem is mounted (crius needs cgroup v2)"))
 }
 

@@ -1,0 +1,99 @@
+//! The kernel's mount table (`/proc/self/mountinfo`), parsed once in one place.
+
+use std::path::{Path, PathBuf};
+
+/// One mount.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Where it is mounted (octal escapes such as `\040` decoded).
+    pub mount_point: PathBuf,
+    /// Its filesystem type (`cgroup2`, `overlay`, `nsfs`, ...).
+    pub fs_type: String,
+    /// Its source (`none`, a device, ...).
+    pub source: String,
+}
+
+/// Undoes mountinfo's octal escapes (space, tab, newline, backslash).
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            let code: String = chars.clone().take(3).collect();
+            if code.len() == 3
+                && let Ok(n) = u8::from_str_radix(&code, 8)
+            {
+                out.push(n as char);
+                chars.nth(2);
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Parses mountinfo text. Lines it cannot read are skipped.
+pub fn parse(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| {
+            // id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+            let (left, right) = line.split_once(" - ")?;
+            let mount_point = left.split(' ').nth(4)?;
+            let mut r = right.split(' ');
+            Some(Mount {
+                mount_point: PathBuf::from(unescape(mount_point)),
+                fs_type: r.next()?.to_string(),
+                source: r.next().unwrap_or_default().to_string(),
+            })
+        })
+        .collect()
+}
+
+/// This process's mounts.
+pub fn mounts() -> std::io::Result<Vec<Mount>> {
+    Ok(parse(&std::fs::read_to_string("/proc/self/mountinfo")?))
+}
+
+/// The cgroup2 mount among `mounts`: `/sys/fs/cgroup` if it is cgroup2 (a pure v2 host), else the first
+/// cgroup2 mount (`/sys/fs/cgroup/unified` on a hybrid host).
+pub fn cgroup2_in(mounts: &[Mount]) -> Option<PathBuf> {
+    let v2: Vec<&Mount> = mounts.iter().filter(|m| m.fs_type == "cgroup2").collect();
+    let preferred = Path::new("/sys/fs/cgroup");
+    v2.iter()
+        .find(|m| m.mount_point == preferred)
+        .or(v2.first())
+        .map(|m| m.mount_point.clone())
+}
+
+/// This process's cgroup2 mount, if any.
+pub fn cgroup2() -> Option<PathBuf> {
+    cgroup2_in(&mounts().ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HYBRID: &str = "\
+25 30 0:23 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw
+33 25 0:28 / /sys/fs/cgroup ro,nosuid,nodev,noexec shared:9 - tmpfs tmpfs ro,mode=755
+34 33 0:29 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime shared:10 - cgroup2 cgroup2 rw
+35 33 0:30 / /sys/fs/cgroup/memory rw,nosuid shared:11 - cgroup cgroup rw,memory
+90 30 0:50 / /run/my\\040dir rw - tmpfs none rw
+bad line
+";
+
+    #[test]
+    fn hybrid_and_pure_v2_hosts() {
+        let m = parse(HYBRID);
+        assert_eq!(m.len(), 5);
+        assert_eq!(cgroup2_in(&m), Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(m[4].mount_point, PathBuf::from("/run/my dir"));
+        assert_eq!((m[4].fs_type.as_str(), m[4].source.as_str()), ("tmpfs", "none"));
+        let pure = "30 1 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n\
+                    31 1 0:27 / /mnt/v2 rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(cgroup2_in(&parse(pure)), Some(PathBuf::from("/sys/fs/cgroup")));
+        assert_eq!(cgroup2_in(&parse("")), None);
+    }
+}
