@@ -241,7 +241,10 @@ mod tests {
     #[test]
     fn invalid_argument_names_the_call_and_field() {
         let e = Error::invalid("ExecSync", "cmd", "is empty");
-        assert_eq!(status(e), (Code::InvalidArgument, "ExecSync: cmd is empty".into()));
+        assert_eq!(
+            status(e),
+            (Code::InvalidArgument, "ExecSync: cmd is empty".into())
+        );
     }
 
     #[test]
@@ -253,7 +256,10 @@ mod tests {
         };
         assert_eq!(
             status(e),
-            (Code::NotFound, "ContainerStatus: container \"nope\" not found".into())
+            (
+                Code::NotFound,
+                "ContainerStatus: container \"nope\" not found".into()
+            )
         );
     }
 
@@ -265,7 +271,10 @@ mod tests {
         };
         let (code, msg) = status(e);
         assert_eq!(code, Code::NotFound);
-        assert!(msg.contains("\"busybox\"") && msg.ends_with("pull it first"), "{msg}");
+        assert!(
+            msg.contains("\"busybox\"") && msg.ends_with("pull it first"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -295,7 +304,10 @@ mod tests {
         };
         assert_eq!(
             status(e),
-            (Code::FailedPrecondition, "CreateContainer: sandbox abc is not ready".into())
+            (
+                Code::FailedPrecondition,
+                "CreateContainer: sandbox abc is not ready".into()
+            )
         );
         let e = Error::NetworkNotReady {
             call: "RunPodSandbox",
@@ -324,7 +336,10 @@ mod tests {
     #[test]
     fn io_is_internal_with_its_context() {
         let e = Error::io("writing /x/config.json", std::io::Error::other("disk full"));
-        assert_eq!(status(e), (Code::Internal, "writing /x/config.json: disk full".into()));
+        assert_eq!(
+            status(e),
+            (Code::Internal, "writing /x/config.json: disk full".into())
+        );
     }
 
     #[test]
@@ -348,17 +363,20 @@ mod tests {
         ] {
             assert_eq!(status(shim(refused(code))).0, want, "{code:?}");
         }
-        assert_eq!(
-            status(shim(refused(ShimCode::Other))).1,
-            "StartContainer abc: no"
-        );
+        assert_eq!(status(shim(refused(ShimCode::Other))).1, "StartContainer abc: no");
         let (code, msg) = status(shim(ShimError::Timeout(Duration::from_secs(3))));
         assert_eq!(code, Code::DeadlineExceeded);
         assert!(msg.contains("3s"), "{msg}");
         let (code, msg) = status(shim(ShimError::Unreachable("connection refused".into())));
         assert_eq!(code, Code::Unavailable);
-        assert!(msg.contains("the pod's shim") && msg.contains("connection refused"), "{msg}");
-        assert_eq!(status(shim(ShimError::Start("no binary".into()))).0, Code::Internal);
+        assert!(
+            msg.contains("the pod's shim") && msg.contains("connection refused"),
+            "{msg}"
+        );
+        assert_eq!(
+            status(shim(ShimError::Start("no binary".into()))).0,
+            Code::Internal
+        );
     }
 
     #[test]
@@ -392,7 +410,10 @@ mod tests {
         assert!(msg.starts_with("7 container events"), "{msg}");
         assert_eq!(
             status(Error::Unimplemented("Exec")),
-            (Code::Unimplemented, "crius does not serve RuntimeService/Exec yet".into())
+            (
+                Code::Unimplemented,
+                "crius does not serve RuntimeService/Exec yet".into()
+            )
         );
     }
 }

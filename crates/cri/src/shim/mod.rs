@@ -8,7 +8,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-
 /// What went wrong with a shim call.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ShimError {
@@ -62,7 +61,7 @@ impl ShimError {
 }
 
 /// A shim call's result.
-pub type ShimResult<T> = std::result::Result<T, ShimError>;
+pub type ShimResult<T> = Result<T, ShimError>;
 
 /// A process's end, as the shim saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -147,7 +146,12 @@ pub trait ShimClient: Send + Sync {
     /// Adds an exec process to a running container (started with [`ShimClient::start`]).
     fn exec(&self, sandbox: &str, id: &str, exec: &ExecTask) -> ShimResult<()>;
     /// Applies `resources` to the running container, live.
-    fn update(&self, sandbox: &str, id: &str, resources: &oci_spec::runtime::LinuxResources) -> ShimResult<()>;
+    fn update(
+        &self,
+        sandbox: &str,
+        id: &str,
+        resources: &oci_spec::runtime::LinuxResources,
+    ) -> ShimResult<()>;
     /// Has the shim reopen the container's log file (kubelet rotated it).
     fn reopen_log(&self, sandbox: &str, id: &str) -> ShimResult<()>;
     /// The container's cgroup figures (None: the shim has none, e.g. not running).
