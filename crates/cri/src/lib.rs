@@ -23,6 +23,11 @@ pub mod sandbox;
 pub mod shim;
 pub mod spec;
 
+// The golden specs, recorded from spec.rs for the typed conversion that replaces it.
+#[cfg(test)]
+#[path = "convert/golden.rs"]
+mod golden;
+
 use std::collections::HashMap;
 
 /// How images are pulled and kept; from criusd's config file and flags.

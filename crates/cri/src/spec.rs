@@ -350,6 +350,11 @@ fn cpu_controller() -> bool {
 
 /// The OCI `linux.resources` of CRI resources (a deny-all device rule first; CRI zero = unset).
 pub fn resources(r: Option<&cri::LinuxContainerResources>) -> Value {
+    resources_on(r, &cpu_controller)
+}
+
+/// [`resources`] with the host's "has a cgroup2 cpu controller" given, for the golden specs.
+fn resources_on(r: Option<&cri::LinuxContainerResources>, cpu_controller: &dyn Fn() -> bool) -> Value {
     let mut out = json!({"devices": [{"allow": false, "access": "rwm"}]});
     let Some(r) = r else { return out };
     let mut cpu = serde_json::Map::new();
@@ -435,10 +440,20 @@ fn ns_mode(opts: &cri::NamespaceOption, which: fn(&cri::NamespaceOption) -> i32)
 
 /// The container's config.json.
 pub fn build(inp: &Input<'_>) -> Result<Value, Status> {
+    build_on(inp, &bounding_set(), &cpu_controller)
+}
+
+/// [`build`] with the two host facts it reads from /proc and the cgroup2 tree given, so the golden specs
+/// can record it on any host.
+pub(crate) fn build_on(
+    inp: &Input<'_>,
+    bounding: &[String],
+    cpu_controller: &dyn Fn() -> bool,
+) -> Result<Value, Status> {
     let c = inp.config;
     let sc = c.linux.as_ref().and_then(|l| l.security_context.as_ref());
     let privileged = sc.is_some_and(|s| s.privileged);
-    let caps = capabilities(sc, &bounding_set())?;
+    let caps = capabilities(sc, bounding)?;
     let image_dir = inp.image_config["config"]["WorkingDir"]
         .as_str()
         .unwrap_or_default();
@@ -549,7 +564,7 @@ pub fn build(inp: &Input<'_>) -> Result<Value, Status> {
     let mut linux = json!({
         "namespaces": namespaces,
         "cgroupsPath": format!("{parent}/{}", inp.id),
-        "resources": resources(c.linux.as_ref().and_then(|l| l.resources.as_ref())),
+        "resources": resources_on(c.linux.as_ref().and_then(|l| l.resources.as_ref()), cpu_controller),
     });
     if !privileged {
         // kubelet sends the paths it wants (its defaults, or none for an unmasked /proc); without them,
