@@ -10,6 +10,7 @@
 
 pub mod cni;
 pub mod containers;
+pub mod convert;
 pub mod error;
 pub mod events;
 pub mod exec;
@@ -22,11 +23,6 @@ pub mod runtime;
 pub mod sandbox;
 pub mod shim;
 pub mod spec;
-
-// The golden specs, recorded from spec.rs for the typed conversion that replaces it.
-#[cfg(test)]
-#[path = "convert/golden.rs"]
-mod golden;
 
 use std::collections::HashMap;
 

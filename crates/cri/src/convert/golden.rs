@@ -62,7 +62,7 @@ pub struct Case {
 }
 
 fn all_caps() -> Vec<String> {
-    crate::spec::ALL_CAPS.iter().map(|c| c.to_string()).collect()
+    super::ALL_CAPS.iter().map(|c| c.to_string()).collect()
 }
 
 /// The bounding set of the machines this project is built on: all but CAP_SYS_RESOURCE.
@@ -564,6 +564,12 @@ fn file(name: &str) -> PathBuf {
         .join(format!("{name}.json"))
 }
 
+/// The golden file of case `name`, parsed.
+pub fn golden(name: &str) -> std::io::Result<Value> {
+    let b = std::fs::read(file(name))?;
+    Ok(serde_json::from_slice(&b).expect("a golden file is JSON"))
+}
+
 /// Compares each case's outcome with its golden file (or, with `CRIUS_BLESS=1`, rewrites the files), and
 /// fails naming every case that differs.
 pub fn check(outcomes: Vec<(&'static str, Value)>) {
@@ -576,8 +582,8 @@ pub fn check(outcomes: Vec<(&'static str, Value)>) {
             std::fs::write(&path, text).unwrap();
             continue;
         }
-        let want: Value = match std::fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).unwrap(),
+        let want = match golden(name) {
+            Ok(v) => v,
             Err(e) => {
                 wrong.insert(name, format!("{}: {e}", path.display()));
                 continue;
@@ -601,6 +607,48 @@ pub fn check(outcomes: Vec<(&'static str, Value)>) {
         wrong.keys().collect::<Vec<_>>(),
         wrong.values().cloned().collect::<Vec<_>>().join("\n\n")
     );
+}
+
+impl Facts {
+    /// The [`super::Host`] of these facts (an absent file reads as empty, as [`super::Host::probe`] has it).
+    pub fn host(&self) -> super::Host {
+        super::Host {
+            bounding: self.bounding.clone(),
+            cpu_controller: self.cpu_controller,
+            hostname: self.hostname.clone().unwrap_or_default(),
+            passwd: self.passwd.clone().unwrap_or_default(),
+            group: self.group.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// The typed conversion, a pure function of the case: its JSON is the golden file's, and the golden file
+/// read as a [`Spec`], as crius-runc reads config.json, is the very spec it made.
+///
+/// [`Spec`]: oci_spec::runtime::Spec
+#[test]
+fn convert_gives_the_golden_specs() {
+    let mut outcomes = Vec::new();
+    for case in cases() {
+        let spec = super::spec(
+            &super::Input {
+                id: ID,
+                config: &case.config,
+                sandbox: &case.sandbox,
+                sandbox_files: &sandbox_files(),
+                image_config: &case.image,
+                rootfs: &rootfs(),
+            },
+            &case.facts.host(),
+        );
+        if let (Ok(spec), Ok(want)) = (&spec, golden(case.name)) {
+            let read: oci_spec::runtime::Spec = serde_json::from_value(want).unwrap();
+            assert_eq!(&read, spec, "{}: the golden file read as a Spec", case.name);
+        }
+        let spec = spec.map(|s| serde_json::to_value(s).unwrap());
+        outcomes.push((case.name, outcome(spec.map_err(|e| (e.code(), e.to_string())))));
+    }
+    check(outcomes);
 }
 
 /// The old json!-built spec::build, run with each case's facts in a temporary directory standing in for
