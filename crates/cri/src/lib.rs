@@ -3,7 +3,7 @@
 //! ([`images_api::ImagesApi`]), both over one [`crius_image::Store`]; and `runtime.v1.RuntimeService`
 //! ([`runtime::RuntimeService`]), which so far serves the runtime's status, the pod sandboxes ([`pod`]: pinned
 //! namespaces from [`netns`], networks from CNI plugins via [`cni`], records in [`sandbox`]) and the container
-//! lifecycle ([`containers`], run by the pod's shim from a spec made by [`spec`]).
+//! lifecycle ([`containers`], run by the pod's shim from a spec made by [`convert`]).
 //!
 //! Errors become gRPC statuses that name what they are about: a malformed reference is `InvalidArgument`, an
 //! unknown image `NotFound`, refused credentials `Unauthenticated`, an unreachable registry `Unavailable`.
@@ -22,7 +22,6 @@ mod records;
 pub mod runtime;
 pub mod sandbox;
 pub mod shim;
-pub mod spec;
 
 use std::collections::HashMap;
 

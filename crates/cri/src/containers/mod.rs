@@ -1,6 +1,6 @@
 //! CRI containers, run by the pod's shim (`containerd-shim-crius-v2`, one per pod, found next to criusd or
 //! configured): CreateContainer mounts the image's snapshot, writes the bundle (`<state>/containers/<id>/`,
-//! [`crate::spec`]) and creates the task with its output in the CRI log format at kubelet's log path;
+//! [`crate::convert`]) and creates the task with its output in the CRI log format at kubelet's log path;
 //! Start starts it; Stop sends SIGTERM (or the image's StopSignal), waits the grace period, then SIGKILL, and
 //! returns once the process is gone; Remove deletes the task, the snapshot and the bundle. A record per
 //! container (`<root>/containers/<id>/`) keeps what the CRI reports; its state comes from the shim, and from
@@ -367,17 +367,21 @@ impl Containers {
             _ => String::new(),
         };
         let made = (|| -> Result<(), Status> {
-            let spec = crate::spec::build(&crate::spec::Input {
+            let input = crate::convert::Input {
                 id: &id,
                 config: &config,
                 sandbox,
                 sandbox_files,
                 image_config: &image_config,
                 rootfs: &rootfs,
-            })?;
+            };
+            let spec = crate::convert::spec(&input, &crate::convert::Host::probe(&input))?;
+            crate::convert::create_mount_sources(&config)?;
+            let spec = serde_json::to_vec(&spec)
+                .map_err(|e| Status::internal(format!("CreateContainer: config.json: {e}")))?;
             std::fs::create_dir_all(&bundle)
                 .map_err(|e| Status::internal(format!("creating {}: {e}", bundle.display())))?;
-            std::fs::write(bundle.join("config.json"), spec.to_string())
+            std::fs::write(bundle.join("config.json"), spec)
                 .map_err(|e| Status::internal(format!("writing {}/config.json: {e}", bundle.display())))?;
             if let Some(dir) = Path::new(&log_path).parent().filter(|_| !log_path.is_empty()) {
                 std::fs::create_dir_all(dir)
@@ -608,7 +612,7 @@ impl Containers {
         Ok(())
     }
 
-    /// UpdateContainerResources: `new` merged over the container's resources ([`crate::spec::merge_resources`]),
+    /// UpdateContainerResources: `new` merged over the container's resources ([`crate::convert::merge_resources`]),
     /// applied live by the runtime (same process; a memory limit below current usage is refused), and kept
     /// for ContainerStatus.
     pub fn update(&self, id: &str, new: &cri::LinuxContainerResources) -> Result<(), Status> {
@@ -619,16 +623,13 @@ impl Containers {
             .as_ref()
             .and_then(|l| l.resources.clone())
             .unwrap_or_default();
-        let merged = crate::spec::merge_resources(&old, new);
-        let mut oci = crate::spec::resources(Some(&merged));
-        if let Some(o) = oci.as_object_mut() {
-            o.remove("devices");
-        }
+        let (merged, oci) = crate::convert::update_resources(&old, new, crate::convert::cpu_controller())?;
         let req = task::UpdateTaskRequest {
             id: c.record.id.clone(),
             resources: Some(containerd_shim_protos::protobuf::well_known_types::any::Any {
                 type_url: "types.containerd.io/opencontainers/runtime-spec/1/LinuxResources".into(),
-                value: oci.to_string().into_bytes(),
+                value: serde_json::to_vec(&oci)
+                    .map_err(|e| Status::internal(format!("UpdateContainerResources: {e}")))?,
                 ..Default::default()
             })
             .into(),

@@ -1,10 +1,11 @@
 //! Golden OCI specs: the CRI requests (and host facts) a container's spec is made from, and the config.json
 //! each must give, kept as `golden/<case>.json` (a refusal as `{"error": {"code", "message"}}`). The files
-//! were recorded from the json!-built `spec::build` before the typed conversion replaced it, so they pin
-//! today's specs field for field. `CRIUS_BLESS=1 cargo test -p crius-cri --lib golden` rewrites them.
+//! were recorded from the json!-built `spec::build` that the typed conversion replaced (commit "golden OCI
+//! specs recorded from spec::build"), so they pin its specs field for field.
+//! `CRIUS_BLESS=1 cargo test -p crius-cri --lib golden` rewrites them from the conversion.
 //!
-//! Paths in a case are the node's (`/var/lib/kubelet/...`). The recorder ran the old code, which reads and
-//! creates files, in a temporary directory standing in for `/`, and wrote the paths back as the node's.
+//! Paths in a case are the node's (`/var/lib/kubelet/...`): the conversion reads no file, and the old code,
+//! which did, was run in a temporary directory standing in for `/`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -647,50 +648,6 @@ fn convert_gives_the_golden_specs() {
         }
         let spec = spec.map(|s| serde_json::to_value(s).unwrap());
         outcomes.push((case.name, outcome(spec.map_err(|e| (e.code(), e.to_string())))));
-    }
-    check(outcomes);
-}
-
-/// The old json!-built spec::build, run with each case's facts in a temporary directory standing in for
-/// `/`: it reads the pod's hostname and the image's passwd and group from files there and makes missing
-/// mount sources there.
-#[test]
-fn spec_build_gives_the_golden_specs() {
-    let mut outcomes = Vec::new();
-    for case in cases() {
-        let root = tempfile::tempdir().unwrap();
-        let under = |p: &Path| root.path().join(p.strip_prefix("/").unwrap_or(p));
-        let (files, rootfs) = (under(&sandbox_files()), under(&rootfs()));
-        std::fs::create_dir_all(&files).unwrap();
-        std::fs::create_dir_all(rootfs.join("etc")).unwrap();
-        if let Some(h) = &case.facts.hostname {
-            std::fs::write(files.join("hostname"), h).unwrap();
-        }
-        if let Some(p) = &case.facts.passwd {
-            std::fs::write(rootfs.join("etc/passwd"), p).unwrap();
-        }
-        if let Some(g) = &case.facts.group {
-            std::fs::write(rootfs.join("etc/group"), g).unwrap();
-        }
-        let mut config = case.config.clone();
-        for m in config.mounts.iter_mut().filter(|m| !m.host_path.is_empty()) {
-            m.host_path = under(Path::new(&m.host_path)).display().to_string();
-        }
-        let spec = crate::spec::build_on(
-            &crate::spec::Input {
-                id: ID,
-                config: &config,
-                sandbox: &case.sandbox,
-                sandbox_files: &files,
-                image_config: &case.image,
-                rootfs: &rootfs,
-            },
-            &case.facts.bounding,
-            &|| case.facts.cpu_controller,
-        );
-        let got = outcome(spec.map_err(|s| (s.code(), s.message().to_string())));
-        let text = got.to_string().replace(&root.path().display().to_string(), "");
-        outcomes.push((case.name, serde_json::from_str(&text).unwrap()));
     }
     check(outcomes);
 }

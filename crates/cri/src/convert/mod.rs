@@ -41,7 +41,7 @@ use serde_json::Value;
 pub use caps::{ALL_CAPS, DEFAULT_CAPS};
 pub use host::{Host, bounding_set, cpu_controller, create_mount_sources};
 pub use process::{args, env, user};
-pub use resources::{merge_resources, resources};
+pub use resources::{merge_resources, resources, update_resources};
 
 use crate::error::{Error, Result};
 use crate::sandbox::Sandbox;

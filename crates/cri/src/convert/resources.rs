@@ -11,13 +11,35 @@ use super::{CALL, built};
 use crate::error::{Error, Result};
 
 /// A CRI number the OCI field cannot hold (a negative period, a limit past i64) is refused, naming it.
-fn fits<T: TryFrom<i64>>(field: &'static str, v: i64) -> Result<T> {
-    T::try_from(v).map_err(|_| Error::invalid(CALL, field, format!("{v} is out of range")))
+fn fits<T: TryFrom<i64>>(call: &'static str, field: &'static str, v: i64) -> Result<T> {
+    T::try_from(v).map_err(|_| Error::invalid(call, field, format!("{v} is out of range")))
 }
 
 /// The OCI `linux.resources` of CRI resources: a deny-all device rule first, then what `r` sets (CRI zero =
 /// unset). cpu shares only where the cgroup2 tree has the cpu controller (see [`super::cpu_controller`]).
 pub fn resources(r: Option<&cri::LinuxContainerResources>, cpu_controller: bool) -> Result<LinuxResources> {
+    linux_resources(CALL, r, cpu_controller)
+}
+
+/// UpdateContainerResources' part: `new` merged over the container's `old` resources ([`merge_resources`]),
+/// and the OCI resources the runtime is to apply. Those carry no device rules: an update changes limits,
+/// never the devices the container was made with.
+pub fn update_resources(
+    old: &cri::LinuxContainerResources,
+    new: &cri::LinuxContainerResources,
+    cpu_controller: bool,
+) -> Result<(cri::LinuxContainerResources, LinuxResources)> {
+    let merged = merge_resources(old, new);
+    let mut oci = linux_resources("UpdateContainerResources", Some(&merged), cpu_controller)?;
+    oci.set_devices(None);
+    Ok((merged, oci))
+}
+
+fn linux_resources(
+    call: &'static str,
+    r: Option<&cri::LinuxContainerResources>,
+    cpu_controller: bool,
+) -> Result<LinuxResources> {
     let deny_all = built(
         LinuxDeviceCgroupBuilder::default()
             .allow(false)
@@ -29,7 +51,7 @@ pub fn resources(r: Option<&cri::LinuxContainerResources>, cpu_controller: bool)
     let mut cpu = LinuxCpuBuilder::default();
     let mut any_cpu = false;
     if r.cpu_shares != 0 && cpu_controller {
-        cpu = cpu.shares(fits::<u64>("cpu_shares", r.cpu_shares)?);
+        cpu = cpu.shares(fits::<u64>(call, "cpu_shares", r.cpu_shares)?);
         any_cpu = true;
     }
     if r.cpu_quota != 0 {
@@ -37,7 +59,7 @@ pub fn resources(r: Option<&cri::LinuxContainerResources>, cpu_controller: bool)
         any_cpu = true;
     }
     if r.cpu_period != 0 {
-        cpu = cpu.period(fits::<u64>("cpu_period", r.cpu_period)?);
+        cpu = cpu.period(fits::<u64>(call, "cpu_period", r.cpu_period)?);
         any_cpu = true;
     }
     if !r.cpuset_cpus.is_empty() {
@@ -64,7 +86,7 @@ pub fn resources(r: Option<&cri::LinuxContainerResources>, cpu_controller: bool)
             .iter()
             .map(|h| {
                 let limit = i64::try_from(h.limit).map_err(|_| {
-                    Error::invalid(CALL, "hugepage_limits", format!("{} is out of range", h.limit))
+                    Error::invalid(call, "hugepage_limits", format!("{} is out of range", h.limit))
                 })?;
                 built(
                     LinuxHugepageLimitBuilder::default()

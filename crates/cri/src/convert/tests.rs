@@ -378,3 +378,31 @@ fn missing_mount_sources_become_directories() {
     assert_eq!(e.code(), tonic::Code::Internal);
     assert!(e.to_string().contains("creating mount source"), "{e}");
 }
+
+#[test]
+fn an_update_sends_the_merged_limits_without_device_rules() {
+    let old = cri::LinuxContainerResources {
+        cpu_shares: 512,
+        memory_limit_in_bytes: 64 << 20,
+        ..Default::default()
+    };
+    let new = cri::LinuxContainerResources {
+        memory_limit_in_bytes: 128 << 20,
+        ..Default::default()
+    };
+    let (merged, oci) = update_resources(&old, &new, true).unwrap();
+    assert_eq!(merged, merge_resources(&old, &new));
+    assert_eq!(
+        serde_json::to_value(&oci).unwrap(),
+        json!({"cpu": {"shares": 512}, "memory": {"limit": 128 << 20}})
+    );
+    let bad = cri::LinuxContainerResources {
+        cpu_period: -1,
+        ..Default::default()
+    };
+    let e = update_resources(&old, &bad, true).unwrap_err();
+    assert!(
+        e.to_string().starts_with("UpdateContainerResources: cpu_period"),
+        "{e}"
+    );
+}
