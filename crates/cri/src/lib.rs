@@ -11,7 +11,7 @@
 //!  shim/        the ShimClient seam: ttrpc to real shims (ttrpc.rs, watch.rs), an in-memory fake for tests
 //!  network/     the Network (CNI) and Namespaces (pinned netns) seams, real and fake
 //!  snapshots.rs the image store seam (the real store, or a fake for tests)
-//!  spec.rs      CRI → OCI config.json
+//!  convert/     CRI → OCI config.json: a pure function of the request, the image config and Host facts
 //!  recover.rs   the start-up pass: records made true again from the shims
 //!  events.rs    the events service the shims report exits and OOM kills to
 //!  error.rs     the one error type, and the one place gRPC codes are chosen
@@ -21,6 +21,7 @@
 //! unit-tested against the fakes, without root.
 
 pub mod container;
+pub mod convert;
 pub mod error;
 pub mod events;
 pub mod grpc;
@@ -30,7 +31,6 @@ pub mod runtime;
 pub mod sandbox;
 pub mod shim;
 pub mod snapshots;
-pub mod spec;
 pub mod store;
 
 use std::collections::HashMap;

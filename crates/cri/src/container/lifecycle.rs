@@ -146,19 +146,14 @@ impl Containers {
         Ok(())
     }
 
-    /// UpdateContainerResources: `new` merged over the container's resources ([`crate::spec::merge_resources`]),
+    /// UpdateContainerResources: `new` merged over the container's resources ([`crate::convert::merge_resources`]),
     /// applied live by the runtime (same process; a memory limit below current usage is refused), and kept
     /// for ContainerStatus.
     pub fn update(&self, id: &str, new: &cri::LinuxContainerResources) -> Result<()> {
         const CALL: &str = "UpdateContainerResources";
         let c = self.get_or_not_found(CALL, id)?;
-        let merged = crate::spec::merge_resources(&c.resources(), new);
-        let mut oci = crate::spec::resources(Some(&merged));
-        if let Some(o) = oci.as_object_mut() {
-            o.remove("devices");
-        }
-        let oci: oci_spec::runtime::LinuxResources = serde_json::from_value(oci)
-            .map_err(|e| Error::invalid(CALL, "linux", format!("does not make OCI resources: {e}")))?;
+        let (merged, oci) =
+            crate::convert::update_resources(&c.resources(), new, crate::convert::cpu_controller())?;
         self.shims
             .update(&c.record.sandbox_id, &c.record.id, &oci)
             .map_err(Self::shim_err(CALL, &c))?;

@@ -1,5 +1,5 @@
 //! CRI containers, run by the pod's shim through the [`ShimClient`] seam: CreateContainer mounts the image's
-//! snapshot, writes the bundle (`<state>/containers/<id>/`, spec from [`crate::spec`]) and creates the task
+//! snapshot, writes the bundle (`<state>/containers/<id>/`, spec from [`crate::convert`]) and creates the task
 //! with its output in the CRI log format at kubelet's log path; the other calls are in `lifecycle`
 //! (start, stop, remove, update, reopen the log), [`status`] (ContainerStatus, ListContainers, the shim's
 //! events), `exec` (ExecSync) and `stats`.
@@ -201,18 +201,21 @@ impl Containers {
             _ => String::new(),
         };
         let made = (|| -> Result<()> {
-            let spec = crate::spec::build(&crate::spec::Input {
+            let input = crate::convert::Input {
                 id: &id,
                 config: &config,
                 sandbox,
                 sandbox_files,
                 image_config: &image_config,
                 rootfs: &rootfs,
-            })
-            .map_err(from_spec)?;
+            };
+            let spec = crate::convert::spec(&input, &crate::convert::Host::probe(&input))?;
+            crate::convert::create_mount_sources(&config)?;
+            let spec =
+                serde_json::to_vec(&spec).map_err(|e| Error::io("serializing config.json", e.into()))?;
             let io = |what: String| move |e| Error::io(what, e);
             std::fs::create_dir_all(&bundle).map_err(io(format!("creating {}", bundle.display())))?;
-            std::fs::write(bundle.join("config.json"), spec.to_string())
+            std::fs::write(bundle.join("config.json"), spec)
                 .map_err(io(format!("writing {}/config.json", bundle.display())))?;
             if let Some(dir) = Path::new(&log_path).parent().filter(|_| !log_path.is_empty()) {
                 std::fs::create_dir_all(dir).map_err(io(format!("creating log dir {}", dir.display())))?;
@@ -255,21 +258,5 @@ impl Containers {
         tracing::info!(container = %id, sandbox = %sandbox.record.id, name = %meta.name, "container created");
         self.emit(&c, cri::ContainerEventType::ContainerCreatedEvent);
         Ok(id)
-    }
-}
-
-/// `crate::spec`'s errors (still gRPC statuses) as the crate's errors, with their messages as they are.
-fn from_spec(s: tonic::Status) -> Error {
-    let msg = s.message();
-    let rest = msg.strip_prefix("CreateContainer: ").unwrap_or(msg);
-    match s.code() {
-        tonic::Code::InvalidArgument => {
-            let (field, reason) = rest.split_once(' ').unwrap_or((rest, ""));
-            Error::invalid("CreateContainer", field, reason)
-        }
-        _ => {
-            let (context, cause) = msg.rsplit_once(": ").unwrap_or((msg, "failed"));
-            Error::io(context, std::io::Error::other(cause.to_string()))
-        }
     }
 }

@@ -1,0 +1,94 @@
+//! What a container's spec needs from the node and the image's files, read before the conversion
+//! ([`Host::probe`]), and what the node needs done for it afterwards ([`create_mount_sources`]). The
+//! conversion itself reads nothing, so it is tested with a [`Host`] made by hand.
+
+use std::path::Path;
+
+use k8s_cri::v1 as cri;
+
+use super::{CALL, Input, caps};
+use crate::error::{Error, Result};
+
+/// The facts a container's spec is made from besides the request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Host {
+    /// The capabilities criusd itself may hand on (its bounding set): what "all" means for a privileged
+    /// container, as containerd's "all current capabilities" does. Names of [`super::ALL_CAPS`].
+    pub bounding: Vec<String>,
+    /// Whether the cgroup2 tree has the cpu controller ([`cpu_controller`]).
+    pub cpu_controller: bool,
+    /// The text of the pod's hostname file (`<sandbox files>/hostname`; empty if unreadable).
+    pub hostname: String,
+    /// The image's `/etc/passwd` (empty if it has none).
+    pub passwd: String,
+    /// The image's `/etc/group` (empty if it has none).
+    pub group: String,
+}
+
+impl Host {
+    /// Reads the facts for `input`: criusd's bounding set, the cgroup2 cpu controller, the pod's hostname
+    /// file (when the pod has a UTS namespace of its own, the only time the spec names a hostname) and the
+    /// rootfs's passwd and group files.
+    pub fn probe(input: &Input<'_>) -> Host {
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        Host {
+            bounding: bounding_set(),
+            cpu_controller: cpu_controller(),
+            hostname: match input.sandbox.record.namespaces.uts {
+                Some(_) => read(&input.sandbox_files.join("hostname")),
+                None => String::new(),
+            },
+            passwd: read(&input.rootfs.join("etc/passwd")),
+            group: read(&input.rootfs.join("etc/group")),
+        }
+    }
+}
+
+/// criusd's capability bounding set (`CapBnd` of /proc/self/status); every capability if it cannot be read.
+pub fn bounding_set() -> Vec<String> {
+    let mask = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| {
+                    l.strip_prefix("CapBnd:")
+                        .map(|h| u64::from_str_radix(h.trim(), 16).ok())
+                })
+                .flatten()
+        })
+        .unwrap_or(u64::MAX);
+    caps::names_of(mask)
+}
+
+/// Whether the cgroup2 tree has the cpu controller. A hybrid host's may not (here: hugetlb alone); cpu shares
+/// are then left out, with a warning once, since a relative weight is not a limit and kubelet asks for one in
+/// every container (2 for BestEffort ones). A cpu quota still fails there, naming the missing controller.
+pub fn cpu_controller() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        let mount = crius_common::mountinfo::cgroup2().unwrap_or_else(|| "/sys/fs/cgroup".into());
+        let list = std::fs::read_to_string(mount.join("cgroup.controllers")).unwrap_or_default();
+        let has = list.split_whitespace().any(|c| c == "cpu");
+        if !has {
+            tracing::warn!(
+                "the cgroup2 tree at {} has no cpu controller (it has [{}]): cpu shares are not applied",
+                mount.display(),
+                list.trim()
+            );
+        }
+        has
+    })
+}
+
+/// Makes the missing host paths of `config`'s mounts, as containerd does: a missing host path becomes a
+/// directory. For after [`super::spec`], which refuses a mount without a host path.
+pub fn create_mount_sources(config: &cri::ContainerConfig) -> Result<()> {
+    for m in config.mounts.iter().filter(|m| !m.host_path.is_empty()) {
+        let host = Path::new(&m.host_path);
+        if !host.exists() {
+            std::fs::create_dir_all(host)
+                .map_err(|e| Error::io(format!("{CALL}: creating mount source {}", host.display()), e))?;
+        }
+    }
+    Ok(())
+}

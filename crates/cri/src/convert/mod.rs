@@ -1,0 +1,197 @@
+//! CRI to OCI: the runtime spec (config.json) of a CRI container, as oci-spec's typed [`Spec`]. Its process
+//! from the ContainerConfig over the image config (command, args, env, working dir, user), the pod's
+//! namespaces joined by path, the pod's hostname, hosts and resolv.conf files, kubelet's mounts, resources
+//! (CRI zero = unset), capabilities and the usual masked and read-only paths. What containerd's CRI plugin
+//! does by default, unless said otherwise here.
+//!
+//! [`spec`] is a pure function of the request ([`Input`]) and the facts it needs from the node and the
+//! image's files ([`Host`]): it reads and writes nothing. The create path reads the facts before it
+//! ([`Host::probe`]) and makes the mounts' missing host paths after it ([`create_mount_sources`]).
+//!
+//! ```text
+//!   ContainerConfig ─┐
+//!   Sandbox (record) ├─ Input ─┐
+//!   image config ────┘         ├─ spec() ─> Spec ─> config.json
+//!   Host::probe(&input) ───────┘
+//! ```
+//!
+//! The specs are pinned by golden files (`golden/<case>.json`, see `golden.rs`).
+
+mod caps;
+mod host;
+mod mounts;
+mod process;
+mod resources;
+
+#[cfg(test)]
+mod golden;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use k8s_cri::v1 as cri;
+use oci_spec::OciSpecError;
+use oci_spec::runtime::{
+    LinuxBuilder, LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType, RootBuilder, Spec, SpecBuilder,
+};
+use serde_json::Value;
+
+pub use caps::{ALL_CAPS, DEFAULT_CAPS};
+pub use host::{Host, bounding_set, cpu_controller, create_mount_sources};
+pub use process::{args, env, user};
+pub use resources::{merge_resources, resources, update_resources};
+
+use crate::error::{Error, Result};
+use crate::store::sandbox::Sandbox;
+
+/// The CRI call whose request is converted, as errors name it.
+const CALL: &str = "CreateContainer";
+
+/// The annotation that groups a pod's containers into one shim.
+pub const SANDBOX_ID: &str = "io.kubernetes.cri.sandbox-id";
+
+const MASKED: &[&str] = &[
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+];
+const READONLY: &[&str] = &[
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+];
+
+/// Everything a container's spec is made from, besides the [`Host`] facts.
+pub struct Input<'a> {
+    /// The container id.
+    pub id: &'a str,
+    /// kubelet's ContainerConfig.
+    pub config: &'a cri::ContainerConfig,
+    /// The pod it belongs to.
+    pub sandbox: &'a Sandbox,
+    /// Where the pod's hostname, hosts and resolv.conf files are.
+    pub sandbox_files: &'a Path,
+    /// The image's config JSON (its `config` holds Env, Entrypoint, Cmd, WorkingDir, User).
+    pub image_config: &'a Value,
+    /// The container's root filesystem (mounted).
+    pub rootfs: &'a Path,
+}
+
+/// oci-spec's builders check only what this conversion never sets (a mount's ID mappings given alone, an
+/// exec CPU affinity), so a failure is a bug here; it is refused with its cause rather than a panic.
+fn built<T>(r: std::result::Result<T, OciSpecError>) -> Result<T> {
+    r.map_err(|e| Error::invalid(CALL, "config.json", format!("cannot be made: {e}")))
+}
+
+fn ns_mode(opts: &cri::NamespaceOption, which: fn(&cri::NamespaceOption) -> i32) -> cri::NamespaceMode {
+    cri::NamespaceMode::try_from(which(opts)).unwrap_or(cri::NamespaceMode::Pod)
+}
+
+fn namespace(typ: LinuxNamespaceType, path: Option<&Path>) -> Result<LinuxNamespace> {
+    let ns = LinuxNamespaceBuilder::default().typ(typ);
+    built(match path {
+        Some(p) => ns.path(p).build(),
+        None => ns.build(),
+    })
+}
+
+/// The container's config.json: a pure function of `inp` and `host`.
+pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
+    let c = inp.config;
+    let sc = c.linux.as_ref().and_then(|l| l.security_context.as_ref());
+    let privileged = sc.is_some_and(|s| s.privileged);
+    let process = process::process(c, sc, inp.image_config, host)?;
+
+    // The container's own namespace options, else the pod's: a PID option of NODE means the host's PID
+    // namespace; the pod's pinned namespaces are joined whatever the container's options say.
+    let pod_ns = crate::sandbox::namespace_options(&inp.sandbox.config);
+    let ctr_ns = sc.and_then(|s| s.namespace_options.clone()).unwrap_or(pod_ns);
+    let pins = &inp.sandbox.record.namespaces;
+    let mut namespaces = vec![namespace(LinuxNamespaceType::Mount, None)?];
+    if ns_mode(&ctr_ns, |o| o.pid) != cri::NamespaceMode::Node {
+        namespaces.push(namespace(LinuxNamespaceType::Pid, None)?);
+    }
+    for (typ, pin) in [
+        (LinuxNamespaceType::Network, &pins.net),
+        (LinuxNamespaceType::Ipc, &pins.ipc),
+        (LinuxNamespaceType::Uts, &pins.uts),
+    ] {
+        if let Some(p) = pin {
+            namespaces.push(namespace(typ, Some(p))?);
+        }
+    }
+    namespaces.push(namespace(LinuxNamespaceType::Cgroup, None)?);
+
+    let ro = sc.is_some_and(|s| s.readonly_rootfs);
+    let pod_ipc = ns_mode(&ctr_ns, |o| o.ipc) == cri::NamespaceMode::Pod;
+    let mounts = mounts::mounts(inp, privileged, pod_ipc, ro)?;
+
+    let pod_linux = inp.sandbox.config.linux.as_ref();
+    let parent = pod_linux
+        .map(|l| l.cgroup_parent.trim_end_matches('/').to_string())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "/crius".into());
+    let mut linux = built(
+        LinuxBuilder::default()
+            .namespaces(namespaces)
+            .cgroups_path(format!("{parent}/{}", inp.id))
+            .resources(resources(
+                c.linux.as_ref().and_then(|l| l.resources.as_ref()),
+                host.cpu_controller,
+            )?)
+            .build(),
+    )?;
+    // kubelet sends the paths it wants (its defaults, or none for an unmasked /proc); without them, the usual
+    // defaults. A privileged container has none (Linux's Default, which the builder starts from, has runc's).
+    let (masked, readonly) = if privileged {
+        (None, None)
+    } else {
+        let given = |v: Option<&Vec<String>>, default: &[&str]| {
+            Some(match v.filter(|v| !v.is_empty()) {
+                Some(v) => v.clone(),
+                None => default.iter().map(|p| p.to_string()).collect(),
+            })
+        };
+        (
+            given(sc.map(|s| &s.masked_paths), MASKED),
+            given(sc.map(|s| &s.readonly_paths), READONLY),
+        )
+    };
+    linux.set_masked_paths(masked);
+    linux.set_readonly_paths(readonly);
+    let sysctls = pod_linux.map(|l| l.sysctls.clone()).unwrap_or_default();
+    if !sysctls.is_empty() {
+        linux.set_sysctl(Some(sysctls));
+    }
+
+    let mut annotations: HashMap<String, String> = c.annotations.clone();
+    annotations.insert(SANDBOX_ID.into(), inp.sandbox.record.id.clone());
+    annotations.insert("io.kubernetes.cri.container-type".into(), "container".into());
+    let mut spec = built(
+        SpecBuilder::default()
+            .version("1.0.2")
+            .process(process)
+            .root(built(
+                RootBuilder::default().path(inp.rootfs).readonly(ro).build(),
+            )?)
+            .mounts(mounts)
+            .linux(linux)
+            .annotations(annotations)
+            .build(),
+    )?;
+    // The pod's hostname when it has a UTS namespace of its own; else none (Spec's Default has one).
+    spec.set_hostname(pins.uts.as_ref().map(|_| host.hostname.trim().to_string()));
+    Ok(spec)
+}

@@ -1,0 +1,112 @@
+//! A container's mounts, in the order the runtime makes them: the usual /proc, /dev and /sys, the pod's
+//! /dev/shm, the pod's hostname, hosts and resolv.conf files (unless kubelet mounts its own), then
+//! kubelet's mounts with their propagation.
+
+use std::path::Path;
+
+use k8s_cri::v1 as cri;
+use oci_spec::runtime::{Mount, MountBuilder};
+
+use super::{CALL, Input, built};
+use crate::error::{Error, Result};
+
+fn mount(destination: &str, typ: &str, source: impl AsRef<Path>, options: &[&str]) -> Result<Mount> {
+    built(
+        MountBuilder::default()
+            .destination(destination)
+            .typ(typ)
+            .source(source.as_ref())
+            .options(options.iter().map(|o| o.to_string()).collect::<Vec<_>>())
+            .build(),
+    )
+}
+
+fn propagation(p: i32) -> &'static str {
+    match cri::MountPropagation::try_from(p) {
+        Ok(cri::MountPropagation::PropagationHostToContainer) => "rslave",
+        Ok(cri::MountPropagation::PropagationBidirectional) => "rshared",
+        _ => "rprivate",
+    }
+}
+
+/// The container's mounts. `privileged` gets /sys and its cgroups read-write; `pod_ipc` (the container
+/// shares the pod's IPC namespace) binds the pod's /dev/shm, if it has one, instead of a private tmpfs.
+pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly: bool) -> Result<Vec<Mount>> {
+    let c = inp.config;
+    let sys = if privileged { "rw" } else { "ro" };
+    let mut out = vec![
+        mount("/proc", "proc", "proc", &["nosuid", "noexec", "nodev"])?,
+        mount(
+            "/dev",
+            "tmpfs",
+            "tmpfs",
+            &["nosuid", "strictatime", "mode=755", "size=65536k"],
+        )?,
+        mount(
+            "/dev/pts",
+            "devpts",
+            "devpts",
+            &[
+                "nosuid",
+                "noexec",
+                "newinstance",
+                "ptmxmode=0666",
+                "mode=0620",
+                "gid=5",
+            ],
+        )?,
+        mount("/dev/mqueue", "mqueue", "mqueue", &["nosuid", "noexec", "nodev"])?,
+        mount("/sys", "sysfs", "sysfs", &["nosuid", "noexec", "nodev", sys])?,
+        mount(
+            "/sys/fs/cgroup",
+            "cgroup",
+            "cgroup",
+            &["nosuid", "noexec", "nodev", "relatime", sys],
+        )?,
+    ];
+    out.push(match &inp.sandbox.record.namespaces.shm {
+        Some(shm) if pod_ipc => mount("/dev/shm", "bind", shm, &["rbind", "rprivate", "rw"])?,
+        _ => mount(
+            "/dev/shm",
+            "tmpfs",
+            "shm",
+            &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+        )?,
+    });
+    let kubelet_has = |dest: &str| c.mounts.iter().any(|m| m.container_path == dest);
+    let mode = if readonly { "ro" } else { "rw" };
+    for (dest, file) in [
+        ("/etc/hostname", "hostname"),
+        ("/etc/hosts", "hosts"),
+        ("/etc/resolv.conf", "resolv.conf"),
+    ] {
+        if !kubelet_has(dest) {
+            out.push(mount(
+                dest,
+                "bind",
+                inp.sandbox_files.join(file),
+                &["rbind", "rprivate", mode],
+            )?);
+        }
+    }
+    for m in &c.mounts {
+        if m.host_path.is_empty() || m.container_path.is_empty() {
+            return Err(Error::invalid(
+                CALL,
+                "a mount",
+                format!(
+                    "needs a host_path and a container_path (got {:?} -> {:?})",
+                    m.host_path, m.container_path
+                ),
+            ));
+        }
+        let mode = if m.readonly { "ro" } else { "rw" };
+        out.push(mount(
+            &m.container_path,
+            "bind",
+            &m.host_path,
+            &["rbind", propagation(m.propagation), mode],
+        )?);
+    }
+    Ok(out)
+}

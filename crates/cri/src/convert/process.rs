@@ -1,0 +1,198 @@
+//! The container's process: its arguments, environment and working directory from the ContainerConfig over
+//! the image config (kubelet's and Docker's rules), its user resolved in the image's passwd and group
+//! files, its capabilities and its OOM score.
+
+use std::collections::BTreeMap;
+
+use k8s_cri::v1 as cri;
+use oci_spec::runtime::{LinuxCapabilitiesBuilder, Process, ProcessBuilder, User, UserBuilder};
+use serde_json::Value;
+
+use super::{CALL, Host, built, caps};
+use crate::error::{Error, Result};
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The process's arguments, as kubelet and Docker define them: `command` replaces the image's Entrypoint,
+/// `args` its Cmd (and a `command` alone drops the Cmd).
+pub fn args(config: &cri::ContainerConfig, image: &Value) -> Result<Vec<String>> {
+    let (entry, cmd) = (
+        strings(&image["config"]["Entrypoint"]),
+        strings(&image["config"]["Cmd"]),
+    );
+    let mut out = if config.command.is_empty() {
+        entry
+    } else {
+        config.command.clone()
+    };
+    if !config.args.is_empty() {
+        out.extend(config.args.iter().cloned());
+    } else if config.command.is_empty() {
+        out.extend(cmd);
+    }
+    if out.is_empty() {
+        return Err(Error::invalid(
+            CALL,
+            "args",
+            "are empty: no command in the container config, and no Entrypoint or Cmd in the image",
+        ));
+    }
+    Ok(out)
+}
+
+/// The image's env with the config's on top (a key set twice keeps the last value, in first position).
+pub fn env(config: &cri::ContainerConfig, image: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    let mut vals: BTreeMap<String, String> = BTreeMap::new();
+    let pairs = strings(&image["config"]["Env"])
+        .into_iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => (kv, String::new()),
+        });
+    for (k, v) in pairs.chain(config.envs.iter().map(|e| (e.key.clone(), e.value.clone()))) {
+        if !vals.contains_key(&k) {
+            keys.push(k.clone());
+        }
+        vals.insert(k, v);
+    }
+    keys.into_iter().map(|k| format!("{k}={}", vals[&k])).collect()
+}
+
+/// The entry of `name` in a passwd or group file's text (its fields).
+fn lookup<'a>(file: &'a str, name: &str) -> Option<Vec<&'a str>> {
+    file.lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.first() == Some(&name))
+}
+
+/// The process user: the security context's run_as_user/run_as_username/run_as_group, else the image's User
+/// (`uid`, `name`, `uid:gid`, `name:group`), names looked up in the image's /etc/passwd and /etc/group
+/// (`host.passwd`, `host.group`).
+pub fn user(config: &cri::ContainerConfig, image: &Value, host: &Host) -> Result<User> {
+    let sc = config.linux.as_ref().and_then(|l| l.security_context.as_ref());
+    let image_user = image["config"]["User"].as_str().unwrap_or_default();
+    let (mut who, mut group) = match image_user.split_once(':') {
+        Some((u, g)) => (u.to_string(), Some(g.to_string())),
+        None => (image_user.to_string(), None),
+    };
+    if let Some(sc) = sc {
+        if sc.run_as_group.is_some() && sc.run_as_user.is_none() && sc.run_as_username.is_empty() {
+            return Err(Error::invalid(
+                CALL,
+                "run_as_group",
+                "needs run_as_user or run_as_username",
+            ));
+        }
+        if let Some(u) = &sc.run_as_user {
+            who = u.value.to_string();
+        } else if !sc.run_as_username.is_empty() {
+            who = sc.run_as_username.clone();
+        }
+        if let Some(g) = &sc.run_as_group {
+            group = Some(g.value.to_string());
+        }
+    }
+    let (uid, mut gid) = if who.is_empty() {
+        (0, 0)
+    } else if let Ok(uid) = who.parse::<u32>() {
+        // A numeric uid: its primary group from passwd if it has an entry there.
+        let gid = host
+            .passwd
+            .lines()
+            .map(|l| l.split(':').collect::<Vec<_>>())
+            .find(|f| f.get(2).and_then(|u| u.parse::<u32>().ok()) == Some(uid))
+            .and_then(|f| f.get(3).and_then(|g| g.parse().ok()))
+            .unwrap_or(0);
+        (uid, gid)
+    } else {
+        let f = lookup(&host.passwd, &who).ok_or_else(|| {
+            Error::invalid(CALL, format!("user {who:?}"), "is not in the image's /etc/passwd")
+        })?;
+        let num = |i: usize| f.get(i).and_then(|x| x.parse::<u32>().ok()).unwrap_or(0);
+        (num(2), num(3))
+    };
+    if let Some(g) = group.filter(|g| !g.is_empty()) {
+        gid = match g.parse::<u32>() {
+            Ok(n) => n,
+            Err(_) => lookup(&host.group, &g)
+                .and_then(|f| f.get(2).and_then(|x| x.parse().ok()))
+                .ok_or_else(|| {
+                    Error::invalid(CALL, format!("group {g:?}"), "is not in the image's /etc/group")
+                })?,
+        };
+    }
+    let extra = sc.map(|s| s.supplemental_groups.as_slice()).unwrap_or_default();
+    let mut u = UserBuilder::default().uid(uid).gid(gid);
+    if !extra.is_empty() {
+        let gids = extra
+            .iter()
+            .map(|&g| {
+                u32::try_from(g).map_err(|_| {
+                    Error::invalid(
+                        CALL,
+                        "supplemental_groups",
+                        format!("holds {g}, which is not a gid"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<u32>>>()?;
+        u = u.additional_gids(gids);
+    }
+    built(u.build())
+}
+
+/// The container's process.
+pub(super) fn process(
+    c: &cri::ContainerConfig,
+    sc: Option<&cri::LinuxContainerSecurityContext>,
+    image: &Value,
+    host: &Host,
+) -> Result<Process> {
+    let caps = caps::set(&caps::capabilities(sc, &host.bounding)?)?;
+    let image_dir = image["config"]["WorkingDir"].as_str().unwrap_or_default();
+    let cwd = [c.working_dir.as_str(), image_dir]
+        .into_iter()
+        .find(|d| !d.is_empty())
+        .unwrap_or("/");
+    let mut capabilities = built(
+        LinuxCapabilitiesBuilder::default()
+            .bounding(caps.clone())
+            .effective(caps.clone())
+            .permitted(caps)
+            .build(),
+    )?;
+    // Their Default (which the builder starts from) holds runc's example sets: the spec has none of these.
+    capabilities.set_inheritable(None);
+    capabilities.set_ambient(None);
+    let mut process = built(
+        ProcessBuilder::default()
+            .terminal(c.tty)
+            .user(user(c, image, host)?)
+            .args(args(c, image)?)
+            .env(env(c, image))
+            .cwd(cwd)
+            .capabilities(capabilities)
+            .no_new_privileges(sc.is_some_and(|s| s.no_new_privs))
+            .build(),
+    )?;
+    // Likewise runc's example's open-files limit.
+    process.set_rlimits(None);
+    let adj = c
+        .linux
+        .as_ref()
+        .and_then(|l| l.resources.as_ref())
+        .map(|r| r.oom_score_adj);
+    if let Some(adj) = adj.filter(|a| *a != 0) {
+        let adj = i32::try_from(adj)
+            .map_err(|_| Error::invalid(CALL, "oom_score_adj", format!("{adj} is out of range")))?;
+        process.set_oom_score_adj(Some(adj));
+    }
+    Ok(process)
+}

@@ -1,0 +1,408 @@
+//! The conversion's parts, one rule at a time (the whole specs are in `golden.rs`), and the two steps
+//! around it that touch the node: [`Host::probe`] and [`create_mount_sources`].
+
+use serde_json::{Value, json};
+
+use super::caps::{capabilities, names_of, set};
+use super::*;
+
+fn image() -> Value {
+    json!({"config": {"Entrypoint": ["/entry"], "Cmd": ["serve", "-v"], "Env": ["PATH=/bin", "A=image"],
+        "WorkingDir": "/srv", "User": "app"}})
+}
+
+fn every_cap() -> Vec<String> {
+    ALL_CAPS.iter().map(|c| c.to_string()).collect()
+}
+
+#[test]
+fn command_and_args_follow_kubelet_and_docker() {
+    let mut c = cri::ContainerConfig::default();
+    assert_eq!(args(&c, &image()).unwrap(), ["/entry", "serve", "-v"]);
+    c.args = vec!["run".into()];
+    assert_eq!(args(&c, &image()).unwrap(), ["/entry", "run"]);
+    c.command = vec!["/bin/sh".into()];
+    assert_eq!(args(&c, &image()).unwrap(), ["/bin/sh", "run"]);
+    c.args.clear();
+    assert_eq!(
+        args(&c, &image()).unwrap(),
+        ["/bin/sh"],
+        "a command alone drops the image's Cmd"
+    );
+    let e = args(&cri::ContainerConfig::default(), &json!({})).unwrap_err();
+    assert!(e.to_string().contains("no command"), "{e}");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+}
+
+#[test]
+fn env_overrides_keep_the_image_order() {
+    let c = cri::ContainerConfig {
+        envs: vec![
+            cri::KeyValue {
+                key: "A".into(),
+                value: "pod".into(),
+            },
+            cri::KeyValue {
+                key: "B".into(),
+                value: "x=y".into(),
+            },
+        ],
+        ..Default::default()
+    };
+    assert_eq!(env(&c, &image()), ["PATH=/bin", "A=pod", "B=x=y"]);
+}
+
+#[test]
+fn users_resolve_in_the_rootfs() {
+    let host = Host {
+        passwd: "root:x:0:0::/root:/bin/sh\napp:x:1000:1001::/:/bin/sh\n".into(),
+        group: "root:x:0:\nstaff:x:50:\n".into(),
+        ..Default::default()
+    };
+    let user_of = |c: &cri::ContainerConfig, image: &Value| {
+        user(c, image, &host).map(|u| serde_json::to_value(u).unwrap())
+    };
+    let mut c = cri::ContainerConfig::default();
+    assert_eq!(user_of(&c, &image()).unwrap(), json!({"uid": 1000, "gid": 1001}));
+    let named = json!({"config": {"User": "app:staff"}});
+    assert_eq!(user_of(&c, &named).unwrap(), json!({"uid": 1000, "gid": 50}));
+    c.linux = Some(cri::LinuxContainerConfig {
+        security_context: Some(cri::LinuxContainerSecurityContext {
+            run_as_user: Some(cri::Int64Value { value: 0 }),
+            run_as_group: Some(cri::Int64Value { value: 7 }),
+            supplemental_groups: vec![8, 9],
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    assert_eq!(
+        user_of(&c, &image()).unwrap(),
+        json!({"uid": 0, "gid": 7, "additionalGids": [8, 9]})
+    );
+    let ghost = json!({"config": {"User": "ghost"}});
+    let e = user_of(&cri::ContainerConfig::default(), &ghost).unwrap_err();
+    assert!(e.to_string().contains("\"ghost\""), "{e}");
+}
+
+#[test]
+fn capabilities_add_drop_and_all() {
+    let sc = |add: &[&str], drop: &[&str]| cri::LinuxContainerSecurityContext {
+        capabilities: Some(cri::Capability {
+            add_capabilities: add.iter().map(|s| s.to_string()).collect(),
+            drop_capabilities: drop.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let all = every_cap();
+    let caps = capabilities(Some(&sc(&["SYS_ADMIN"], &["NET_RAW"])), &all).unwrap();
+    assert!(caps.contains(&"CAP_SYS_ADMIN".to_string()) && !caps.contains(&"CAP_NET_RAW".to_string()));
+    let only = capabilities(Some(&sc(&["NET_BIND_SERVICE"], &["ALL"])), &all).unwrap();
+    assert_eq!(only, ["CAP_NET_BIND_SERVICE"]);
+    assert_eq!(
+        capabilities(Some(&sc(&["ALL"], &[])), &all).unwrap().len(),
+        ALL_CAPS.len()
+    );
+    assert_eq!(capabilities(None, &all).unwrap().len(), DEFAULT_CAPS.len());
+    // Without CAP_SYS_RESOURCE in the bounding set (as on these machines): privileged gets the rest,
+    // adding it is refused by name.
+    let bounded: Vec<String> = all.iter().filter(|c| *c != "CAP_SYS_RESOURCE").cloned().collect();
+    let privileged = cri::LinuxContainerSecurityContext {
+        privileged: true,
+        ..Default::default()
+    };
+    assert_eq!(capabilities(Some(&privileged), &bounded).unwrap(), bounded);
+    let e = capabilities(Some(&sc(&["SYS_RESOURCE"], &[])), &bounded).unwrap_err();
+    assert!(
+        e.to_string().contains("CAP_SYS_RESOURCE") && e.to_string().contains("bounding set"),
+        "{e:?}"
+    );
+    let e = capabilities(Some(&sc(&["NOPE"], &[])), &all).unwrap_err();
+    assert!(e.to_string().contains("no such capability"));
+    assert_eq!(ALL_CAPS[21], "CAP_SYS_ADMIN");
+    assert_eq!(ALL_CAPS[40], "CAP_CHECKPOINT_RESTORE");
+}
+
+#[test]
+fn every_capability_has_its_oci_name() {
+    let caps = set(&every_cap()).unwrap();
+    assert_eq!(caps.len(), ALL_CAPS.len());
+    let mut names: Vec<String> = caps
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap().as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    let mut want = every_cap();
+    want.sort();
+    assert_eq!(names, want);
+    assert!(set(&["CAP_NOPE".into()]).is_err());
+}
+
+#[test]
+fn a_bounding_mask_names_its_capabilities() {
+    // These machines' CapBnd: every capability but CAP_SYS_RESOURCE (bit 24).
+    let names = names_of(0x1fffeffffff);
+    assert_eq!(names.len(), ALL_CAPS.len() - 1);
+    assert!(!names.contains(&"CAP_SYS_RESOURCE".to_string()));
+    assert_eq!(names_of(u64::MAX), every_cap());
+    assert_eq!(names_of(1 << 21), ["CAP_SYS_ADMIN"]);
+}
+
+fn a_pod() -> Sandbox {
+    Sandbox {
+        record: Default::default(),
+        config: Default::default(),
+    }
+}
+
+#[test]
+fn security_context_paths_replace_the_default_masks() {
+    let sandbox = a_pod();
+    let spec_of = |config: &cri::ContainerConfig| {
+        let s = spec(
+            &Input {
+                id: "c",
+                config,
+                sandbox: &sandbox,
+                sandbox_files: Path::new("/pod"),
+                image_config: &json!({"config": {"Cmd": ["sh"]}}),
+                rootfs: Path::new("/rootfs"),
+            },
+            &Host {
+                bounding: every_cap(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        serde_json::to_value(s).unwrap()
+    };
+    let plain = spec_of(&cri::ContainerConfig::default());
+    assert_eq!(plain["linux"]["maskedPaths"], json!(MASKED));
+    let sc = cri::LinuxContainerSecurityContext {
+        masked_paths: vec!["/secret".into()],
+        readonly_paths: vec!["/etc".into()],
+        ..Default::default()
+    };
+    let config = cri::ContainerConfig {
+        linux: Some(cri::LinuxContainerConfig {
+            security_context: Some(sc),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let given = spec_of(&config);
+    assert_eq!(given["linux"]["maskedPaths"], json!(["/secret"]));
+    assert_eq!(given["linux"]["readonlyPaths"], json!(["/etc"]));
+    assert_eq!(given["process"]["args"], json!(["sh"]));
+}
+
+#[test]
+fn updates_merge_what_they_set() {
+    let old = cri::LinuxContainerResources {
+        cpu_period: 100_000,
+        cpu_quota: 50_000,
+        cpu_shares: 512,
+        memory_limit_in_bytes: 64 << 20,
+        oom_score_adj: 100,
+        unified: [("memory.oom.group".to_string(), "1".to_string())].into(),
+        ..Default::default()
+    };
+    let new = cri::LinuxContainerResources {
+        cpu_quota: 150_000,
+        memory_limit_in_bytes: 128 << 20,
+        oom_score_adj: -5,
+        unified: [("memory.high".to_string(), "100000000".to_string())].into(),
+        ..Default::default()
+    };
+    let m = merge_resources(&old, &new);
+    assert_eq!((m.cpu_period, m.cpu_quota, m.cpu_shares), (100_000, 150_000, 512));
+    assert_eq!((m.memory_limit_in_bytes, m.oom_score_adj), (128 << 20, 100));
+    assert_eq!(m.unified.len(), 2);
+}
+
+#[test]
+fn zero_resources_are_unset() {
+    let r = cri::LinuxContainerResources {
+        cpu_period: 100_000,
+        cpu_quota: 50_000,
+        memory_limit_in_bytes: 64 << 20,
+        unified: [("memory.oom.group".to_string(), "1".to_string())].into(),
+        ..Default::default()
+    };
+    let v = serde_json::to_value(resources(Some(&r), true).unwrap()).unwrap();
+    assert_eq!(v["cpu"], json!({"quota": 50_000, "period": 100_000}));
+    assert_eq!(v["memory"], json!({"limit": 64 << 20}));
+    assert_eq!(v["unified"]["memory.oom.group"], "1");
+    let none = resources(Some(&cri::LinuxContainerResources::default()), true).unwrap();
+    assert!(none.cpu().is_none() && none.memory().is_none());
+}
+
+#[test]
+fn cpu_shares_need_the_cpu_controller() {
+    let r = cri::LinuxContainerResources {
+        cpu_shares: 2,
+        ..Default::default()
+    };
+    let with = resources(Some(&r), true).unwrap();
+    assert_eq!(with.cpu().as_ref().and_then(|c| c.shares()), Some(2));
+    assert!(resources(Some(&r), false).unwrap().cpu().is_none());
+}
+
+/// What the OCI fields cannot hold is refused as the request's fault, naming the field (the json! spec
+/// wrote them, and the runtime failed to read config.json).
+#[test]
+fn numbers_the_oci_spec_cannot_hold_are_refused() {
+    let bad = |r: cri::LinuxContainerResources| resources(Some(&r), true).unwrap_err().to_string();
+    assert!(
+        bad(cri::LinuxContainerResources {
+            cpu_shares: -1,
+            ..Default::default()
+        })
+        .contains("cpu_shares -1 is out of range")
+    );
+    assert!(
+        bad(cri::LinuxContainerResources {
+            cpu_period: -1,
+            ..Default::default()
+        })
+        .contains("cpu_period")
+    );
+    assert!(
+        bad(cri::LinuxContainerResources {
+            hugepage_limits: vec![cri::HugepageLimit {
+                page_size: "2MB".into(),
+                limit: u64::MAX,
+            }],
+            ..Default::default()
+        })
+        .contains("hugepage_limits")
+    );
+    let sandbox = a_pod();
+    let refusal = |linux: cri::LinuxContainerConfig| {
+        let config = cri::ContainerConfig {
+            linux: Some(linux),
+            ..Default::default()
+        };
+        let inp = Input {
+            id: "c",
+            config: &config,
+            sandbox: &sandbox,
+            sandbox_files: Path::new("/pod"),
+            image_config: &json!({"config": {"Cmd": ["sh"]}}),
+            rootfs: Path::new("/rootfs"),
+        };
+        let host = Host {
+            bounding: every_cap(),
+            ..Default::default()
+        };
+        let e = spec(&inp, &host).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        e.to_string()
+    };
+    let groups = refusal(cri::LinuxContainerConfig {
+        security_context: Some(cri::LinuxContainerSecurityContext {
+            supplemental_groups: vec![-1],
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    assert!(groups.contains("supplemental_groups"), "{groups}");
+    let oom = refusal(cri::LinuxContainerConfig {
+        resources: Some(cri::LinuxContainerResources {
+            oom_score_adj: 1 << 40,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    assert!(oom.contains("oom_score_adj"), "{oom}");
+}
+
+#[test]
+fn the_host_is_read_before_the_conversion() {
+    let dir = tempfile::tempdir().unwrap();
+    let (files, rootfs) = (dir.path().join("pod"), dir.path().join("rootfs"));
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::create_dir_all(rootfs.join("etc")).unwrap();
+    std::fs::write(files.join("hostname"), "web-0\n").unwrap();
+    std::fs::write(rootfs.join("etc/passwd"), "root:x:0:0::/:/bin/sh\n").unwrap();
+    let config = cri::ContainerConfig::default();
+    let mut sandbox = a_pod();
+    let probe = |sandbox: &Sandbox| {
+        Host::probe(&Input {
+            id: "c",
+            config: &config,
+            sandbox,
+            sandbox_files: &files,
+            image_config: &Value::Null,
+            rootfs: &rootfs,
+        })
+    };
+    let host = probe(&sandbox);
+    assert_eq!(
+        host.hostname, "",
+        "a pod without a UTS namespace names no hostname"
+    );
+    assert_eq!(
+        (host.passwd.as_str(), host.group.as_str()),
+        ("root:x:0:0::/:/bin/sh\n", "")
+    );
+    assert!(!host.bounding.is_empty());
+    sandbox.record.namespaces.uts = Some("/run/ns/uts".into());
+    assert_eq!(probe(&sandbox).hostname, "web-0\n");
+}
+
+#[test]
+fn missing_mount_sources_become_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hosts");
+    std::fs::write(&file, "127.0.0.1 localhost\n").unwrap();
+    let missing = dir.path().join("volumes/data");
+    let bind = |host: &Path| cri::Mount {
+        container_path: "/x".into(),
+        host_path: host.display().to_string(),
+        ..Default::default()
+    };
+    let config = cri::ContainerConfig {
+        mounts: vec![bind(&file), bind(&missing), bind(Path::new(""))],
+        ..Default::default()
+    };
+    create_mount_sources(&config).unwrap();
+    assert!(missing.is_dir());
+    assert!(file.is_file(), "an existing source is left as it is");
+
+    let blocked = cri::ContainerConfig {
+        mounts: vec![bind(&file.join("below-a-file"))],
+        ..Default::default()
+    };
+    let e = create_mount_sources(&blocked).unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Internal);
+    assert!(e.to_string().contains("creating mount source"), "{e}");
+}
+
+#[test]
+fn an_update_sends_the_merged_limits_without_device_rules() {
+    let old = cri::LinuxContainerResources {
+        cpu_shares: 512,
+        memory_limit_in_bytes: 64 << 20,
+        ..Default::default()
+    };
+    let new = cri::LinuxContainerResources {
+        memory_limit_in_bytes: 128 << 20,
+        ..Default::default()
+    };
+    let (merged, oci) = update_resources(&old, &new, true).unwrap();
+    assert_eq!(merged, merge_resources(&old, &new));
+    assert_eq!(
+        serde_json::to_value(&oci).unwrap(),
+        json!({"cpu": {"shares": 512}, "memory": {"limit": 128 << 20}})
+    );
+    let bad = cri::LinuxContainerResources {
+        cpu_period: -1,
+        ..Default::default()
+    };
+    let e = update_resources(&old, &bad, true).unwrap_err();
+    assert!(
+        e.to_string().starts_with("UpdateContainerResources: cpu_period"),
+        "{e}"
+    );
+}
