@@ -8,6 +8,7 @@ use std::fmt;
 
 use tonic::Status;
 
+use crate::network::NetError;
 use crate::shim::{ShimCode, ShimError};
 
 /// What an error is about.
@@ -87,12 +88,13 @@ pub enum Error {
         reason: String,
     },
     /// The node's pod network cannot give a pod an address yet (no CNI config).
-    #[error("{call}: the pod network is not ready: {reason}")]
+    #[error("{call}: the pod network is not ready: {source}")]
     NetworkNotReady {
         /// The CRI call.
         call: &'static str,
         /// What is missing.
-        reason: String,
+        #[source]
+        source: Box<NetError>,
     },
     /// The call's time ran out; what it waited for did not happen.
     #[error("{call}: {kind} {id} {reason}")]
@@ -135,15 +137,16 @@ pub enum Error {
         #[source]
         source: crius_image::Error,
     },
-    /// A CNI plugin failed, or the network it was given is unusable.
-    #[error("{call} {id}: {reason}")]
+    /// A CNI plugin failed, the network it was given is unusable, or the pod's namespaces could not be made.
+    #[error("{call} {id}: {source}")]
     Network {
         /// The CRI call.
         call: &'static str,
         /// The sandbox.
         id: String,
-        /// The plugin's error.
-        reason: String,
+        /// What failed (boxed: it is the largest cause, and errors travel by value).
+        #[source]
+        source: Box<NetError>,
     },
     /// A client of the container events stream fell this many events behind.
     #[error("{0} container events were dropped while this client fell behind: list again")]
@@ -311,9 +314,16 @@ mod tests {
         );
         let e = Error::NetworkNotReady {
             call: "RunPodSandbox",
-            reason: "no network config in /etc/cni/net.d".into(),
+            source: Box::new(NetError::NoConfig("/etc/cni/net.d".into())),
         };
-        assert_eq!(status(e).0, Code::FailedPrecondition);
+        assert_eq!(
+            status(e),
+            (
+                Code::FailedPrecondition,
+                "RunPodSandbox: the pod network is not ready: no network config found in /etc/cni/net.d"
+                    .into()
+            )
+        );
     }
 
     #[test]
@@ -402,9 +412,15 @@ mod tests {
         let e = Error::Network {
             call: "RunPodSandbox",
             id: "abc".into(),
-            reason: "bridge: no such device".into(),
+            source: Box::new(NetError::io("pinning", std::io::Error::other("no such device"))),
         };
-        assert_eq!(status(e).0, Code::Internal);
+        assert_eq!(
+            status(e),
+            (
+                Code::Internal,
+                "RunPodSandbox abc: pinning: no such device".into()
+            )
+        );
         let (code, msg) = status(Error::EventsLost(7));
         assert_eq!(code, Code::DataLoss);
         assert!(msg.starts_with("7 container events"), "{msg}");

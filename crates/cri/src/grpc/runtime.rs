@@ -89,7 +89,10 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         let verbose = req.get_ref().verbose;
         let (network, described) = tokio::task::spawn_blocking(move || {
             let n = &inner.runtime.pods.network;
-            (n.ready().map(drop), verbose.then(|| n.describe()))
+            (
+                n.ready().map(drop).map_err(|e| e.to_string()),
+                verbose.then(|| n.describe()),
+            )
         })
         .await
         .map_err(|e| Status::internal(format!("status task: {e}")))?;

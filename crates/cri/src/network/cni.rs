@@ -10,6 +10,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
+use super::NetError;
+
 /// Where configurations and plugins are.
 #[derive(Debug, Clone)]
 pub struct Cni {
@@ -78,7 +80,7 @@ pub fn pod_ips(result: &Value) -> Vec<String> {
 
 impl Cni {
     /// The network configuration in use, if any; a file that does not parse is an error naming it.
-    pub fn load(&self) -> Result<Option<NetConf>, String> {
+    pub fn load(&self) -> Result<Option<NetConf>, NetError> {
         let mut files: Vec<PathBuf> = match std::fs::read_dir(&self.conf_dir) {
             Ok(d) => d
                 .flatten()
@@ -89,16 +91,19 @@ impl Cni {
                 })
                 .collect(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("reading {}: {e}", self.conf_dir.display())),
+            Err(e) => return Err(NetError::io(format!("reading {}", self.conf_dir.display()), e)),
         };
         files.sort();
         let Some(file) = files.into_iter().next() else {
             return Ok(None);
         };
-        let text = std::fs::read_to_string(&file).map_err(|e| format!("reading {}: {e}", file.display()))?;
-        let v: Value =
-            serde_json::from_str(&text).map_err(|e| format!("CNI config {}: {e}", file.display()))?;
-        let bad = |what: &str| format!("CNI config {}: {what}", file.display());
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| NetError::io(format!("reading {}", file.display()), e))?;
+        let bad = |what: &str| NetError::BadConfig {
+            file: file.clone(),
+            reason: what.to_string(),
+        };
+        let v: Value = serde_json::from_str(&text).map_err(|e| bad(&e.to_string()))?;
         let name = v["name"].as_str().ok_or_else(|| bad("no \"name\""))?.to_string();
         let version = v["cniVersion"].as_str().unwrap_or("0.4.0").to_string();
         let plugins = match v.get("plugins") {
@@ -117,9 +122,9 @@ impl Cni {
         }))
     }
 
-    fn find(&self, kind: &str) -> Result<PathBuf, String> {
+    fn find(&self, kind: &str) -> Result<PathBuf, NetError> {
         if kind.contains('/') {
-            return Err(format!("CNI plugin type {kind:?} is not a plain name"));
+            return Err(NetError::BadPluginName(kind.to_string()));
         }
         self.plugin_dirs
             .iter()
@@ -127,18 +132,21 @@ impl Cni {
             .find(|p| p.is_file())
             .ok_or_else(|| {
                 let dirs: Vec<String> = self.plugin_dirs.iter().map(|d| d.display().to_string()).collect();
-                format!("CNI plugin {kind:?} not found in {}", dirs.join(":"))
+                NetError::NoPlugin {
+                    kind: kind.to_string(),
+                    dirs: dirs.join(":"),
+                }
             })
     }
 
     fn exec(
         &self,
-        cmd: &str,
+        cmd: &'static str,
         net: &NetConf,
         plugin: &Value,
         at: &Attachment,
         prev: Option<&Value>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, NetError> {
         let kind = plugin["type"].as_str().unwrap_or_default();
         let binary = self.find(kind)?;
         let mut conf = plugin.clone();
@@ -182,14 +190,14 @@ impl Cni {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("running CNI plugin {}: {e}", binary.display()))?;
+            .map_err(|e| NetError::io(format!("running CNI plugin {}", binary.display()), e))?;
         let input = conf.to_string();
         if let Some(mut stdin) = child.stdin.take() {
             let _ = stdin.write_all(input.as_bytes());
         }
         let out = child
             .wait_with_output()
-            .map_err(|e| format!("running CNI plugin {}: {e}", binary.display()))?;
+            .map_err(|e| NetError::io(format!("running CNI plugin {}", binary.display()), e))?;
         if !out.status.success() {
             // The spec's error: {"code", "msg", "details"} on stdout.
             let err: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
@@ -202,17 +210,25 @@ impl Cni {
                     format!("{} ({text})", out.status)
                 }
             };
-            return Err(format!("CNI plugin {kind} {cmd} for network {}: {msg}", net.name));
+            return Err(NetError::Plugin {
+                kind: kind.to_string(),
+                cmd,
+                network: net.name.clone(),
+                msg,
+            });
         }
         if out.stdout.iter().all(u8::is_ascii_whitespace) {
             return Ok(prev.cloned().unwrap_or_default());
         }
-        serde_json::from_slice(&out.stdout)
-            .map_err(|e| format!("CNI plugin {kind} {cmd}: its result does not parse: {e}"))
+        serde_json::from_slice(&out.stdout).map_err(|e| NetError::BadResult {
+            kind: kind.to_string(),
+            cmd,
+            reason: e.to_string(),
+        })
     }
 
     /// Attaches `net` to the pod: each plugin's ADD in order. On a failure the plugins that ran are undone.
-    pub fn add(&self, net: &NetConf, at: &Attachment) -> Result<Value, String> {
+    pub fn add(&self, net: &NetConf, at: &Attachment) -> Result<Value, NetError> {
         let mut result: Option<Value> = None;
         for (i, plugin) in net.plugins.iter().enumerate() {
             match self.exec("ADD", net, plugin, at, result.as_ref()) {
@@ -231,7 +247,7 @@ impl Cni {
     }
 
     /// Checks that `net` is still attached as ADD left it: each plugin's CHECK in order, with ADD's result.
-    pub fn check(&self, net: &NetConf, at: &Attachment, result: &Value) -> Result<(), String> {
+    pub fn check(&self, net: &NetConf, at: &Attachment, result: &Value) -> Result<(), NetError> {
         for plugin in &net.plugins {
             self.exec("CHECK", net, plugin, at, Some(result))?;
         }
@@ -240,7 +256,7 @@ impl Cni {
 
     /// Detaches `net`: each plugin's DEL in reverse order, all of them even if one fails (the first error is
     /// returned). `result` is what ADD returned, if it is known.
-    pub fn del(&self, net: &NetConf, at: &Attachment, result: Option<&Value>) -> Result<(), String> {
+    pub fn del(&self, net: &NetConf, at: &Attachment, result: Option<&Value>) -> Result<(), NetError> {
         let mut first = None;
         for plugin in net.plugins.iter().rev() {
             if let Err(e) = self.exec("DEL", net, plugin, at, result)
@@ -259,10 +275,10 @@ pub fn default_plugin_dirs() -> Vec<PathBuf> {
 }
 
 /// The configuration pods get, for RunPodSandbox and the NetworkReady condition: it, or why there is none.
-pub fn ready(cni: &Cni) -> Result<NetConf, String> {
+pub fn ready(cni: &Cni) -> Result<NetConf, NetError> {
     match cni.load()? {
         Some(n) => Ok(n),
-        None => Err(format!("no network config found in {}", cni.conf_dir.display())),
+        None => Err(NetError::NoConfig(cni.conf_dir.clone())),
     }
 }
 
@@ -282,7 +298,12 @@ mod tests {
     fn the_first_config_wins_and_a_single_conf_becomes_a_list() {
         let d = tempfile::tempdir().unwrap();
         assert_eq!(cni(d.path()).load().unwrap(), None);
-        assert!(ready(&cni(d.path())).unwrap_err().contains("no network config"));
+        assert!(
+            ready(&cni(d.path()))
+                .unwrap_err()
+                .to_string()
+                .contains("no network config")
+        );
         std::fs::write(
             d.path().join("20-b.conf"),
             r#"{"cniVersion":"0.4.0","name":"b","type":"bridge"}"#,
@@ -303,7 +324,13 @@ mod tests {
         let n = cni(d.path()).load().unwrap().unwrap();
         assert_eq!((n.name.as_str(), n.plugins.len()), ("b", 1));
         std::fs::write(d.path().join("05-bad.conflist"), "{").unwrap();
-        assert!(cni(d.path()).load().unwrap_err().contains("05-bad.conflist"));
+        assert!(
+            cni(d.path())
+                .load()
+                .unwrap_err()
+                .to_string()
+                .contains("05-bad.conflist")
+        );
     }
 
     #[test]
@@ -339,7 +366,10 @@ mod tests {
             ports: vec![],
         };
         let e = cni(d.path()).add(&net, &at).unwrap_err();
-        assert_eq!(e, "CNI plugin fail ADD for network n: no luck: for ADD");
+        assert_eq!(
+            e.to_string(),
+            "CNI plugin fail ADD for network n: no luck: for ADD"
+        );
         let missing = NetConf {
             plugins: vec![json!({"type": "nope"})],
             ..net
@@ -348,6 +378,7 @@ mod tests {
             cni(d.path())
                 .add(&missing, &at)
                 .unwrap_err()
+                .to_string()
                 .contains("\"nope\" not found")
         );
     }

@@ -6,14 +6,14 @@ use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
-use super::{Attachment, Namespaces, NetConf, Network, Pinned, Wanted};
+use super::{Attachment, Namespaces, NetConf, NetError, Network, Pinned, Wanted};
 
 /// A network that gives each pod `10.88.0.<n>`.
 #[derive(Default)]
 pub struct FakeNetwork {
-    /// No config: [`Network::ready`] fails with this.
-    pub not_ready: Mutex<Option<String>>,
-    /// ADD fails with this.
+    /// No config: [`Network::ready`] says so.
+    pub not_ready: Mutex<bool>,
+    /// ADD fails with this plugin message.
     pub fail_add: Mutex<Option<String>>,
     /// Every call, as `"<CMD> <sandbox id>"`.
     pub calls: Mutex<Vec<String>>,
@@ -27,9 +27,9 @@ impl FakeNetwork {
 }
 
 impl Network for FakeNetwork {
-    fn ready(&self) -> Result<NetConf, String> {
-        if let Some(e) = self.not_ready.lock().unwrap().clone() {
-            return Err(e);
+    fn ready(&self) -> Result<NetConf, NetError> {
+        if *self.not_ready.lock().unwrap() {
+            return Err(NetError::NoConfig("/etc/cni/net.d".into()));
         }
         Ok(NetConf {
             name: "fake".into(),
@@ -39,22 +39,27 @@ impl Network for FakeNetwork {
         })
     }
 
-    fn add(&self, _: &NetConf, at: &Attachment) -> Result<Value, String> {
+    fn add(&self, _: &NetConf, at: &Attachment) -> Result<Value, NetError> {
         let mut calls = self.calls.lock().unwrap();
         calls.push(format!("ADD {}", at.id));
-        if let Some(e) = self.fail_add.lock().unwrap().clone() {
-            return Err(e);
+        if let Some(msg) = self.fail_add.lock().unwrap().clone() {
+            return Err(NetError::Plugin {
+                kind: "bridge".into(),
+                cmd: "ADD",
+                network: "fake".into(),
+                msg,
+            });
         }
         let n = calls.iter().filter(|c| c.starts_with("ADD")).count();
         Ok(json!({"ips": [{"address": format!("10.88.0.{}/24", n + 1)}]}))
     }
 
-    fn check(&self, _: &NetConf, at: &Attachment, _: &Value) -> Result<(), String> {
+    fn check(&self, _: &NetConf, at: &Attachment, _: &Value) -> Result<(), NetError> {
         self.calls.lock().unwrap().push(format!("CHECK {}", at.id));
         Ok(())
     }
 
-    fn del(&self, _: &NetConf, at: &Attachment, _: Option<&Value>) -> Result<(), String> {
+    fn del(&self, _: &NetConf, at: &Attachment, _: Option<&Value>) -> Result<(), NetError> {
         self.calls.lock().unwrap().push(format!("DEL {}", at.id));
         Ok(())
     }
@@ -69,8 +74,8 @@ impl Network for FakeNetwork {
 pub struct FakeNamespaces;
 
 impl Namespaces for FakeNamespaces {
-    fn pin(&self, dir: &Path, want: &Wanted) -> Result<Pinned, String> {
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    fn pin(&self, dir: &Path, want: &Wanted) -> Result<Pinned, NetError> {
+        std::fs::create_dir_all(dir).map_err(|e| NetError::io("creating the pin dir", e))?;
         let mut p = Pinned::default();
         for (on, name, slot) in [
             (want.net, "net", &mut p.net),
@@ -78,7 +83,7 @@ impl Namespaces for FakeNamespaces {
             (want.uts, "uts", &mut p.uts),
         ] {
             if on {
-                std::fs::write(dir.join(name), "").map_err(|e| e.to_string())?;
+                std::fs::write(dir.join(name), "").map_err(|e| NetError::io("pinning", e))?;
                 *slot = Some(dir.join(name));
             }
         }

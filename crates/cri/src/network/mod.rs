@@ -13,36 +13,104 @@ pub mod fake;
 pub mod netns;
 
 pub use cni::{Attachment, Cni, NetConf, PortMapping};
+
+/// Why a pod could not be attached, detached or given its namespaces.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    /// The config directory holds no network config (kubelet's NetworkReady=false).
+    #[error("no network config found in {}", .0.display())]
+    NoConfig(std::path::PathBuf),
+    /// A network config that cannot be used.
+    #[error("CNI config {}: {reason}", file.display())]
+    BadConfig {
+        /// The file.
+        file: std::path::PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A plugin type that names a path.
+    #[error("CNI plugin type {0:?} is not a plain name")]
+    BadPluginName(String),
+    /// A plugin that is in none of the plugin directories.
+    #[error("CNI plugin {kind:?} not found in {dirs}")]
+    NoPlugin {
+        /// The plugin type.
+        kind: String,
+        /// The directories searched, `:`-separated.
+        dirs: String,
+    },
+    /// A plugin failed; `msg` is its own error.
+    #[error("CNI plugin {kind} {cmd} for network {network}: {msg}")]
+    Plugin {
+        /// The plugin type.
+        kind: String,
+        /// ADD, CHECK or DEL.
+        cmd: &'static str,
+        /// The network's name.
+        network: String,
+        /// The plugin's error message.
+        msg: String,
+    },
+    /// A plugin's result that does not parse.
+    #[error("CNI plugin {kind} {cmd}: its result does not parse: {reason}")]
+    BadResult {
+        /// The plugin type.
+        kind: String,
+        /// ADD, CHECK or DEL.
+        cmd: &'static str,
+        /// The parser's error.
+        reason: String,
+    },
+    /// A file or system call failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl NetError {
+    /// An I/O error while doing `context`.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> NetError {
+        NetError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
 pub use netns::{Pinned, Wanted};
 
 /// Attaching pods to the node's network.
 pub trait Network: Send + Sync {
     /// The network pods get now, or why there is none (kubelet's NetworkReady condition).
-    fn ready(&self) -> Result<NetConf, String>;
+    fn ready(&self) -> Result<NetConf, NetError>;
     /// Attaches the pod `at` describes to `net`; returns the result (addresses, interfaces).
-    fn add(&self, net: &NetConf, at: &Attachment) -> Result<Value, String>;
+    fn add(&self, net: &NetConf, at: &Attachment) -> Result<Value, NetError>;
     /// Checks that the pod is still attached as `result` says.
-    fn check(&self, net: &NetConf, at: &Attachment, result: &Value) -> Result<(), String>;
+    fn check(&self, net: &NetConf, at: &Attachment, result: &Value) -> Result<(), NetError>;
     /// Detaches the pod (`result`: what ADD returned, if known).
-    fn del(&self, net: &NetConf, at: &Attachment, result: Option<&Value>) -> Result<(), String>;
+    fn del(&self, net: &NetConf, at: &Attachment, result: Option<&Value>) -> Result<(), NetError>;
     /// What RuntimeStatus's verbose info says of the setup.
     fn describe(&self) -> Value;
 }
 
 impl Network for Cni {
-    fn ready(&self) -> Result<NetConf, String> {
+    fn ready(&self) -> Result<NetConf, NetError> {
         cni::ready(self)
     }
 
-    fn add(&self, net: &NetConf, at: &Attachment) -> Result<Value, String> {
+    fn add(&self, net: &NetConf, at: &Attachment) -> Result<Value, NetError> {
         Cni::add(self, net, at)
     }
 
-    fn check(&self, net: &NetConf, at: &Attachment, result: &Value) -> Result<(), String> {
+    fn check(&self, net: &NetConf, at: &Attachment, result: &Value) -> Result<(), NetError> {
         Cni::check(self, net, at, result)
     }
 
-    fn del(&self, net: &NetConf, at: &Attachment, result: Option<&Value>) -> Result<(), String> {
+    fn del(&self, net: &NetConf, at: &Attachment, result: Option<&Value>) -> Result<(), NetError> {
         Cni::del(self, net, at, result)
     }
 
@@ -59,7 +127,7 @@ impl Network for Cni {
 /// Making a pod's namespaces, pinned so that no process needs to hold them.
 pub trait Namespaces: Send + Sync {
     /// Makes the namespaces `want` asks for, pinned under `dir`.
-    fn pin(&self, dir: &Path, want: &Wanted) -> Result<Pinned, String>;
+    fn pin(&self, dir: &Path, want: &Wanted) -> Result<Pinned, NetError>;
     /// Unpins what is under `dir` and removes it. Idempotent.
     fn unpin(&self, dir: &Path);
     /// Whether every pin of `p` still refers to a namespace (false after a reboot).
@@ -71,7 +139,7 @@ pub trait Namespaces: Send + Sync {
 pub struct Pinner;
 
 impl Namespaces for Pinner {
-    fn pin(&self, dir: &Path, want: &Wanted) -> Result<Pinned, String> {
+    fn pin(&self, dir: &Path, want: &Wanted) -> Result<Pinned, NetError> {
         netns::create(dir, want)
     }
 

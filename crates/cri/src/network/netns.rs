@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use nix::mount::{MntFlags, MsFlags};
 use nix::sched::CloneFlags;
 
+use super::NetError;
+
 /// The namespaces a pod gets of its own (the others are the host's).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Wanted {
@@ -81,7 +83,7 @@ fn loopback_up() -> std::io::Result<()> {
 }
 
 /// Makes the namespaces `want` asks for and pins them under `dir` (created). On failure nothing is left.
-pub fn create(dir: &Path, want: &Wanted) -> Result<Pinned, String> {
+pub fn create(dir: &Path, want: &Wanted) -> Result<Pinned, NetError> {
     let mut flags = CloneFlags::empty();
     let mut names = Vec::new();
     for (on, flag, name) in [
@@ -97,22 +99,23 @@ pub fn create(dir: &Path, want: &Wanted) -> Result<Pinned, String> {
     if names.is_empty() {
         return Ok(Pinned::default());
     }
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| NetError::io(format!("creating {}", dir.display()), e))?;
     for n in &names {
-        std::fs::File::create(dir.join(n)).map_err(|e| format!("creating {}: {e}", dir.join(n).display()))?;
+        std::fs::File::create(dir.join(n))
+            .map_err(|e| NetError::io(format!("creating {}", dir.join(n).display()), e))?;
     }
     let (d, want2) = (dir.to_path_buf(), want.clone());
     let made = std::thread::Builder::new()
         .name("pod-namespaces".into())
-        .spawn(move || -> Result<(), String> {
+        .spawn(move || -> Result<(), NetError> {
             // This thread alone moves into the new namespaces; it ends once they are pinned.
-            nix::sched::unshare(flags).map_err(|e| format!("unshare {flags:?}: {e}"))?;
+            nix::sched::unshare(flags).map_err(|e| NetError::io(format!("unshare {flags:?}"), e.into()))?;
             if want2.uts && !want2.hostname.is_empty() {
                 nix::unistd::sethostname(&want2.hostname)
-                    .map_err(|e| format!("hostname {:?}: {e}", want2.hostname))?;
+                    .map_err(|e| NetError::io(format!("hostname {:?}", want2.hostname), e.into()))?;
             }
             if want2.net {
-                loopback_up().map_err(|e| format!("bringing lo up: {e}"))?;
+                loopback_up().map_err(|e| NetError::io("bringing lo up", e))?;
             }
             for n in names {
                 let src = format!("/proc/thread-self/ns/{n}");
@@ -123,22 +126,27 @@ pub fn create(dir: &Path, want: &Wanted) -> Result<Pinned, String> {
                     MsFlags::MS_BIND,
                     None::<&str>,
                 )
-                .map_err(|e| format!("pinning {src} at {}: {e}", d.join(n).display()))?;
+                .map_err(|e| NetError::io(format!("pinning {src} at {}", d.join(n).display()), e.into()))?;
             }
             Ok(())
         })
-        .map_err(|e| format!("starting the namespace thread: {e}"))?
+        .map_err(|e| NetError::io("starting the namespace thread", e))?
         .join()
-        .unwrap_or_else(|_| Err("the namespace thread panicked".into()));
+        .unwrap_or_else(|_| {
+            Err(NetError::io(
+                "making the pod's namespaces",
+                std::io::Error::other("the namespace thread panicked"),
+            ))
+        });
     let mut pinned = Pinned {
         net: want.net.then(|| dir.join("net")),
         ipc: want.ipc.then(|| dir.join("ipc")),
         uts: want.uts.then(|| dir.join("uts")),
         shm: None,
     };
-    let shm = || -> Result<PathBuf, String> {
+    let shm = || -> Result<PathBuf, NetError> {
         let p = dir.join("shm");
-        std::fs::create_dir_all(&p).map_err(|e| format!("creating {}: {e}", p.display()))?;
+        std::fs::create_dir_all(&p).map_err(|e| NetError::io(format!("creating {}", p.display()), e))?;
         let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
         nix::mount::mount(
             Some("shm"),
@@ -147,7 +155,12 @@ pub fn create(dir: &Path, want: &Wanted) -> Result<Pinned, String> {
             flags,
             Some("mode=1777,size=65536k"),
         )
-        .map_err(|e| format!("mounting the pod's /dev/shm at {}: {e}", p.display()))?;
+        .map_err(|e| {
+            NetError::io(
+                format!("mounting the pod's /dev/shm at {}", p.display()),
+                e.into(),
+            )
+        })?;
         Ok(p)
     };
     let made = made.and_then(|()| {

@@ -236,22 +236,25 @@ impl Pods {
         let net = if host_net {
             None
         } else {
-            Some(
-                self.network
-                    .ready()
-                    .map_err(|reason| Error::NetworkNotReady { call: CALL, reason })?,
-            )
+            Some(self.network.ready().map_err(|e| Error::NetworkNotReady {
+                call: CALL,
+                source: Box::new(e),
+            })?)
         };
-        s.record.namespaces = self
-            .namespaces
-            .pin(&self.ns_dir.join(&id), &want)
-            .map_err(|e| Error::io(format!("{CALL}: pod namespaces"), std::io::Error::other(e)))?;
+        s.record.namespaces =
+            self.namespaces
+                .pin(&self.ns_dir.join(&id), &want)
+                .map_err(|e| Error::Network {
+                    call: CALL,
+                    id: id.clone(),
+                    source: Box::new(e),
+                })?;
         if let (Some(net), Some(path)) = (net, s.record.namespaces.net.clone()) {
             let at = self.attachment(&id, path, &s.config);
-            let result = self.network.add(&net, &at).map_err(|reason| Error::Network {
+            let result = self.network.add(&net, &at).map_err(|e| Error::Network {
                 call: CALL,
                 id: id.clone(),
-                reason,
+                source: Box::new(e),
             })?;
             s.record.ips = cni::pod_ips(&result);
             s.record.network =
@@ -288,10 +291,10 @@ impl Pods {
             let at = self.attachment(&id, path, &s.config);
             self.network
                 .del(&conf, &at, s.record.cni_result.as_ref())
-                .map_err(|reason| Error::Network {
+                .map_err(|e| Error::Network {
                     call: CALL,
                     id: id.clone(),
-                    reason,
+                    source: Box::new(e),
                 })?;
         }
         self.namespaces.unpin(&self.ns_dir.join(&id));

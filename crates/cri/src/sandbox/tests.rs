@@ -88,7 +88,7 @@ fn host_network_pods_get_no_cni_and_no_pins() {
         ..Default::default()
     });
     // Even without a network config.
-    *w.net.not_ready.lock().unwrap() = Some("no network config found in /etc/cni/net.d".into());
+    *w.net.not_ready.lock().unwrap() = true;
     let id = w.pods.run(c, String::new()).unwrap();
     let s = w.pods.sandboxes.get(&id).unwrap();
     assert_eq!(s.record.namespaces, Default::default());
@@ -98,11 +98,11 @@ fn host_network_pods_get_no_cni_and_no_pins() {
 #[test]
 fn a_failed_run_leaves_nothing_and_frees_the_name() {
     let w = world();
-    *w.net.not_ready.lock().unwrap() = Some("no network config found in /etc/cni/net.d".into());
+    *w.net.not_ready.lock().unwrap() = true;
     let (c, msg) = code(w.pods.run(config("web"), String::new()).unwrap_err());
     assert_eq!(c, Code::FailedPrecondition);
     assert!(msg.contains("no network config"), "{msg}");
-    *w.net.not_ready.lock().unwrap() = None;
+    *w.net.not_ready.lock().unwrap() = false;
     *w.net.fail_add.lock().unwrap() = Some("bridge: no luck".into());
     let (c, msg) = code(w.pods.run(config("web"), String::new()).unwrap_err());
     assert_eq!(c, Code::Internal);
