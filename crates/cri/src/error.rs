@@ -148,6 +148,22 @@ pub enum Error {
         #[source]
         source: Box<NetError>,
     },
+    /// A file the request names that is not there.
+    #[error("{call}: {} does not exist", path.display())]
+    NoSuchPath {
+        /// The call.
+        call: &'static str,
+        /// The path.
+        path: std::path::PathBuf,
+    },
+    /// The thread doing the call's work panicked (a bug): the call did not finish.
+    #[error("{call}: the call's task failed: {reason}")]
+    TaskFailed {
+        /// The call.
+        call: &'static str,
+        /// The panic.
+        reason: String,
+    },
     /// A client of the container events stream fell this many events behind.
     #[error("{0} container events were dropped while this client fell behind: list again")]
     EventsLost(u64),
@@ -186,7 +202,8 @@ impl Error {
             Error::AlreadyExists { .. } => Code::AlreadyExists,
             Error::FailedPrecondition { .. } | Error::NetworkNotReady { .. } => Code::FailedPrecondition,
             Error::DeadlineExceeded { .. } => Code::DeadlineExceeded,
-            Error::Io { .. } | Error::Network { .. } => Code::Internal,
+            Error::Io { .. } | Error::Network { .. } | Error::TaskFailed { .. } => Code::Internal,
+            Error::NoSuchPath { .. } => Code::NotFound,
             Error::Shim { source, .. } => match source {
                 ShimError::Refused { code, .. } => match code {
                     ShimCode::NotFound => Code::NotFound,
@@ -209,7 +226,7 @@ impl Error {
 
 /// The gRPC code of an image store error: a malformed reference is `InvalidArgument`, an unknown image
 /// `NotFound`, refused credentials `Unauthenticated`, an unreachable registry `Unavailable`.
-pub fn image_code(e: &crius_image::Error) -> tonic::Code {
+fn image_code(e: &crius_image::Error) -> tonic::Code {
     use crius_image::Error as E;
     use tonic::Code;
     match e {
@@ -405,6 +422,29 @@ mod tests {
         ] {
             assert_eq!(status(image(e)).0, want);
         }
+    }
+
+    #[test]
+    fn a_missing_path_and_a_failed_task() {
+        let e = Error::NoSuchPath {
+            call: "Import",
+            path: "/nonexistent.tar".into(),
+        };
+        assert_eq!(
+            status(e),
+            (Code::NotFound, "Import: /nonexistent.tar does not exist".into())
+        );
+        let e = Error::TaskFailed {
+            call: "ListImages",
+            reason: "panicked".into(),
+        };
+        assert_eq!(
+            status(e),
+            (
+                Code::Internal,
+                "ListImages: the call's task failed: panicked".into()
+            )
+        );
     }
 
     #[test]

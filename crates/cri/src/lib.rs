@@ -45,8 +45,3 @@ pub struct ImageConfig {
     /// Images reported `pinned` (exempt from kubelet's image GC), e.g. the sandbox image.
     pub pinned: Vec<String>,
 }
-
-/// The gRPC status for an image error, as the image services answer it (the message is the store's).
-pub fn status(e: crius_image::Error) -> tonic::Status {
-    tonic::Status::new(error::image_code(&e), e.to_string())
-}

@@ -14,7 +14,8 @@ use crius_image::{ImageRecord, Store};
 use k8s_cri::v1 as cri;
 use tonic::{Request, Response, Status};
 
-use crate::{ImageConfig, status};
+use crate::ImageConfig;
+use crate::error::Error;
 
 /// The image service: one store, one configuration.
 #[derive(Debug, Clone)]
@@ -28,14 +29,19 @@ struct Inner {
     config: ImageConfig,
 }
 
-/// Runs blocking store work off the async workers.
+/// Runs blocking store work for call `call` off the async workers.
 async fn blocking<T: Send + 'static>(
+    call: &'static str,
     f: impl FnOnce() -> crius_image::Result<T> + Send + 'static,
 ) -> Result<T, Status> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| Status::internal(format!("image store task: {e}")))?
-        .map_err(status)
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r.map_err(|source| Error::Image { call, source }.into()),
+        Err(e) => Err(Error::TaskFailed {
+            call,
+            reason: e.to_string(),
+        }
+        .into()),
+    }
 }
 
 /// The image's default user from its config: a numeric user is a uid, anything else a user name.
@@ -52,7 +58,7 @@ fn user_of(config: &serde_json::Value) -> (Option<i64>, String) {
 }
 
 /// Credentials from a CRI AuthConfig.
-pub(crate) fn auth_of(a: Option<&cri::AuthConfig>) -> Result<Auth, Status> {
+pub(crate) fn auth_of(call: &'static str, a: Option<&cri::AuthConfig>) -> Result<Auth, Error> {
     let Some(a) = a else {
         return Ok(Auth::Anonymous);
     };
@@ -65,17 +71,19 @@ pub(crate) fn auth_of(a: Option<&cri::AuthConfig>) -> Result<Auth, Status> {
     if !a.auth.is_empty() {
         let raw = base64::engine::general_purpose::STANDARD
             .decode(a.auth.trim())
-            .map_err(|e| Status::invalid_argument(format!("auth.auth is not base64: {e}")))?;
+            .map_err(|e| Error::invalid(call, "auth.auth", format!("is not base64: {e}")))?;
         let raw = String::from_utf8(raw)
-            .map_err(|_| Status::invalid_argument("auth.auth is not UTF-8 user:password"))?;
+            .map_err(|_| Error::invalid(call, "auth.auth", "is not UTF-8 user:password"))?;
         let (u, p) = raw
             .split_once(':')
-            .ok_or_else(|| Status::invalid_argument("auth.auth must encode user:password"))?;
+            .ok_or_else(|| Error::invalid(call, "auth.auth", "must encode user:password"))?;
         return Ok(Auth::Basic(u.to_string(), p.to_string()));
     }
     if !a.identity_token.is_empty() {
-        return Err(Status::invalid_argument(
-            "auth.identity_token (an OAuth refresh token) is not supported: pass username/password or registry_token",
+        return Err(Error::invalid(
+            call,
+            "auth.identity_token",
+            "(an OAuth refresh token) is not supported: pass username/password or registry_token",
         ));
     }
     Ok(Auth::Anonymous)
@@ -88,10 +96,10 @@ fn now_nanos() -> i64 {
         .unwrap_or(1)
 }
 
-fn reference_of(spec: Option<&cri::ImageSpec>, rpc: &str) -> Result<String, Status> {
+fn reference_of(spec: Option<&cri::ImageSpec>, call: &'static str) -> Result<String, Error> {
     match spec.map(|s| s.image.as_str()) {
         Some(r) if !r.is_empty() => Ok(r.to_string()),
-        _ => Err(Status::invalid_argument(format!("{rpc}: image.image is empty"))),
+        _ => Err(Error::invalid(call, "image.image", "is empty")),
     }
 }
 
@@ -184,7 +192,7 @@ impl cri::image_service_server::ImageService for ImageService {
             .map(|s| s.image)
             .filter(|s| !s.is_empty());
         let store = self.inner.store.clone();
-        let records = blocking(move || match filter {
+        let records = blocking("ListImages", move || match filter {
             None => store.images(),
             Some(r) => match store.find(&r) {
                 Ok(rec) => Ok(vec![rec]),
@@ -204,7 +212,7 @@ impl cri::image_service_server::ImageService for ImageService {
         let req = request.into_inner();
         let reference = reference_of(req.image.as_ref(), "ImageStatus")?;
         let store = self.inner.store.clone();
-        let found = blocking(move || match store.find(&reference) {
+        let found = blocking("ImageStatus", move || match store.find(&reference) {
             Ok(rec) => Ok(Some(rec)),
             Err(crius_image::Error::NotFound(_)) => Ok(None),
             Err(e) => Err(e),
@@ -231,13 +239,16 @@ impl cri::image_service_server::ImageService for ImageService {
     ) -> Result<Response<cri::PullImageResponse>, Status> {
         let req = request.into_inner();
         let reference = reference_of(req.image.as_ref(), "PullImage")?;
-        let opts = self.pull_options(auth_of(req.auth.as_ref())?);
+        let opts = self.pull_options(auth_of("PullImage", req.auth.as_ref())?);
         let started = std::time::Instant::now();
         let report = crius_image::pull::pull(&self.inner.store, &reference, &opts)
             .await
             .map_err(|e| {
                 tracing::warn!(image = %reference, error = %e, "pull failed");
-                status(e)
+                Error::Image {
+                    call: "PullImage",
+                    source: e,
+                }
             })?;
         tracing::info!(
             image = %reference,
@@ -259,7 +270,7 @@ impl cri::image_service_server::ImageService for ImageService {
         let reference = reference_of(request.into_inner().image.as_ref(), "RemoveImage")?;
         let store = self.inner.store.clone();
         let shown = reference.clone();
-        let removed = blocking(move || match store.remove_image(&reference) {
+        let removed = blocking("RemoveImage", move || match store.remove_image(&reference) {
             Ok(rec) => Ok(Some(rec)),
             // Removing what is not there succeeds: the call is idempotent.
             Err(crius_image::Error::NotFound(_)) => Ok(None),
@@ -277,7 +288,7 @@ impl cri::image_service_server::ImageService for ImageService {
         _: Request<cri::ImageFsInfoRequest>,
     ) -> Result<Response<cri::ImageFsInfoResponse>, Status> {
         let store = self.inner.store.clone();
-        let usage = blocking(move || Ok(store.usage())).await?;
+        let usage = blocking("ImageFsInfo", move || Ok(store.usage())).await?;
         let fs = cri::FilesystemUsage {
             timestamp: now_nanos(),
             fs_id: Some(cri::FilesystemIdentifier {
@@ -309,24 +320,24 @@ mod tests {
 
     #[test]
     fn auth_from_cri() {
-        assert!(matches!(auth_of(None), Ok(Auth::Anonymous)));
+        assert!(matches!(auth_of("PullImage", None), Ok(Auth::Anonymous)));
         let a = cri::AuthConfig {
             auth: base64::engine::general_purpose::STANDARD.encode("u:p:w"),
             ..Default::default()
         };
-        assert!(matches!(auth_of(Some(&a)), Ok(Auth::Basic(u, p)) if u == "u" && p == "p:w"));
+        assert!(matches!(auth_of("PullImage", Some(&a)), Ok(Auth::Basic(u, p)) if u == "u" && p == "p:w"));
         let a = cri::AuthConfig {
             registry_token: "t".into(),
             username: "u".into(),
             ..Default::default()
         };
-        assert!(matches!(auth_of(Some(&a)), Ok(Auth::Bearer(t)) if t == "t"));
+        assert!(matches!(auth_of("PullImage", Some(&a)), Ok(Auth::Bearer(t)) if t == "t"));
         let a = cri::AuthConfig {
             auth: "!!".into(),
             ..Default::default()
         };
         assert_eq!(
-            auth_of(Some(&a)).unwrap_err().code(),
+            auth_of("PullImage", Some(&a)).unwrap_err().code(),
             tonic::Code::InvalidArgument
         );
     }

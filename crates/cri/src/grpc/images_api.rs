@@ -9,8 +9,8 @@ use crius_image::pull::Progress;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
+use crate::error::Error;
 use crate::grpc::image::ImageService;
-use crate::status;
 
 /// The service; it shares the CRI ImageService's store and configuration.
 #[derive(Debug, Clone)]
@@ -66,17 +66,21 @@ impl api::images_server::Images for ImagesApi {
     async fn pull(&self, request: Request<api::PullRequest>) -> Result<Response<PullStream>, Status> {
         let req = request.into_inner();
         if req.reference.is_empty() {
-            return Err(Status::invalid_argument("Pull: reference is empty"));
+            return Err(Error::invalid("Pull", "reference", "is empty").into());
         }
         // Refuse a bad reference before the stream starts, so the caller gets the status directly.
-        crius_image::reference::normalize(&req.reference).map_err(status)?;
+        crius_image::reference::normalize(&req.reference)
+            .map_err(|source| Error::Image { call: "Pull", source })?;
         // The same precedence as the CRI's credentials: a token, else user and password, else none.
-        let auth = crate::grpc::image::auth_of(Some(&k8s_cri::v1::AuthConfig {
-            username: req.username,
-            password: req.password,
-            registry_token: req.registry_token,
-            ..Default::default()
-        }))?;
+        let auth = crate::grpc::image::auth_of(
+            "Pull",
+            Some(&k8s_cri::v1::AuthConfig {
+                username: req.username,
+                password: req.password,
+                registry_token: req.registry_token,
+                ..Default::default()
+            }),
+        )?;
         let opts = self.images.pull_options(auth);
         let store = self.images.store().clone();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -101,7 +105,11 @@ impl api::images_server::Images for ImagesApi {
                 }
                 Err(e) => {
                     tracing::warn!(image = %req.reference, error = %e, "pull failed");
-                    Err(status(e))
+                    Err(Error::Image {
+                        call: "Pull",
+                        source: e,
+                    }
+                    .into())
                 }
             };
             let _ = tx.send(last);
@@ -117,23 +125,32 @@ impl api::images_server::Images for ImagesApi {
     ) -> Result<Response<api::ImportResponse>, Status> {
         let path = PathBuf::from(request.into_inner().path);
         if !path.is_absolute() {
-            return Err(Status::invalid_argument(format!(
-                "Import: path {} is not absolute (criusd resolves it, not the caller)",
-                path.display()
-            )));
+            return Err(Error::invalid(
+                "Import",
+                format!("path {}", path.display()),
+                "is not absolute (criusd resolves it, not the caller)",
+            )
+            .into());
         }
         if !path.exists() {
-            return Err(Status::not_found(format!(
-                "Import: {} does not exist",
-                path.display()
-            )));
+            return Err(Error::NoSuchPath { call: "Import", path }.into());
         }
         let store = self.images.store().clone();
         let shown = path.display().to_string();
-        let records = tokio::task::spawn_blocking(move || crius_image::import::import_any(&store, &path))
-            .await
-            .map_err(|e| Status::internal(format!("import task: {e}")))?
-            .map_err(status)?;
+        let records =
+            match tokio::task::spawn_blocking(move || crius_image::import::import_any(&store, &path)).await {
+                Ok(r) => r.map_err(|source| Error::Image {
+                    call: "Import",
+                    source,
+                })?,
+                Err(e) => {
+                    return Err(Error::TaskFailed {
+                        call: "Import",
+                        reason: e.to_string(),
+                    }
+                    .into());
+                }
+            };
         for r in &records {
             tracing::info!(archive = %shown, id = %r.id, names = ?r.names, "imported");
         }

@@ -58,7 +58,11 @@ impl RuntimeService {
         match tokio::task::spawn_blocking(move || f(&inner.runtime)).await {
             Ok(r) => r.map_err(Status::from),
             // A panic in the call: the task's error says where.
-            Err(e) => Err(Status::internal(format!("runtime task: {e}"))),
+            Err(e) => Err(Error::TaskFailed {
+                call: "RuntimeService",
+                reason: e.to_string(),
+            }
+            .into()),
         }
     }
 }
@@ -95,7 +99,10 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
             )
         })
         .await
-        .map_err(|e| Status::internal(format!("status task: {e}")))?;
+        .map_err(|e| Error::TaskFailed {
+            call: "Status",
+            reason: e.to_string(),
+        })?;
         let condition = |kind: &str, r: &Result<(), String>, reason: &str| cri::RuntimeCondition {
             r#type: kind.into(),
             status: r.is_ok(),
