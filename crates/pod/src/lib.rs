@@ -7,6 +7,8 @@
 pub mod convert;
 pub mod engine;
 pub mod env;
+#[cfg(test)]
+mod fake_cri;
 mod hooks;
 pub mod manifest;
 pub mod node;

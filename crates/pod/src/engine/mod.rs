@@ -32,6 +32,8 @@ use crate::volumes::Volumes;
 mod probes;
 mod resize;
 mod stop;
+#[cfg(test)]
+mod tests;
 
 /// What the caller can ask of a running pod.
 #[derive(Debug, Clone)]
