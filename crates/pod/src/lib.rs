@@ -17,5 +17,5 @@ pub mod report;
 pub mod volumes;
 
 pub use engine::{Control, Options, PullPolicy, run};
-pub use manifest::{Manifest, PodDef, parse};
+pub use manifest::{Manifest, PodDef, RestartPolicy, parse};
 pub use report::{Event, Phase, Report, Role};

@@ -5,9 +5,36 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodTemplateSpec, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, PodTemplateSpec, Secret};
 use serde::Deserialize;
 use serde_yaml_ng::Value;
+
+use crate::report::Role;
+
+/// A restartPolicy: the pod's, which says which of its main containers run again when they exit (and
+/// whether its regular init containers do), or an init container's, where only `Always` is allowed (it makes
+/// the container a sidecar). Read once, when the manifest is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartPolicy {
+    /// Restart on every exit: the pod runs until stopped.
+    Always,
+    /// Restart on a non-zero exit: the pod completes once its main containers have exited 0.
+    OnFailure,
+    /// Never restart: the pod completes when its main containers have exited.
+    Never,
+}
+
+impl RestartPolicy {
+    /// The policy a manifest names (`Always`, `OnFailure`, `Never`); None for any other word.
+    pub fn from_name(name: &str) -> Option<RestartPolicy> {
+        match name {
+            "Always" => Some(RestartPolicy::Always),
+            "OnFailure" => Some(RestartPolicy::OnFailure),
+            "Never" => Some(RestartPolicy::Never),
+            _ => None,
+        }
+    }
+}
 
 /// One pod to run.
 #[derive(Debug, Clone)]
@@ -26,12 +53,24 @@ pub struct PodDef {
     pub annotations: BTreeMap<String, String>,
     /// The spec, with the restart policy defaulted as the API server does.
     pub spec: PodSpec,
+    /// The spec's restart policy (`Always` when not given).
+    pub restart_policy: RestartPolicy,
 }
 
 impl PodDef {
-    /// The pod's restart policy: `Always`, `OnFailure` or `Never`.
-    pub fn restart_policy(&self) -> &str {
-        self.spec.restart_policy.as_deref().unwrap_or("Always")
+    /// The containers in start order, each with its part: the init containers in spec order (those with
+    /// `restartPolicy: Always` are sidecars), then the main ones.
+    pub fn containers(&self) -> impl Iterator<Item = (&Container, Role)> {
+        let inits = self.spec.init_containers.iter().flatten().map(|c| {
+            let policy = c.restart_policy.as_deref().and_then(RestartPolicy::from_name);
+            let role = if policy == Some(RestartPolicy::Always) {
+                Role::Sidecar
+            } else {
+                Role::Init
+            };
+            (c, role)
+        });
+        inits.chain(self.spec.containers.iter().map(|c| (c, Role::Main)))
     }
 }
 
@@ -125,14 +164,15 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest, String> {
                 }
                 let mut spec = t.spec.ok_or_else(|| format!("{at}: no spec.template.spec"))?;
                 if matches!(k, "Job" | "CronJob") {
-                    match spec.restart_policy.as_deref() {
-                        Some("Never" | "OnFailure") => {}
-                        other => {
-                            return Err(format!(
-                                "{at}: a Job's pod template needs restartPolicy Never or OnFailure (has {})",
-                                other.unwrap_or("none")
-                            ));
-                        }
+                    let named = spec.restart_policy.as_deref();
+                    if !matches!(
+                        named.and_then(RestartPolicy::from_name),
+                        Some(RestartPolicy::Never | RestartPolicy::OnFailure)
+                    ) {
+                        return Err(format!(
+                            "{at}: a Job's pod template needs restartPolicy Never or OnFailure (has {})",
+                            named.unwrap_or("none")
+                        ));
                     }
                 }
                 spec.restart_policy.get_or_insert_with(|| "Always".into());
@@ -235,7 +275,9 @@ fn def(
     mut spec: PodSpec,
     at: &str,
 ) -> Result<PodDef, String> {
-    spec.restart_policy.get_or_insert_with(|| "Always".into());
+    let named = spec.restart_policy.get_or_insert_with(|| "Always".into());
+    let restart_policy = RestartPolicy::from_name(named)
+        .ok_or_else(|| format!("{at}: restartPolicy {named:?} (Always, OnFailure or Never)"))?;
     if spec.containers.is_empty() {
         return Err(format!("{at}: no containers"));
     }
@@ -251,7 +293,8 @@ fn def(
     }
     for c in init {
         match c.restart_policy.as_deref() {
-            None | Some("Always") => {}
+            None => {}
+            Some(p) if RestartPolicy::from_name(p) == Some(RestartPolicy::Always) => {}
             Some(p) => {
                 return Err(format!(
                     "{at}: init container {:?}: restartPolicy {p:?} (only Always, which makes it a sidecar)",
@@ -268,6 +311,7 @@ fn def(
         labels: meta.labels.unwrap_or_default(),
         annotations: meta.annotations.unwrap_or_default(),
         spec,
+        restart_policy,
     })
 }
 
@@ -314,7 +358,7 @@ metadata: {name: vpa}
             (p.name.as_str(), p.generated, p.namespace.as_str()),
             ("data-processing-job-", true, "default")
         );
-        assert_eq!(p.restart_policy(), "Never");
+        assert_eq!(p.restart_policy, RestartPolicy::Never);
         let init = p.spec.init_containers.as_ref().unwrap();
         assert_eq!(init[0].restart_policy.as_deref(), Some("Always"));
         assert_eq!(init[1].command.as_ref().unwrap(), &["flyway", "migrate"]);
@@ -344,8 +388,8 @@ metadata: {name: vpa}
     fn pods_default_to_always_and_bad_manifests_are_named() {
         let m = parse("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a, image: busybox}]\n", "p.yaml").unwrap();
         assert_eq!(
-            (m.pods[0].name.as_str(), m.pods[0].restart_policy()),
-            ("p", "Always")
+            (m.pods[0].name.as_str(), m.pods[0].restart_policy),
+            ("p", RestartPolicy::Always)
         );
 
         let e = parse(
@@ -370,5 +414,39 @@ metadata: {name: vpa}
         assert!(e.starts_with("p.yaml, document 1"), "{e}");
         let e = parse("metadata: {name: p}\n", "p.yaml").unwrap_err();
         assert!(e.contains("no `kind`"), "{e}");
+    }
+
+    #[test]
+    fn restart_policies_are_read_with_the_manifest() {
+        let m = parse(JOB, "job.yaml").unwrap();
+        let roles: Vec<_> = m.pods[0]
+            .containers()
+            .map(|(c, r)| (c.name.as_str(), r))
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                ("log-agent", Role::Sidecar),
+                ("db-migration", Role::Init),
+                ("worker", Role::Main)
+            ]
+        );
+        let pod = |policy: &str| {
+            parse(
+                &format!(
+                    "kind: Pod\nmetadata: {{name: p}}\nspec:\n  restartPolicy: {policy}\n  containers: [{{name: a, image: x}}]\n"
+                ),
+                "p.yaml",
+            )
+        };
+        assert_eq!(
+            pod("OnFailure").unwrap().pods[0].restart_policy,
+            RestartPolicy::OnFailure
+        );
+        let e = pod("Sometimes").unwrap_err();
+        assert!(
+            e.contains("(Pod \"p\"): restartPolicy \"Sometimes\" (Always, OnFailure or Never)"),
+            "{e}"
+        );
     }
 }

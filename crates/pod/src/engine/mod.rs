@@ -25,7 +25,7 @@ use tonic::transport::Channel;
 use crate::convert::{self, PodIdentity, Qos};
 use crate::env::PodFields;
 use crate::hooks;
-use crate::manifest::{Manifest, PodDef};
+use crate::manifest::{Manifest, PodDef, RestartPolicy};
 use crate::report::{ContainerReport, Event, Phase, Report, Role};
 use crate::volumes::Volumes;
 
@@ -238,20 +238,7 @@ pub async fn run(
     // Images first: nothing is made for a pod whose images are missing.
     let mut slots = Vec::new();
     let mut pulled: HashMap<String, String> = HashMap::new();
-    let inits = def.spec.init_containers.iter().flatten();
-    for (c, role) in inits
-        .map(|c| {
-            (
-                c,
-                if c.restart_policy.as_deref() == Some("Always") {
-                    Role::Sidecar
-                } else {
-                    Role::Init
-                },
-            )
-        })
-        .chain(def.spec.containers.iter().map(|c| (c, Role::Main)))
-    {
+    for (c, role) in def.containers() {
         let named = c.image.clone().unwrap_or_default();
         let image = opts.images.get(&named).cloned().unwrap_or_else(|| named.clone());
         let image_ref = match pulled.get(&image) {
@@ -419,10 +406,6 @@ async fn ensure_image(
 }
 
 impl<E: FnMut(Event)> Run<'_, E> {
-    fn restart_policy(&self) -> &str {
-        self.def.restart_policy()
-    }
-
     /// Starts the pod and keeps it as its spec says until it completes, or is stopped, and says which.
     async fn lead(&mut self, controls: &mut mpsc::UnboundedReceiver<Control>) -> Phase {
         let first_main = self
@@ -474,7 +457,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
             }
             self.probe().await;
             if next_init > first_main
-                && self.restart_policy() != "Always"
+                && self.def.restart_policy != RestartPolicy::Always
                 && self.slots[first_main..].iter().all(|s| s.done)
             {
                 let ok = self.slots[first_main..]
@@ -574,7 +557,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
 
     /// Decides what exits mean: restarts to schedule, init and main containers finished, a failed pod.
     fn react(&mut self) -> Option<Phase> {
-        let policy = self.restart_policy().to_string();
+        let policy = self.def.restart_policy;
         for s in &mut self.slots {
             if s.running || s.done || s.restart_at.is_some() {
                 continue;
@@ -582,8 +565,12 @@ impl<E: FnMut(Event)> Run<'_, E> {
             let Some((code, _)) = &s.exit else { continue };
             let restart = match s.role {
                 Role::Sidecar => true,
-                Role::Init => *code != 0 && policy != "Never",
-                Role::Main => policy == "Always" || (policy == "OnFailure" && *code != 0),
+                Role::Init => *code != 0 && policy != RestartPolicy::Never,
+                Role::Main => match policy {
+                    RestartPolicy::Always => true,
+                    RestartPolicy::OnFailure => *code != 0,
+                    RestartPolicy::Never => false,
+                },
             };
             if restart {
                 let after = s.backoff;

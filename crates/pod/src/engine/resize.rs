@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 
 use super::{MIN_GRACE_S, Run};
 use crate::convert;
+use crate::manifest::RestartPolicy;
 use crate::report::{Event, Role};
 
 /// Whether `resource` (`cpu`, `memory`) differs between two requirement sets, in requests or limits.
@@ -93,7 +94,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
         let restart = ["cpu", "memory"]
             .into_iter()
             .any(|r| changed(&old, &new, r) && policy(r) == "RestartContainer");
-        if restart && self.def.restart_policy() == "Never" {
+        if restart && self.def.restart_policy == RestartPolicy::Never {
             return Err("resizePolicy RestartContainer in a pod whose restartPolicy is Never".into());
         }
         let mut c = s.spec.clone();
