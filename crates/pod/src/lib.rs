@@ -7,6 +7,7 @@
 pub mod convert;
 pub mod engine;
 pub mod env;
+mod error;
 #[cfg(test)]
 mod fake_cri;
 mod hooks;
@@ -17,5 +18,6 @@ pub mod report;
 pub mod volumes;
 
 pub use engine::{Control, Options, PullPolicy, run};
+pub use error::{Error, Result};
 pub use manifest::{Manifest, PodDef, RestartPolicy, parse};
 pub use report::{Event, Phase, Report, Role};

@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
+use crate::Error;
 use crate::convert::{self, PodIdentity, Qos};
 use crate::env::PodFields;
 use crate::hooks;
@@ -162,10 +163,6 @@ impl Events {
 }
 const MIN_GRACE_S: i64 = 2;
 
-fn grpc(what: &str) -> impl FnOnce(tonic::Status) -> String + '_ {
-    move |s| format!("{what}: {:?}: {}", s.code(), s.message())
-}
-
 /// One container of the pod and where it is in its life.
 struct Slot {
     spec: Container,
@@ -215,7 +212,7 @@ pub async fn run(
     manifest: &Manifest,
     mut controls: mpsc::UnboundedReceiver<Control>,
     mut on: impl FnMut(Event),
-) -> Result<Report, String> {
+) -> Result<Report, Error> {
     let mut rt = RuntimeServiceClient::new(channel.clone());
     let mut img = ImageServiceClient::new(channel);
     let uid = crate::node::uuid();
@@ -270,7 +267,7 @@ pub async fn run(
     let mut volumes = Volumes::prepare(def, manifest, &opts.pods_dir.join(&id.uid))?;
     let made = async {
         std::fs::create_dir_all(&id.log_directory)
-            .map_err(|e| format!("creating {}: {e}", id.log_directory))?;
+            .map_err(Error::io(format!("creating {}", id.log_directory)))?;
         let sandbox_config = convert::sandbox_config(def, &id)?;
         let sandbox = rt
             .run_pod_sandbox(cri::RunPodSandboxRequest {
@@ -278,10 +275,10 @@ pub async fn run(
                 runtime_handler: String::new(),
             })
             .await
-            .map_err(grpc("RunPodSandbox"))?
+            .map_err(Error::cri("RunPodSandbox"))?
             .into_inner()
             .pod_sandbox_id;
-        Ok::<_, String>((sandbox_config, sandbox))
+        Ok::<_, Error>((sandbox_config, sandbox))
     }
     .await;
     let (sandbox_config, sandbox) = match made {
@@ -351,7 +348,7 @@ async fn ensure_image(
     c: &Container,
     image: &str,
     on: &mut impl FnMut(Event),
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let policy = match policy {
         PullPolicy::Manifest => match c.image_pull_policy.as_deref() {
             Some("Always") => PullPolicy::Always,
@@ -379,16 +376,16 @@ async fn ensure_image(
                 verbose: false,
             })
             .await
-            .map_err(grpc(&format!("ImageStatus of {image}")))?
+            .map_err(Error::cri(format!("ImageStatus of {image}")))?
             .into_inner()
             .image;
         match present {
             Some(i) => return Ok(i.id),
             None if policy == PullPolicy::Never => {
-                return Err(format!(
-                    "container {:?}: image {image} is not present and may not be pulled (pull policy Never)",
-                    c.name
-                ));
+                return Err(Error::ImageNotPresent {
+                    container: c.name.clone(),
+                    image: image.to_string(),
+                });
             }
             None => {}
         }
@@ -401,7 +398,7 @@ async fn ensure_image(
             sandbox_config: None,
         })
         .await
-        .map_err(grpc(&format!("container {:?}: pulling {image}", c.name)))?;
+        .map_err(Error::cri(format!("container {:?}: pulling {image}", c.name)))?;
     Ok(r.into_inner().image_ref)
 }
 
@@ -614,6 +611,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
         match self.create_and_start(i).await {
             Ok(()) => {}
             Err(error) => {
+                let error = error.to_string();
                 let s = &mut self.slots[i];
                 (self.on)(Event::Failed {
                     name: s.spec.name.clone(),
@@ -630,7 +628,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
     }
 
     /// The CRI resources of container `c` in role `role`.
-    fn cri_resources(&self, role: Role, c: &Container) -> Result<cri::LinuxContainerResources, String> {
+    fn cri_resources(&self, role: Role, c: &Container) -> Result<cri::LinuxContainerResources, Error> {
         let capacity = crate::node::memory_bytes();
         let mut resources = convert::resources(c, self.qos, capacity)?;
         if role == Role::Sidecar {
@@ -643,7 +641,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
         Ok(resources)
     }
 
-    async fn create_and_start(&mut self, i: usize) -> Result<(), String> {
+    async fn create_and_start(&mut self, i: usize) -> Result<(), Error> {
         let s = &self.slots[i];
         let c = &s.spec;
         let env = crate::env::build(self.def, self.manifest, c, &self.fields)?;
@@ -672,7 +670,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 sandbox_config: Some(self.sandbox_config.clone()),
             })
             .await
-            .map_err(grpc("CreateContainer"))?
+            .map_err(Error::cri("CreateContainer"))?
             .into_inner()
             .container_id;
         self.slots[i].id = Some(id.clone());
@@ -681,7 +679,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 container_id: id.clone(),
             })
             .await
-            .map_err(grpc("StartContainer"))?;
+            .map_err(Error::cri("StartContainer"))?;
         let s = &mut self.slots[i];
         s.running = true;
         s.exit = None;
@@ -695,7 +693,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
             log_path,
         });
         if let Some(h) = post_start
-            && let Err(e) = hooks::handler(&mut self.rt, &id, &h, Duration::from_secs(30)).await
+            && let Err(e) = hooks::handler(&mut self.rt, &id, "postStart", &h, Duration::from_secs(30)).await
         {
             // kubelet kills a container whose postStart hook failed.
             let _ = self
@@ -705,7 +703,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
                     timeout: MIN_GRACE_S,
                 })
                 .await;
-            return Err(format!("postStart hook: {e}"));
+            return Err(e);
         }
         Ok(())
     }

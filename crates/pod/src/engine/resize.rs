@@ -9,6 +9,7 @@ use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 
 use super::{MIN_GRACE_S, Run};
+use crate::Error;
 use crate::convert;
 use crate::manifest::RestartPolicy;
 use crate::report::{Event, Role};
@@ -48,19 +49,19 @@ impl<E: FnMut(Event)> Run<'_, E> {
         }
     }
 
-    async fn try_resize(&mut self, name: &str, new: ResourceRequirements) -> Result<(), String> {
+    async fn try_resize(&mut self, name: &str, new: ResourceRequirements) -> Result<(), Error> {
         let i = self
             .slots
             .iter()
             .position(|s| s.spec.name == name)
-            .ok_or_else(|| format!("the pod has no container {name:?}"))?;
+            .ok_or_else(|| Error::NoSuchContainer(name.into()))?;
         let s = &self.slots[i];
         let old = s.spec.resources.clone().unwrap_or_default();
         if old == new {
             return Ok(());
         }
         if s.role == Role::Init {
-            return Err("regular init containers cannot be resized".into());
+            return Err(Error::NotResizable("regular init containers cannot be resized"));
         }
         let mut spec = self.def.spec.clone();
         let slots = &self.slots;
@@ -77,10 +78,10 @@ impl<E: FnMut(Event)> Run<'_, E> {
         spec.init_containers.iter_mut().flatten().for_each(current);
         let qos = convert::qos(&spec)?;
         if qos != self.qos {
-            return Err(format!(
-                "the pod's QoS class would change from {:?} to {qos:?}: not allowed",
-                self.qos
-            ));
+            return Err(Error::QosChange {
+                from: self.qos,
+                to: qos,
+            });
         }
         let policy = |res: &str| {
             s.spec
@@ -95,7 +96,9 @@ impl<E: FnMut(Event)> Run<'_, E> {
             .into_iter()
             .any(|r| changed(&old, &new, r) && policy(r) == "RestartContainer");
         if restart && self.def.restart_policy == RestartPolicy::Never {
-            return Err("resizePolicy RestartContainer in a pod whose restartPolicy is Never".into());
+            return Err(Error::NotResizable(
+                "resizePolicy RestartContainer in a pod whose restartPolicy is Never",
+            ));
         }
         let mut c = s.spec.clone();
         c.resources = Some(new);
@@ -129,7 +132,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
                     timeout: grace,
                 })
                 .await
-                .map_err(|e| format!("stopping it: {}", e.message()))?;
+                .map_err(Error::cri("stopping it"))?;
             let _ = self
                 .rt
                 .remove_container(cri::RemoveContainerRequest { container_id: id })
@@ -158,7 +161,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 ..Default::default()
             })
             .await
-            .map_err(|e| format!("{:?}: {}", e.code(), e.message()))?;
+            .map_err(Error::cri("UpdateContainerResources"))?;
         self.slots[i].spec = c;
         let applied = self.applied(&id).await;
         (self.on)(Event::Resized {

@@ -45,8 +45,8 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 let mut out = Vec::new();
                 if let Some(h) = pre_stop {
                     let left = deadline.saturating_duration_since(Instant::now());
-                    if let Err(e) = hooks::handler(&mut rt, &id, &h, left).await {
-                        out.push(Event::Note(format!("{role} {name}: preStop hook: {e}")));
+                    if let Err(e) = hooks::handler(&mut rt, &id, "preStop", &h, left).await {
+                        out.push(Event::Note(format!("{role} {name}: {e}")));
                     }
                 }
                 let grace_s = remaining(deadline);
@@ -69,8 +69,8 @@ impl<E: FnMut(Event)> Run<'_, E> {
             async move {
                 let mut out = Vec::new();
                 let left = deadline.saturating_duration_since(Instant::now());
-                if let Err(e) = hooks::handler(&mut rt, &id, &h, left).await {
-                    out.push(Event::Note(format!("sidecar {name}: preStop hook: {e}")));
+                if let Err(e) = hooks::handler(&mut rt, &id, "preStop", &h, left).await {
+                    out.push(Event::Note(format!("sidecar {name}: {e}")));
                 }
                 out
             }

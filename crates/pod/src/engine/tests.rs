@@ -49,7 +49,7 @@ impl Pod {
         &self,
         controls: mpsc::UnboundedReceiver<Control>,
         script: impl Future<Output = ()>,
-    ) -> Result<Report, String> {
+    ) -> Result<Report, Error> {
         let events = self.events.clone();
         let engine = run(
             self.channel.clone(),
@@ -63,7 +63,7 @@ impl Pod {
         let (report, ()) = tokio::time::timeout(Duration::from_secs(30), both)
             .await
             .unwrap_or_else(|_| panic!("the pod did not end in 30 s; calls: {:?}", self.fake.calls()));
-        report.map_err(|e| e.to_string())
+        report
     }
 
     /// The events so far, as `crius run` prints them.
@@ -638,8 +638,12 @@ spec:
     pod.opts.pull = PullPolicy::Never;
     pod.fake.missing_image("x:1");
     let e = pod.run(no_controls(), async {}).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::ImageNotPresent { container, .. } if container == "b"),
+        "{e}"
+    );
     assert_eq!(
-        e,
+        e.to_string(),
         "container \"b\": image x:1 is not present and may not be pulled (pull policy Never)"
     );
     assert_eq!(pod.fake.calls(), []);
