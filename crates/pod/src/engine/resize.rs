@@ -8,6 +8,7 @@
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 
+use super::slot::State;
 use super::{MIN_GRACE_S, Run};
 use crate::Error;
 use crate::convert;
@@ -103,8 +104,8 @@ impl<E: FnMut(Event)> Run<'_, E> {
         let mut c = s.spec.clone();
         c.resources = Some(new);
         let resources = self.cri_resources(s.role, &c)?;
-        let (running, id, role) = (s.running, s.id.clone().unwrap_or_default(), s.role);
-        if !running || id.is_empty() {
+        let role = s.role;
+        let Some(id) = s.state.running_id().map(str::to_string) else {
             self.slots[i].spec = c;
             (self.on)(Event::Resized {
                 name: name.into(),
@@ -112,7 +113,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 applied: "at its next start".into(),
             });
             return Ok(());
-        }
+        };
         if restart {
             self.slots[i].spec = c;
             let grace = self
@@ -138,12 +139,10 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 .remove_container(cri::RemoveContainerRequest { container_id: id })
                 .await;
             let s = &mut self.slots[i];
-            s.id = None;
-            s.running = false;
-            s.ready = false;
+            s.state = State::NotStarted;
             s.attempt += 1;
             self.start(i).await;
-            let applied = match self.slots[i].id.clone().filter(|id| !id.is_empty()) {
+            let applied = match self.slots[i].state.container().map(str::to_string) {
                 Some(id) => self.applied(&id).await,
                 None => "not started".into(),
             };

@@ -2,10 +2,17 @@
 //! makes for start-up, restarts, completion and termination, without root and without processes.
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use super::*;
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+
+use super::{Control, Options, PullPolicy, run};
+use crate::Error;
 use crate::fake_cri::{Call, FakeCri, TERMINATED, create, remove, start, stop};
-use crate::report::ContainerReport;
+use crate::manifest::Manifest;
+use crate::report::{ContainerReport, Event, Phase, Report, Role};
 
 /// One pod of a manifest on its own fake runtime, with its files in a temporary directory.
 struct Pod {
