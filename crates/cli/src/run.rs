@@ -97,7 +97,7 @@ pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, Stri
         } else {
             std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?
         };
-        manifest.merge(crius_pod::parse(&text, &file.display().to_string())?);
+        manifest.merge(crius_pod::parse(&text, &file.display().to_string()).map_err(|e| e.to_string())?);
     }
     for s in &manifest.skipped {
         eprintln!("crius: skipping {s}: only pods and their ConfigMaps and Secrets run here");

@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
 
+use crate::Error;
 use crate::manifest::PodDef;
-use crate::quantity;
+use crate::quantity::{self, BadQuantity};
 
 /// kubelet's CFS period, in µs.
 pub const CPU_PERIOD: i64 = 100_000;
@@ -36,9 +37,9 @@ struct Amounts {
     memory_limit: Option<u64>,
 }
 
-fn amounts(r: &Option<ResourceRequirements>) -> Result<Amounts, String> {
+fn amounts(r: &Option<ResourceRequirements>) -> Result<Amounts, BadQuantity> {
     let r = r.clone().unwrap_or_default();
-    let get = |m: &Option<BTreeMap<String, _>>, k: &str, f: fn(&_) -> Result<u64, String>| {
+    let get = |m: &Option<BTreeMap<String, _>>, k: &str, f: fn(&_) -> Result<u64, BadQuantity>| {
         m.as_ref().and_then(|m| m.get(k)).map(f).transpose()
     };
     let cpu_limit = get(&r.limits, "cpu", quantity::milli_cpu)?;
@@ -52,11 +53,16 @@ fn amounts(r: &Option<ResourceRequirements>) -> Result<Amounts, String> {
     })
 }
 
+/// Container `c`'s requests and limits; an error names it.
+fn amounts_of(c: &Container) -> Result<Amounts, Error> {
+    amounts(&c.resources).map_err(|e| Error::manifest(format!("container {:?}", c.name), e))
+}
+
 /// The pod's QoS class.
-pub fn qos(spec: &PodSpec) -> Result<Qos, String> {
+pub fn qos(spec: &PodSpec) -> Result<Qos, Error> {
     let (mut any, mut all_equal) = (false, true);
     for c in spec.init_containers.iter().flatten().chain(&spec.containers) {
-        let a = amounts(&c.resources).map_err(|e| format!("container {:?}: {e}", c.name))?;
+        let a = amounts_of(c)?;
         any |= a.cpu_request.is_some()
             || a.cpu_limit.is_some()
             || a.memory_request.is_some()
@@ -81,8 +87,8 @@ pub fn resources(
     c: &Container,
     qos: Qos,
     memory_capacity: u64,
-) -> Result<cri::LinuxContainerResources, String> {
-    let a = amounts(&c.resources).map_err(|e| format!("container {:?}: {e}", c.name))?;
+) -> Result<cri::LinuxContainerResources, Error> {
+    let a = amounts_of(c)?;
     let mut r = cri::LinuxContainerResources {
         cpu_shares: a
             .cpu_request
@@ -213,7 +219,7 @@ fn dns(spec: &PodSpec) -> Option<cri::DnsConfig> {
 }
 
 /// The sandbox config of pod `def`.
-pub fn sandbox_config(def: &PodDef, id: &PodIdentity) -> Result<cri::PodSandboxConfig, String> {
+pub fn sandbox_config(def: &PodDef, id: &PodIdentity) -> Result<cri::PodSandboxConfig, Error> {
     let spec = &def.spec;
     let mut ports = Vec::new();
     for c in &spec.containers {
@@ -222,7 +228,12 @@ pub fn sandbox_config(def: &PodDef, id: &PodIdentity) -> Result<cri::PodSandboxC
                 "TCP" => cri::Protocol::Tcp,
                 "UDP" => cri::Protocol::Udp,
                 "SCTP" => cri::Protocol::Sctp,
-                other => return Err(format!("container {:?}: port protocol {other:?}", c.name)),
+                other => {
+                    return Err(Error::manifest(
+                        format!("container {:?}", c.name),
+                        format!("port protocol {other:?}"),
+                    ));
+                }
             };
             ports.push(cri::PortMapping {
                 protocol: protocol as i32,

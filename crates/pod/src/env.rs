@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVarSource};
 
+use crate::Error;
 use crate::manifest::{Manifest, PodDef};
 use crate::quantity;
 
@@ -32,7 +33,7 @@ pub fn build(
     manifest: &Manifest,
     c: &Container,
     fields: &PodFields,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, String)>, Error> {
     let mut out: Vec<(String, String)> = Vec::new();
     let set =
         |out: &mut Vec<(String, String)>, k: String, v: String| match out.iter_mut().find(|(n, _)| *n == k) {
@@ -77,10 +78,17 @@ pub fn build(
     Ok(out)
 }
 
-fn missing(container: &str, what: &str, name: &str, ns: &str) -> String {
-    format!(
-        "container {container:?}: {what} {ns}/{name} is not in the manifest (put it in the same file, or mark the \
-         reference optional)"
+/// An error about container `name`'s environment.
+fn bad(name: &str, reason: impl ToString) -> Error {
+    Error::manifest(format!("container {name:?}"), reason)
+}
+
+fn missing(container: &str, what: &str, name: &str, ns: &str) -> Error {
+    bad(
+        container,
+        format!(
+            "{what} {ns}/{name} is not in the manifest (put it in the same file, or mark the reference optional)"
+        ),
     )
 }
 
@@ -90,16 +98,16 @@ fn from_source(
     c: &Container,
     fields: &PodFields,
     src: &EnvVarSource,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, Error> {
     let ns = Some(def.namespace.clone());
     let keyed =
         |what: &str, map: &BTreeMap<String, BTreeMap<String, Vec<u8>>>, name: &str, key: &str, optional| {
             match map.get(&crate::manifest::key(&ns, name)).map(|d| d.get(key)) {
                 Some(Some(v)) => Ok(Some(String::from_utf8_lossy(v).into_owned())),
                 _ if optional == Some(true) => Ok(None),
-                Some(None) => Err(format!(
-                    "container {:?}: {what} {}/{name} has no key {key:?}",
-                    c.name, def.namespace
+                Some(None) => Err(bad(
+                    &c.name,
+                    format!("{what} {}/{name} has no key {key:?}", def.namespace),
                 )),
                 None => Err(missing(&c.name, what, name, &def.namespace)),
             }
@@ -111,20 +119,14 @@ fn from_source(
         return keyed("secret", &manifest.secrets, &r.name, &r.key, r.optional);
     }
     if let Some(f) = &src.field_ref {
-        return field(def, fields, &f.field_path).map(Some).ok_or_else(|| {
-            format!(
-                "container {:?}: fieldRef {:?} is not supported",
-                c.name, f.field_path
-            )
-        });
+        return field(def, fields, &f.field_path)
+            .map(Some)
+            .ok_or_else(|| bad(&c.name, format!("fieldRef {:?} is not supported", f.field_path)));
     }
     if let Some(r) = &src.resource_field_ref {
         return resource(def, c, &r.container_name, &r.resource, r.divisor.as_ref()).map(Some);
     }
-    Err(format!(
-        "container {:?}: an env valueFrom of a kind crius does not read",
-        c.name
-    ))
+    Err(bad(&c.name, "an env valueFrom of a kind crius does not read"))
 }
 
 /// A downward-API field of the pod.
@@ -162,7 +164,7 @@ fn resource(
     container: &Option<String>,
     what: &str,
     divisor: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let target = match container.as_deref().filter(|n| !n.is_empty()) {
         None => c,
         Some(n) => def
@@ -171,56 +173,51 @@ fn resource(
             .iter()
             .chain(def.spec.init_containers.iter().flatten())
             .find(|x| x.name == n)
-            .ok_or_else(|| {
-                format!(
-                    "container {:?}: resourceFieldRef names no container {n:?}",
-                    c.name
-                )
-            })?,
+            .ok_or_else(|| bad(&c.name, format!("resourceFieldRef names no container {n:?}")))?,
     };
     let r = target.resources.clone().unwrap_or_default();
     let (kind, res) = what
         .split_once('.')
-        .ok_or_else(|| format!("container {:?}: resourceFieldRef {what:?}", c.name))?;
+        .ok_or_else(|| bad(&c.name, format!("resourceFieldRef {what:?}")))?;
     let get = |m: &Option<BTreeMap<_, _>>| m.as_ref().and_then(|m: &BTreeMap<String, _>| m.get(res).cloned());
     let q = match kind {
         "limits" => get(&r.limits),
         "requests" => get(&r.requests).or_else(|| get(&r.limits)),
-        _ => return Err(format!("container {:?}: resourceFieldRef {what:?}", c.name)),
+        _ => return Err(bad(&c.name, format!("resourceFieldRef {what:?}"))),
     };
-    let bad = |e: String| format!("container {:?}: {what}: {e}", c.name);
+    let bad_amount = |e: quantity::BadQuantity| bad(&c.name, format!("{what}: {e}"));
     match res {
         "cpu" => {
             let milli = match q {
-                Some(q) => quantity::milli_cpu(&q).map_err(bad)?,
+                Some(q) => quantity::milli_cpu(&q).map_err(bad_amount)?,
                 None if kind == "limits" => crate::node::cpus() * 1000,
                 None => 0,
             };
             let div = divisor
                 .map(quantity::milli_cpu)
                 .transpose()
-                .map_err(bad)?
+                .map_err(bad_amount)?
                 .unwrap_or(1000)
                 .max(1);
             Ok(milli.div_ceil(div).to_string())
         }
         "memory" | "ephemeral-storage" => {
             let v = match q {
-                Some(q) => quantity::value(&q).map_err(bad)?,
+                Some(q) => quantity::value(&q).map_err(bad_amount)?,
                 None if kind == "limits" && res == "memory" => crate::node::memory_bytes(),
                 None => 0,
             };
             let div = divisor
                 .map(quantity::value)
                 .transpose()
-                .map_err(bad)?
+                .map_err(bad_amount)?
                 .unwrap_or(1)
                 .max(1);
             Ok(v.div_ceil(div).to_string())
         }
-        _ => Err(format!(
-            "container {:?}: resourceFieldRef {what:?} is not supported",
-            c.name
+        _ => Err(bad(
+            &c.name,
+            format!("resourceFieldRef {what:?} is not supported"),
         )),
     }
 }
@@ -338,7 +335,9 @@ spec:
             .as_mut()
             .unwrap()
             .name = "missing".into();
-        let e = build(&bad, &m, &bad.spec.containers[0], &f).unwrap_err();
+        let e = build(&bad, &m, &bad.spec.containers[0], &f)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("configMap default/missing is not in the manifest"),
             "{e}"

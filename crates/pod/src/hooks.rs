@@ -12,6 +12,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::transport::Channel;
 
+use crate::Error;
+
 /// Where a probe stands.
 #[derive(Debug, Default)]
 pub struct ProbeState {
@@ -71,21 +73,23 @@ fn secs(v: Option<i32>, default: i32) -> Duration {
     Duration::from_secs(v.unwrap_or(default).max(0) as u64)
 }
 
-/// Runs lifecycle hook `h` in container `id` within `timeout`.
+/// Runs lifecycle hook `hook` (`postStart`, `preStop`), handler `h`, in container `id` within `timeout`.
 pub async fn handler(
     rt: &mut RuntimeServiceClient<Channel>,
     id: &str,
+    hook: &'static str,
     h: &LifecycleHandler,
     timeout: Duration,
-) -> Result<(), String> {
-    if let Some(e) = &h.exec {
+) -> Result<(), Error> {
+    let done = if let Some(e) = &h.exec {
         exec(rt, id, e, timeout).await
     } else if let Some(s) = &h.sleep {
         tokio::time::sleep(Duration::from_secs(s.seconds.max(0) as u64).min(timeout)).await;
         Ok(())
     } else {
         Err("only exec and sleep hooks are run by crius".into())
-    }
+    };
+    done.map_err(|reason| Error::Hook { hook, reason })
 }
 
 async fn exec(

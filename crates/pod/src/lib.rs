@@ -7,6 +7,9 @@
 pub mod convert;
 pub mod engine;
 pub mod env;
+mod error;
+#[cfg(test)]
+mod fake_cri;
 mod hooks;
 pub mod manifest;
 pub mod node;
@@ -15,5 +18,6 @@ pub mod report;
 pub mod volumes;
 
 pub use engine::{Control, Options, PullPolicy, run};
-pub use manifest::{Manifest, PodDef, parse};
+pub use error::{Error, Result};
+pub use manifest::{Manifest, PodDef, RestartPolicy, parse};
 pub use report::{Event, Phase, Report, Role};

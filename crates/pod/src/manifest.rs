@@ -5,9 +5,37 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodTemplateSpec, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, PodTemplateSpec, Secret};
 use serde::Deserialize;
 use serde_yaml_ng::Value;
+
+use crate::Error;
+use crate::report::Role;
+
+/// A restartPolicy: the pod's, which says which of its main containers run again when they exit (and
+/// whether its regular init containers do), or an init container's, where only `Always` is allowed (it makes
+/// the container a sidecar). Read once, when the manifest is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartPolicy {
+    /// Restart on every exit: the pod runs until stopped.
+    Always,
+    /// Restart on a non-zero exit: the pod completes once its main containers have exited 0.
+    OnFailure,
+    /// Never restart: the pod completes when its main containers have exited.
+    Never,
+}
+
+impl RestartPolicy {
+    /// The policy a manifest names (`Always`, `OnFailure`, `Never`); None for any other word.
+    pub fn from_name(name: &str) -> Option<RestartPolicy> {
+        match name {
+            "Always" => Some(RestartPolicy::Always),
+            "OnFailure" => Some(RestartPolicy::OnFailure),
+            "Never" => Some(RestartPolicy::Never),
+            _ => None,
+        }
+    }
+}
 
 /// One pod to run.
 #[derive(Debug, Clone)]
@@ -26,12 +54,24 @@ pub struct PodDef {
     pub annotations: BTreeMap<String, String>,
     /// The spec, with the restart policy defaulted as the API server does.
     pub spec: PodSpec,
+    /// The spec's restart policy (`Always` when not given).
+    pub restart_policy: RestartPolicy,
 }
 
 impl PodDef {
-    /// The pod's restart policy: `Always`, `OnFailure` or `Never`.
-    pub fn restart_policy(&self) -> &str {
-        self.spec.restart_policy.as_deref().unwrap_or("Always")
+    /// The containers in start order, each with its part: the init containers in spec order (those with
+    /// `restartPolicy: Always` are sidecars), then the main ones.
+    pub fn containers(&self) -> impl Iterator<Item = (&Container, Role)> {
+        let inits = self.spec.init_containers.iter().flatten().map(|c| {
+            let policy = c.restart_policy.as_deref().and_then(RestartPolicy::from_name);
+            let role = if policy == Some(RestartPolicy::Always) {
+                Role::Sidecar
+            } else {
+                Role::Init
+            };
+            (c, role)
+        });
+        inits.chain(self.spec.containers.iter().map(|c| (c, Role::Main)))
     }
 }
 
@@ -68,11 +108,11 @@ const WORKLOADS: [&str; 6] = [
 ];
 
 /// Reads every YAML document of `text`; `source` names it in errors (document numbers start at 1).
-pub fn parse(text: &str, source: &str) -> Result<Manifest, String> {
+pub fn parse(text: &str, source: &str) -> Result<Manifest, Error> {
     let mut out = Manifest::default();
     for (n, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let at = format!("{source}, document {}", n + 1);
-        let mut value = Value::deserialize(doc).map_err(|e| format!("{at}: {e}"))?;
+        let mut value = Value::deserialize(doc).map_err(|e| Error::manifest(&at, e))?;
         octal_modes(&mut value);
         if value.is_null() {
             continue;
@@ -90,13 +130,13 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest, String> {
             .to_string();
         let at = format!("{at} ({kind} {name:?})");
         match kind.as_str() {
-            "" => return Err(format!("{at}: no `kind`")),
+            "" => return Err(Error::manifest(&at, "no `kind`")),
             "Pod" => {
-                let pod: Pod = serde_yaml_ng::from_value(value).map_err(|e| format!("{at}: {e}"))?;
+                let pod: Pod = serde_yaml_ng::from_value(value).map_err(|e| Error::manifest(&at, e))?;
                 let meta = pod.metadata;
-                let spec = pod.spec.ok_or_else(|| format!("{at}: no spec"))?;
+                let spec = pod.spec.ok_or_else(|| Error::manifest(&at, "no spec"))?;
                 if name.is_empty() {
-                    return Err(format!("{at}: a Pod needs metadata.name"));
+                    return Err(Error::manifest(&at, "a Pod needs metadata.name"));
                 }
                 out.pods
                     .push(def(("Pod".into(), name.clone()), name, false, meta, spec, &at)?);
@@ -112,9 +152,9 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest, String> {
                 }
                 .and_then(|s| s.get("template"))
                 .cloned()
-                .ok_or_else(|| format!("{at}: no spec.template"))?;
+                .ok_or_else(|| Error::manifest(&at, "no spec.template"))?;
                 let t: PodTemplateSpec =
-                    serde_yaml_ng::from_value(template).map_err(|e| format!("{at}: {e}"))?;
+                    serde_yaml_ng::from_value(template).map_err(|e| Error::manifest(&at, e))?;
                 let mut meta = t.metadata.unwrap_or_default();
                 if meta.namespace.is_none() {
                     meta.namespace = value
@@ -123,21 +163,27 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest, String> {
                         .and_then(Value::as_str)
                         .map(str::to_string);
                 }
-                let mut spec = t.spec.ok_or_else(|| format!("{at}: no spec.template.spec"))?;
+                let mut spec = t
+                    .spec
+                    .ok_or_else(|| Error::manifest(&at, "no spec.template.spec"))?;
                 if matches!(k, "Job" | "CronJob") {
-                    match spec.restart_policy.as_deref() {
-                        Some("Never" | "OnFailure") => {}
-                        other => {
-                            return Err(format!(
-                                "{at}: a Job's pod template needs restartPolicy Never or OnFailure (has {})",
-                                other.unwrap_or("none")
-                            ));
-                        }
+                    let named = spec.restart_policy.as_deref();
+                    if !matches!(
+                        named.and_then(RestartPolicy::from_name),
+                        Some(RestartPolicy::Never | RestartPolicy::OnFailure)
+                    ) {
+                        return Err(Error::manifest(
+                            &at,
+                            format!(
+                                "a Job's pod template needs restartPolicy Never or OnFailure (has {})",
+                                named.unwrap_or("none")
+                            ),
+                        ));
                     }
                 }
                 spec.restart_policy.get_or_insert_with(|| "Always".into());
                 if name.is_empty() {
-                    return Err(format!("{at}: a {k} needs metadata.name"));
+                    return Err(Error::manifest(&at, format!("a {k} needs metadata.name")));
                 }
                 // As many pods as the controller keeps: `replicas` (default 1) for a Deployment, ReplicaSet or
                 // StatefulSet (whose pods are `<name>-<ordinal>`); one for a DaemonSet on this one node and
@@ -149,7 +195,7 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest, String> {
                             None => 1,
                             Some(r) => r
                                 .as_u64()
-                                .ok_or_else(|| format!("{at}: spec.replicas must be a number"))?,
+                                .ok_or_else(|| Error::manifest(&at, "spec.replicas must be a number"))?,
                         }
                     }
                     _ => 1,
@@ -171,7 +217,7 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest, String> {
                 }
             }
             "ConfigMap" => {
-                let cm: ConfigMap = serde_yaml_ng::from_value(value).map_err(|e| format!("{at}: {e}"))?;
+                let cm: ConfigMap = serde_yaml_ng::from_value(value).map_err(|e| Error::manifest(&at, e))?;
                 let mut data: BTreeMap<String, Vec<u8>> = BTreeMap::new();
                 for (k, v) in cm.data.unwrap_or_default() {
                     data.insert(k, v.into_bytes());
@@ -182,7 +228,7 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest, String> {
                 out.config_maps.insert(key(&cm.metadata.namespace, &name), data);
             }
             "Secret" => {
-                let s: Secret = serde_yaml_ng::from_value(value).map_err(|e| format!("{at}: {e}"))?;
+                let s: Secret = serde_yaml_ng::from_value(value).map_err(|e| Error::manifest(&at, e))?;
                 let mut data: BTreeMap<String, Vec<u8>> = BTreeMap::new();
                 for (k, v) in s.data.unwrap_or_default() {
                     data.insert(k, v.0);
@@ -234,28 +280,44 @@ fn def(
     meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     mut spec: PodSpec,
     at: &str,
-) -> Result<PodDef, String> {
-    spec.restart_policy.get_or_insert_with(|| "Always".into());
+) -> Result<PodDef, Error> {
+    let named = spec.restart_policy.get_or_insert_with(|| "Always".into());
+    let restart_policy = RestartPolicy::from_name(named).ok_or_else(|| {
+        Error::manifest(
+            at,
+            format!("restartPolicy {named:?} (Always, OnFailure or Never)"),
+        )
+    })?;
     if spec.containers.is_empty() {
-        return Err(format!("{at}: no containers"));
+        return Err(Error::manifest(at, "no containers"));
     }
     let mut seen = std::collections::HashSet::new();
     let init = spec.init_containers.iter().flatten();
     for c in init.clone().chain(&spec.containers) {
         if !seen.insert(c.name.as_str()) {
-            return Err(format!("{at}: two containers are named {:?}", c.name));
+            return Err(Error::manifest(
+                at,
+                format!("two containers are named {:?}", c.name),
+            ));
         }
         if c.image.as_deref().unwrap_or("").is_empty() {
-            return Err(format!("{at}: container {:?} has no image", c.name));
+            return Err(Error::manifest(
+                at,
+                format!("container {:?} has no image", c.name),
+            ));
         }
     }
     for c in init {
         match c.restart_policy.as_deref() {
-            None | Some("Always") => {}
+            None => {}
+            Some(p) if RestartPolicy::from_name(p) == Some(RestartPolicy::Always) => {}
             Some(p) => {
-                return Err(format!(
-                    "{at}: init container {:?}: restartPolicy {p:?} (only Always, which makes it a sidecar)",
-                    c.name
+                return Err(Error::manifest(
+                    at,
+                    format!(
+                        "init container {:?}: restartPolicy {p:?} (only Always, which makes it a sidecar)",
+                        c.name
+                    ),
                 ));
             }
         }
@@ -268,6 +330,7 @@ fn def(
         labels: meta.labels.unwrap_or_default(),
         annotations: meta.annotations.unwrap_or_default(),
         spec,
+        restart_policy,
     })
 }
 
@@ -314,7 +377,7 @@ metadata: {name: vpa}
             (p.name.as_str(), p.generated, p.namespace.as_str()),
             ("data-processing-job-", true, "default")
         );
-        assert_eq!(p.restart_policy(), "Never");
+        assert_eq!(p.restart_policy, RestartPolicy::Never);
         let init = p.spec.init_containers.as_ref().unwrap();
         assert_eq!(init[0].restart_policy.as_deref(), Some("Always"));
         assert_eq!(init[1].command.as_ref().unwrap(), &["flyway", "migrate"]);
@@ -336,7 +399,9 @@ metadata: {name: vpa}
         assert!(m.pods.iter().all(|p| p.name == "db-" && p.generated));
         let m = parse(&dep.replace("  replicas: 3\n", ""), "d.yaml").unwrap();
         assert_eq!(m.pods.len(), 1, "one by default");
-        let e = parse(&dep.replace("replicas: 3", "replicas: many"), "d.yaml").unwrap_err();
+        let e = parse(&dep.replace("replicas: 3", "replicas: many"), "d.yaml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("spec.replicas must be a number"), "{e}");
     }
 
@@ -344,15 +409,16 @@ metadata: {name: vpa}
     fn pods_default_to_always_and_bad_manifests_are_named() {
         let m = parse("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a, image: busybox}]\n", "p.yaml").unwrap();
         assert_eq!(
-            (m.pods[0].name.as_str(), m.pods[0].restart_policy()),
-            ("p", "Always")
+            (m.pods[0].name.as_str(), m.pods[0].restart_policy),
+            ("p", RestartPolicy::Always)
         );
 
         let e = parse(
             &JOB.replace("restartPolicy: Never", "restartPolicy: Always"),
             "j.yaml",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("j.yaml, document 1 (Job \"data-processing-job\")")
                 && e.contains("Never or OnFailure"),
@@ -362,13 +428,50 @@ metadata: {name: vpa}
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a}]\n",
             "p.yaml",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("container \"a\" has no image"), "{e}");
-        let e = parse("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a, image: x}, {name: a, image: y}]\n", "p.yaml").unwrap_err();
+        let e = parse("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: a, image: x}, {name: a, image: y}]\n", "p.yaml").unwrap_err().to_string();
         assert!(e.contains("two containers are named \"a\""), "{e}");
-        let e = parse("kind: Pod\nmetadata: {name: p}\nspec: [1\n", "p.yaml").unwrap_err();
+        let e = parse("kind: Pod\nmetadata: {name: p}\nspec: [1\n", "p.yaml")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("p.yaml, document 1"), "{e}");
-        let e = parse("metadata: {name: p}\n", "p.yaml").unwrap_err();
+        let e = parse("metadata: {name: p}\n", "p.yaml").unwrap_err().to_string();
         assert!(e.contains("no `kind`"), "{e}");
+    }
+
+    #[test]
+    fn restart_policies_are_read_with_the_manifest() {
+        let m = parse(JOB, "job.yaml").unwrap();
+        let roles: Vec<_> = m.pods[0]
+            .containers()
+            .map(|(c, r)| (c.name.as_str(), r))
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                ("log-agent", Role::Sidecar),
+                ("db-migration", Role::Init),
+                ("worker", Role::Main)
+            ]
+        );
+        let pod = |policy: &str| {
+            parse(
+                &format!(
+                    "kind: Pod\nmetadata: {{name: p}}\nspec:\n  restartPolicy: {policy}\n  containers: [{{name: a, image: x}}]\n"
+                ),
+                "p.yaml",
+            )
+        };
+        assert_eq!(
+            pod("OnFailure").unwrap().pods[0].restart_policy,
+            RestartPolicy::OnFailure
+        );
+        let e = pod("Sometimes").unwrap_err().to_string();
+        assert!(
+            e.contains("(Pod \"p\"): restartPolicy \"Sometimes\" (Always, OnFailure or Never)"),
+            "{e}"
+        );
     }
 }

@@ -10,9 +10,24 @@ struct Exact {
     scale: u32,
 }
 
+/// Why a quantity could not be read. Its own small type, as `ParseIntError` is: the caller knows which
+/// container or volume the quantity belongs to and says so in its [`crate::Error`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadQuantity {
+    /// It is not a quantity.
+    #[error("bad quantity {0:?} (examples: 500m, 1.5, 512Mi, 1G)")]
+    Malformed(String),
+    /// It has more decimal places than can be counted.
+    #[error("quantity too precise")]
+    TooPrecise,
+    /// It does not fit 64 bits in the unit asked for.
+    #[error("quantity too large")]
+    TooLarge,
+}
+
 /// Parses `q`; the error names the quantity.
-fn parse(q: &str) -> Result<Exact, String> {
-    let bad = || format!("bad quantity {q:?} (examples: 500m, 1.5, 512Mi, 1G)");
+fn parse(q: &str) -> Result<Exact, BadQuantity> {
+    let bad = || BadQuantity::Malformed(q.to_string());
     let s = q.trim();
     let end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+'))
@@ -55,19 +70,19 @@ fn parse(q: &str) -> Result<Exact, String> {
     Ok(Exact { num, scale })
 }
 
-fn ceil_times(e: Exact, factor: u128) -> Result<u64, String> {
-    let div = 10u128.checked_pow(e.scale).ok_or("quantity too precise")?;
-    let n = e.num.checked_mul(factor).ok_or("quantity too large")?;
-    u64::try_from(n.div_ceil(div)).map_err(|_| "quantity too large".to_string())
+fn ceil_times(e: Exact, factor: u128) -> Result<u64, BadQuantity> {
+    let div = 10u128.checked_pow(e.scale).ok_or(BadQuantity::TooPrecise)?;
+    let n = e.num.checked_mul(factor).ok_or(BadQuantity::TooLarge)?;
+    u64::try_from(n.div_ceil(div)).map_err(|_| BadQuantity::TooLarge)
 }
 
 /// CPU in milli-CPUs (`500m` → 500, `1.5` → 1500), rounded up.
-pub fn milli_cpu(q: &Quantity) -> Result<u64, String> {
+pub fn milli_cpu(q: &Quantity) -> Result<u64, BadQuantity> {
     ceil_times(parse(&q.0)?, 1000)
 }
 
 /// An amount in its base unit (`512Mi` → 536870912 bytes), rounded up.
-pub fn value(q: &Quantity) -> Result<u64, String> {
+pub fn value(q: &Quantity) -> Result<u64, BadQuantity> {
     ceil_times(parse(&q.0)?, 1)
 }
 
@@ -94,12 +109,14 @@ mod tests {
         assert_eq!(value(&q("2e3")).unwrap(), 2000);
         assert_eq!(value(&q("100k")).unwrap(), 100_000);
         assert_eq!(value(&q("1500m")).unwrap(), 2, "a fraction of a byte rounds up");
+        assert_eq!(value(&q("1e30")), Err(BadQuantity::TooLarge));
+        assert_eq!(value(&q("1e-40")), Err(BadQuantity::TooPrecise));
     }
 
     #[test]
     fn bad_quantities_are_named() {
         for bad in ["", "abc", "1x", "Mi", "1..2", "-1"] {
-            let e = value(&q(bad)).unwrap_err();
+            let e = value(&q(bad)).unwrap_err().to_string();
             assert!(e.contains(&format!("{bad:?}")), "{e}");
         }
     }

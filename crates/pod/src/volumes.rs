@@ -10,6 +10,7 @@ use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, KeyToPath, Volume};
 use nix::mount::{MntFlags, MsFlags};
 
+use crate::Error;
 use crate::manifest::{Manifest, PodDef};
 
 /// A volume made ready.
@@ -28,35 +29,36 @@ pub struct Volumes {
     tmpfs: Vec<PathBuf>,
 }
 
-fn io(what: String) -> impl FnOnce(std::io::Error) -> String {
-    move |e| format!("{what}: {e}")
-}
-
 impl Volumes {
     /// Makes the volumes of `def` under `dir` (the pod's own directory). On error, what was made is undone.
-    pub fn prepare(def: &PodDef, manifest: &Manifest, dir: &Path) -> Result<Volumes, String> {
+    pub fn prepare(def: &PodDef, manifest: &Manifest, dir: &Path) -> Result<Volumes, Error> {
         let mut v = Volumes {
             dir: dir.to_path_buf(),
             ready: BTreeMap::new(),
             tmpfs: Vec::new(),
         };
-        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
         for vol in def.spec.volumes.iter().flatten() {
             if let Err(e) = v.add(def, manifest, vol) {
                 v.remove();
-                return Err(format!("volume {:?}: {e}", vol.name));
+                return Err(e);
             }
         }
         Ok(v)
     }
 
-    fn add(&mut self, def: &PodDef, manifest: &Manifest, vol: &Volume) -> Result<(), String> {
+    /// Makes volume `vol` ready; its errors start with `volume "<name>"`.
+    fn add(&mut self, def: &PodDef, manifest: &Manifest, vol: &Volume) -> Result<(), Error> {
+        let at = &format!("volume {:?}", vol.name);
         let own = self.dir.join("volumes").join(&vol.name);
         let ready = if let Some(e) = &vol.empty_dir {
-            std::fs::create_dir_all(&own).map_err(io(format!("creating {}", own.display())))?;
+            std::fs::create_dir_all(&own).map_err(Error::io(format!("{at}: creating {}", own.display())))?;
             if e.medium.as_deref() == Some("Memory") {
                 let size = match &e.size_limit {
-                    Some(q) => format!(",size={}", crate::quantity::value(q)?),
+                    Some(q) => {
+                        let bytes = crate::quantity::value(q).map_err(|e| Error::manifest(at, e))?;
+                        format!(",size={bytes}")
+                    }
                     None => String::new(),
                 };
                 nix::mount::mount(
@@ -66,32 +68,47 @@ impl Volumes {
                     MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
                     Some(format!("mode=0777{size}").as_str()),
                 )
-                .map_err(|e| format!("mounting a tmpfs on {}: {e}", own.display()))?;
+                .map_err(|e| Error::Io {
+                    context: format!("{at}: mounting a tmpfs on {}", own.display()),
+                    source: e.into(),
+                })?;
                 self.tmpfs.push(own.clone());
             }
             std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o777))
-                .map_err(io(format!("chmod {}", own.display())))?;
+                .map_err(Error::io(format!("{at}: chmod {}", own.display())))?;
             Ready {
                 path: own,
                 read_only: false,
             }
         } else if let Some(h) = &vol.host_path {
-            host_path(Path::new(&h.path), h.type_.as_deref().unwrap_or(""))?;
+            host_path(Path::new(&h.path), h.type_.as_deref().unwrap_or(""), at)?;
             Ready {
                 path: PathBuf::from(&h.path),
                 read_only: false,
             }
         } else if let Some(c) = &vol.config_map {
-            let data = object(def, &manifest.config_maps, "configMap", &c.name, c.optional)?;
-            write_files(&own, &data, c.items.as_deref(), c.default_mode.unwrap_or(0o644))?;
+            let data = object(def, &manifest.config_maps, "configMap", &c.name, c.optional, at)?;
+            write_files(
+                &own,
+                &data,
+                c.items.as_deref(),
+                c.default_mode.unwrap_or(0o644),
+                at,
+            )?;
             Ready {
                 path: own,
                 read_only: true,
             }
         } else if let Some(s) = &vol.secret {
             let name = s.secret_name.clone().unwrap_or_default();
-            let data = object(def, &manifest.secrets, "secret", &name, s.optional)?;
-            write_files(&own, &data, s.items.as_deref(), s.default_mode.unwrap_or(0o644))?;
+            let data = object(def, &manifest.secrets, "secret", &name, s.optional, at)?;
+            write_files(
+                &own,
+                &data,
+                s.items.as_deref(),
+                s.default_mode.unwrap_or(0o644),
+                at,
+            )?;
             Ready {
                 path: own,
                 read_only: true,
@@ -102,8 +119,11 @@ impl Volumes {
                 .as_object()
                 .and_then(|o| o.keys().find(|k| *k != "name").cloned())
                 .unwrap_or_else(|| "(none)".into());
-            return Err(format!(
-                "type {kind} is not supported (crius runs emptyDir, hostPath, configMap and secret volumes)"
+            return Err(Error::manifest(
+                at,
+                format!(
+                    "type {kind} is not supported (crius runs emptyDir, hostPath, configMap and secret volumes)"
+                ),
             ));
         };
         self.ready.insert(vol.name.clone(), ready);
@@ -111,34 +131,36 @@ impl Volumes {
     }
 
     /// The CRI mounts of container `c`'s volumeMounts.
-    pub fn mounts(&self, c: &Container) -> Result<Vec<cri::Mount>, String> {
+    pub fn mounts(&self, c: &Container) -> Result<Vec<cri::Mount>, Error> {
+        let at = format!("container {:?}", c.name);
         let mut out = Vec::new();
         for m in c.volume_mounts.iter().flatten() {
             let v = self.ready.get(&m.name).ok_or_else(|| {
-                format!(
-                    "container {:?}: volumeMount {:?} names no volume of the pod",
-                    c.name, m.name
+                Error::manifest(
+                    &at,
+                    format!("volumeMount {:?} names no volume of the pod", m.name),
                 )
             })?;
             let mut host = v.path.clone();
             if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
                 let p = Path::new(sub);
                 if p.components().any(|c| !matches!(c, Component::Normal(_))) {
-                    return Err(format!(
-                        "container {:?}: subPath {sub:?} must be relative, without `..`",
-                        c.name
+                    return Err(Error::manifest(
+                        &at,
+                        format!("subPath {sub:?} must be relative, without `..`"),
                     ));
                 }
                 host = host.join(p);
                 if !host.exists() {
-                    std::fs::create_dir_all(&host).map_err(io(format!("creating {}", host.display())))?;
+                    std::fs::create_dir_all(&host)
+                        .map_err(Error::io(format!("creating {}", host.display())))?;
                 }
             }
             let propagation = match m.mount_propagation.as_deref() {
                 None | Some("None") => cri::MountPropagation::PropagationPrivate,
                 Some("HostToContainer") => cri::MountPropagation::PropagationHostToContainer,
                 Some("Bidirectional") => cri::MountPropagation::PropagationBidirectional,
-                Some(other) => return Err(format!("container {:?}: mountPropagation {other:?}", c.name)),
+                Some(other) => return Err(Error::manifest(&at, format!("mountPropagation {other:?}"))),
             };
             out.push(cri::Mount {
                 container_path: m.mount_path.clone(),
@@ -161,48 +183,55 @@ impl Volumes {
 }
 
 /// The data of the ConfigMap or Secret (`what`) `name` in the pod's namespace; empty if missing and `optional`.
+/// Errors are about `at` (the volume).
 fn object(
     def: &PodDef,
     objects: &BTreeMap<String, BTreeMap<String, Vec<u8>>>,
     what: &str,
     name: &str,
     optional: Option<bool>,
-) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    at: &str,
+) -> Result<BTreeMap<String, Vec<u8>>, Error> {
     let key = crate::manifest::key(&Some(def.namespace.clone()), name);
     match objects.get(&key) {
         Some(d) => Ok(d.clone()),
         None if optional == Some(true) => Ok(BTreeMap::new()),
-        None => Err(format!(
-            "{what} {key} is not in the manifest (put it in the same file)"
+        None => Err(Error::manifest(
+            at,
+            format!("{what} {key} is not in the manifest (put it in the same file)"),
         )),
     }
 }
 
-/// Checks (and for the `…OrCreate` types, makes) a hostPath of `type_`.
-fn host_path(p: &Path, type_: &str) -> Result<(), String> {
+/// Checks (and for the `…OrCreate` types, makes) a hostPath of `type_`, for volume `at`.
+fn host_path(p: &Path, type_: &str, at: &str) -> Result<(), Error> {
     let meta = std::fs::metadata(p);
     let want = |ok: bool, what: &str| {
         if ok {
             Ok(())
         } else {
-            Err(format!("hostPath {} is not {what}", p.display()))
+            Err(Error::manifest(
+                at,
+                format!("hostPath {} is not {what}", p.display()),
+            ))
         }
     };
     match type_ {
         "" => Ok(()),
         "DirectoryOrCreate" if meta.is_err() => {
-            std::fs::create_dir_all(p).map_err(io(format!("creating {}", p.display())))?;
+            std::fs::create_dir_all(p).map_err(Error::io(format!("{at}: creating {}", p.display())))?;
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
-                .map_err(io(format!("chmod {}", p.display())))
+                .map_err(Error::io(format!("{at}: chmod {}", p.display())))
         }
         "FileOrCreate" if meta.is_err() => {
             if let Some(parent) = p.parent() {
-                std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(Error::io(format!("{at}: creating {}", parent.display())))?;
             }
-            std::fs::write(p, b"").map_err(io(format!("creating {}", p.display())))
+            std::fs::write(p, b"").map_err(Error::io(format!("{at}: creating {}", p.display())))
         }
         t => {
-            let m = meta.map_err(io(format!("hostPath {} ({t})", p.display())))?;
+            let m = meta.map_err(Error::io(format!("{at}: hostPath {} ({t})", p.display())))?;
             let ft = m.file_type();
             match t {
                 "Directory" | "DirectoryOrCreate" => want(ft.is_dir(), "a directory"),
@@ -210,20 +239,22 @@ fn host_path(p: &Path, type_: &str) -> Result<(), String> {
                 "Socket" => want(ft.is_socket(), "a socket"),
                 "CharDevice" => want(ft.is_char_device(), "a character device"),
                 "BlockDevice" => want(ft.is_block_device(), "a block device"),
-                other => Err(format!("hostPath type {other:?}")),
+                other => Err(Error::manifest(at, format!("hostPath type {other:?}"))),
             }
         }
     }
 }
 
-/// Writes a configMap's or secret's keys as files (all keys, or `items` mapping keys to paths).
+/// Writes a configMap's or secret's keys as files (all keys, or `items` mapping keys to paths), for volume
+/// `at`.
 fn write_files(
     dir: &Path,
     data: &BTreeMap<String, Vec<u8>>,
     items: Option<&[KeyToPath]>,
     mode: i32,
-) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    at: &str,
+) -> Result<(), Error> {
+    std::fs::create_dir_all(dir).map_err(Error::io(format!("{at}: creating {}", dir.display())))?;
     let all: Vec<KeyToPath> = data
         .keys()
         .map(|k| KeyToPath {
@@ -235,24 +266,25 @@ fn write_files(
     for item in items.unwrap_or(&all) {
         let bytes = data
             .get(&item.key)
-            .ok_or_else(|| format!("no key {:?}", item.key))?;
+            .ok_or_else(|| Error::manifest(at, format!("no key {:?}", item.key)))?;
         let rel = Path::new(&item.path);
         if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-            return Err(format!(
-                "item path {:?} must be relative, without `..`",
-                item.path
+            return Err(Error::manifest(
+                at,
+                format!("item path {:?} must be relative, without `..`", item.path),
             ));
         }
         let file = dir.join(rel);
         if let Some(parent) = file.parent() {
-            std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+            std::fs::create_dir_all(parent)
+                .map_err(Error::io(format!("{at}: creating {}", parent.display())))?;
         }
-        std::fs::write(&file, bytes).map_err(io(format!("writing {}", file.display())))?;
+        std::fs::write(&file, bytes).map_err(Error::io(format!("{at}: writing {}", file.display())))?;
         std::fs::set_permissions(
             &file,
             std::fs::Permissions::from_mode(item.mode.unwrap_or(mode) as u32 & 0o7777),
         )
-        .map_err(io(format!("chmod {}", file.display())))?;
+        .map_err(Error::io(format!("{at}: chmod {}", file.display())))?;
     }
     Ok(())
 }
@@ -320,7 +352,7 @@ spec:
             .as_mut()
             .unwrap()
             .name = "nope".into();
-        let e = Volumes::prepare(&bad, &m, &dir).unwrap_err();
+        let e = Volumes::prepare(&bad, &m, &dir).unwrap_err().to_string();
         assert!(
             e.contains("volume \"cfg\": configMap default/nope is not in the manifest"),
             "{e}"
@@ -330,7 +362,7 @@ spec:
         nfs.spec.volumes.as_mut().unwrap()[0] =
             serde_json::from_value(serde_json::json!({"name": "n", "nfs": {"server": "s", "path": "/"}}))
                 .unwrap();
-        let e = Volumes::prepare(&nfs, &m, &dir).unwrap_err();
+        let e = Volumes::prepare(&nfs, &m, &dir).unwrap_err().to_string();
         assert!(e.contains("type nfs is not supported"), "{e}");
     }
 }

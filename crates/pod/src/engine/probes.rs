@@ -7,43 +7,39 @@
 use k8s_cri::v1 as cri;
 
 use super::Run;
+use super::slot::State;
 use crate::hooks::{self, Verdict};
 use crate::report::{Event, Role};
 
 impl<E: FnMut(Event)> Run<'_, E> {
     /// Runs the probes that are due.
     pub(super) async fn probe(&mut self) {
-        for i in 0..self.slots.len() {
-            let s = &self.slots[i];
-            if s.role == Role::Init || !s.running {
+        for s in &mut self.slots {
+            let State::Running {
+                id,
+                ready,
+                startup,
+                liveness,
+            } = &mut s.state
+            else {
+                continue;
+            };
+            if s.role == Role::Init {
                 continue;
             }
-            let Some(id) = s.id.clone().filter(|id| !id.is_empty()) else {
-                continue;
-            };
-            let (spec, host) = (s.spec.clone(), self.fields.pod_ip.clone());
-            let (probe, kind) = if s.ready {
-                (spec.liveness_probe.clone(), "liveness")
+            let (probe, kind, st) = if *ready {
+                (s.spec.liveness_probe.as_ref(), "liveness", &mut *liveness)
             } else {
-                (spec.startup_probe.clone(), "startup")
+                (s.spec.startup_probe.as_ref(), "startup", &mut *startup)
             };
-            let verdict = match &probe {
-                None if s.ready => continue,
+            let verdict = match probe {
+                None if *ready => continue,
                 None => Verdict::Passed,
-                Some(p) => {
-                    let slot = &mut self.slots[i];
-                    let st = if slot.ready {
-                        &mut slot.liveness
-                    } else {
-                        &mut slot.probe
-                    };
-                    hooks::probe(&mut self.rt, &id, &spec, &host, p, st).await
-                }
+                Some(p) => hooks::probe(&mut self.rt, id, &s.spec, &self.fields.pod_ip, p, st).await,
             };
-            let s = &mut self.slots[i];
             match verdict {
-                Verdict::Passed if !s.ready => {
-                    s.ready = true;
+                Verdict::Passed if !*ready => {
+                    *ready = true;
                     if s.role == Role::Sidecar {
                         (self.on)(Event::Ready {
                             name: s.spec.name.clone(),
@@ -52,10 +48,11 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 }
                 Verdict::Passed | Verdict::Pending => {}
                 Verdict::Failed => {
-                    let (name, role) = (s.spec.name.clone(), s.role);
-                    s.liveness = Default::default();
+                    // Probed afresh (after its initial delay) should it outlive the stop.
+                    *liveness = Default::default();
                     (self.on)(Event::Note(format!(
-                        "{role} {name}: {kind} probe failed; killing it"
+                        "{} {}: {kind} probe failed; killing it",
+                        s.role, s.spec.name
                     )));
                     let grace = probe
                         .and_then(|p| p.termination_grace_period_seconds)
@@ -65,7 +62,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
                     let _ = self
                         .rt
                         .stop_container(cri::StopContainerRequest {
-                            container_id: id,
+                            container_id: id.clone(),
                             timeout: grace,
                         })
                         .await;

@@ -8,8 +8,11 @@
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 
+use super::slot::State;
 use super::{MIN_GRACE_S, Run};
+use crate::Error;
 use crate::convert;
+use crate::manifest::RestartPolicy;
 use crate::report::{Event, Role};
 
 /// Whether `resource` (`cpu`, `memory`) differs between two requirement sets, in requests or limits.
@@ -47,19 +50,19 @@ impl<E: FnMut(Event)> Run<'_, E> {
         }
     }
 
-    async fn try_resize(&mut self, name: &str, new: ResourceRequirements) -> Result<(), String> {
+    async fn try_resize(&mut self, name: &str, new: ResourceRequirements) -> Result<(), Error> {
         let i = self
             .slots
             .iter()
             .position(|s| s.spec.name == name)
-            .ok_or_else(|| format!("the pod has no container {name:?}"))?;
+            .ok_or_else(|| Error::NoSuchContainer(name.into()))?;
         let s = &self.slots[i];
         let old = s.spec.resources.clone().unwrap_or_default();
         if old == new {
             return Ok(());
         }
         if s.role == Role::Init {
-            return Err("regular init containers cannot be resized".into());
+            return Err(Error::NotResizable("regular init containers cannot be resized"));
         }
         let mut spec = self.def.spec.clone();
         let slots = &self.slots;
@@ -76,10 +79,10 @@ impl<E: FnMut(Event)> Run<'_, E> {
         spec.init_containers.iter_mut().flatten().for_each(current);
         let qos = convert::qos(&spec)?;
         if qos != self.qos {
-            return Err(format!(
-                "the pod's QoS class would change from {:?} to {qos:?}: not allowed",
-                self.qos
-            ));
+            return Err(Error::QosChange {
+                from: self.qos,
+                to: qos,
+            });
         }
         let policy = |res: &str| {
             s.spec
@@ -93,14 +96,16 @@ impl<E: FnMut(Event)> Run<'_, E> {
         let restart = ["cpu", "memory"]
             .into_iter()
             .any(|r| changed(&old, &new, r) && policy(r) == "RestartContainer");
-        if restart && self.def.restart_policy() == "Never" {
-            return Err("resizePolicy RestartContainer in a pod whose restartPolicy is Never".into());
+        if restart && self.def.restart_policy == RestartPolicy::Never {
+            return Err(Error::NotResizable(
+                "resizePolicy RestartContainer in a pod whose restartPolicy is Never",
+            ));
         }
         let mut c = s.spec.clone();
         c.resources = Some(new);
         let resources = self.cri_resources(s.role, &c)?;
-        let (running, id, role) = (s.running, s.id.clone().unwrap_or_default(), s.role);
-        if !running || id.is_empty() {
+        let role = s.role;
+        let Some(id) = s.state.running_id().map(str::to_string) else {
             self.slots[i].spec = c;
             (self.on)(Event::Resized {
                 name: name.into(),
@@ -108,7 +113,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 applied: "at its next start".into(),
             });
             return Ok(());
-        }
+        };
         if restart {
             self.slots[i].spec = c;
             let grace = self
@@ -128,18 +133,16 @@ impl<E: FnMut(Event)> Run<'_, E> {
                     timeout: grace,
                 })
                 .await
-                .map_err(|e| format!("stopping it: {}", e.message()))?;
+                .map_err(Error::cri("stopping it"))?;
             let _ = self
                 .rt
                 .remove_container(cri::RemoveContainerRequest { container_id: id })
                 .await;
             let s = &mut self.slots[i];
-            s.id = None;
-            s.running = false;
-            s.ready = false;
+            s.state = State::NotStarted;
             s.attempt += 1;
             self.start(i).await;
-            let applied = match self.slots[i].id.clone().filter(|id| !id.is_empty()) {
+            let applied = match self.slots[i].state.container().map(str::to_string) {
                 Some(id) => self.applied(&id).await,
                 None => "not started".into(),
             };
@@ -157,7 +160,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 ..Default::default()
             })
             .await
-            .map_err(|e| format!("{:?}: {}", e.code(), e.message()))?;
+            .map_err(Error::cri("UpdateContainerResources"))?;
         self.slots[i].spec = c;
         let applied = self.applied(&id).await;
         (self.on)(Event::Resized {

@@ -1,5 +1,7 @@
 //! Termination: preStop hooks, then the main (and a running regular init) containers stopped together, then
-//! the sidecars one at a time in reverse order of their start, all within the pod's one grace period.
+//! the sidecars one at a time in reverse order of their start, all within the pod's one grace period; then the
+//! sandbox is stopped and removed. Each stop is tried again while the runtime is unreachable (criusd
+//! restarting), so a restart of the runtime does not leave the pod behind.
 
 use std::time::{Duration, Instant};
 
@@ -7,9 +9,29 @@ use k8s_cri::v1 as cri;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::Channel;
 
-use super::{MIN_GRACE_S, Run, Slot, UNREACHABLE_FOR, while_unreachable};
+use super::{MIN_GRACE_S, Run};
 use crate::hooks;
 use crate::report::{Event, Role};
+
+/// How long termination keeps trying a runtime that does not answer (criusd restarting).
+const UNREACHABLE_FOR: Duration = Duration::from_secs(60);
+
+/// Runs `call` again every half second while the runtime is unreachable (`Unavailable`: criusd restarting),
+/// until `until`; its last answer.
+async fn while_unreachable<T, F, Fut>(until: Instant, mut call: F) -> Result<T, tonic::Status>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, tonic::Status>>,
+{
+    loop {
+        match call().await {
+            Err(s) if s.code() == tonic::Code::Unavailable && Instant::now() < until => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            r => return r,
+        }
+    }
+}
 
 impl<E: FnMut(Event)> Run<'_, E> {
     /// Stops what runs: main (and regular init) containers together, each after its preStop hook, while the
@@ -21,16 +43,15 @@ impl<E: FnMut(Event)> Run<'_, E> {
             .termination_grace_period_seconds
             .unwrap_or(30)
             .max(0);
+        // A restart still waiting never comes: nothing starts once termination has begun.
         let deadline = Instant::now() + Duration::from_secs(grace as u64);
-        for s in &mut self.slots {
-            s.restart_at = None;
-        }
-        let running = |s: &Slot| s.running && s.id.as_deref().is_some_and(|id| !id.is_empty());
         let mut first = Vec::new();
         let mut hooks_only = Vec::new();
-        for s in self.slots.iter().filter(|s| running(s)) {
+        for s in &self.slots {
+            let Some(id) = s.state.running_id().map(str::to_string) else {
+                continue;
+            };
             let pre_stop = s.spec.lifecycle.as_ref().and_then(|l| l.pre_stop.clone());
-            let id = s.id.clone().unwrap_or_default();
             if s.role == Role::Sidecar {
                 if let Some(h) = pre_stop {
                     hooks_only.push((s.spec.name.clone(), id, h));
@@ -45,8 +66,8 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 let mut out = Vec::new();
                 if let Some(h) = pre_stop {
                     let left = deadline.saturating_duration_since(Instant::now());
-                    if let Err(e) = hooks::handler(&mut rt, &id, &h, left).await {
-                        out.push(Event::Note(format!("{role} {name}: preStop hook: {e}")));
+                    if let Err(e) = hooks::handler(&mut rt, &id, "preStop", &h, left).await {
+                        out.push(Event::Note(format!("{role} {name}: {e}")));
                     }
                 }
                 let grace_s = remaining(deadline);
@@ -69,8 +90,8 @@ impl<E: FnMut(Event)> Run<'_, E> {
             async move {
                 let mut out = Vec::new();
                 let left = deadline.saturating_duration_since(Instant::now());
-                if let Err(e) = hooks::handler(&mut rt, &id, &h, left).await {
-                    out.push(Event::Note(format!("sidecar {name}: preStop hook: {e}")));
+                if let Err(e) = hooks::handler(&mut rt, &id, "preStop", &h, left).await {
+                    out.push(Event::Note(format!("sidecar {name}: {e}")));
                 }
                 out
             }
@@ -83,10 +104,10 @@ impl<E: FnMut(Event)> Run<'_, E> {
         self.observe().await;
         for i in (0..self.slots.len()).rev() {
             let s = &self.slots[i];
-            if s.role != Role::Sidecar || !running(s) {
+            let Some(id) = s.state.running_id().filter(|_| s.role == Role::Sidecar) else {
                 continue;
-            }
-            let (name, id) = (s.spec.name.clone(), s.id.clone().unwrap_or_default());
+            };
+            let (name, id) = (s.spec.name.clone(), id.to_string());
             let grace_s = remaining(deadline);
             (self.on)(Event::Stopping {
                 name,
@@ -103,6 +124,43 @@ impl<E: FnMut(Event)> Run<'_, E> {
             self.observe().await;
         }
         self.observe().await;
+    }
+
+    /// Stops and removes the sandbox (and with it what is left of its containers), then the pod's volumes.
+    pub(super) async fn remove(&mut self) {
+        let id = self.sandbox.clone();
+        let until = Instant::now() + UNREACHABLE_FOR;
+        for stop in [true, false] {
+            let rt = self.rt.clone();
+            let done = while_unreachable(until, || {
+                let (mut rt, pod_sandbox_id) = (rt.clone(), id.clone());
+                async move {
+                    if stop {
+                        rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id })
+                            .await
+                            .map(drop)
+                    } else {
+                        rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id })
+                            .await
+                            .map(drop)
+                    }
+                }
+            })
+            .await;
+            if let Err(e) = done {
+                let call = if stop {
+                    "StopPodSandbox"
+                } else {
+                    "RemovePodSandbox"
+                };
+                (self.on)(Event::Note(format!(
+                    "{call} {id}: {:?}: {}",
+                    e.code(),
+                    e.message()
+                )));
+            }
+        }
+        self.volumes.remove();
     }
 }
 

@@ -1,0 +1,72 @@
+//! The pod's images, made sure of before anything else is made: each is pulled or found as the container's
+//! `imagePullPolicy` (or the caller's override) says.
+
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::image_service_client::ImageServiceClient;
+use k8s_openapi::api::core::v1::Container;
+use tonic::transport::Channel;
+
+use super::PullPolicy;
+use crate::Error;
+use crate::report::Event;
+
+/// Makes sure `image` is there as `policy` (or the container's own policy) wants; returns its id.
+pub(super) async fn ensure_image(
+    img: &mut ImageServiceClient<Channel>,
+    policy: PullPolicy,
+    c: &Container,
+    image: &str,
+    on: &mut impl FnMut(Event),
+) -> Result<String, Error> {
+    let policy = match policy {
+        PullPolicy::Manifest => match c.image_pull_policy.as_deref() {
+            Some("Always") => PullPolicy::Always,
+            Some("Never") => PullPolicy::Never,
+            Some("IfNotPresent") => PullPolicy::Missing,
+            _ => {
+                let last = image.rsplit('/').next().unwrap_or(image);
+                if image.contains('@') || last.contains(':') && !last.ends_with(":latest") {
+                    PullPolicy::Missing
+                } else {
+                    PullPolicy::Always
+                }
+            }
+        },
+        p => p,
+    };
+    let spec = cri::ImageSpec {
+        image: image.to_string(),
+        ..Default::default()
+    };
+    if policy != PullPolicy::Always {
+        let present = img
+            .image_status(cri::ImageStatusRequest {
+                image: Some(spec.clone()),
+                verbose: false,
+            })
+            .await
+            .map_err(Error::cri(format!("ImageStatus of {image}")))?
+            .into_inner()
+            .image;
+        match present {
+            Some(i) => return Ok(i.id),
+            None if policy == PullPolicy::Never => {
+                return Err(Error::ImageNotPresent {
+                    container: c.name.clone(),
+                    image: image.to_string(),
+                });
+            }
+            None => {}
+        }
+    }
+    on(Event::Pulling(image.to_string()));
+    let r = img
+        .pull_image(cri::PullImageRequest {
+            image: Some(spec),
+            auth: None,
+            sandbox_config: None,
+        })
+        .await
+        .map_err(Error::cri(format!("container {:?}: pulling {image}", c.name)))?;
+    Ok(r.into_inner().image_ref)
+}
