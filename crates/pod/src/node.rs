@@ -1,7 +1,5 @@
 //! Facts about this machine, the pod's node: CPUs, memory, hostname; and random names.
 
-use std::io::Read;
-
 /// The number of CPUs this process may use.
 pub fn cpus() -> u64 {
     std::thread::available_parallelism()
@@ -32,11 +30,7 @@ pub fn hostname() -> String {
 
 /// `n` random bytes from the kernel.
 fn random(n: usize) -> Vec<u8> {
-    let mut b = vec![0u8; n];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = f.read_exact(&mut b);
-    }
-    b
+    crius_common::id::random_bytes(n).unwrap_or_else(|_| vec![0; n])
 }
 
 /// A random version-4 UUID, as Kubernetes gives pods.
@@ -44,7 +38,7 @@ pub fn uuid() -> String {
     let mut b = random(16);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let h = crius_common::id::hex(&b);
     format!(
         "{}-{}-{}-{}-{}",
         &h[..8],
