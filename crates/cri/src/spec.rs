@@ -334,7 +334,7 @@ fn capabilities(
 fn cpu_controller() -> bool {
     static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *HAS.get_or_init(|| {
-        let mount = crius_shim::oom::cgroup2_mount().unwrap_or_else(|| "/sys/fs/cgroup".into());
+        let mount = crius_shim::client::cgroup2_mount().unwrap_or_else(|| "/sys/fs/cgroup".into());
         let list = std::fs::read_to_string(mount.join("cgroup.controllers")).unwrap_or_default();
         let has = list.split_whitespace().any(|c| c == "cpu");
         if !has {

@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use containerd_shim_protos as protos;
 use protos::protobuf::Message;
-use sha2::{Digest, Sha256};
 
 use crate::args::{self, Flags};
-use crate::events::{Publisher, timestamp};
+use crate::client::socket_address;
+use crate::events::timestamp;
+use crate::publisher::Publisher;
 use crate::reactor::{Next, READ, Reactor};
 use crate::reaper::Reaper;
 use crate::runtime::Runtime;
@@ -22,12 +23,12 @@ use crate::server::{Deferred, Reply, Server};
 use crate::service::{EXIT_FILE, RUNTIME_FILE, Service};
 
 /// The annotation that groups a pod's containers into one shim.
-pub const SANDBOX_ANNOTATION: &str = "io.kubernetes.cri.sandbox-id";
+pub(crate) const SANDBOX_ANNOTATION: &str = "io.kubernetes.cri.sandbox-id";
 /// Where shim sockets live.
-pub const SOCKET_DIR: &str = "/run/crius/s";
+pub(crate) const SOCKET_DIR: &str = "/run/crius/s";
 
 /// Runs the shim with `args`; returns the exit code.
-pub fn main(args: impl IntoIterator<Item = String>) -> i32 {
+pub(crate) fn run(args: impl IntoIterator<Item = String>) -> i32 {
     let flags = match args::parse(args) {
         Ok(f) => f,
         Err(e) => {
@@ -55,20 +56,13 @@ pub fn main(args: impl IntoIterator<Item = String>) -> i32 {
 }
 
 /// The grouping key of the container whose bundle is `bundle`: its pod's sandbox id, or its own id.
-pub fn grouping(bundle: &Path, id: &str) -> String {
+pub(crate) fn grouping(bundle: &Path, id: &str) -> String {
     std::fs::read(bundle.join("config.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .and_then(|v| v["annotations"][SANDBOX_ANNOTATION].as_str().map(str::to_string))
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| id.to_string())
-}
-
-/// The socket of the shim for `grouping` under owner `address` and `namespace`.
-pub fn socket_address(address: &str, namespace: &str, grouping: &str) -> String {
-    let h = Sha256::digest(format!("{address}/{namespace}/{grouping}").as_bytes());
-    let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
-    format!("unix://{SOCKET_DIR}/{hex}")
 }
 
 fn socket_path(address: &str) -> PathBuf {
@@ -169,7 +163,7 @@ fn serve(f: &Flags) -> Result<(), String> {
     let reaper = Reaper::install().map_err(|e| format!("becoming a subreaper: {e}"))?;
     reaper.attach(&reactor).map_err(|e| format!("reaping: {e}"))?;
     let publisher = Publisher::start(&std::env::var("TTRPC_ADDRESS").unwrap_or_default(), &f.namespace);
-    let service = Service::new(&f.namespace, reaper, publisher.clone(), reactor.clone());
+    let service = Service::new(&f.namespace, reaper, Arc::new(publisher.clone()), reactor.clone());
     let task: Arc<dyn protos::shim::shim_ttrpc::Task + Send + Sync> = Arc::new(service.clone());
     // Wait holds no thread: it is answered when the process exits.
     let waiter = service.clone();

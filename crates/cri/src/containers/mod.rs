@@ -4,7 +4,7 @@
 //! Start starts it; Stop sends SIGTERM (or the image's StopSignal), waits the grace period, then SIGKILL, and
 //! returns once the process is gone; Remove deletes the task, the snapshot and the bundle. A record per
 //! container (`<root>/containers/<id>/`) keeps what the CRI reports; its state comes from the shim, and from
-//! the exit the shim leaves in the bundle if the shim is gone. Everything here blocks: the gRPC layer runs it
+//! the exit the shim's events reported if the shim is gone. Everything here blocks: the gRPC layer runs it
 //! off the async workers.
 
 use std::collections::HashMap;
@@ -261,7 +261,7 @@ impl Containers {
                 )
                 .map_err(|e| Status::internal(format!("starting the pod's shim: {e}")))?
             }
-            None => crius_shim::start::socket_address(&self.setup.owner, NAMESPACE, sandbox_id),
+            None => client::socket_address(&self.setup.owner, NAMESPACE, sandbox_id),
         };
         let c = client::connect(&address).map_err(Status::unavailable)?;
         self.shims
@@ -391,7 +391,7 @@ impl Containers {
                 stdout: if log_path.is_empty() {
                     String::new()
                 } else {
-                    format!("{}{log_path}", crius_shim::stdio::CRI_LOG_SCHEME)
+                    format!("{}{log_path}", client::CRI_LOG_SCHEME)
                 },
                 ..Default::default()
             };
@@ -453,7 +453,7 @@ impl Containers {
         Ok(())
     }
 
-    /// The container's state now: from its shim, else from the exit recorded in its bundle.
+    /// The container's state now: from its shim, else from the exit its events brought.
     pub fn observe(&self, c: &Container) -> Observed {
         let req = task::StateRequest {
             id: c.record.id.clone(),
@@ -476,31 +476,17 @@ impl Containers {
                     finished_at,
                 }
             }
-            Err(_) => {
-                // The shim is gone: what it wrote down, else unknown.
-                let exit: serde_json::Value =
-                    std::fs::read(self.bundle(&c.record.id).join(crius_shim::service::EXIT_FILE))
-                        .ok()
-                        .and_then(|b| serde_json::from_slice(&b).ok())
-                        .unwrap_or_default();
-                match exit["status"].as_i64() {
-                    Some(code) => Observed {
-                        state: cri::ContainerState::ContainerExited,
-                        exit_code: code as i32,
-                        finished_at: exit["exited_at_ns"].as_i64().unwrap_or(0),
-                    },
-                    None if c.record.finished_at != 0 => Observed {
-                        state: cri::ContainerState::ContainerExited,
-                        exit_code: c.record.exit_code,
-                        finished_at: c.record.finished_at,
-                    },
-                    None => Observed {
-                        state: cri::ContainerState::ContainerUnknown,
-                        exit_code: 0,
-                        finished_at: 0,
-                    },
-                }
-            }
+            // The shim is gone: the exit its events reported (recorded by `mark_exit`), else unknown.
+            Err(_) if c.record.finished_at != 0 => Observed {
+                state: cri::ContainerState::ContainerExited,
+                exit_code: c.record.exit_code,
+                finished_at: c.record.finished_at,
+            },
+            Err(_) => Observed {
+                state: cri::ContainerState::ContainerUnknown,
+                exit_code: 0,
+                finished_at: 0,
+            },
         }
     }
 
@@ -576,7 +562,7 @@ impl Containers {
                 &format!("removing container {}", c.record.id),
                 ttrpc::Error::RpcStatus(s),
             )),
-            // No shim: clean up as containerd does after a shim died.
+            // No shim: clean up as containerd does after a shim died; its last exit, if no event brought it.
             Err(_) => client::delete_shim(
                 &self.setup.shim,
                 NAMESPACE,
@@ -584,7 +570,11 @@ impl Containers {
                 &c.record.id,
                 &self.bundle(&c.record.id),
             )
-            .map(drop)
+            .map(|exit| {
+                if c.record.finished_at == 0 {
+                    self.mark_exit(&c.record.id, exit.exit_status as i32, exit.exited_at_ns);
+                }
+            })
             .map_err(Status::internal),
         }
     }
@@ -654,7 +644,7 @@ impl Containers {
         }
         let req = task::UpdateTaskRequest {
             id: c.record.id.clone(),
-            annotations: [(crius_shim::stdio::REOPEN_ANNOTATION.to_string(), String::new())].into(),
+            annotations: [(client::REOPEN_ANNOTATION.to_string(), String::new())].into(),
             ..Default::default()
         };
         self.call(&c.record.sandbox_id, |s| s.update(client::ctx(30), &req))

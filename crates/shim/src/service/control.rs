@@ -2,18 +2,16 @@
 
 use containerd_shim_protos as protos;
 use protos::api::{self, Status};
-use protos::events::task as ev;
-use protos::topics;
 use protos::ttrpc::Code;
 
 use super::{Result, Service, error, proc_mut, status_name};
-use crate::events::timestamp;
+use crate::events::{Event, timestamp};
 use crate::reaper::Exit;
 
 impl Service {
     /// Answers a Wait through `reply`: now if the process has exited (or is unknown), else when it exits.
     /// Nothing blocks meanwhile; `reply` is dropped unanswered if the process is deleted first.
-    pub fn wait_then(
+    pub(crate) fn wait_then(
         &self,
         req: &api::WaitRequest,
         reply: impl FnOnce(Result<api::WaitResponse>) + Send + 'static,
@@ -65,23 +63,12 @@ impl Service {
             }
             Ok(())
         })?;
-        if pause {
-            self.inner.publisher.publish(
-                topics::TASK_PAUSED_EVENT_TOPIC,
-                &ev::TaskPaused {
-                    container_id: id.into(),
-                    ..Default::default()
-                },
-            );
+        let container_id = id.to_string();
+        self.inner.publisher.publish(if pause {
+            Event::Paused { container_id }
         } else {
-            self.inner.publisher.publish(
-                topics::TASK_RESUMED_EVENT_TOPIC,
-                &ev::TaskResumed {
-                    container_id: id.into(),
-                    ..Default::default()
-                },
-            );
-        }
+            Event::Resumed { container_id }
+        });
         Ok(api::Empty::new())
     }
 }

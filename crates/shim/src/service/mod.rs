@@ -9,13 +9,12 @@ use std::time::SystemTime;
 
 use containerd_shim_protos as protos;
 use protos::api::{self, Status};
-use protos::events::task as ev;
 use protos::shim::shim_ttrpc::Task;
-use protos::topics;
 use protos::ttrpc::{self, Code, TtrpcContext};
 
-use crate::events::{Publisher, timestamp, to_any};
+use crate::events::{Event, ns_since_epoch, timestamp, to_any};
 use crate::oom::OomWatcher;
+use crate::publisher::Publish;
 use crate::reactor::Reactor;
 use crate::reaper::{Exit, Reaper};
 use crate::runtime::Runtime;
@@ -24,13 +23,13 @@ use crate::stdio::{self, ProcessIo};
 /// The runtime options' type, as containerd's runc shims receive it.
 const RUNC_OPTIONS: &str = "containerd.runc.v1.Options";
 /// Where the shim notes, in each bundle, the runtime that runs the container (for `delete` after a crash).
-pub const RUNTIME_FILE: &str = "crius-runtime.json";
+pub(crate) const RUNTIME_FILE: &str = "crius-runtime.json";
 /// How long a shim without containers waits for a new one before it exits.
-pub const IDLE_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
+pub(crate) const IDLE_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// How long a new shim waits for its first container (a caller that died between `start` and Create).
-pub const FIRST_CREATE: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const FIRST_CREATE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Where the shim records, in each bundle, how the container's init ended.
-pub const EXIT_FILE: &str = "crius-exit.json";
+pub(crate) const EXIT_FILE: &str = "crius-exit.json";
 
 mod control;
 mod prepare;
@@ -42,7 +41,7 @@ use protos::protobuf::well_known_types::any as protobuf_any;
 type Result<T> = ttrpc::Result<T>;
 
 /// A ttrpc error with `code` and a message naming the thing.
-pub fn error(code: Code, msg: impl Into<String>) -> ttrpc::Error {
+pub(crate) fn error(code: Code, msg: impl Into<String>) -> ttrpc::Error {
     ttrpc::Error::RpcStatus(ttrpc::get_status(code, msg.into()))
 }
 
@@ -86,7 +85,7 @@ struct Container {
 struct Inner {
     namespace: String,
     reaper: Reaper,
-    publisher: Publisher,
+    publisher: Arc<dyn Publish>,
     oom: Option<OomWatcher>,
     containers: Mutex<HashMap<String, Container>>,
     /// The shim's loop: stdio is pumped there, and stopping it ends the shim.
@@ -97,7 +96,7 @@ struct Inner {
 
 /// The service; cheap to clone.
 #[derive(Clone)]
-pub struct Service {
+pub(crate) struct Service {
     inner: Arc<Inner>,
 }
 
@@ -139,7 +138,12 @@ fn read_pid(path: &Path) -> Result<u32> {
 
 impl Service {
     /// A service publishing through `publisher`, reaping with `reaper`, its stdio and OOM watch in `reactor`.
-    pub fn new(namespace: &str, reaper: Reaper, publisher: Publisher, reactor: Arc<Reactor>) -> Service {
+    pub(crate) fn new(
+        namespace: &str,
+        reaper: Reaper,
+        publisher: Arc<dyn Publish>,
+        reactor: Arc<Reactor>,
+    ) -> Service {
         Service {
             inner: Arc::new(Inner {
                 namespace: namespace.to_string(),
@@ -158,7 +162,7 @@ impl Service {
     }
 
     /// Lets the shim exit if it holds no container (and is making none); returns whether it will.
-    pub fn finish_if_empty(&self) -> bool {
+    pub(crate) fn finish_if_empty(&self) -> bool {
         if !self.lock().is_empty() || self.inner.creating.load(Ordering::SeqCst) > 0 {
             return false;
         }
@@ -167,7 +171,7 @@ impl Service {
     }
 
     /// Exits after `grace` if the shim then holds no container.
-    pub fn exit_when_idle(&self, grace: std::time::Duration) {
+    pub(crate) fn exit_when_idle(&self, grace: std::time::Duration) {
         if !self.lock().is_empty() {
             return;
         }
@@ -202,21 +206,13 @@ impl Service {
                     "exited_at_ns": at.as_nanos() as u64});
                 let _ = std::fs::write(bundle.join(EXIT_FILE), rec.to_string());
             }
-            me.inner.publisher.publish(
-                topics::TASK_EXIT_EVENT_TOPIC,
-                &ev::TaskExit {
-                    container_id: id.clone(),
-                    id: if exec_id.is_empty() {
-                        id.clone()
-                    } else {
-                        exec_id.clone()
-                    },
-                    pid,
-                    exit_status: exit.status,
-                    exited_at: Some(timestamp(exit.at)).into(),
-                    ..Default::default()
-                },
-            );
+            me.inner.publisher.publish(Event::Exit {
+                container_id: id,
+                exec_id,
+                pid,
+                exit_status: exit.status,
+                exited_at_ns: ns_since_epoch(exit.at),
+            });
         });
     }
 
@@ -272,24 +268,16 @@ impl Task for Service {
         if let Some(oom) = &self.inner.oom {
             oom.watch(&req.id, pid);
         }
-        self.inner.publisher.publish(
-            topics::TASK_CREATE_EVENT_TOPIC,
-            &ev::TaskCreate {
-                container_id: req.id.clone(),
-                bundle: req.bundle.clone(),
-                rootfs: req.rootfs.clone(),
-                io: Some(ev::TaskIO {
-                    stdin: req.stdin.clone(),
-                    stdout: req.stdout.clone(),
-                    stderr: req.stderr.clone(),
-                    terminal: req.terminal,
-                    ..Default::default()
-                })
-                .into(),
-                pid,
-                ..Default::default()
-            },
-        );
+        self.inner.publisher.publish(Event::Create {
+            container_id: req.id.clone(),
+            bundle: req.bundle.clone(),
+            rootfs: req.rootfs.iter().map(mount_of).collect(),
+            stdin: req.stdin.clone(),
+            stdout: req.stdout.clone(),
+            stderr: req.stderr.clone(),
+            terminal: req.terminal,
+            pid,
+        });
         Ok(api::CreateTaskResponse {
             pid,
             ..Default::default()
@@ -360,26 +348,18 @@ impl Task for Service {
             self.watch(id, exec_id, pid);
             pid
         };
-        if exec_id.is_empty() {
-            self.inner.publisher.publish(
-                topics::TASK_START_EVENT_TOPIC,
-                &ev::TaskStart {
-                    container_id: id.into(),
-                    pid,
-                    ..Default::default()
-                },
-            );
+        self.inner.publisher.publish(if exec_id.is_empty() {
+            Event::Start {
+                container_id: id.into(),
+                pid,
+            }
         } else {
-            self.inner.publisher.publish(
-                topics::TASK_EXEC_STARTED_EVENT_TOPIC,
-                &ev::TaskExecStarted {
-                    container_id: id.into(),
-                    exec_id: exec_id.into(),
-                    pid,
-                    ..Default::default()
-                },
-            );
-        }
+            Event::ExecStarted {
+                container_id: id.into(),
+                exec_id: exec_id.into(),
+                pid,
+            }
+        });
         Ok(api::StartResponse {
             pid,
             ..Default::default()
@@ -428,14 +408,10 @@ impl Task for Service {
             c.execs.insert(req.exec_id.clone(), p);
             Ok(())
         })?;
-        self.inner.publisher.publish(
-            topics::TASK_EXEC_ADDED_EVENT_TOPIC,
-            &ev::TaskExecAdded {
-                container_id: req.id.clone(),
-                exec_id: req.exec_id.clone(),
-                ..Default::default()
-            },
-        );
+        self.inner.publisher.publish(Event::ExecAdded {
+            container_id: req.id.clone(),
+            exec_id: req.exec_id.clone(),
+        });
         Ok(api::Empty::new())
     }
 
@@ -518,17 +494,13 @@ impl Task for Service {
             oom.unwatch(id);
         }
         let resp = c.as_ref().map(|c| delete_response(&c.init)).unwrap_or_default();
-        self.inner.publisher.publish(
-            topics::TASK_DELETE_EVENT_TOPIC,
-            &ev::TaskDelete {
-                container_id: id.into(),
-                id: id.into(),
-                pid: resp.pid,
-                exit_status: resp.exit_status,
-                exited_at: resp.exited_at.clone(),
-                ..Default::default()
-            },
-        );
+        let init_exit = c.as_ref().and_then(|c| c.init.exit);
+        self.inner.publisher.publish(Event::Delete {
+            container_id: id.into(),
+            pid: resp.pid,
+            exit_status: resp.exit_status,
+            exited_at_ns: init_exit.map(|e| ns_since_epoch(e.at)),
+        });
         // The pod's last container is gone: the shim goes too, unless a new container of the pod arrives
         // meanwhile (its `start` may have found this shim a moment ago). containerd also calls Shutdown.
         self.exit_when_idle(IDLE_EXIT);
@@ -674,4 +646,11 @@ fn delete_response(p: &Proc) -> api::DeleteResponse {
     }
 }
 
-impl Service {}
+fn mount_of(m: &api::Mount) -> crate::mounts::Mount {
+    crate::mounts::Mount {
+        kind: m.type_.clone(),
+        source: m.source.clone(),
+        target: m.target.clone(),
+        options: m.options.clone(),
+    }
+}

@@ -56,7 +56,8 @@ impl Service {
         if !req.rootfs.is_empty() {
             std::fs::create_dir_all(&rootfs)
                 .map_err(|e| error(Code::INTERNAL, format!("creating {}: {e}", rootfs.display())))?;
-            crate::mounts::mount_all(&req.rootfs, &rootfs).map_err(|e| {
+            let mounts: Vec<_> = req.rootfs.iter().map(super::mount_of).collect();
+            crate::mounts::mount_all(&mounts, &rootfs).map_err(|e| {
                 crate::mounts::unmount_all(&rootfs);
                 error(Code::INTERNAL, e)
             })?;
