@@ -19,7 +19,9 @@
 //! Modules, each owning one thing:
 //! - `start`: the shim v2 process protocol (`start`, `delete`, serving);
 //! - `args`: containerd's Go-style flags;
-//! - `service`: the ttrpc `Task` service: the containers of the pod and their processes;
+//! - `service`: the ttrpc `Task` service, a thin adapter converting requests for `task` and answers back;
+//! - `task`: the containers of the pod and their processes, with their state machine (`task/state.rs`);
+//! - `error`: the one error type and its one mapping to ttrpc codes;
 //! - `runtime`: running the OCI runtime binary;
 //! - `reactor`, `server`, `pump`: the event loop, the ttrpc server on it, and stdio copying on it;
 //! - `reaper`, `oom`, `stdio`, `console`, `mounts`, `stats`: exits, OOM kills, stdio and CRI logs, terminals,
@@ -29,6 +31,7 @@
 mod args;
 pub mod client;
 mod console;
+mod error;
 mod events;
 mod mounts;
 mod oom;
@@ -42,6 +45,7 @@ mod service;
 mod start;
 mod stats;
 mod stdio;
+mod task;
 
 /// The protocol types: containerd's shim v2 Task API, its events and ttrpc, as the shim speaks them.
 pub use containerd_shim_protos as protos;
