@@ -14,6 +14,7 @@ use protos::{api, ttrpc};
 use sha2::{Digest, Sha256};
 
 pub use crate::events::Event;
+use crate::events::ns_of;
 pub use crate::mounts::Mount;
 pub use crate::oom::cgroup2_mount;
 use crate::reactor::Reactor;
@@ -71,7 +72,7 @@ pub fn start_shim(
     Ok(text)
 }
 
-/// Connects to a shim at `address` (`unix:///…`).
+/// Connects to a shim at `address` (`unix:///…`); the client is its Task API.
 pub fn connect(address: &str) -> Result<TaskClient, String> {
     let c = ttrpc::Client::connect(address).map_err(|e| format!("connecting to shim {address}: {e}"))?;
     Ok(TaskClient::new(c))
@@ -121,13 +122,10 @@ pub fn delete_shim(
     use protos::protobuf::Message;
     let resp = api::DeleteResponse::parse_from_bytes(&out.stdout)
         .map_err(|e| format!("{} delete {id}: bad response: {e}", shim.display()))?;
-    let at = resp.exited_at.as_ref();
     Ok(Exited {
         pid: resp.pid,
         exit_status: resp.exit_status,
-        exited_at_ns: at
-            .map(|t| t.seconds * 1_000_000_000 + i64::from(t.nanos))
-            .unwrap_or(0),
+        exited_at_ns: resp.exited_at.as_ref().map(ns_of).unwrap_or(0),
     })
 }
 

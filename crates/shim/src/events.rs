@@ -100,7 +100,7 @@ pub enum Event {
 }
 
 /// ns since the epoch of a protobuf timestamp.
-fn ns_of(t: &Timestamp) -> i64 {
+pub(crate) fn ns_of(t: &Timestamp) -> i64 {
     t.seconds * 1_000_000_000 + i64::from(t.nanos)
 }
 
