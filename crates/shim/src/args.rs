@@ -3,29 +3,29 @@
 
 /// Parsed flags.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Flags {
+pub(crate) struct Flags {
     /// containerd namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// containerd's gRPC address (part of the socket name, as containerd's own shims derive it).
-    pub address: String,
+    pub(crate) address: String,
     /// containerd's binary, used by Go shims to publish events; unused here (we publish over ttrpc).
-    pub publish_binary: String,
+    pub(crate) publish_binary: String,
     /// Task (container) id.
-    pub id: String,
+    pub(crate) id: String,
     /// Bundle directory (`delete`); `start` runs in the bundle.
-    pub bundle: String,
+    pub(crate) bundle: String,
     /// The socket to serve on (the serving process only).
-    pub socket: String,
+    pub(crate) socket: String,
     /// Debug logging.
-    pub debug: bool,
+    pub(crate) debug: bool,
     /// `start`, `delete`, or empty (serve).
-    pub action: String,
+    pub(crate) action: String,
     /// `-v`: print the version and exit.
-    pub version: bool,
+    pub(crate) version: bool,
 }
 
 /// Parses `args` (without the program name).
-pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Flags, String> {
+pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Flags, String> {
     let mut f = Flags::default();
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {

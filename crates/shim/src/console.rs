@@ -12,14 +12,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 
 /// A listening console socket, removed when dropped.
-pub struct ConsoleSocket {
+pub(crate) struct ConsoleSocket {
     path: PathBuf,
     listener: UnixListener,
 }
 
 impl ConsoleSocket {
     /// Listens on a fresh socket in the shim socket directory.
-    pub fn new() -> Result<ConsoleSocket, String> {
+    pub(crate) fn new() -> Result<ConsoleSocket, String> {
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = PathBuf::from(crate::start::SOCKET_DIR);
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
@@ -35,12 +35,12 @@ impl ConsoleSocket {
     }
 
     /// The path to pass as `--console-socket`.
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         self.path.display().to_string()
     }
 
     /// The pty master the runtime sent (call after the runtime command finished: it is queued by then).
-    pub fn receive(&self) -> Result<File, String> {
+    pub(crate) fn receive(&self) -> Result<File, String> {
         self.listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let (conn, _) = self
             .listener
@@ -71,7 +71,7 @@ impl Drop for ConsoleSocket {
 }
 
 /// Sets the size of the terminal whose master is `master`.
-pub fn resize(master: &File, width: u32, height: u32) -> Result<(), String> {
+pub(crate) fn resize(master: &File, width: u32, height: u32) -> Result<(), String> {
     let ws = libc::winsize {
         ws_row: height as u16,
         ws_col: width as u16,

@@ -1,5 +1,5 @@
 //! containerd-shim-crius-v2: see the crius-shim crate.
 
 fn main() {
-    std::process::exit(crius_shim::start::main(std::env::args().skip(1)));
+    std::process::exit(crius_shim::run(std::env::args().skip(1)));
 }

@@ -3,8 +3,20 @@
 
 use std::path::Path;
 
-use containerd_shim_protos::api::Mount;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
+
+/// A mount as containerd passes it with Create (and reports it in the create event).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mount {
+    /// The filesystem type (`overlay`, `bind`, …).
+    pub kind: String,
+    /// What is mounted.
+    pub source: String,
+    /// Where, below the target (empty: the target itself).
+    pub target: String,
+    /// Mount options: flags (`ro`, `nosuid`, …) and filesystem data (`lowerdir=…`).
+    pub options: Vec<String>,
+}
 
 fn flag(opt: &str) -> Option<(bool, MsFlags)> {
     Some(match opt {
@@ -25,7 +37,7 @@ fn flag(opt: &str) -> Option<(bool, MsFlags)> {
 }
 
 /// Mounts each of `mounts` on `target`, in order.
-pub fn mount_all(mounts: &[Mount], target: &Path) -> Result<(), String> {
+pub(crate) fn mount_all(mounts: &[Mount], target: &Path) -> Result<(), String> {
     for m in mounts {
         let mut flags = MsFlags::empty();
         let mut data = Vec::new();
@@ -37,7 +49,7 @@ pub fn mount_all(mounts: &[Mount], target: &Path) -> Result<(), String> {
             }
         }
         let data = data.join(",");
-        let fstype = (!m.type_.is_empty() && m.type_ != "bind").then_some(m.type_.as_str());
+        let fstype = (!m.kind.is_empty() && m.kind != "bind").then_some(m.kind.as_str());
         mount(
             Some(m.source.as_str()),
             target,
@@ -45,12 +57,12 @@ pub fn mount_all(mounts: &[Mount], target: &Path) -> Result<(), String> {
             flags,
             (!data.is_empty()).then_some(data.as_str()),
         )
-        .map_err(|e| format!("mounting {} ({}) on {}: {e}", m.source, m.type_, target.display()))?;
+        .map_err(|e| format!("mounting {} ({}) on {}: {e}", m.source, m.kind, target.display()))?;
     }
     Ok(())
 }
 
 /// Unmounts whatever is mounted on `target` (all layers); nothing mounted is fine.
-pub fn unmount_all(target: &Path) {
+pub(crate) fn unmount_all(target: &Path) {
     while umount2(target, MntFlags::MNT_DETACH).is_ok() {}
 }

@@ -6,11 +6,10 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use containerd_shim_protos::events::task::TaskOOM;
-use containerd_shim_protos::topics;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
-use crate::events::Publisher;
+use crate::events::Event;
+use crate::publisher::Publish;
 use crate::reactor::{Next, READ, Reactor};
 
 struct Watched {
@@ -21,7 +20,7 @@ struct Watched {
 
 /// The watcher; cheap to clone.
 #[derive(Clone)]
-pub struct OomWatcher {
+pub(crate) struct OomWatcher {
     inotify: Arc<Inotify>,
     watched: Arc<Mutex<HashMap<WatchDescriptor, Watched>>>,
 }
@@ -36,16 +35,12 @@ fn kills(file: &Path) -> u64 {
 
 /// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on hybrid hosts).
 pub fn cgroup2_mount() -> Option<PathBuf> {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .ok()?
-        .lines()
-        .find(|l| l.split(" - ").nth(1).is_some_and(|t| t.starts_with("cgroup2 ")))
-        .and_then(|l| l.split_whitespace().nth(4).map(PathBuf::from))
+    crius_common::mountinfo::cgroup2()
 }
 
 impl OomWatcher {
     /// Starts watching, in `reactor`.
-    pub fn start(publisher: Publisher, reactor: &Reactor) -> std::io::Result<OomWatcher> {
+    pub(crate) fn start(publisher: Arc<dyn Publish>, reactor: &Reactor) -> std::io::Result<OomWatcher> {
         let flags = InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK;
         let inotify = Inotify::init(flags).map_err(std::io::Error::from)?;
         let w = OomWatcher {
@@ -54,13 +49,13 @@ impl OomWatcher {
         };
         let me = w.clone();
         reactor.add(w.inotify.as_fd().as_raw_fd(), READ, move |_, _| {
-            me.check(&publisher);
+            me.check(&*publisher);
             Next::Keep
         })?;
         Ok(w)
     }
 
-    fn check(&self, publisher: &Publisher) {
+    fn check(&self, publisher: &dyn Publish) {
         while let Ok(events) = self.inotify.read_events() {
             for e in events {
                 let mut all = self.watched.lock().unwrap_or_else(|p| p.into_inner());
@@ -68,13 +63,9 @@ impl OomWatcher {
                 let now = kills(&w.file);
                 if now > w.kills {
                     w.kills = now;
-                    publisher.publish(
-                        topics::TASK_OOM_EVENT_TOPIC,
-                        &TaskOOM {
-                            container_id: w.id.clone(),
-                            ..Default::default()
-                        },
-                    );
+                    publisher.publish(Event::Oom {
+                        container_id: w.id.clone(),
+                    });
                 }
             }
         }
@@ -82,7 +73,7 @@ impl OomWatcher {
 
     /// Watches the cgroup that process `pid` (container `id`'s init) is in; without a memory controller there
     /// is nothing to watch.
-    pub fn watch(&self, id: &str, pid: u32) {
+    pub(crate) fn watch(&self, id: &str, pid: u32) {
         let Some(rel) = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
             .ok()
             .and_then(|s| s.lines().find_map(|l| l.strip_prefix("0::").map(str::to_string)))
@@ -108,7 +99,7 @@ impl OomWatcher {
     }
 
     /// Stops watching container `id`.
-    pub fn unwatch(&self, id: &str) {
+    pub(crate) fn unwatch(&self, id: &str) {
         let mut all = self.watched.lock().unwrap_or_else(|p| p.into_inner());
         let wds: Vec<WatchDescriptor> = all
             .iter()

@@ -13,10 +13,10 @@ use crate::reactor::{Next, READ, Reactor, WRITE};
 use crate::stdio::{CriLog, Lines};
 
 /// A descriptor shared with the process's record (CloseIO takes stdin's out of it, which closes it).
-pub type Slot = Arc<Mutex<Option<File>>>;
+pub(crate) type Slot = Arc<Mutex<Option<File>>>;
 
 /// Where a pump's bytes go.
-pub enum Sink {
+pub(crate) enum Sink {
     /// A descriptor, made non-blocking by [`start`].
     Fd(Slot),
     /// A CRI log, as the named stream.
@@ -40,7 +40,7 @@ struct Pump {
 }
 
 /// Makes `f` non-blocking.
-pub fn set_nonblocking(f: &impl AsRawFd) {
+pub(crate) fn set_nonblocking(f: &impl AsRawFd) {
     // SAFETY: fcntl on a descriptor the caller owns.
     unsafe {
         let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
@@ -58,7 +58,7 @@ fn sink_fd(slot: &Slot) -> Option<RawFd> {
 
 /// Copies `src` to `sink` in `reactor` until `src` ends; then a descriptor sink is closed (its reader sees
 /// EOF) and a log gets the unfinished line.
-pub fn start(reactor: &Reactor, src: File, sink: Sink) -> Result<(), String> {
+pub(crate) fn start(reactor: &Reactor, src: File, sink: Sink) -> Result<(), String> {
     set_nonblocking(&src);
     if let Sink::Fd(slot) = &sink
         && let Some(f) = lock(slot).as_ref()

@@ -9,13 +9,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Readable (level-triggered).
-pub const READ: u32 = libc::EPOLLIN as u32;
+pub(crate) const READ: u32 = libc::EPOLLIN as u32;
 /// Writable.
-pub const WRITE: u32 = libc::EPOLLOUT as u32;
+pub(crate) const WRITE: u32 = libc::EPOLLOUT as u32;
 
 /// What a handler wants after it ran: keep it registered, or drop it (it deregistered or closed its fd).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     /// Call again on the next readiness.
     Keep,
     /// Forget this handler.
@@ -25,7 +25,7 @@ pub enum Next {
 type Handler = Box<dyn FnMut(&Reactor, u32) -> Next + Send>;
 
 /// The loop; shared with an `Arc`, driven by one thread.
-pub struct Reactor {
+pub(crate) struct Reactor {
     epoll: OwnedFd,
     wake: OwnedFd,
     handlers: Mutex<HashMap<u64, Handler>>,
@@ -45,7 +45,7 @@ fn check(r: libc::c_int, what: &str) -> std::io::Result<libc::c_int> {
 
 impl Reactor {
     /// An empty loop.
-    pub fn new() -> std::io::Result<Arc<Reactor>> {
+    pub(crate) fn new() -> std::io::Result<Arc<Reactor>> {
         // SAFETY: plain syscalls; the results are checked and owned at once.
         let epoll =
             unsafe { OwnedFd::from_raw_fd(check(libc::epoll_create1(libc::EPOLL_CLOEXEC), "epoll")?) };
@@ -79,7 +79,7 @@ impl Reactor {
 
     /// Calls `handler` on the loop thread whenever `fd` is ready for `events`; returns the registration's
     /// token (for [`Reactor::resume`]). The caller keeps `fd` open until it removes it.
-    pub fn add(
+    pub(crate) fn add(
         &self,
         fd: RawFd,
         events: u32,
@@ -91,12 +91,12 @@ impl Reactor {
     }
 
     /// A token for [`Reactor::add_as`], for a handler that must know its own token.
-    pub fn reserve(&self) -> u64 {
+    pub(crate) fn reserve(&self) -> u64 {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
 
     /// [`Reactor::add`] under a token from [`Reactor::reserve`].
-    pub fn add_as(
+    pub(crate) fn add_as(
         &self,
         token: u64,
         fd: RawFd,
@@ -112,18 +112,18 @@ impl Reactor {
     }
 
     /// Watches `fd` again under `token` after [`Reactor::pause`] (its handler was kept).
-    pub fn resume(&self, fd: RawFd, token: u64, events: u32) -> std::io::Result<()> {
+    pub(crate) fn resume(&self, fd: RawFd, token: u64, events: u32) -> std::io::Result<()> {
         self.ctl(libc::EPOLL_CTL_ADD, fd, events, token)
     }
 
     /// Stops watching `fd` but keeps its handler (to [`Reactor::resume`] it). Unlike a zero event mask, this
     /// also silences hang-ups, which epoll reports whatever the mask.
-    pub fn pause(&self, fd: RawFd) {
+    pub(crate) fn pause(&self, fd: RawFd) {
         let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
     }
 
     /// Stops watching `fd` (its handler should then return [`Next::Done`]).
-    pub fn remove(&self, fd: RawFd) {
+    pub(crate) fn remove(&self, fd: RawFd) {
         let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
     }
 
@@ -132,7 +132,7 @@ impl Reactor {
     }
 
     /// Calls `f` once on the loop thread after `delay` (a timerfd in the set: no thread waits for it).
-    pub fn after(
+    pub(crate) fn after(
         &self,
         delay: std::time::Duration,
         f: impl FnOnce(&Reactor) + Send + 'static,
@@ -173,7 +173,7 @@ impl Reactor {
     }
 
     /// Makes [`Reactor::run`] return; callable from any thread.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         let one = 1u64.to_ne_bytes();
         // SAFETY: an 8-byte write to our eventfd.
@@ -183,7 +183,7 @@ impl Reactor {
     }
 
     /// Handles ready descriptors until [`Reactor::stop`].
-    pub fn run(&self) {
+    pub(crate) fn run(&self) {
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
         while !self.stopped.load(Ordering::SeqCst) {
             // SAFETY: the buffer outlives the call and its length is passed.

@@ -20,11 +20,11 @@ use crate::reactor::{Next, READ, Reactor};
 
 /// How a process ended: its exit code, or 128 + the signal that killed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Exit {
+pub(crate) struct Exit {
     /// Exit status as a shell reports it.
-    pub status: u32,
+    pub(crate) status: u32,
     /// When it was reaped.
-    pub at: SystemTime,
+    pub(crate) at: SystemTime,
 }
 
 type Callback = Box<dyn FnOnce(Exit) + Send>;
@@ -39,7 +39,7 @@ struct State {
 
 /// The reaper; cheap to clone.
 #[derive(Clone)]
-pub struct Reaper {
+pub(crate) struct Reaper {
     inner: Arc<Mutex<State>>,
     /// The read end of the SIGCHLD pipe (non-blocking).
     signals: Arc<File>,
@@ -78,7 +78,7 @@ fn sigchld_pipe() -> std::io::Result<Arc<File>> {
 impl Reaper {
     /// Makes this process a subreaper and installs the SIGCHLD handler. Nothing is reaped until the reaper is
     /// driven: [`Reaper::attach`] or [`Reaper::start`].
-    pub fn install() -> std::io::Result<Reaper> {
+    pub(crate) fn install() -> std::io::Result<Reaper> {
         // SAFETY: prctl with integer arguments.
         if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
             return Err(std::io::Error::last_os_error());
@@ -90,7 +90,7 @@ impl Reaper {
     }
 
     /// A reaper driven by its own thread (for one-shot commands, which have no loop).
-    pub fn start() -> std::io::Result<Reaper> {
+    pub(crate) fn start() -> std::io::Result<Reaper> {
         let r = Reaper::install()?;
         let me = r.clone();
         std::thread::Builder::new()
@@ -112,7 +112,7 @@ impl Reaper {
     }
 
     /// Reaps in `reactor`, on each SIGCHLD.
-    pub fn attach(&self, reactor: &Reactor) -> std::io::Result<()> {
+    pub(crate) fn attach(&self, reactor: &Reactor) -> std::io::Result<()> {
         let me = self.clone();
         reactor.add(self.signals.as_raw_fd(), READ, move |_, _| {
             me.reap();
@@ -163,7 +163,7 @@ impl Reaper {
     }
 
     /// Calls `f` with the exit of `pid`: now if it already happened, else once it does.
-    pub fn on_exit(&self, pid: i32, f: impl FnOnce(Exit) + Send + 'static) {
+    pub(crate) fn on_exit(&self, pid: i32, f: impl FnOnce(Exit) + Send + 'static) {
         let mut st = self.lock();
         if let Some(exit) = st.unclaimed.remove(&pid) {
             drop(st);
@@ -174,16 +174,11 @@ impl Reaper {
     }
 
     /// Blocks until `pid` exits (never on the reactor's thread, which is the one reaping).
-    pub fn wait(&self, pid: i32) -> Exit {
+    pub(crate) fn wait(&self, pid: i32) -> Exit {
         let (tx, rx) = std::sync::mpsc::channel();
         self.on_exit(pid, move |e| {
             let _ = tx.send(e);
         });
         rx.recv().expect("the reaper thread never stops")
-    }
-
-    /// Forgets an unclaimed exit of `pid` (a pid about to be reused must not inherit it).
-    pub fn forget(&self, pid: i32) {
-        self.lock().unclaimed.remove(&pid);
     }
 }

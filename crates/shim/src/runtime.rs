@@ -10,23 +10,23 @@ use crate::reaper::Reaper;
 
 /// A runtime binary with its state root.
 #[derive(Clone)]
-pub struct Runtime {
+pub(crate) struct Runtime {
     /// The binary.
-    pub binary: PathBuf,
+    pub(crate) binary: PathBuf,
     /// Its `--root`.
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     reaper: Reaper,
 }
 
 /// The container's stdio for `create` or `exec` (None = /dev/null).
 #[derive(Default)]
-pub struct ChildIo {
+pub(crate) struct ChildIo {
     /// stdin.
-    pub stdin: Option<OwnedFd>,
+    pub(crate) stdin: Option<OwnedFd>,
     /// stdout.
-    pub stdout: Option<OwnedFd>,
+    pub(crate) stdout: Option<OwnedFd>,
     /// stderr.
-    pub stderr: Option<OwnedFd>,
+    pub(crate) stderr: Option<OwnedFd>,
 }
 
 fn stdio(fd: Option<OwnedFd>) -> Stdio {
@@ -34,7 +34,7 @@ fn stdio(fd: Option<OwnedFd>) -> Stdio {
 }
 
 /// The default runtime: `crius-runc` next to the shim's own binary, else on PATH.
-pub fn default_binary() -> PathBuf {
+pub(crate) fn default_binary() -> PathBuf {
     if let Some(dir) = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(Path::to_path_buf))
@@ -49,13 +49,13 @@ pub fn default_binary() -> PathBuf {
 
 impl Runtime {
     /// A runtime `binary` keeping its state under `root`.
-    pub fn new(binary: PathBuf, root: PathBuf, reaper: Reaper) -> Runtime {
+    pub(crate) fn new(binary: PathBuf, root: PathBuf, reaper: Reaper) -> Runtime {
         Runtime { binary, root, reaper }
     }
 
     /// Runs `<binary> --root R --log L --log-format json <args>` in `scratch` (a directory for its output),
     /// with `io` as its stdio if given; returns its stdout. A failure carries the runtime's own error message.
-    pub fn run(&self, args: &[&str], io: Option<ChildIo>, scratch: &Path) -> Result<String, String> {
+    pub(crate) fn run(&self, args: &[&str], io: Option<ChildIo>, scratch: &Path) -> Result<String, String> {
         static N: AtomicU64 = AtomicU64::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
         let log = scratch.join(format!(".runtime-{n}.log"));

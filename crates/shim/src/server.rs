@@ -19,25 +19,25 @@ use containerd_shim_protos::ttrpc::{self, Code, MessageHeader, MethodHandler, Re
 use crate::reactor::{Next, READ, Reactor};
 
 /// A frame header's size.
-pub const HEADER: usize = 10;
+pub(crate) const HEADER: usize = 10;
 /// The largest frame ttrpc allows.
-pub const MAX_FRAME: usize = 4 << 20;
+pub(crate) const MAX_FRAME: usize = 4 << 20;
 /// A request frame.
-pub const TYPE_REQUEST: u8 = 1;
+pub(crate) const TYPE_REQUEST: u8 = 1;
 /// A response frame.
-pub const TYPE_RESPONSE: u8 = 2;
+pub(crate) const TYPE_RESPONSE: u8 = 2;
 /// How long an idle worker thread waits for work before it ends.
-pub const WORKER_IDLE: Duration = Duration::from_secs(2);
+pub(crate) const WORKER_IDLE: Duration = Duration::from_secs(2);
 /// Most worker threads at once (requests beyond wait in the queue).
 const MAX_WORKERS: usize = 32;
 
 /// The generated method table (`/service/Method` → handler).
-pub type Methods = HashMap<String, Box<dyn MethodHandler + Send + Sync>>;
+pub(crate) type Methods = HashMap<String, Box<dyn MethodHandler + Send + Sync>>;
 /// A deferred call: takes the request and a [`Reply`] to send whenever it is ready.
-pub type Deferred = Box<dyn Fn(Request, Reply) + Send + Sync>;
+pub(crate) type Deferred = Box<dyn Fn(Request, Reply) + Send + Sync>;
 
 /// Encodes one frame.
-pub fn frame(stream_id: u32, kind: u8, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn frame(stream_id: u32, kind: u8, payload: &[u8]) -> Vec<u8> {
     let mut f = Vec::with_capacity(HEADER + payload.len());
     f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
     f.extend_from_slice(&stream_id.to_be_bytes());
@@ -47,7 +47,7 @@ pub fn frame(stream_id: u32, kind: u8, payload: &[u8]) -> Vec<u8> {
 }
 
 /// Splits the first complete frame off `buf`: (stream id, type, payload).
-pub fn take_frame(buf: &mut Vec<u8>) -> Result<Option<(u32, u8, Vec<u8>)>, String> {
+pub(crate) fn take_frame(buf: &mut Vec<u8>) -> Result<Option<(u32, u8, Vec<u8>)>, String> {
     if buf.len() < HEADER {
         return Ok(None);
     }
@@ -95,7 +95,7 @@ impl Conn {
 }
 
 /// Where a deferred call's answer goes. Dropped unsent, it answers NOT_FOUND (what it waited for is gone).
-pub struct Reply {
+pub(crate) struct Reply {
     conn: Option<Arc<Conn>>,
     stream_id: u32,
 }
@@ -111,7 +111,7 @@ impl Drop for Reply {
 
 impl Reply {
     /// Sends `result` (a message, or a ttrpc status) to the caller.
-    pub fn send<M: Message>(mut self, result: ttrpc::Result<M>) {
+    pub(crate) fn send<M: Message>(mut self, result: ttrpc::Result<M>) {
         let res = match result {
             Ok(m) => {
                 let mut r = status_response(Code::OK, String::new());
@@ -145,7 +145,7 @@ struct Queue {
 }
 
 /// The server: methods, deferred calls and the worker pool.
-pub struct Server {
+pub(crate) struct Server {
     methods: Methods,
     deferred: HashMap<String, Deferred>,
     queue: Mutex<Queue>,
@@ -154,7 +154,7 @@ pub struct Server {
 
 impl Server {
     /// A server for `methods`; the `deferred` ones are answered through a [`Reply`] instead.
-    pub fn new(methods: Methods, deferred: HashMap<String, Deferred>) -> Arc<Server> {
+    pub(crate) fn new(methods: Methods, deferred: HashMap<String, Deferred>) -> Arc<Server> {
         Arc::new(Server {
             methods,
             deferred,
@@ -164,7 +164,7 @@ impl Server {
     }
 
     /// Accepts connections on `listener` in `reactor`.
-    pub fn listen(self: &Arc<Self>, reactor: &Reactor, listener: UnixListener) -> std::io::Result<()> {
+    pub(crate) fn listen(self: &Arc<Self>, reactor: &Reactor, listener: UnixListener) -> std::io::Result<()> {
         listener.set_nonblocking(true)?;
         let me = self.clone();
         reactor.add(listener.as_raw_fd(), READ, move |r, _| {

@@ -1,7 +1,6 @@
 //! The shim v2 process protocol: `start` (find or launch the pod's shim, print its address), `delete` (clean up
 //! after a shim that is gone), and serving (the long-lived process).
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, IntoRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -11,23 +10,23 @@ use std::sync::Arc;
 
 use containerd_shim_protos as protos;
 use protos::protobuf::Message;
-use sha2::{Digest, Sha256};
 
 use crate::args::{self, Flags};
-use crate::events::{Publisher, timestamp};
+use crate::client::socket_address;
+use crate::events::timestamp;
+use crate::publisher::Publisher;
 use crate::reactor::{Next, READ, Reactor};
 use crate::reaper::Reaper;
 use crate::runtime::Runtime;
-use crate::server::{Deferred, Reply, Server};
-use crate::service::{EXIT_FILE, RUNTIME_FILE, Service};
+use crate::task::{EXIT_FILE, FIRST_CREATE, RUNTIME_FILE, Tasks};
 
 /// The annotation that groups a pod's containers into one shim.
-pub const SANDBOX_ANNOTATION: &str = "io.kubernetes.cri.sandbox-id";
+pub(crate) const SANDBOX_ANNOTATION: &str = "io.kubernetes.cri.sandbox-id";
 /// Where shim sockets live.
-pub const SOCKET_DIR: &str = "/run/crius/s";
+pub(crate) const SOCKET_DIR: &str = "/run/crius/s";
 
 /// Runs the shim with `args`; returns the exit code.
-pub fn main(args: impl IntoIterator<Item = String>) -> i32 {
+pub(crate) fn run(args: impl IntoIterator<Item = String>) -> i32 {
     let flags = match args::parse(args) {
         Ok(f) => f,
         Err(e) => {
@@ -55,20 +54,13 @@ pub fn main(args: impl IntoIterator<Item = String>) -> i32 {
 }
 
 /// The grouping key of the container whose bundle is `bundle`: its pod's sandbox id, or its own id.
-pub fn grouping(bundle: &Path, id: &str) -> String {
+pub(crate) fn grouping(bundle: &Path, id: &str) -> String {
     std::fs::read(bundle.join("config.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .and_then(|v| v["annotations"][SANDBOX_ANNOTATION].as_str().map(str::to_string))
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| id.to_string())
-}
-
-/// The socket of the shim for `grouping` under owner `address` and `namespace`.
-pub fn socket_address(address: &str, namespace: &str, grouping: &str) -> String {
-    let h = Sha256::digest(format!("{address}/{namespace}/{grouping}").as_bytes());
-    let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
-    format!("unix://{SOCKET_DIR}/{hex}")
 }
 
 fn socket_path(address: &str) -> PathBuf {
@@ -169,21 +161,8 @@ fn serve(f: &Flags) -> Result<(), String> {
     let reaper = Reaper::install().map_err(|e| format!("becoming a subreaper: {e}"))?;
     reaper.attach(&reactor).map_err(|e| format!("reaping: {e}"))?;
     let publisher = Publisher::start(&std::env::var("TTRPC_ADDRESS").unwrap_or_default(), &f.namespace);
-    let service = Service::new(&f.namespace, reaper, publisher.clone(), reactor.clone());
-    let task: Arc<dyn protos::shim::shim_ttrpc::Task + Send + Sync> = Arc::new(service.clone());
-    // Wait holds no thread: it is answered when the process exits.
-    let waiter = service.clone();
-    let wait: Deferred = Box::new(
-        move |req, reply: Reply| match protos::api::WaitRequest::parse_from_bytes(&req.payload) {
-            Ok(w) => waiter.wait_then(&w, move |r| reply.send(r)),
-            Err(e) => reply.send::<protos::api::WaitResponse>(Err(crate::service::error(
-                protos::ttrpc::Code::INVALID_ARGUMENT,
-                format!("decoding WaitRequest: {e}"),
-            ))),
-        },
-    );
-    let deferred = HashMap::from([("/containerd.task.v2.Task/Wait".to_string(), wait)]);
-    let server = Server::new(protos::shim::shim_ttrpc::create_task(task), deferred);
+    let tasks = Tasks::new(&f.namespace, reaper, Arc::new(publisher.clone()), reactor.clone());
+    let server = crate::service::server(tasks.clone());
     server
         .listen(&reactor, listener)
         .map_err(|e| format!("serving {}: {e}", path.display()))?;
@@ -191,7 +170,7 @@ fn serve(f: &Flags) -> Result<(), String> {
     // containers outlive everything but their own deletion. A handler (reset by exec, so no child inherits
     // anything) writes to a pipe in the loop; blocking the signal instead would be inherited.
     let term = term_pipe()?;
-    let on_term = service.clone();
+    let on_term = tasks.clone();
     reactor
         .add(term.as_raw_fd(), READ, move |_, _| {
             let mut byte = [0u8; 16];
@@ -210,7 +189,7 @@ fn serve(f: &Flags) -> Result<(), String> {
         }
     }
     // A shim nobody gives a container (its caller died after `start`) does not stay forever.
-    service.exit_when_idle(crate::service::FIRST_CREATE);
+    tasks.exit_when_idle(FIRST_CREATE);
     reactor.run();
     // Last words: what is still queued (a delete, an exit) gets a moment to reach the owner.
     publisher.drain(std::time::Duration::from_secs(2));

@@ -9,7 +9,7 @@ fn u(v: &Value) -> u64 {
 }
 
 /// Converts the `data` object of a runtime stats event.
-pub fn metrics(d: &Value) -> Metrics {
+pub(crate) fn metrics(d: &Value) -> Metrics {
     let cpu = &d["cpu"];
     let mem = &d["memory"];
     let raw = if mem["raw"].is_object() {

@@ -23,10 +23,10 @@ pub const CRI_LOG_SCHEME: &str = "crius-log://";
 /// Update annotation that reopens a CRI log file.
 pub const REOPEN_ANNOTATION: &str = "io.crius.log.reopen";
 /// Longest log record; longer lines become partial records.
-pub const MAX_LINE: usize = 16 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024;
 
 /// A CRI log file shared by a process's two streams.
-pub struct CriLog {
+pub(crate) struct CriLog {
     path: PathBuf,
     file: Mutex<File>,
 }
@@ -45,7 +45,7 @@ fn open_log(path: &Path) -> Result<File, String> {
 
 impl CriLog {
     /// Opens (appending) the log at `path`.
-    pub fn open(path: &Path) -> Result<Arc<CriLog>, String> {
+    pub(crate) fn open(path: &Path) -> Result<Arc<CriLog>, String> {
         Ok(Arc::new(CriLog {
             path: path.to_path_buf(),
             file: Mutex::new(open_log(path)?),
@@ -53,7 +53,7 @@ impl CriLog {
     }
 
     /// Reopens the file at its path (kubelet renamed the old one).
-    pub fn reopen(&self) -> Result<(), String> {
+    pub(crate) fn reopen(&self) -> Result<(), String> {
         let f = open_log(&self.path)?;
         *self.file.lock().unwrap_or_else(|p| p.into_inner()) = f;
         Ok(())
@@ -77,45 +77,19 @@ impl CriLog {
 }
 
 /// Formats `t` as Go's RFC3339Nano in UTC: trailing zeros of the fraction dropped, `Z` for the zone.
-pub fn rfc3339_nano(t: SystemTime) -> String {
-    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let mut s = format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    );
-    let nanos = d.subsec_nanos();
-    if nanos != 0 {
-        let frac = format!("{nanos:09}");
-        s.push('.');
-        s.push_str(frac.trim_end_matches('0'));
-    }
-    s.push('Z');
-    s
+pub(crate) fn rfc3339_nano(t: SystemTime) -> String {
+    crius_common::time::format(t, crius_common::time::Fraction::Trimmed)
 }
 
 /// Splits a stream into CRI log records: a record per line, and `P` records for every 16 KiB of a longer one.
 #[derive(Default)]
-pub struct Lines {
+pub(crate) struct Lines {
     line: Vec<u8>,
 }
 
 impl Lines {
     /// Writes the records that `data` completes.
-    pub fn feed(&mut self, data: &[u8], log: &CriLog, stream: &str) {
+    pub(crate) fn feed(&mut self, data: &[u8], log: &CriLog, stream: &str) {
         for &b in data {
             if b == b'\n' {
                 log.write_record(stream, false, &self.line);
@@ -131,7 +105,7 @@ impl Lines {
     }
 
     /// The stream ended: an unfinished line is written as a full record.
-    pub fn finish(&mut self, log: &CriLog, stream: &str) {
+    pub(crate) fn finish(&mut self, log: &CriLog, stream: &str) {
         if !self.line.is_empty() {
             log.write_record(stream, false, &self.line);
             self.line.clear();
@@ -141,19 +115,19 @@ impl Lines {
 
 /// Where a process's output goes, and what the shim keeps of its stdio.
 #[derive(Default)]
-pub struct ProcessIo {
+pub(crate) struct ProcessIo {
     /// The write end of the container's stdin pipe (CloseIO drops it).
-    pub stdin: Slot,
+    pub(crate) stdin: Slot,
     /// The pty master, for a process with a terminal.
-    pub console: Option<Arc<File>>,
+    pub(crate) console: Option<Arc<File>>,
     /// The CRI log, in log mode.
-    pub log: Option<Arc<CriLog>>,
+    pub(crate) log: Option<Arc<CriLog>>,
     /// stdout path as given.
-    pub stdout_path: String,
+    pub(crate) stdout_path: String,
     /// stderr path as given.
-    pub stderr_path: String,
+    pub(crate) stderr_path: String,
     /// stdin path as given.
-    pub stdin_path: String,
+    pub(crate) stdin_path: String,
 }
 
 fn pipe() -> Result<(File, File), String> {
@@ -191,7 +165,7 @@ fn slot(f: File) -> Slot {
 }
 
 /// What the shim keeps of a process with a terminal, before the runtime sent its master.
-pub fn terminal_paths(stdin: &str, stdout: &str, stderr: &str) -> ProcessIo {
+pub(crate) fn terminal_paths(stdin: &str, stdout: &str, stderr: &str) -> ProcessIo {
     ProcessIo {
         stdin_path: stdin.into(),
         stdout_path: stdout.into(),
@@ -201,7 +175,7 @@ pub fn terminal_paths(stdin: &str, stdout: &str, stderr: &str) -> ProcessIo {
 }
 
 /// Connects a terminal's `master` to the process's stdout (FIFO or CRI log) and stdin FIFO.
-pub fn attach_terminal(reactor: &Reactor, io: &mut ProcessIo, master: File) -> Result<(), String> {
+pub(crate) fn attach_terminal(reactor: &Reactor, io: &mut ProcessIo, master: File) -> Result<(), String> {
     let dup = |m: &File| m.try_clone().map_err(|e| format!("terminal: {e}"));
     if let Some(path) = io.stdout_path.strip_prefix(CRI_LOG_SCHEME) {
         let log = CriLog::open(Path::new(path))?;
@@ -221,7 +195,7 @@ pub fn attach_terminal(reactor: &Reactor, io: &mut ProcessIo, master: File) -> R
 
 /// Sets up a process's stdio from the paths containerd passed, pumped in `reactor`; returns the ends for the
 /// runtime command and what the shim keeps.
-pub fn setup(
+pub(crate) fn setup(
     reactor: &Reactor,
     stdin: &str,
     stdout: &str,

@@ -129,7 +129,9 @@ impl Containers {
             .delete(&c.record.sandbox_id, &c.record.id, "")
             .map_err(Self::shim_err(CALL, &c))?;
         if let Some(exit) = last.filter(|_| c.record.finished_at == 0 && c.record.started_at != 0) {
+            // No exit event came (its shim is gone): the shim's delete knew the last exit.
             tracing::info!(container = %c.record.id, exit_code = exit.status, "container's last exit, from its shim");
+            self.note_exit(&c.record.id, exit.status as i32, exit.at_ns)?;
         }
         self.images
             .remove_snapshot(&c.record.id)

@@ -113,7 +113,7 @@ impl TtrpcShims {
                 bundle,
             )
             .map_err(ShimError::Start)?,
-            None => crius_shim::start::socket_address(&self.setup.owner, NAMESPACE, sandbox),
+            None => client::socket_address(&self.setup.owner, NAMESPACE, sandbox),
         };
         let c = client::connect(&address).map_err(ShimError::Unreachable)?;
         self.watch.add(sandbox, &address);
@@ -161,7 +161,7 @@ impl ShimClient for TtrpcShims {
             stdout: t
                 .log_path
                 .as_ref()
-                .map(|p| format!("{}{}", crius_shim::stdio::CRI_LOG_SCHEME, p.display()))
+                .map(|p| format!("{}{}", client::CRI_LOG_SCHEME, p.display()))
                 .unwrap_or_default(),
             ..Default::default()
         };
@@ -264,7 +264,7 @@ impl ShimClient for TtrpcShims {
     fn reopen_log(&self, sandbox: &str, id: &str) -> ShimResult<()> {
         let req = task::UpdateTaskRequest {
             id: id.into(),
-            annotations: [(crius_shim::stdio::REOPEN_ANNOTATION.to_string(), String::new())].into(),
+            annotations: [(client::REOPEN_ANNOTATION.to_string(), String::new())].into(),
             ..Default::default()
         };
         self.call(sandbox, Duration::from_secs(30), None, |c, x| c.update(x, &req))
@@ -311,7 +311,12 @@ impl ShimClient for TtrpcShims {
                 id,
                 &self.bundle(id),
             )
-            .map(|status| Some(Exit { status, at_ns: 0 }))
+            .map(|e| {
+                Some(Exit {
+                    status: e.exit_status,
+                    at_ns: e.exited_at_ns,
+                })
+            })
             .map_err(ShimError::Unreachable),
             Err(e) => Err(e),
         }

@@ -15,8 +15,6 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use containerd_shim_protos::protobuf::well_known_types::timestamp::Timestamp;
-
 pub mod container;
 pub mod names;
 pub mod sandbox;
@@ -51,11 +49,6 @@ pub(crate) fn now_ns() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)
         .unwrap_or(0)
-}
-
-/// A protobuf timestamp in nanoseconds since the epoch.
-pub(crate) fn ns_of(t: &Timestamp) -> i64 {
-    t.seconds * 1_000_000_000 + i64::from(t.nanos)
 }
 
 /// A new sandbox or container id: 64 random hex digits.

@@ -4,6 +4,18 @@
 //! controller-less `/sys/fs/cgroup/unified` of a hybrid host, where grouping, `cgroup.kill`, `cgroup.freeze`,
 //! pid listing and basic `cpu.stat` still work. A limit whose controller the tree lacks is an error that names the
 //! controller, never a silent skip.
+//!
+//! The design card names cgroups-rs for this; crius writes the cgroup files itself (`plan` turns OCI resources
+//! into a list of file writes), because neither of cgroups-rs 0.5's layers writes what runc does on v2:
+//! - its `manager` layer converts cpu shares to `cpu.weight` with the old linear formula
+//!   `1 + ((shares - 2) * 9999) / 262142` (`src/manager/conv.rs`: the 1024 shares of a 1-CPU request become weight
+//!   39), while runc ≥ 1.3.2, crun ≥ 1.23 and youki moved in 2025 to the quadratic mapping that
+//!   [`shares_to_weight`] implements (1024 becomes 100, the kernel's default);
+//! - its `fs` layer converts nothing: `Cpu::set_shares` writes the shares value itself into `cpu.weight`, and
+//!   `set_memswap_limit` writes OCI's memory+swap total into `memory.swap.max`, which on v2 is swap alone
+//!   (`src/fs/cpu.rs`, `src/fs/memory.rs`). `plan` writes the total minus the memory limit, as runc does.
+//!
+//! What is written is then a pure function of the OCI resources, which `plan`'s unit tests pin file by file.
 
 mod devices;
 mod plan;

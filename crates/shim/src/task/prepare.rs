@@ -1,0 +1,176 @@
+//! Making a container or starting an exec: the runtime to use, the bundle's rootfs mounts, and the runtime
+//! run with the process's stdio (pipes pumped by the reactor, or a terminal through a console socket).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::{
+    Container, CreateTask, Process, RUNTIME_FILE, RuntimeChoice, StdioPaths, Tasks, process_name, read_pid,
+};
+use crate::console::ConsoleSocket;
+use crate::error::{Error, Result};
+use crate::reactor::Reactor;
+use crate::runtime::Runtime;
+use crate::stdio::{self, ProcessIo};
+
+impl Tasks {
+    /// The runtime for a new container: the chosen binary and root when given, else `CRIUS_SHIM_RUNTIME` from
+    /// the environment, else crius-runc, under `/run/crius/shim/<binary name>/<namespace>`.
+    fn runtime_for(&self, choice: &RuntimeChoice) -> Result<Runtime> {
+        let binary = choice.binary.clone().unwrap_or_else(|| {
+            std::env::var_os("CRIUS_SHIM_RUNTIME")
+                .map(PathBuf::from)
+                .unwrap_or_else(crate::runtime::default_binary)
+        });
+        let root = choice.root.clone().unwrap_or_else(|| {
+            let name = binary
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Path::new("/run/crius/shim")
+                .join(name)
+                .join(&self.inner.namespace)
+        });
+        std::fs::create_dir_all(&root).map_err(|source| Error::Io {
+            context: format!("creating {}", root.display()),
+            source,
+        })?;
+        Ok(Runtime::new(binary, root, self.inner.reaper.clone()))
+    }
+
+    /// Runs the runtime's `create` for `req`, its rootfs mounted first; undoes what it did on failure.
+    pub(super) fn make_container(&self, req: &CreateTask) -> Result<Container> {
+        let choice = req
+            .runtime
+            .as_ref()
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let runtime = self.runtime_for(choice)?;
+        let bundle = req.bundle.clone();
+        let rootfs = bundle.join("rootfs");
+        if !req.rootfs.is_empty() {
+            std::fs::create_dir_all(&rootfs).map_err(|source| Error::Io {
+                context: format!("creating {}", rootfs.display()),
+                source,
+            })?;
+            crate::mounts::mount_all(&req.rootfs, &rootfs).map_err(|e| {
+                crate::mounts::unmount_all(&rootfs);
+                Error::Host(e)
+            })?;
+        }
+        let fail = |e: Error| {
+            if !req.rootfs.is_empty() {
+                crate::mounts::unmount_all(&rootfs);
+            }
+            e
+        };
+        let pid_file = bundle.join("init.pid");
+        let _ = std::fs::remove_file(&pid_file);
+        let (b, p) = (bundle.display().to_string(), pid_file.display().to_string());
+        let undo = |e: String| {
+            // The runtime may have left a half-made container behind.
+            let _ = runtime.run(&["delete", "--force", &req.id], None, &bundle);
+            Error::Runtime(e)
+        };
+        let io = run_with_stdio(
+            &self.inner.reactor,
+            &runtime,
+            &["create", "--bundle", &b, "--pid-file", &p],
+            &req.id,
+            &req.stdio,
+            req.terminal,
+            &bundle,
+            undo,
+        )
+        .map_err(fail)?;
+        let pid = read_pid(&pid_file).map_err(fail)?;
+        let note = serde_json::json!({"binary": runtime.binary, "root": runtime.root});
+        let _ = std::fs::write(bundle.join(RUNTIME_FILE), note.to_string());
+        let mut init = Process::new(process_name(&req.id, ""), io, req.terminal);
+        init.pid = pid;
+        Ok(Container {
+            bundle,
+            runtime,
+            init,
+            execs: HashMap::new(),
+            rootfs_mounted: !req.rootfs.is_empty(),
+        })
+    }
+
+    /// Runs the runtime's `exec` for exec process `exec_id` of container `id`; returns its pid and stdio.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run_exec(
+        &self,
+        runtime: &Runtime,
+        bundle: &Path,
+        id: &str,
+        exec_id: &str,
+        spec: &[u8],
+        stdio: &StdioPaths,
+        terminal: bool,
+    ) -> Result<(u32, ProcessIo)> {
+        let spec_file = bundle.join(format!(".exec-{exec_id}.json"));
+        let pid_file = bundle.join(format!(".exec-{exec_id}.pid"));
+        std::fs::write(&spec_file, spec).map_err(|source| Error::Io {
+            context: format!("writing {}", spec_file.display()),
+            source,
+        })?;
+        let (s, p) = (spec_file.display().to_string(), pid_file.display().to_string());
+        let io = run_with_stdio(
+            &self.inner.reactor,
+            runtime,
+            &["exec", "--process", &s, "--detach", "--pid-file", &p],
+            id,
+            stdio,
+            terminal,
+            bundle,
+            Error::Runtime,
+        );
+        let _ = std::fs::remove_file(&spec_file);
+        let io = io?;
+        let pid = read_pid(&pid_file)?;
+        let _ = std::fs::remove_file(&pid_file);
+        Ok((pid, io))
+    }
+}
+
+/// Runs `<args> [--console-socket S] <id>` (a create or an exec) with the process's stdio: pipes copied to
+/// the given paths, or a terminal whose master the runtime sends back over a console socket. Returns what
+/// the shim keeps of the stdio; a failure of the runtime, or of taking its terminal, goes through
+/// `runtime_failed`.
+#[allow(clippy::too_many_arguments)]
+fn run_with_stdio(
+    reactor: &Reactor,
+    runtime: &Runtime,
+    args: &[&str],
+    id: &str,
+    paths: &StdioPaths,
+    terminal: bool,
+    bundle: &Path,
+    runtime_failed: impl Fn(String) -> Error,
+) -> Result<ProcessIo> {
+    let console = if terminal {
+        Some(ConsoleSocket::new().map_err(Error::Host)?)
+    } else {
+        None
+    };
+    let (child, mut io) = if terminal {
+        (
+            Default::default(),
+            stdio::terminal_paths(&paths.stdin, &paths.stdout, &paths.stderr),
+        )
+    } else {
+        stdio::setup(reactor, &paths.stdin, &paths.stdout, &paths.stderr).map_err(Error::InvalidArgument)?
+    };
+    let console_path = console.as_ref().map(|c| c.path()).unwrap_or_default();
+    let mut args = args.to_vec();
+    if console.is_some() {
+        args.extend(["--console-socket", &console_path]);
+    }
+    args.push(id);
+    runtime.run(&args, Some(child), bundle).map_err(&runtime_failed)?;
+    if let Some(console) = &console {
+        let master = console.receive().map_err(&runtime_failed)?;
+        stdio::attach_terminal(reactor, &mut io, master).map_err(&runtime_failed)?;
+    }
+    Ok(io)
+}
