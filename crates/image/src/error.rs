@@ -15,13 +15,21 @@ pub enum Error {
     /// Content did not match its digest; nothing was stored.
     #[error("digest mismatch for {what}: expected {expected}, got {actual}")]
     DigestMismatch {
+        /// The blob or layer.
         what: String,
+        /// The digest it should have.
         expected: String,
+        /// The digest it has.
         actual: String,
     },
     /// A layer tries to write outside its directory or is otherwise unsafe; nothing outside was written.
     #[error("unsafe layer entry {path:?}: {why}")]
-    UnsafeEntry { path: String, why: &'static str },
+    UnsafeEntry {
+        /// The entry's path in the layer.
+        path: String,
+        /// Why it is refused.
+        why: &'static str,
+    },
     /// The registry refused the credentials (or asked for some).
     #[error("unauthenticated: {0}")]
     Unauthenticated(String),

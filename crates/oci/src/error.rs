@@ -10,7 +10,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// The container id is not usable as a directory name.
     #[error("invalid container id {id:?}: {reason}")]
-    InvalidId { id: String, reason: &'static str },
+    InvalidId {
+        /// The id given.
+        id: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// No container with this id exists under the root.
     #[error("container {0:?} does not exist")]
     NotFound(String),
@@ -20,20 +25,31 @@ pub enum Error {
     /// The operation is not valid in the container's current state.
     #[error("container {id:?} is {status}: cannot {action}")]
     WrongState {
+        /// The container.
         id: String,
+        /// Its status (`created`, `running`, `stopped`, ...).
         status: String,
+        /// What was asked.
         action: String,
     },
     /// The bundle's config.json is malformed or asks for something invalid; `field` names where.
     #[error("invalid config {file}: {field}: {msg}")]
     Config {
+        /// The config file.
         file: String,
+        /// The JSON path of the field (`process.user.uid`).
         field: String,
+        /// What is wrong.
         msg: String,
     },
     /// A cgroup limit cannot be applied (missing controller, value refused, ...).
     #[error("cgroup {path}: {msg}")]
-    Cgroup { path: String, msg: String },
+    Cgroup {
+        /// The cgroup (or cgroup file).
+        path: String,
+        /// What failed.
+        msg: String,
+    },
     /// Something else failed; the message carries the context.
     #[error("{0}")]
     Msg(String),

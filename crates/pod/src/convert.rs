@@ -308,7 +308,7 @@ pub fn container_config(
     def: &PodDef,
     id: &PodIdentity,
     c: &Container,
-    inp: ContainerInputs,
+    inp: ContainerInputs<'_>,
 ) -> cri::ContainerConfig {
     let spec = &def.spec;
     let psc = spec.security_context.clone().unwrap_or_default();

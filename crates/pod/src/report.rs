@@ -42,37 +42,72 @@ pub enum Event {
     /// An image is being pulled.
     Pulling(String),
     /// The sandbox runs: the pod's name, the sandbox id and the pod's IP (empty on the host network).
-    Sandbox { pod: String, id: String, ip: String },
+    Sandbox {
+        /// The pod.
+        pod: String,
+        /// Its sandbox.
+        id: String,
+        /// Its IP.
+        ip: String,
+    },
     /// A container started; its CRI log file is `log_path`.
     Started {
+        /// The container.
         name: String,
+        /// Sidecar, init or main.
         role: Role,
+        /// Which start of it this is (0: the first).
         attempt: u32,
+        /// Its CRI log file.
         log_path: String,
     },
     /// A container's startup is complete (a sidecar's probe passed; the next init container may go).
-    Ready { name: String },
+    Ready {
+        /// The container.
+        name: String,
+    },
     /// A container exited.
     Exited {
+        /// The container.
         name: String,
+        /// Sidecar, init or main.
         role: Role,
+        /// Its exit code.
         code: i32,
+        /// The runtime's reason (Completed, Error, OOMKilled).
         reason: String,
     },
     /// A container could not be created or started.
-    Failed { name: String, error: String },
+    Failed {
+        /// The container.
+        name: String,
+        /// What the runtime said.
+        error: String,
+    },
     /// A container will be started again after `after`.
     Restarting {
+        /// The container.
         name: String,
+        /// The back-off before it starts.
         after: std::time::Duration,
     },
     /// A container is being stopped (SIGTERM, grace `grace_s`, then SIGKILL).
-    Stopping { name: String, role: Role, grace_s: i64 },
+    Stopping {
+        /// The container.
+        name: String,
+        /// Sidecar, init or main.
+        role: Role,
+        /// Its grace period, seconds.
+        grace_s: i64,
+    },
     /// A container got new resources: in place, or by a restart its resizePolicy asked for; `applied` is
     /// what the runtime reports.
     Resized {
+        /// The container.
         name: String,
+        /// Whether it was restarted for it.
         restarted: bool,
+        /// The resources the runtime reports now.
         applied: String,
     },
     /// A note that is not an error (an unsupported probe kind, a skipped hook).

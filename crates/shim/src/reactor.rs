@@ -155,8 +155,8 @@ impl Reactor {
                 tv_nsec: (delay.subsec_nanos().max(1)) as libc::c_long,
             },
         };
-        // SAFETY: arming our own timer with a valid spec.
         check(
+            // SAFETY: arming our own timer with a valid spec.
             unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) },
             "timerfd_settime",
         )?;

@@ -38,7 +38,7 @@ pub(crate) fn server(tasks: Tasks) -> Arc<Server> {
                 Ok(w) => waiter.wait_then(&w.id, &w.exec_id, move |r| reply.send(wait_response(r))),
                 Err(e) => {
                     let e = Error::InvalidArgument(format!("decoding WaitRequest: {e}"));
-                    reply.send::<api::WaitResponse>(Err(e.into()))
+                    reply.send::<api::WaitResponse>(Err(e.into()));
                 }
             },
         );

@@ -39,8 +39,8 @@ pub fn terminate(
 
 /// Fails the test loudly unless it runs as root: privileged tests never pass without running.
 pub fn require_root() {
-    // SAFETY: geteuid has no preconditions.
     assert_eq!(
+        // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() },
         0,
         "this test needs root; run it through hack/test.sh"

@@ -144,7 +144,7 @@ impl Namespaces for Pinner {
     }
 
     fn unpin(&self, dir: &Path) {
-        netns::remove(dir)
+        netns::remove(dir);
     }
 
     fn alive(&self, p: &Pinned) -> bool {

@@ -212,7 +212,7 @@ mod tests {
         // A pin that is a plain file, as after a reboot emptied /run: that sandbox comes back NOTREADY; one
         // with only the host's namespaces stays READY.
         s.update("abc123", |r| {
-            r.namespaces.net = Some(d.path().join("abc123/config.pb"))
+            r.namespaces.net = Some(d.path().join("abc123/config.pb"));
         })
         .unwrap();
         let again = Sandboxes::open(d.path(), alive).unwrap();

@@ -260,7 +260,7 @@ mod tests {
                 MOV_K => r[dst] = i.imm as u64,
                 JNE_K => {
                     if r[dst] != i.imm as u32 as u64 {
-                        pc += i.off as usize
+                        pc += i.off as usize;
                     }
                 }
                 EXIT => return r[0],

@@ -686,7 +686,7 @@ spec:
             container: container.into(),
             resources,
         })
-        .unwrap()
+        .unwrap();
     };
     let script = async {
         pod.fake.running("app", 0).await;
