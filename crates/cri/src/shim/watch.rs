@@ -69,7 +69,12 @@ impl Watch {
         let added = server_pid(address).and_then(|pid| Ok((pid, pidfd_open(pid)?)));
         match added {
             Ok((pid, fd)) => {
-                self.shared.lock().insert(pid, (fd, sandbox.to_string()));
+                // A reconnection to a shim already watched keeps the first pidfd: the poller may be
+                // waiting on it right now.
+                self.shared
+                    .lock()
+                    .entry(pid)
+                    .or_insert_with(|| (fd, sandbox.to_string()));
                 let one = 1u64.to_ne_bytes();
                 // SAFETY: an 8-byte write to our eventfd.
                 unsafe { libc::write(self.shared.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
