@@ -31,3 +31,6 @@ if ((${#missing[@]})); then
 fi
 
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
+
+# cargo-deny checks licences, duplicate crates and sources (hack/test.sh; deny.toml). Built from crates.io once.
+command -v cargo-deny >/dev/null || cargo install --locked --quiet cargo-deny@0.20.2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test entry point (README and .ci/run call it). Needs root and what hack/install-deps.sh installs.
-#   1. static checks: rustfmt, clippy -D warnings, rustdoc -D warnings
+#   1. static checks: rustfmt, clippy -D warnings, rustdoc -D warnings, cargo-deny (licences, duplicates)
 #   2. unit tests (no root needed)
 #   3. privileged tests on this host, with crius-runc and again with runc (which checks the tests themselves)
 #   4. the cgroup-v2 group inside a VM (hack/vm/run-in-vm.sh), with crius-runc and with runc
@@ -17,6 +17,8 @@ step "clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 step "rustdoc"
 RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --workspace --quiet
+step "cargo-deny: licences, duplicate crates, sources (deny.toml)"
+cargo deny --log-level error check licenses bans sources
 
 step "unit tests"
 cargo test --workspace
