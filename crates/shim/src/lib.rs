@@ -15,7 +15,8 @@
 //!
 //! Why not the `containerd-shim` crate (containerd/rust-extensions), which the design card checked at 0.12: its
 //! sync line speaks the task v3 API, not the `containerd.task.v2.Task` that containerd 1.6 and criusd call,
-//! and it pulls 137 crates (149 with build dependencies: `cargo tree` of a crate depending on it alone). This shim takes only the generated protocol types (`containerd-shim-protos`) and
+//! and it pulls 137 crates (149 with build dependencies: `cargo tree` of a crate depending on it alone). This
+//! shim takes only the generated protocol types (`containerd-shim-protos`) and
 //! stays small, which matters in a process that every pod keeps: measured by `hack/bench-shim.sh` under
 //! containerd 1.6 (the static `shim` profile build, steady state), the shim of a one-container pod has a VmRSS
 //! of 1,568 kB and a Pss of 1,564 kB on one thread, containerd-shim-runc-v2's 13,348 kB and 12,148 kB on 12
