@@ -1,105 +1,21 @@
 //! criusd's RuntimeService so far: Version, Status (NetworkReady from the CNI config), RuntimeConfig, and pod
 //! sandboxes: pinned namespaces with the pod's hostname, a real CNI network (Debian's bridge and host-local
 //! plugins, on a bridge and subnet of the test's own), records that survive a criusd restart, idempotent Stop
-//! and Remove, and nothing left behind.
+//! and Remove, and nothing left behind. What needs cgroup v2 (resources) is in vm_pods.rs.
 
 use std::path::Path;
 use std::process::Command;
 
+use crius_privileged_tests::cri::{
+    Client, client, config, container, containers, create, cremove, cstatus, cstop, entries, eventually,
+    host_network, import_busybox, in_20s, list, remove, run, start, status, stop, wait_state,
+};
 use crius_test_support::cni::Network;
 use crius_test_support::daemon::Daemon;
 use crius_test_support::require_root;
 use crius_test_support::shims::shim_pids;
 use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::Code;
-
-type Client = RuntimeServiceClient<tonic::transport::Channel>;
-
-async fn client(d: &Daemon) -> Client {
-    let ch = crius_api::connect(&d.socket().display().to_string())
-        .await
-        .unwrap();
-    RuntimeServiceClient::new(ch)
-}
-
-fn config(name: &str, uid: &str) -> cri::PodSandboxConfig {
-    cri::PodSandboxConfig {
-        metadata: Some(cri::PodSandboxMetadata {
-            name: name.into(),
-            namespace: "default".into(),
-            uid: uid.into(),
-            attempt: 0,
-        }),
-        hostname: name.into(),
-        labels: [("app".to_string(), name.to_string())].into(),
-        annotations: [("note".to_string(), "kept verbatim".to_string())].into(),
-        ..Default::default()
-    }
-}
-
-/// `config` with the host's network namespace (no CNI needed).
-fn host_network(mut config: cri::PodSandboxConfig) -> cri::PodSandboxConfig {
-    config.linux = Some(cri::LinuxPodSandboxConfig {
-        security_context: Some(cri::LinuxSandboxSecurityContext {
-            namespace_options: Some(cri::NamespaceOption {
-                network: cri::NamespaceMode::Node as i32,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    config
-}
-
-async fn run(c: &mut Client, config: cri::PodSandboxConfig) -> Result<String, tonic::Status> {
-    c.run_pod_sandbox(cri::RunPodSandboxRequest {
-        config: Some(config),
-        runtime_handler: String::new(),
-    })
-    .await
-    .map(|r| r.into_inner().pod_sandbox_id)
-}
-
-async fn status(c: &mut Client, id: &str) -> Result<cri::PodSandboxStatus, tonic::Status> {
-    c.pod_sandbox_status(cri::PodSandboxStatusRequest {
-        pod_sandbox_id: id.into(),
-        verbose: false,
-    })
-    .await
-    .map(|r| r.into_inner().status.unwrap())
-}
-
-async fn list(c: &mut Client, filter: Option<cri::PodSandboxFilter>) -> Vec<String> {
-    let mut ids: Vec<String> = c
-        .list_pod_sandbox(cri::ListPodSandboxRequest { filter })
-        .await
-        .unwrap()
-        .into_inner()
-        .items
-        .into_iter()
-        .map(|s| s.id)
-        .collect();
-    ids.sort();
-    ids
-}
-
-async fn stop(c: &mut Client, id: &str) -> Result<(), tonic::Status> {
-    c.stop_pod_sandbox(cri::StopPodSandboxRequest {
-        pod_sandbox_id: id.into(),
-    })
-    .await
-    .map(drop)
-}
-
-async fn remove(c: &mut Client, id: &str) -> Result<(), tonic::Status> {
-    c.remove_pod_sandbox(cri::RemovePodSandboxRequest {
-        pod_sandbox_id: id.into(),
-    })
-    .await
-    .map(drop)
-}
 
 async fn network_ready(c: &mut Client) -> cri::RuntimeCondition {
     let st = c
@@ -113,16 +29,6 @@ async fn network_ready(c: &mut Client) -> cri::RuntimeCondition {
         .into_iter()
         .find(|c| c.r#type == "NetworkReady")
         .unwrap()
-}
-
-fn entries(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn nsenter(args: &[&str]) -> String {
@@ -342,118 +248,6 @@ async fn pods_get_pinned_namespaces_and_a_cni_network() {
         !mounts.contains(&d.state().display().to_string()),
         "mounts left under the state dir"
     );
-}
-
-fn container(name: &str, image: &str, script: &str) -> cri::ContainerConfig {
-    cri::ContainerConfig {
-        metadata: Some(cri::ContainerMetadata {
-            name: name.into(),
-            attempt: 0,
-        }),
-        image: Some(cri::ImageSpec {
-            image: image.into(),
-            ..Default::default()
-        }),
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        log_path: format!("{name}/0.log"),
-        labels: [("role".to_string(), name.to_string())].into(),
-        ..Default::default()
-    }
-}
-
-async fn create(c: &mut Client, pod: &str, config: cri::ContainerConfig) -> Result<String, tonic::Status> {
-    c.create_container(cri::CreateContainerRequest {
-        pod_sandbox_id: pod.into(),
-        config: Some(config),
-        sandbox_config: None,
-    })
-    .await
-    .map(|r| r.into_inner().container_id)
-}
-
-async fn start(c: &mut Client, id: &str) {
-    c.start_container(cri::StartContainerRequest {
-        container_id: id.into(),
-    })
-    .await
-    .unwrap();
-}
-
-async fn cstatus(c: &mut Client, id: &str) -> Result<cri::ContainerStatus, tonic::Status> {
-    c.container_status(cri::ContainerStatusRequest {
-        container_id: id.into(),
-        verbose: false,
-    })
-    .await
-    .map(|r| r.into_inner().status.unwrap())
-}
-
-async fn cstop(c: &mut Client, id: &str, timeout: i64) {
-    c.stop_container(cri::StopContainerRequest {
-        container_id: id.into(),
-        timeout,
-    })
-    .await
-    .unwrap();
-}
-
-async fn cremove(c: &mut Client, id: &str) {
-    c.remove_container(cri::RemoveContainerRequest {
-        container_id: id.into(),
-    })
-    .await
-    .unwrap();
-}
-
-async fn containers(c: &mut Client, filter: cri::ContainerFilter) -> Vec<String> {
-    let mut ids: Vec<String> = c
-        .list_containers(cri::ListContainersRequest { filter: Some(filter) })
-        .await
-        .unwrap()
-        .into_inner()
-        .containers
-        .into_iter()
-        .map(|c| c.id)
-        .collect();
-    ids.sort();
-    ids
-}
-
-/// Imports the test busybox image into `d` (as `busybox:latest`), offline.
-fn import_busybox(d: &Daemon) {
-    let layout = d.dir().join("layout");
-    let archive = d.dir().join("busybox.tar");
-    crius_test_support::image::busybox(&layout, "busybox:latest").unwrap();
-    crius_test_support::image::write_archive(&layout, &archive).unwrap();
-    d.cli_ok(&["images", "import", archive.to_str().unwrap()]);
-}
-
-/// A deadline 20 s from now.
-fn in_20s() -> std::time::Instant {
-    std::time::Instant::now() + std::time::Duration::from_secs(20)
-}
-
-/// Waits until `done`, failing with `what` once `deadline` passes.
-async fn eventually(deadline: std::time::Instant, what: impl Fn() -> String, mut done: impl FnMut() -> bool) {
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "{}", what());
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
-async fn wait_state(c: &mut Client, id: &str, state: cri::ContainerState) -> cri::ContainerStatus {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let s = cstatus(c, id).await.unwrap();
-        if s.state == state as i32 {
-            return s;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{id} never reached {state:?}: {s:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -874,157 +668,4 @@ async fn container_events_follow_create_start_exit_and_remove() {
     }
     stop(&mut c, &pod).await.unwrap();
     remove(&mut c, &pod).await.unwrap();
-}
-
-fn cgroup_file(id: &str, file: &str) -> String {
-    std::fs::read_to_string(format!("/sys/fs/cgroup/crius/{id}/{file}"))
-        .unwrap_or_else(|e| panic!("/sys/fs/cgroup/crius/{id}/{file}: {e}"))
-        .trim()
-        .to_string()
-}
-
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs cgroup v2 with controllers: hack/test.sh runs the vm_* tests inside hack/vm"]
-async fn vm_container_resources_are_set_and_updated_live() {
-    require_root();
-    assert!(
-        crius_test_support::pure_cgroup_v2(),
-        "needs a pure cgroup v2 host: hack/test.sh runs the vm_* tests inside hack/vm"
-    );
-    let d = Daemon::start(&[]);
-    import_busybox(&d);
-    let mut c = client(&d).await;
-    // A host-network pod: no CNI needed in the VM.
-    let pod_conf = host_network(config("resize", "ur"));
-    let pod = run(&mut c, pod_conf).await.unwrap();
-    let mut conf = container("app", "busybox", "sleep 1000");
-    conf.linux = Some(cri::LinuxContainerConfig {
-        resources: Some(cri::LinuxContainerResources {
-            cpu_period: 100_000,
-            cpu_quota: 50_000,
-            cpu_shares: 512,
-            memory_limit_in_bytes: 64 << 20,
-            unified: [("memory.oom.group".to_string(), "1".to_string())].into(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    let id = create(&mut c, &pod, conf).await.unwrap();
-    start(&mut c, &id).await;
-    wait_state(&mut c, &id, cri::ContainerState::ContainerRunning).await;
-    assert_eq!(cgroup_file(&id, "cpu.max"), "50000 100000");
-    assert_eq!(cgroup_file(&id, "memory.max"), (64u64 << 20).to_string());
-    // shares 512 → weight 59 (the quadratic shares-to-weight formula).
-    assert_eq!(cgroup_file(&id, "cpu.weight"), "59");
-    assert_eq!(cgroup_file(&id, "memory.oom.group"), "1");
-    let procs = cgroup_file(&id, "cgroup.procs");
-    let st = c
-        .container_stats(cri::ContainerStatsRequest {
-            container_id: id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .stats
-        .unwrap();
-    let mem = st.memory.unwrap();
-    let (used, avail) = (mem.usage_bytes.unwrap().value, mem.available_bytes.unwrap().value);
-    assert!(
-        used > 0 && avail > 0 && avail + mem.working_set_bytes.unwrap().value == 64 << 20,
-        "{mem:?}"
-    );
-
-    // In-place resize: kubelet sends the new values; the same process gets them.
-    let update = |r: cri::LinuxContainerResources| cri::UpdateContainerResourcesRequest {
-        container_id: id.clone(),
-        linux: Some(r),
-        ..Default::default()
-    };
-    c.update_container_resources(update(cri::LinuxContainerResources {
-        cpu_period: 100_000,
-        cpu_quota: 150_000,
-        memory_limit_in_bytes: 128 << 20,
-        ..Default::default()
-    }))
-    .await
-    .unwrap();
-    assert_eq!(cgroup_file(&id, "cpu.max"), "150000 100000");
-    assert_eq!(cgroup_file(&id, "memory.max"), (128u64 << 20).to_string());
-    assert_eq!(cgroup_file(&id, "cgroup.procs"), procs, "the same process");
-    let reported = cstatus(&mut c, &id)
-        .await
-        .unwrap()
-        .resources
-        .unwrap()
-        .linux
-        .unwrap();
-    assert_eq!(
-        (
-            reported.cpu_period,
-            reported.cpu_quota,
-            reported.cpu_shares,
-            reported.memory_limit_in_bytes
-        ),
-        (100_000, 150_000, 512, 128 << 20),
-        "the applied values, merged over the created ones"
-    );
-    assert_eq!(reported.unified["memory.oom.group"], "1");
-
-    // A memory limit below what the container uses is refused, naming why; nothing changes.
-    let e = c
-        .update_container_resources(update(cri::LinuxContainerResources {
-            memory_limit_in_bytes: 4096,
-            ..Default::default()
-        }))
-        .await
-        .unwrap_err();
-    assert!(e.message().contains("below its current usage"), "{e:?}");
-    assert_eq!(cgroup_file(&id, "memory.max"), (128u64 << 20).to_string());
-    let reported = cstatus(&mut c, &id)
-        .await
-        .unwrap()
-        .resources
-        .unwrap()
-        .linux
-        .unwrap();
-    assert_eq!(reported.memory_limit_in_bytes, 128 << 20);
-
-    // Over its memory limit, a container is OOM-killed, and says so.
-    let mut hog = container(
-        "hog",
-        "busybox",
-        "x=$(head -c 200000000 /dev/zero | tr '\\0' x); echo ${#x}",
-    );
-    hog.linux = Some(cri::LinuxContainerConfig {
-        resources: Some(cri::LinuxContainerResources {
-            memory_limit_in_bytes: 32 << 20,
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    let hog_id = create(&mut c, &pod, hog).await.unwrap();
-    start(&mut c, &hog_id).await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let s = cstatus(&mut c, &hog_id).await.unwrap();
-        if s.reason == "OOMKilled" {
-            assert_eq!(
-                (s.state, s.exit_code),
-                (cri::ContainerState::ContainerExited as i32, 137)
-            );
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no OOM kill reported: {s:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-
-    remove(&mut c, &pod).await.unwrap();
-    assert!(
-        containers(&mut c, cri::ContainerFilter::default())
-            .await
-            .is_empty()
-    );
 }

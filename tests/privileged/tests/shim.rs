@@ -1,54 +1,24 @@
 //! containerd-shim-crius-v2: under a real containerd 1.6 (ctr run/exec/kill/delete, the shim gone after the last
 //! delete), and driven directly over ttrpc by crius-shim's client: one shim per pod, exits and events (also
-//! when the events endpoint comes back late), the CRI log format, reconnecting, and bad input.
+//! when the events endpoint comes back late), the CRI log format, reconnecting, and bad input. What needs cgroup
+//! v2 (OOM kills, live updates) is in vm_shim.rs.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use containerd_shim_protos as protos;
+use crius_privileged_tests::shim::{
+    Cleanup, EventServer, Events, alive, code, create, delete, pod_bundle, shim, start, state, wait,
+    wait_until,
+};
 use crius_shim::client;
 use crius_test_support::containerd::{Containerd, mounts_under};
-use crius_test_support::daemon::built_binary;
-use crius_test_support::shims::{self, shim_pids};
+use crius_test_support::shims::shim_pids;
 use crius_test_support::{Bundle, image, require_root, unique};
 use protos::api;
 use protos::protobuf::Message;
-use protos::ttrpc::{self, Code};
-
-fn shim() -> PathBuf {
-    built_binary("containerd-shim-crius-v2")
-}
-
-/// Whatever a failing test leaves: containers deleted through the runtime, then the shims that held them.
-struct Cleanup {
-    namespace: &'static str,
-    ids: Vec<String>,
-    needle: String,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        shims::delete_containers(self.namespace, &self.ids);
-        shims::kill_shims(&self.needle);
-    }
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie still has /proc/<pid>; check its state.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
-        .unwrap_or(false)
-}
+use protos::ttrpc::Code;
 
 #[test]
 #[ignore = "needs root and containerd: run through hack/test.sh"]
@@ -118,119 +88,6 @@ fn under_containerd_run_exec_kill_delete() {
         .filter(|m| m.contains("/rootfs"))
         .collect();
     assert!(left.is_empty(), "rootfs mounts left: {left:?}");
-}
-
-/// An events service, as containerd and criusd serve it, recording what shims publish.
-#[derive(Clone, Default)]
-struct Events(Arc<Mutex<Vec<Published>>>);
-
-/// A published event: its topic and its encoded message.
-type Published = (String, Vec<u8>);
-
-impl protos::Events for Events {
-    fn forward(&self, _: &ttrpc::TtrpcContext, req: api::ForwardRequest) -> ttrpc::Result<api::Empty> {
-        let env = req.envelope.unwrap_or_default();
-        let value = env.event.as_ref().map(|a| a.value.clone()).unwrap_or_default();
-        self.0.lock().unwrap().push((env.topic.clone(), value));
-        Ok(api::Empty::new())
-    }
-}
-
-struct EventServer {
-    server: Option<ttrpc::Server>,
-}
-
-impl EventServer {
-    fn start(path: &Path, events: &Events) -> EventServer {
-        let _ = std::fs::remove_file(path);
-        let l = std::os::unix::net::UnixListener::bind(path).unwrap();
-        use std::os::fd::IntoRawFd;
-        let svc: Arc<dyn protos::Events + Send + Sync> = Arc::new(events.clone());
-        let mut server = ttrpc::Server::new()
-            .add_listener(l.into_raw_fd())
-            .unwrap()
-            .register_service(protos::create_events(svc));
-        server.start().unwrap();
-        EventServer { server: Some(server) }
-    }
-}
-
-impl Drop for EventServer {
-    fn drop(&mut self) {
-        if let Some(s) = self.server.take() {
-            s.shutdown();
-        }
-    }
-}
-
-fn exits(events: &Events) -> HashMap<String, u32> {
-    events
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(t, _)| t == "/tasks/exit")
-        .map(|(_, v)| {
-            let e = protos::events::task::TaskExit::parse_from_bytes(v).unwrap();
-            (e.container_id, e.exit_status)
-        })
-        .collect()
-}
-
-fn pod_bundle(args: &[&str], pod: &str) -> Bundle {
-    let mut b = Bundle::new(args);
-    b.config["annotations"] = serde_json::json!({"io.kubernetes.cri.sandbox-id": pod});
-    b.write();
-    b
-}
-
-fn create(c: &client::TaskClient, id: &str, b: &Bundle, stdout: &str) -> ttrpc::Result<u32> {
-    let req = api::CreateTaskRequest {
-        id: id.into(),
-        bundle: b.path().display().to_string(),
-        stdout: stdout.into(),
-        ..Default::default()
-    };
-    c.create(client::ctx(20), &req).map(|r| r.pid)
-}
-
-fn start(c: &client::TaskClient, id: &str) -> ttrpc::Result<u32> {
-    let req = api::StartRequest {
-        id: id.into(),
-        ..Default::default()
-    };
-    c.start(client::ctx(20), &req).map(|r| r.pid)
-}
-
-fn state(c: &client::TaskClient, id: &str) -> ttrpc::Result<api::StateResponse> {
-    let req = api::StateRequest {
-        id: id.into(),
-        ..Default::default()
-    };
-    c.state(client::ctx(10), &req)
-}
-
-fn wait(c: &client::TaskClient, id: &str) -> u32 {
-    let req = api::WaitRequest {
-        id: id.into(),
-        ..Default::default()
-    };
-    c.wait(client::ctx(30), &req).unwrap().exit_status
-}
-
-fn delete(c: &client::TaskClient, id: &str) -> ttrpc::Result<api::DeleteResponse> {
-    let req = api::DeleteRequest {
-        id: id.into(),
-        ..Default::default()
-    };
-    c.delete(client::ctx(20), &req)
-}
-
-fn code(r: ttrpc::Result<impl std::fmt::Debug>) -> (Code, String) {
-    match r {
-        Err(ttrpc::Error::RpcStatus(s)) => (s.code(), s.message().to_string()),
-        other => panic!("expected an error status, got {other:?}"),
-    }
 }
 
 #[test]
@@ -412,12 +269,12 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
     c.kill(client::ctx(10), &kill).unwrap();
     assert_eq!(wait(&c, &c1), 7);
     assert!(
-        !exits(&events).contains_key(&c1),
+        !events.exits().contains_key(&c1),
         "published while nobody listened?"
     );
     let _server = EventServer::start(&events_sock, &events);
-    wait_until("the late exit event", || exits(&events).get(&c1) == Some(&7));
-    assert_eq!(exits(&events).get(&c2), Some(&0));
+    wait_until("the late exit event", || events.exits().get(&c1) == Some(&7));
+    assert_eq!(events.exits().get(&c2), Some(&0));
     let topics: Vec<String> = events.0.lock().unwrap().iter().map(|e| e.0.clone()).collect();
     for t in ["/tasks/create", "/tasks/start", "/tasks/exit"] {
         assert_eq!(
@@ -620,212 +477,6 @@ fn bad_input_gets_clear_errors_and_leaks_nothing() {
     for p in shims {
         wait_until("the shim to exit", || !alive(p));
     }
-}
-
-fn require_v2() {
-    assert!(
-        crius_test_support::pure_cgroup_v2(),
-        "needs a pure cgroup v2 host: hack/test.sh runs the vm_* tests inside hack/vm"
-    );
-}
-
-/// The cgroup v2 directory of process `pid`.
-fn cgroup_of(pid: u32) -> PathBuf {
-    let rel = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-    let rel = rel
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .unwrap()
-        .to_string();
-    crius_test_support::cgroup2_mount().join(rel.trim_start_matches('/'))
-}
-
-fn read_cg(pid: u32, file: &str) -> String {
-    std::fs::read_to_string(cgroup_of(pid).join(file))
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-fn update_memory(
-    c: &client::TaskClient,
-    id: &str,
-    resources: serde_json::Value,
-) -> ttrpc::Result<api::Empty> {
-    let req = api::UpdateTaskRequest {
-        id: id.into(),
-        resources: Some(protos::protobuf::well_known_types::any::Any {
-            type_url: "types.containerd.io/opencontainers/runtime-spec/1/LinuxResources".into(),
-            value: resources.to_string().into_bytes(),
-            ..Default::default()
-        })
-        .into(),
-        ..Default::default()
-    };
-    c.update(client::ctx(20), &req)
-}
-
-const MIB: u64 = 1024 * 1024;
-
-#[test]
-#[ignore = "needs cgroup v2: hack/test.sh runs it in the VM"]
-fn vm_oom_kills_are_reported_and_updates_are_live() {
-    require_v2();
-    let dir = tempfile::tempdir().unwrap();
-    let owner = dir.path().join("owner.sock").display().to_string();
-    let events_sock = dir.path().join("events.sock");
-    let events = Events::default();
-    let _server = EventServer::start(&events_sock, &events);
-    let pod = unique("pod");
-    let (hog, idle) = (unique("hog"), unique("idle"));
-    let _cleanup = Cleanup {
-        namespace: "test",
-        ids: vec![hog.clone(), idle.clone()],
-        needle: owner.clone(),
-    };
-    let limit = json_limit(32 * MIB);
-    let mut b1 = pod_bundle(
-        &[
-            "sh",
-            "-c",
-            "x=$(head -c 200000000 /dev/zero | tr '\\0' x); echo ${#x}",
-        ],
-        &pod,
-    );
-    b1.config["linux"]["resources"] = limit.clone();
-    b1.write();
-    let mut b2 = pod_bundle(&["sleep", "1000"], &pod);
-    b2.config["linux"]["resources"] = limit;
-    b2.write();
-    let ev = events_sock.display().to_string();
-    let addr = client::start_shim(&shim(), "test", &owner, &ev, &hog, b1.path()).unwrap();
-    let c = client::connect(&addr).unwrap();
-
-    // Over its limit: killed by the kernel, 137, and a /tasks/oom event for it.
-    create(&c, &hog, &b1, "").unwrap();
-    start(&c, &hog).unwrap();
-    assert_eq!(wait(&c, &hog), 137);
-    wait_until("the OOM event", || {
-        events.0.lock().unwrap().iter().any(|(t, v)| {
-            t == "/tasks/oom"
-                && protos::events::task::TaskOOM::parse_from_bytes(v)
-                    .unwrap()
-                    .container_id
-                    == hog
-        })
-    });
-
-    // A live update of a running task: new limits, same pid.
-    let addr2 = client::start_shim(&shim(), "test", &owner, &ev, &idle, b2.path()).unwrap();
-    assert_eq!(addr2, addr);
-    let pid = create(&c, &idle, &b2, "").unwrap();
-    start(&c, &idle).unwrap();
-    assert_eq!(read_cg(pid, "memory.max"), (32 * MIB).to_string());
-    update_memory(
-        &c,
-        &idle,
-        serde_json::json!({"memory": {"limit": 128 * MIB, "swap": 128 * MIB},
-        "cpu": {"quota": 50000, "period": 100000}}),
-    )
-    .unwrap();
-    assert_eq!(read_cg(pid, "memory.max"), (128 * MIB).to_string());
-    assert_eq!(read_cg(pid, "cpu.max"), "50000 100000");
-    let st = state(&c, &idle).unwrap();
-    assert_eq!((st.pid, st.status), (pid, api::Status::RUNNING.into()));
-    // Stats: cgroup v2 metrics with this container's memory and pids.
-    let stats = c
-        .stats(
-            client::ctx(10),
-            &api::StatsRequest {
-                id: idle.clone(),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-    let m = protos::cgroups_v2::metrics::Metrics::parse_from_bytes(&stats.stats.value).unwrap();
-    assert_eq!(m.memory.usage_limit, 128 * MIB);
-    assert_eq!(m.pids.current, 1);
-    assert!(m.memory.usage > 0 && m.cpu.usage_usec > 0, "{m:?}");
-
-    c.kill(
-        client::ctx(10),
-        &api::KillRequest {
-            id: idle.clone(),
-            signal: 9,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    assert_eq!(wait(&c, &idle), 137);
-    delete(&c, &hog).unwrap();
-    delete(&c, &idle).unwrap();
-    let _ = c.shutdown(client::ctx(10), &api::ShutdownRequest::default());
-}
-
-fn json_limit(bytes: u64) -> serde_json::Value {
-    serde_json::json!({"memory": {"limit": bytes, "swap": bytes}})
-}
-
-#[test]
-#[ignore = "needs cgroup v2 and containerd: hack/test.sh runs it in the VM"]
-fn vm_under_containerd_a_live_update_keeps_the_pid() {
-    require_v2();
-    let ctrd = Containerd::start();
-    let _cleanup = Cleanup {
-        namespace: "default",
-        ids: vec!["live".into()],
-        needle: format!("-address {}", ctrd.socket().display()),
-    };
-    let dir = tempfile::tempdir().unwrap();
-    image::busybox(&dir.path().join("layout"), "docker.io/library/busybox:latest").unwrap();
-    image::write_archive(&dir.path().join("layout"), &dir.path().join("bb.tar")).unwrap();
-    ctrd.ctr_ok(&["images", "import", dir.path().join("bb.tar").to_str().unwrap()]);
-    let shim = shim();
-    let limit = (64 * MIB).to_string();
-    ctrd.ctr_ok(&[
-        "run",
-        "-d",
-        "--runtime",
-        shim.to_str().unwrap(),
-        "--memory-limit",
-        &limit,
-        "docker.io/library/busybox:latest",
-        "live",
-        "sleep",
-        "1000",
-    ]);
-    let pid: u32 = ctrd
-        .ctr_ok(&["task", "ls"])
-        .lines()
-        .find(|l| l.starts_with("live "))
-        .and_then(|l| l.split_whitespace().nth(1).map(|p| p.parse().unwrap()))
-        .unwrap();
-    assert_eq!(read_cg(pid, "memory.max"), limit);
-    // ctr 1.6 has no `task update`: send containerd's UpdateTaskRequest to the shim containerd started.
-    let bundle = ctrd
-        .dir()
-        .join("state/io.containerd.runtime.v2.task/default/live");
-    let addr = std::fs::read_to_string(bundle.join("address")).unwrap();
-    let c = client::connect(&addr).unwrap();
-    update_memory(
-        &c,
-        "live",
-        serde_json::json!({"memory": {"limit": 96 * MIB}, "pids": {"limit": 50}}),
-    )
-    .unwrap();
-    assert_eq!(read_cg(pid, "memory.max"), (96 * MIB).to_string());
-    assert_eq!(read_cg(pid, "pids.max"), "50");
-    let row = ctrd.ctr_ok(&["task", "ls"]);
-    assert!(
-        row.contains(&format!("live    {pid}")) && row.contains("RUNNING"),
-        "same pid, running: {row}"
-    );
-    ctrd.ctr_ok(&["task", "kill", "-s", "KILL", "live"]);
-    wait_until("live stopped", || {
-        ctrd.task_status("live").as_deref() == Some("STOPPED")
-    });
-    ctrd.ctr_ok(&["task", "delete", "live"]);
-    ctrd.ctr_ok(&["container", "delete", "live"]);
 }
 
 #[test]
