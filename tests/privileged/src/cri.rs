@@ -1,9 +1,10 @@
 //! criusd's RuntimeService for the pods suites (pods, vm_pods): one wrapper per call, with the test's usual
-//! arguments.
+//! arguments, and [`Pod`]: a criusd of the test's own with the busybox image and one pod sandbox in it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crius_test_support::cni::Network;
 use crius_test_support::daemon::Daemon;
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -230,4 +231,134 @@ pub fn entries(dir: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A criusd of the test's own with the busybox image imported, and one pod sandbox in it whose containers log
+/// under [`Pod::logs`]. Dropping it stops criusd and cleans up what its containers left (see [`Daemon`]).
+pub struct Pod {
+    /// A client of the daemon.
+    pub c: Client,
+    /// The sandbox's id.
+    pub id: String,
+    /// The sandbox's log directory.
+    pub logs: PathBuf,
+    /// The daemon.
+    pub d: Daemon,
+    // Dropped after the daemon: the bridge and the cgroup parent go once the pod's containers have.
+    net: Option<Network>,
+    cgroup_parent: Option<CgroupParent>,
+    args: Vec<String>,
+}
+
+/// A cgroup parent of a pod's own, `/<unique>`, removed when dropped (criusd's default, `/crius`, is shared by
+/// every criusd: pods of cases running at once would race in it).
+struct CgroupParent(String);
+
+impl Drop for CgroupParent {
+    fn drop(&mut self) {
+        let dir = crius_test_support::cgroup2_mount().join(self.0.trim_start_matches('/'));
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+impl Pod {
+    /// Pod `name` on a CNI network of the test's own.
+    pub async fn on_network(name: &str) -> Pod {
+        let net = Network::new();
+        let args = net.daemon_args();
+        Pod::start(config(name, &format!("uid-{name}")), args, Some(net), None).await
+    }
+
+    /// Pod `name` for the VM: in the host's network namespace (the VM has no CNI), and in a cgroup parent of its
+    /// own (see [`Pod::cgroup`]).
+    pub async fn in_the_vm(name: &str) -> Pod {
+        let parent = CgroupParent(format!("/{}", crius_test_support::unique("crius-test-pod")));
+        let mut conf = host_network(config(name, &format!("uid-{name}")));
+        conf.linux.as_mut().expect("set by host_network").cgroup_parent = parent.0.clone();
+        Pod::start(conf, Vec::new(), None, Some(parent)).await
+    }
+
+    async fn start(
+        mut conf: cri::PodSandboxConfig,
+        args: Vec<String>,
+        net: Option<Network>,
+        cgroup_parent: Option<CgroupParent>,
+    ) -> Pod {
+        let d = Daemon::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        import_busybox(&d);
+        let mut c = client(&d).await;
+        let logs = d.dir().join("logs");
+        conf.log_directory = logs.display().to_string();
+        let id = run(&mut c, conf).await.unwrap();
+        Pod {
+            c,
+            id,
+            logs,
+            d,
+            net,
+            cgroup_parent,
+            args,
+        }
+    }
+
+    /// The cgroup directory of the pod's container `id`, for a pod [`Pod::in_the_vm`].
+    pub fn cgroup(&self, id: &str) -> PathBuf {
+        let parent = self.cgroup_parent.as_ref().expect("a pod in_the_vm");
+        crius_test_support::cgroup2_mount()
+            .join(parent.0.trim_start_matches('/'))
+            .join(id)
+    }
+
+    /// The pod's network, if it has one of its own.
+    pub fn net(&self) -> Option<&Network> {
+        self.net.as_ref()
+    }
+
+    /// Creates container `config` in the pod.
+    pub async fn create(&mut self, config: cri::ContainerConfig) -> Result<String, tonic::Status> {
+        create(&mut self.c, &self.id, config).await
+    }
+
+    /// Creates and starts container `config` in the pod: its id.
+    pub async fn started(&mut self, config: cri::ContainerConfig) -> String {
+        let id = self.create(config).await.unwrap();
+        start(&mut self.c, &id).await;
+        id
+    }
+
+    /// The log of the pod's container `name` (see [`container`]).
+    pub fn log(&self, name: &str) -> PathBuf {
+        self.logs.join(name).join("0.log")
+    }
+
+    /// What container `name` logged so far.
+    pub fn log_text(&self, name: &str) -> String {
+        std::fs::read_to_string(self.log(name)).unwrap_or_default()
+    }
+
+    /// Waits (20 s at most) until container `name`'s log contains `needle`.
+    pub async fn wait_for_log(&self, name: &str, needle: &str) {
+        eventually(
+            in_20s(),
+            || format!("{name}'s log has no {needle:?}: {:?}", self.log_text(name)),
+            || self.log_text(name).contains(needle),
+        )
+        .await;
+    }
+
+    /// Restarts criusd on the same directories and connects again.
+    pub async fn restart_daemon(&mut self) {
+        restart(&mut self.d, &mut self.c, &self.args).await;
+    }
+}
+
+/// Restarts criusd `d` with `args` on the same directories and connects `c` to it again.
+pub async fn restart(d: &mut Daemon, c: &mut Client, args: &[String]) {
+    // Hang up before criusd stops, as a kubelet's connection would break: a channel that never connects stands
+    // in until the new one.
+    *c = RuntimeServiceClient::new(
+        tonic::transport::Endpoint::from_static("http://unused.invalid").connect_lazy(),
+    );
+    d.restart(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    *c = client(d).await;
 }

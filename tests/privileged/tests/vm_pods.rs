@@ -1,31 +1,24 @@
 //! CRI container resources under a pure cgroup-v2 kernel: set at create, reported in the stats, updated live in
-//! place, refused below usage, and an OOM kill reported. hack/test.sh runs this binary inside hack/vm.
+//! place, refused below usage, and an OOM kill reported. Each case's pod is on the host's network (the VM has no
+//! CNI) and in a cgroup parent of its own, so the cases run side by side. hack/test.sh runs this binary inside
+//! hack/vm.
 
-use crius_privileged_tests::cri::{
-    client, config, container, containers, create, cstatus, host_network, import_busybox, remove, run, start,
-    wait_state,
-};
-use crius_test_support::daemon::Daemon;
+use std::time::{Duration, Instant};
+
+use crius_privileged_tests::cri::{Pod, container, containers, cstatus, remove, wait_state};
 use crius_test_support::require_pure_cgroup_v2;
 use k8s_cri::v1 as cri;
 
-fn cgroup_file(id: &str, file: &str) -> String {
-    std::fs::read_to_string(format!("/sys/fs/cgroup/crius/{id}/{file}"))
-        .unwrap_or_else(|e| panic!("/sys/fs/cgroup/crius/{id}/{file}: {e}"))
+fn cgroup_file(p: &Pod, id: &str, file: &str) -> String {
+    let path = p.cgroup(id).join(file);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .trim()
         .to_string()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs cgroup v2 with controllers: hack/test.sh runs it in the VM"]
-async fn container_resources_are_set_and_updated_live() {
-    require_pure_cgroup_v2();
-    let d = Daemon::start(&[]);
-    import_busybox(&d);
-    let mut c = client(&d).await;
-    // A host-network pod: no CNI needed in the VM.
-    let pod_conf = host_network(config("resize", "ur"));
-    let pod = run(&mut c, pod_conf).await.unwrap();
+/// A `sleep 1000` container with a half cpu, 512 shares, 64 MiB, and a unified key.
+fn app() -> cri::ContainerConfig {
     let mut conf = container("app", "busybox", "sleep 1000");
     conf.linux = Some(cri::LinuxContainerConfig {
         resources: Some(cri::LinuxContainerResources {
@@ -38,17 +31,44 @@ async fn container_resources_are_set_and_updated_live() {
         }),
         ..Default::default()
     });
-    let id = create(&mut c, &pod, conf).await.unwrap();
-    start(&mut c, &id).await;
-    wait_state(&mut c, &id, cri::ContainerState::ContainerRunning).await;
-    assert_eq!(cgroup_file(&id, "cpu.max"), "50000 100000");
-    assert_eq!(cgroup_file(&id, "memory.max"), (64u64 << 20).to_string());
+    conf
+}
+
+fn update(id: &str, r: cri::LinuxContainerResources) -> cri::UpdateContainerResourcesRequest {
+    cri::UpdateContainerResourcesRequest {
+        container_id: id.into(),
+        linux: Some(r),
+        ..Default::default()
+    }
+}
+
+async fn reported(p: &mut Pod, id: &str) -> cri::LinuxContainerResources {
+    cstatus(&mut p.c, id)
+        .await
+        .unwrap()
+        .resources
+        .unwrap()
+        .linux
+        .unwrap()
+}
+
+/// One container's resources, from create to its last update: a case of their own would each import busybox
+/// into a criusd of their own, ~8 s in the VM.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs cgroup v2 with controllers: hack/test.sh runs it in the VM"]
+async fn resources_are_set_at_create_resized_in_place_and_not_lowered_below_usage() {
+    require_pure_cgroup_v2();
+    let mut p = Pod::in_the_vm("resources").await;
+    let id = p.started(app()).await;
+    wait_state(&mut p.c, &id, cri::ContainerState::ContainerRunning).await;
+    assert_eq!(cgroup_file(&p, &id, "cpu.max"), "50000 100000");
+    assert_eq!(cgroup_file(&p, &id, "memory.max"), (64u64 << 20).to_string());
     // shares 512 → weight 59 (the quadratic shares-to-weight formula).
-    assert_eq!(cgroup_file(&id, "cpu.weight"), "59");
-    assert_eq!(cgroup_file(&id, "memory.oom.group"), "1");
-    let procs = cgroup_file(&id, "cgroup.procs");
-    let st = c
-        .container_stats(cri::ContainerStatsRequest {
+    assert_eq!(cgroup_file(&p, &id, "cpu.weight"), "59");
+    assert_eq!(cgroup_file(&p, &id, "memory.oom.group"), "1");
+    let procs = cgroup_file(&p, &id, "cgroup.procs");
+    let st =
+        p.c.container_stats(cri::ContainerStatsRequest {
             container_id: id.clone(),
         })
         .await
@@ -64,61 +84,54 @@ async fn container_resources_are_set_and_updated_live() {
     );
 
     // In-place resize: kubelet sends the new values; the same process gets them.
-    let update = |r: cri::LinuxContainerResources| cri::UpdateContainerResourcesRequest {
-        container_id: id.clone(),
-        linux: Some(r),
-        ..Default::default()
-    };
-    c.update_container_resources(update(cri::LinuxContainerResources {
-        cpu_period: 100_000,
-        cpu_quota: 150_000,
-        memory_limit_in_bytes: 128 << 20,
-        ..Default::default()
-    }))
+    p.c.update_container_resources(update(
+        &id,
+        cri::LinuxContainerResources {
+            cpu_period: 100_000,
+            cpu_quota: 150_000,
+            memory_limit_in_bytes: 128 << 20,
+            ..Default::default()
+        },
+    ))
     .await
     .unwrap();
-    assert_eq!(cgroup_file(&id, "cpu.max"), "150000 100000");
-    assert_eq!(cgroup_file(&id, "memory.max"), (128u64 << 20).to_string());
-    assert_eq!(cgroup_file(&id, "cgroup.procs"), procs, "the same process");
-    let reported = cstatus(&mut c, &id)
-        .await
-        .unwrap()
-        .resources
-        .unwrap()
-        .linux
-        .unwrap();
+    assert_eq!(cgroup_file(&p, &id, "cpu.max"), "150000 100000");
+    assert_eq!(cgroup_file(&p, &id, "memory.max"), (128u64 << 20).to_string());
+    assert_eq!(cgroup_file(&p, &id, "cgroup.procs"), procs, "the same process");
+    let applied = reported(&mut p, &id).await;
     assert_eq!(
         (
-            reported.cpu_period,
-            reported.cpu_quota,
-            reported.cpu_shares,
-            reported.memory_limit_in_bytes
+            applied.cpu_period,
+            applied.cpu_quota,
+            applied.cpu_shares,
+            applied.memory_limit_in_bytes
         ),
         (100_000, 150_000, 512, 128 << 20),
         "the applied values, merged over the created ones"
     );
-    assert_eq!(reported.unified["memory.oom.group"], "1");
+    assert_eq!(applied.unified["memory.oom.group"], "1");
 
     // A memory limit below what the container uses is refused, naming why; nothing changes.
-    let e = c
-        .update_container_resources(update(cri::LinuxContainerResources {
-            memory_limit_in_bytes: 4096,
-            ..Default::default()
-        }))
+    let e =
+        p.c.update_container_resources(update(
+            &id,
+            cri::LinuxContainerResources {
+                memory_limit_in_bytes: 4096,
+                ..Default::default()
+            },
+        ))
         .await
         .unwrap_err();
     assert!(e.message().contains("below its current usage"), "{e:?}");
-    assert_eq!(cgroup_file(&id, "memory.max"), (128u64 << 20).to_string());
-    let reported = cstatus(&mut c, &id)
-        .await
-        .unwrap()
-        .resources
-        .unwrap()
-        .linux
-        .unwrap();
-    assert_eq!(reported.memory_limit_in_bytes, 128 << 20);
+    assert_eq!(cgroup_file(&p, &id, "memory.max"), (128u64 << 20).to_string());
+    assert_eq!(reported(&mut p, &id).await.memory_limit_in_bytes, 128 << 20);
+}
 
-    // Over its memory limit, a container is OOM-killed, and says so.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs cgroup v2 with controllers: hack/test.sh runs it in the VM"]
+async fn a_container_over_its_memory_limit_is_oom_killed_and_says_so() {
+    require_pure_cgroup_v2();
+    let mut p = Pod::in_the_vm("oom").await;
     let mut hog = container(
         "hog",
         "busybox",
@@ -131,11 +144,10 @@ async fn container_resources_are_set_and_updated_live() {
         }),
         ..Default::default()
     });
-    let hog_id = create(&mut c, &pod, hog).await.unwrap();
-    start(&mut c, &hog_id).await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let hog_id = p.started(hog).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let s = cstatus(&mut c, &hog_id).await.unwrap();
+        let s = cstatus(&mut p.c, &hog_id).await.unwrap();
         if s.reason == "OOMKilled" {
             assert_eq!(
                 (s.state, s.exit_code),
@@ -143,16 +155,13 @@ async fn container_resources_are_set_and_updated_live() {
             );
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no OOM kill reported: {s:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(Instant::now() < deadline, "no OOM kill reported: {s:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    remove(&mut c, &pod).await.unwrap();
+    remove(&mut p.c, &p.id).await.unwrap();
     assert!(
-        containers(&mut c, cri::ContainerFilter::default())
+        containers(&mut p.c, cri::ContainerFilter::default())
             .await
             .is_empty()
     );
