@@ -4,12 +4,12 @@
 //! v2 (OOM kills, live updates) is in vm_shim.rs.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use containerd_shim_protos as protos;
 use crius_privileged_tests::shim::{
-    Cleanup, EventServer, Events, alive, code, create, delete, pod_bundle, shim, start, state, wait,
+    Cleanup, EventServer, Events, alive, code, create, delete, kill, pod_bundle, shim, start, state, wait,
     wait_until,
 };
 use crius_shim::client;
@@ -90,54 +90,171 @@ fn under_containerd_run_exec_kill_delete() {
     assert!(left.is_empty(), "rootfs mounts left: {left:?}");
 }
 
+/// A pod's shim as criusd starts it: a temp dir holding the owner socket path (unique per test, so it names the
+/// test's shims) and the events socket, served by a recording events server unless the test wants none. The
+/// containers it names are deleted, and its shims killed, when it is dropped.
+struct Pod {
+    cleanup: Cleanup,
+    server: Option<EventServer>,
+    events: Events,
+    events_sock: PathBuf,
+    /// What the shims are told to publish to ("" for nowhere).
+    events_addr: String,
+    owner: String,
+    pod: String,
+    dir: tempfile::TempDir,
+}
+
+impl Pod {
+    fn new() -> Pod {
+        let mut p = Pod::without_events();
+        p.server = Some(EventServer::start(&p.events_sock, &p.events));
+        p.events_addr = p.events_sock.display().to_string();
+        p
+    }
+
+    fn without_events() -> Pod {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let owner = dir.path().join("owner.sock").display().to_string();
+        Pod {
+            cleanup: Cleanup {
+                namespace: "test",
+                ids: Vec::new(),
+                needle: owner.clone(),
+            },
+            server: None,
+            events: Events::default(),
+            events_sock: dir.path().join("events.sock"),
+            events_addr: String::new(),
+            owner,
+            pod: unique("pod"),
+            dir,
+        }
+    }
+
+    /// A unique container id, deleted at the end.
+    fn id(&mut self, prefix: &str) -> String {
+        let id = unique(prefix);
+        self.cleanup.ids.push(id.clone());
+        id
+    }
+
+    /// A bundle of `args` in this pod.
+    fn bundle(&self, args: &[&str]) -> Bundle {
+        pod_bundle(args, &self.pod)
+    }
+
+    /// Starts (or joins) the pod's shim for container `id`: its address.
+    fn start_shim(&self, id: &str, b: &Bundle) -> String {
+        client::start_shim(&shim(), "test", &self.owner, &self.events_addr, id, b.path()).unwrap()
+    }
+
+    /// Where container `name` logs, and the stdout URI that says so.
+    fn log(&self, name: &str) -> (PathBuf, String) {
+        let path = self.dir.path().join(format!("logs/{name}.log"));
+        let uri = format!("crius-log://{}", path.display());
+        (path, uri)
+    }
+}
+
+/// A container that traps SIGTERM to exit 7, then ticks on stdout: once a tick is logged, the trap is set.
+const TICKER: [&str; 3] = [
+    "sh",
+    "-c",
+    "trap 'exit 7' TERM; while :; do echo tick; sleep 0.1; done",
+];
+
+/// Waits until `log` has a record of a tick.
+fn wait_for_tick(log: &Path) {
+    wait_until("a tick in the log", || {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .contains(" stdout F tick")
+    });
+}
+
+/// A ticker (see [`TICKER`]) that runs in a pod's shim and has logged a tick.
+struct Ticker {
+    c: client::TaskClient,
+    addr: String,
+    id: String,
+    pid: u32,
+    log: PathBuf,
+    /// The task's bundle, removed with the value.
+    _bundle: Bundle,
+}
+
+impl Ticker {
+    fn start(p: &mut Pod) -> Ticker {
+        let id = p.id("c1");
+        let bundle = p.bundle(&TICKER);
+        let addr = p.start_shim(&id, &bundle);
+        let c = client::connect(&addr).unwrap();
+        let (log, uri) = p.log("c1");
+        let pid = create(&c, &id, &bundle, &uri).unwrap();
+        start(&c, &id).unwrap();
+        wait_for_tick(&log);
+        Ticker {
+            c,
+            addr,
+            id,
+            pid,
+            log,
+            _bundle: bundle,
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
-fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
-    require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let owner = dir.path().join("owner.sock").display().to_string();
-    let events_sock = dir.path().join("events.sock");
-    let events = Events::default();
-    let server = EventServer::start(&events_sock, &events);
-    let pod = unique("pod");
-    let (c1, c2) = (unique("c1"), unique("c2"));
-    let _cleanup = Cleanup {
-        namespace: "test",
-        ids: vec![c1.clone(), c2.clone()],
-        needle: owner.clone(),
-    };
-    // SIGTERM reaches the container (the shim blocks it for itself only) and its trap decides the exit code.
-    let b1 = pod_bundle(
-        &[
-            "sh",
-            "-c",
-            "trap 'exit 7' TERM; while :; do echo tick; sleep 0.1; done",
-        ],
-        &pod,
-    );
-    let long = "head -c 20000 /dev/zero | tr '\\0' x; printf tail";
-    let b2 = pod_bundle(
-        &[
-            "sh",
-            "-c",
-            &format!("echo one; echo two >&2; {long}; echo; printf last"),
-        ],
-        &pod,
-    );
-    let ev = events_sock.display().to_string();
-    let a1 = client::start_shim(&shim(), "test", &owner, &ev, &c1, b1.path()).unwrap();
-    let a2 = client::start_shim(&shim(), "test", &owner, &ev, &c2, b2.path()).unwrap();
+fn containers_of_one_pod_share_a_shim_that_leaves_after_their_last_delete() {
+    let mut p = Pod::new();
+    let (c1, c2) = (p.id("c1"), p.id("c2"));
+    let b1 = p.bundle(&TICKER);
+    let b2 = p.bundle(&["true"]);
+    let a1 = p.start_shim(&c1, &b1);
+    let a2 = p.start_shim(&c2, &b2);
     assert_eq!(a1, a2, "containers of one pod share a shim");
-    let shims = shim_pids(&owner);
+    let shims = shim_pids(&p.owner);
     assert_eq!(shims.len(), 1, "{shims:?}");
 
     let c = client::connect(&a1).unwrap();
-    let log1 = dir.path().join("logs/c1.log");
-    let log2 = dir.path().join("logs/c2.log");
-    let pid1 = create(&c, &c1, &b1, &format!("crius-log://{}", log1.display())).unwrap();
+    let (log1, uri1) = p.log("c1");
+    let pid1 = create(&c, &c1, &b1, &uri1).unwrap();
     assert_eq!(state(&c, &c1).unwrap().status, api::Status::CREATED.into());
     assert_eq!(start(&c, &c1).unwrap(), pid1);
-    create(&c, &c2, &b2, &format!("crius-log://{}", log2.display())).unwrap();
+    create(&c, &c2, &b2, "").unwrap();
+    start(&c, &c2).unwrap();
+    assert_eq!(wait(&c, &c2), 0);
+    wait_for_tick(&log1);
+    kill(&c, &c1, 15);
+    assert_eq!(wait(&c, &c1), 7);
+
+    assert_eq!(delete(&c, &c1).unwrap().exit_status, 7);
+    assert_eq!(delete(&c, &c2).unwrap().exit_status, 0);
+    // No Shutdown: the shim leaves by itself once its pod's last container is deleted.
+    wait_until("the shim to exit after its last container", || !alive(shims[0]));
+    assert!(
+        !Path::new(a1.trim_start_matches("unix://")).exists(),
+        "socket removed"
+    );
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn the_log_is_in_kubelets_format_with_partial_records_at_16_kib() {
+    let mut p = Pod::new();
+    let c2 = p.id("c2");
+    let long = "head -c 20000 /dev/zero | tr '\\0' x; printf tail";
+    let b2 = p.bundle(&[
+        "sh",
+        "-c",
+        &format!("echo one; echo two >&2; {long}; echo; printf last"),
+    ]);
+    let c = client::connect(&p.start_shim(&c2, &b2)).unwrap();
+    let (log2, uri2) = p.log("c2");
+    create(&c, &c2, &b2, &uri2).unwrap();
     start(&c, &c2).unwrap();
     assert_eq!(wait(&c, &c2), 0);
 
@@ -171,23 +288,25 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
     assert_eq!(stdout[2].2, format!("{}tail", "x".repeat(20000 - 16 * 1024)));
     assert_eq!((stdout[3].1.as_str(), stdout[3].2.as_str()), ("F", "last"));
     assert_eq!(stdout.len(), 4, "{text}");
+    delete(&c, &c2).unwrap();
+}
 
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_reopen_after_kubelets_rename_sends_records_to_a_new_file() {
+    let mut p = Pod::new();
+    let t = Ticker::start(&mut p);
     // Log rotation as kubelet does it: rename, then ask for a reopen (an Update with the annotation).
-    wait_until("c1's log", || {
-        std::fs::read_to_string(&log1)
-            .unwrap_or_default()
-            .contains(" stdout F tick")
-    });
-    let rotated = dir.path().join("logs/c1.log.1");
-    std::fs::rename(&log1, &rotated).unwrap();
+    let rotated = p.dir.path().join("logs/c1.log.1");
+    std::fs::rename(&t.log, &rotated).unwrap();
     let reopen = api::UpdateTaskRequest {
-        id: c1.clone(),
+        id: t.id.clone(),
         annotations: HashMap::from([("io.crius.log.reopen".to_string(), String::new())]),
         ..Default::default()
     };
-    c.update(client::ctx(10), &reopen).unwrap();
+    t.c.update(client::ctx(10), &reopen).unwrap();
     wait_until("records in the reopened log", || {
-        std::fs::read_to_string(&log1)
+        std::fs::read_to_string(&t.log)
             .unwrap_or_default()
             .contains(" stdout F tick")
     });
@@ -198,18 +317,29 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
         before,
         "nothing more goes to the rotated file"
     );
+    kill(&t.c, &t.id, 9);
+    wait(&t.c, &t.id);
+    delete(&t.c, &t.id).unwrap();
+}
 
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_client_killed_mid_call_leaves_the_task_to_the_next_connection() {
+    let mut p = Pod::new();
+    let t = Ticker::start(&mut p);
+    let (c, id, pid) = (t.c, t.id.clone(), t.pid);
+    let shims = shim_pids(&p.owner);
     // Pids; then a client process killed with SIGKILL while connected: a new connection finds the same state.
     let pids = c
         .pids(
             client::ctx(10),
             &api::PidsRequest {
-                id: c1.clone(),
+                id: id.clone(),
                 ..Default::default()
             },
         )
         .unwrap();
-    assert!(pids.processes.iter().any(|p| p.pid == pid1));
+    assert!(pids.processes.iter().any(|p| p.pid == pid));
     drop(c);
     let mut other = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
@@ -218,8 +348,8 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
             "client_process_for_the_reconnect_test",
             "--nocapture",
         ])
-        .env("CRIUS_TEST_SHIM_ADDR", &a1)
-        .env("CRIUS_TEST_SHIM_ID", &c1)
+        .env("CRIUS_TEST_SHIM_ADDR", &t.addr)
+        .env("CRIUS_TEST_SHIM_ID", &id)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -233,77 +363,32 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
         .unwrap_or_default();
     assert_eq!(
         line.trim(),
-        format!("connected {pid1}"),
+        format!("connected {pid}"),
         "the other client saw the task"
     );
     other.kill().unwrap();
     other.wait().unwrap();
-    let c = client::connect(&a1).unwrap();
-    let st = state(&c, &c1).unwrap();
-    assert_eq!((st.pid, st.status), (pid1, api::Status::RUNNING.into()));
+    let c = client::connect(&t.addr).unwrap();
+    let st = state(&c, &id).unwrap();
+    assert_eq!((st.pid, st.status), (pid, api::Status::RUNNING.into()));
     let conn = c
         .connect(
             client::ctx(10),
             &api::ConnectRequest {
-                id: c1.clone(),
+                id: id.clone(),
                 ..Default::default()
             },
         )
         .unwrap();
-    assert_eq!((conn.shim_pid as i32, conn.task_pid), (shims[0], pid1));
-
-    let status = std::fs::read_to_string(format!("/proc/{pid1}/status")).unwrap();
-    let blocked = status.lines().find(|l| l.starts_with("SigBlk:")).unwrap();
-    let caught = status.lines().find(|l| l.starts_with("SigCgt:")).unwrap();
-    assert!(
-        blocked.ends_with("0000000000000000"),
-        "no signal blocked in the container: {blocked} {caught}"
-    );
-    // With the events endpoint gone, an exit is kept and published once it is back.
-    drop(server);
-    let kill = api::KillRequest {
-        id: c1.clone(),
-        signal: 15,
-        ..Default::default()
-    };
-    c.kill(client::ctx(10), &kill).unwrap();
-    assert_eq!(wait(&c, &c1), 7);
-    assert!(
-        !events.exits().contains_key(&c1),
-        "published while nobody listened?"
-    );
-    let _server = EventServer::start(&events_sock, &events);
-    wait_until("the late exit event", || events.exits().get(&c1) == Some(&7));
-    assert_eq!(events.exits().get(&c2), Some(&0));
-    let topics: Vec<String> = events.0.lock().unwrap().iter().map(|e| e.0.clone()).collect();
-    for t in ["/tasks/create", "/tasks/start", "/tasks/exit"] {
-        assert_eq!(
-            topics.iter().filter(|x| *x == t).count(),
-            2,
-            "{t} twice: {topics:?}"
-        );
-    }
-    // The init's exit is on disk too, for a shim that dies.
-    let rec: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(b1.path().join("crius-exit.json")).unwrap()).unwrap();
-    assert_eq!(
-        (rec["pid"].as_u64(), rec["status"].as_u64()),
-        (Some(pid1 as u64), Some(7))
-    );
-
-    assert_eq!(delete(&c, &c1).unwrap().exit_status, 7);
-    assert_eq!(delete(&c, &c2).unwrap().exit_status, 0);
-    // No Shutdown: the shim leaves by itself once its pod's last container is deleted.
-    wait_until("the shim to exit after its last container", || !alive(shims[0]));
-    assert!(
-        !Path::new(a1.trim_start_matches("unix://")).exists(),
-        "socket removed"
-    );
+    assert_eq!((conn.shim_pid as i32, conn.task_pid), (shims[0], pid));
+    kill(&c, &id, 9);
+    wait(&c, &id);
+    delete(&c, &id).unwrap();
 }
 
-/// Not a test by itself: the client process that one_shim_per_pod_… kills with SIGKILL mid-connection.
+/// Not a test by itself: the client process that a_client_killed_mid_call_… kills with SIGKILL mid-connection.
 #[test]
-#[ignore = "a helper process of one_shim_per_pod_exits_events_cri_logs_and_reconnect"]
+#[ignore = "a helper process of a_client_killed_mid_call_leaves_the_task_to_the_next_connection"]
 fn client_process_for_the_reconnect_test() {
     let (Ok(addr), Ok(id)) = (
         std::env::var("CRIUS_TEST_SHIM_ADDR"),
@@ -322,6 +407,205 @@ fn client_process_for_the_reconnect_test() {
             ..Default::default()
         },
     );
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn sigterm_reaches_the_container_and_its_trap_decides_the_exit_code() {
+    let mut p = Pod::new();
+    let t = Ticker::start(&mut p);
+    // The shim blocks SIGTERM for itself only.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", t.pid)).unwrap();
+    let blocked = status.lines().find(|l| l.starts_with("SigBlk:")).unwrap();
+    let caught = status.lines().find(|l| l.starts_with("SigCgt:")).unwrap();
+    assert!(
+        blocked.ends_with("0000000000000000"),
+        "no signal blocked in the container: {blocked} {caught}"
+    );
+    kill(&t.c, &t.id, 15);
+    assert_eq!(wait(&t.c, &t.id), 7);
+    delete(&t.c, &t.id).unwrap();
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn an_exit_while_the_events_endpoint_is_gone_is_published_once_it_is_back() {
+    let mut p = Pod::new();
+    let t = Ticker::start(&mut p);
+    let (c1, c) = (t.id.clone(), &t.c);
+    let c2 = p.id("c2");
+    let b2 = p.bundle(&["true"]);
+    assert_eq!(p.start_shim(&c2, &b2), t.addr);
+    create(c, &c2, &b2, "").unwrap();
+    start(c, &c2).unwrap();
+    assert_eq!(wait(c, &c2), 0);
+    wait_until("c2's exit event", || p.events.exits().get(&c2) == Some(&0));
+    // With the events endpoint gone, an exit is kept and published once it is back.
+    drop(p.server.take());
+    kill(c, &c1, 15);
+    assert_eq!(wait(c, &c1), 7);
+    assert!(
+        !p.events.exits().contains_key(&c1),
+        "published while nobody listened?"
+    );
+    p.server = Some(EventServer::start(&p.events_sock, &p.events));
+    wait_until("the late exit event", || p.events.exits().get(&c1) == Some(&7));
+    assert_eq!(p.events.exits().get(&c2), Some(&0));
+    let topics = p.events.topics();
+    for t in ["/tasks/create", "/tasks/start", "/tasks/exit"] {
+        assert_eq!(
+            topics.iter().filter(|x| *x == t).count(),
+            2,
+            "{t} twice: {topics:?}"
+        );
+    }
+    delete(c, &c1).unwrap();
+    delete(c, &c2).unwrap();
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn the_inits_exit_is_kept_on_disk_for_a_shim_that_dies() {
+    let mut p = Pod::new();
+    let id = p.id("c1");
+    let b = p.bundle(&["sh", "-c", "exit 7"]);
+    let c = client::connect(&p.start_shim(&id, &b)).unwrap();
+    let pid = create(&c, &id, &b, "").unwrap();
+    start(&c, &id).unwrap();
+    assert_eq!(wait(&c, &id), 7);
+    // The shim answers Waits before it writes the record, and publishes the exit after.
+    wait_until("the exit event", || p.events.exits().get(&id) == Some(&7));
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.path().join("crius-exit.json")).unwrap()).unwrap();
+    assert_eq!(
+        (rec["pid"].as_u64(), rec["status"].as_u64()),
+        (Some(pid as u64), Some(7))
+    );
+    delete(&c, &id).unwrap();
+}
+
+fn threads_of(pid: i32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:").and_then(|n| n.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn pending_waits_hold_no_thread_and_end_with_their_process_or_its_delete() {
+    let mut p = Pod::without_events();
+    let ids: Vec<String> = (1..6).map(|i| p.id(&format!("w{i}"))).collect();
+    // A bundle each: a bundle's config names the container's cgroup.
+    let sleepers: Vec<Bundle> = (0..5).map(|_| p.bundle(&["sleep", "1000"])).collect();
+    let addr = p.start_shim(&ids[0], &sleepers[0]);
+    let shim_pid = shim_pids(&p.owner)[0];
+    let c = client::connect(&addr).unwrap();
+    // ids[0..4] run; ids[4] is created and never started.
+    for (id, b) in ids.iter().zip(&sleepers) {
+        create(&c, id, b, "").unwrap();
+    }
+    for id in &ids[..4] {
+        start(&c, id).unwrap();
+    }
+    // An exec of ids[0] that is added and never started.
+    let exec = api::ExecProcessRequest {
+        id: ids[0].clone(),
+        exec_id: "never".into(),
+        ..Default::default()
+    };
+    c.exec(client::ctx(10), &exec).unwrap();
+    // A Wait for each, all pending at once on one connection.
+    let waits: Vec<_> = ids
+        .iter()
+        .map(|id| (id.clone(), String::new()))
+        .chain([(ids[0].clone(), "never".to_string())])
+        .map(|(id, exec_id)| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let req = api::WaitRequest {
+                    id,
+                    exec_id,
+                    ..Default::default()
+                };
+                c.wait(client::ctx(60), &req)
+            })
+        })
+        .collect();
+    // Six Waits pending, five containers: the shim is down to its one loop thread once its workers idle out.
+    wait_until("the shim to idle on one thread", || threads_of(shim_pid) == 1);
+    assert_eq!(state(&c, &ids[0]).unwrap().status, api::Status::RUNNING.into());
+
+    // Deleting the never-started container kills what the runtime made of it; deleting the never-started exec
+    // answers its Wait with NOT_FOUND.
+    delete(&c, &ids[4]).unwrap();
+    let del = api::DeleteRequest {
+        id: ids[0].clone(),
+        exec_id: "never".into(),
+        ..Default::default()
+    };
+    c.delete(client::ctx(10), &del).unwrap();
+    for id in &ids[..4] {
+        kill(&c, id, 9);
+    }
+    let results: Vec<_> = waits.into_iter().map(|t| t.join().unwrap()).collect();
+    for r in &results[..5] {
+        assert_eq!(r.as_ref().unwrap().exit_status, 137);
+    }
+    let (code_, msg) = code(results[5].clone());
+    assert_eq!(code_, Code::NOT_FOUND, "{msg}");
+    assert!(msg.contains("deleted"), "{msg}");
+
+    for id in &ids[..4] {
+        delete(&c, id).unwrap();
+    }
+    wait_until("the shim to exit after its last container", || !alive(shim_pid));
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn stdin_flows_through_fifos_and_close_io_ends_it() {
+    let mut p = Pod::without_events();
+    let id = p.id("w0");
+    let cat = p.bundle(&["cat"]);
+    let c = client::connect(&p.start_shim(&id, &cat)).unwrap();
+    // cat between two FIFOs.
+    let (fin, fout) = (p.dir.path().join("in"), p.dir.path().join("out"));
+    for f in [&fin, &fout] {
+        nix::unistd::mkfifo(f, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    }
+    let req = api::CreateTaskRequest {
+        id: id.clone(),
+        bundle: cat.path().display().to_string(),
+        stdin: fin.display().to_string(),
+        stdout: fout.display().to_string(),
+        ..Default::default()
+    };
+    c.create(client::ctx(20), &req).unwrap();
+    start(&c, &id).unwrap();
+    let reader = {
+        let fout = fout.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fout).unwrap())
+    };
+    {
+        use std::io::Write;
+        let mut w = std::fs::OpenOptions::new().write(true).open(&fin).unwrap();
+        w.write_all(b"ping\n").unwrap();
+    }
+    // CloseIO: cat sees EOF on stdin and exits 0; its output, already through, ends with it.
+    c.close_io(
+        client::ctx(10),
+        &api::CloseIORequest {
+            id: id.clone(),
+            stdin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(wait(&c, &id), 0, "cat after CloseIO");
+    assert_eq!(reader.join().unwrap(), "ping\n");
+    delete(&c, &id).unwrap();
 }
 
 #[test]
@@ -540,133 +824,4 @@ fn a_terminal_is_sized_and_carries_output() {
     delete(&c, &id).unwrap();
     assert_eq!(code(c.resize_pty(client::ctx(10), &resize)).0, Code::NOT_FOUND);
     let _ = c.shutdown(client::ctx(10), &api::ShutdownRequest::default());
-}
-
-fn threads_of(pid: i32) -> usize {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:").and_then(|n| n.trim().parse().ok()))
-        .unwrap_or(0)
-}
-
-#[test]
-#[ignore = "needs root: run through hack/test.sh"]
-fn waits_hold_no_thread_and_stdin_flows_through_fifos() {
-    require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let owner = dir.path().join("owner.sock").display().to_string();
-    let pod = unique("pod");
-    let ids: Vec<String> = (0..6).map(|i| unique(&format!("w{i}"))).collect();
-    let _cleanup = Cleanup {
-        namespace: "test",
-        ids: ids.clone(),
-        needle: owner.clone(),
-    };
-    let cat = pod_bundle(&["cat"], &pod);
-    // A bundle each: a bundle's config names the container's cgroup.
-    let sleepers: Vec<Bundle> = (1..6).map(|_| pod_bundle(&["sleep", "1000"], &pod)).collect();
-    let addr = client::start_shim(&shim(), "test", &owner, "", &ids[0], cat.path()).unwrap();
-    let shim_pid = shim_pids(&owner)[0];
-    let c = client::connect(&addr).unwrap();
-
-    // ids[0]: cat between two FIFOs.
-    let (fin, fout) = (dir.path().join("in"), dir.path().join("out"));
-    for f in [&fin, &fout] {
-        nix::unistd::mkfifo(f, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    }
-    let req = api::CreateTaskRequest {
-        id: ids[0].clone(),
-        bundle: cat.path().display().to_string(),
-        stdin: fin.display().to_string(),
-        stdout: fout.display().to_string(),
-        ..Default::default()
-    };
-    c.create(client::ctx(20), &req).unwrap();
-    start(&c, &ids[0]).unwrap();
-    let reader = {
-        let fout = fout.clone();
-        std::thread::spawn(move || std::fs::read_to_string(fout).unwrap())
-    };
-    {
-        use std::io::Write;
-        let mut w = std::fs::OpenOptions::new().write(true).open(&fin).unwrap();
-        w.write_all(b"ping\n").unwrap();
-    }
-    // ids[1..5] run; ids[5] is created and never started.
-    for (id, b) in ids[1..].iter().zip(&sleepers) {
-        create(&c, id, b, "").unwrap();
-    }
-    for id in &ids[1..5] {
-        start(&c, id).unwrap();
-    }
-    // An exec of ids[1] that is added and never started.
-    let exec = api::ExecProcessRequest {
-        id: ids[1].clone(),
-        exec_id: "never".into(),
-        ..Default::default()
-    };
-    c.exec(client::ctx(10), &exec).unwrap();
-    // A Wait for each, all pending at once on one connection.
-    let waits: Vec<_> = ids
-        .iter()
-        .map(|id| (id.clone(), String::new()))
-        .chain([(ids[1].clone(), "never".to_string())])
-        .map(|(id, exec_id)| {
-            let c = c.clone();
-            std::thread::spawn(move || {
-                let req = api::WaitRequest {
-                    id,
-                    exec_id,
-                    ..Default::default()
-                };
-                c.wait(client::ctx(60), &req)
-            })
-        })
-        .collect();
-    // Seven Waits pending, six containers: the shim is down to its one loop thread once its workers idle out.
-    wait_until("the shim to idle on one thread", || threads_of(shim_pid) == 1);
-    assert_eq!(state(&c, &ids[1]).unwrap().status, api::Status::RUNNING.into());
-
-    // Deleting the never-started container kills what the runtime made of it; deleting the never-started exec
-    // answers its Wait with NOT_FOUND.
-    delete(&c, &ids[5]).unwrap();
-    let del = api::DeleteRequest {
-        id: ids[1].clone(),
-        exec_id: "never".into(),
-        ..Default::default()
-    };
-    c.delete(client::ctx(10), &del).unwrap();
-    // CloseIO: cat sees EOF on stdin and exits 0; its output, already through, ends with it.
-    c.close_io(
-        client::ctx(10),
-        &api::CloseIORequest {
-            id: ids[0].clone(),
-            stdin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    for id in &ids[1..5] {
-        let kill = api::KillRequest {
-            id: id.clone(),
-            signal: 9,
-            ..Default::default()
-        };
-        c.kill(client::ctx(10), &kill).unwrap();
-    }
-    let results: Vec<_> = waits.into_iter().map(|t| t.join().unwrap()).collect();
-    assert_eq!(results[0].as_ref().unwrap().exit_status, 0, "cat after CloseIO");
-    for r in &results[1..6] {
-        assert_eq!(r.as_ref().unwrap().exit_status, 137);
-    }
-    let (code_, msg) = code(results[6].clone());
-    assert_eq!(code_, Code::NOT_FOUND, "{msg}");
-    assert!(msg.contains("deleted"), "{msg}");
-    assert_eq!(reader.join().unwrap(), "ping\n");
-
-    for id in &ids[..5] {
-        delete(&c, id).unwrap();
-    }
-    wait_until("the shim to exit after its last container", || !alive(shim_pid));
 }
