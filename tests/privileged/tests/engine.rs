@@ -1,9 +1,9 @@
 //! The pod engine (`crius run`) on criusd with a real CNI network: the seed manifests as written, on stand-in
 //! images — the Job whose log-agent sidecar starts first and is stopped after its worker completes, the
-//! Deployment that runs until it is told to stop — and a pod built to pin down the rules: startup probes gate
+//! Deployment that runs until it is told to stop — and pods built to pin down the rules: startup probes gate
 //! the next init container, sidecars restart, main containers stop first and sidecars after them in reverse
-//! order, a failed regular init container fails a `Never` pod. Nothing is left behind. The seed resize Pod needs
-//! cgroup v2: it is in vm_engine.rs.
+//! order, a failed regular init container fails a `Never` pod, a failing liveness probe restarts its container.
+//! Nothing is left behind. The seed resize Pod needs cgroup v2: it is in vm_engine.rs.
 
 use std::process::Command;
 use std::time::Duration;
@@ -228,8 +228,10 @@ spec:
     );
     assert!(err.contains("first: restarting in 0.2s"), "{err}");
     s.assert_nothing_left();
+}
 
-    // A regular init container that fails under restartPolicy Never fails the pod; the main container never runs.
+/// A Job whose regular init container fails, under restartPolicy Never.
+fn write_failing_job(s: &Setup) -> std::path::PathBuf {
     let failing = s.dir.path().join("failing.yaml");
     std::fs::write(
         &failing,
@@ -246,6 +248,14 @@ spec:
 "#,
     )
     .unwrap();
+    failing
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_failed_init_container_fails_a_never_pod_whose_main_container_never_runs() {
+    let s = Setup::start();
+    let failing = write_failing_job(&s);
     let (code, out, err) = s.run(&[&failing], &[]);
     assert_eq!(code, 1, "{out}\n{err}");
     let r = report(&out);
@@ -253,8 +263,13 @@ spec:
     assert_eq!(container(&r, "migrate")["exit_code"].as_i64(), Some(1));
     assert_eq!(container(&r, "work")["reason"], "NotStarted", "{r}");
     s.assert_nothing_left();
+}
 
-    // A liveness probe that fails kills the container; OnFailure restarts it, and the next run exits 0.
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_failing_liveness_probe_kills_the_container_and_on_failure_restarts_it() {
+    let s = Setup::start();
+    let shared = s.dir.path().join("shared");
     let alive = s.dir.path().join("alive.yaml");
     std::fs::write(
         &alive,
@@ -288,8 +303,13 @@ spec:
         "{err}"
     );
     s.assert_nothing_left();
+}
 
-    // An image that is not there, with pulls forbidden: refused before anything is made, naming it.
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn an_absent_image_with_pulls_forbidden_is_refused_before_anything_is_made() {
+    let s = Setup::start();
+    let failing = write_failing_job(&s);
     let (code, _, err) = s.run(
         &[&failing],
         &["--pull", "never", "--image", "flyway:latest=nothere:1"],
