@@ -3,7 +3,8 @@
 #   1. static checks: rustfmt, clippy -D warnings, rustdoc -D warnings, cargo-deny (licences, duplicates)
 #   2. unit tests (no root needed)
 #   3. privileged tests on this host, with crius-runc and again with runc (which checks the tests themselves)
-#   4. the cgroup-v2 group inside a VM (hack/vm/run-in-vm.sh), with crius-runc and with runc
+#   4. the cgroup-v2 suites (cgroup_v2, with crius-runc and with runc, and the vm_* test binaries) inside one VM
+#      (hack/vm/run-in-vm.sh)
 # Any failure stops the run with a non-zero exit. Nothing is skipped: a missing prerequisite fails loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,25 +29,26 @@ cargo build --workspace --bins
 cargo rustc -p crius-testprog --release --bin crius-testprog --quiet -- -C target-feature=+crt-static
 
 step "privileged tests on the host: crius-runc; registry pulls, criusd (images; pod sandboxes with CNI), and the shim (under containerd and over ttrpc)"
-cargo test -p crius-privileged-tests "${host_suites[@]}" --test pull --test daemon --test pods --test timeouts --test shim --test engine -- --ignored --skip vm_
+cargo test -p crius-privileged-tests "${host_suites[@]}" --test pull --test daemon --test pods --test timeouts --test shim --test engine -- --ignored
 step "privileged tests on the host: runc (crius-only tests excepted)"
 CRIUS_TEST_RUNTIME=runc cargo test -p crius-privileged-tests "${host_suites[@]}" -- --ignored --skip crius_only
 
-step "cgroup v2 tests in the VM: crius-runc, then runc; the shim's OOM reports and live updates (also under containerd); CRI resources set and updated live; a seed pod's limits"
-test_binary() {
-  cargo test -p crius-privileged-tests --test "$1" --no-run --message-format=json 2>/dev/null |
-    jq -r --arg t "$1" 'select(.profile.test == true and .target.name == $t) | .executable' | tail -n1
-}
-vm_test=$(test_binary cgroup_v2)
-shim_test=$(test_binary shim)
-pods_test=$(test_binary pods)
-engine_test=$(test_binary engine)
-[ -x "$vm_test" ] && [ -x "$shim_test" ] && [ -x "$pods_test" ] && [ -x "$engine_test" ] || { echo "could not find the VM test binaries" >&2; exit 1; }
+step "cgroup v2 suites in one VM: cgroup_v2 with crius-runc, then runc; vm_shim (OOM reports, live updates, also under containerd); vm_pods (CRI resources set and updated live); vm_engine (a seed pod's limits)"
+# The suites that need a pure cgroup-v2 kernel, each its own test binary: built here, run in the VM, which sees
+# the target dir at the same path.
+vm_suites=(cgroup_v2 vm_shim vm_pods vm_engine)
+declare -A vm_bin=()
+while read -r name exe; do vm_bin[$name]=$exe; done < <(
+  cargo test -p crius-privileged-tests "${vm_suites[@]/#/--test=}" --no-run --message-format=json-render-diagnostics |
+    jq -r 'select(.profile.test == true and .executable != null) | "\(.target.name) \(.executable)"')
+for s in "${vm_suites[@]}"; do
+  [ -x "${vm_bin[$s]:-}" ] || { echo "could not build the VM test binary $s" >&2; exit 1; }
+done
 RUN_IN_VM_TIMEOUT=${RUN_IN_VM_TIMEOUT:-1500} hack/vm/run-in-vm.sh sh -c "
-  '$vm_test' --ignored --test-threads=1 &&
-  CRIUS_TEST_RUNTIME=runc '$vm_test' --ignored --test-threads=1 --skip crius_only &&
-  '$shim_test' --ignored --test-threads=1 vm_ &&
-  '$pods_test' --ignored --test-threads=1 vm_ &&
-  '$engine_test' --ignored --test-threads=1 vm_"
+  '${vm_bin[cgroup_v2]}' --ignored --test-threads=1 &&
+  CRIUS_TEST_RUNTIME=runc '${vm_bin[cgroup_v2]}' --ignored --test-threads=1 --skip crius_only &&
+  '${vm_bin[vm_shim]}' --ignored --test-threads=1 &&
+  '${vm_bin[vm_pods]}' --ignored --test-threads=1 &&
+  '${vm_bin[vm_engine]}' --ignored --test-threads=1"
 
 step "all test groups passed"

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -261,37 +262,39 @@ pub fn busybox(out: &Path, name: &str) -> std::io::Result<ImageInfo> {
     Ok(write_layout(out, &[spec])?.remove(0))
 }
 
+/// The seeds' images: (name, program path, program).
+const SEEDS: [(&str, &str, &str); 5] = [
+    (
+        "docker.io/fluent/fluent-bit:3.2",
+        "/fluent-bit/bin/fluent-bit",
+        include_str!("../seeds/fluent-bit.sh"),
+    ),
+    (
+        "docker.io/library/flyway:latest",
+        "/usr/local/bin/flyway",
+        include_str!("../seeds/flyway.sh"),
+    ),
+    (
+        "docker.io/library/data-worker:latest",
+        "/usr/local/bin/data-worker",
+        include_str!("../seeds/data-worker.sh"),
+    ),
+    (
+        "docker.io/library/myapp:latest",
+        "/usr/local/bin/myapp",
+        include_str!("../seeds/myapp.sh"),
+    ),
+    (
+        "docker.io/istio/proxyv2:1.23",
+        "/usr/local/bin/pilot-agent",
+        include_str!("../seeds/proxyv2.sh"),
+    ),
+];
+
 /// The images the seed manifests name, as stand-ins: busybox plus one script each that behaves like the real
 /// program in the seeds' stories (`crates/test-support/seeds/*.sh`): a log agent that ships `/var/log/app` and
 /// flushes on SIGTERM, a migration that exits 0, a batch worker, a long-running app, a mesh proxy.
 pub fn seed_images(out: &Path) -> std::io::Result<Vec<(String, ImageInfo)>> {
-    const SEEDS: [(&str, &str, &str); 5] = [
-        (
-            "docker.io/fluent/fluent-bit:3.2",
-            "/fluent-bit/bin/fluent-bit",
-            include_str!("../seeds/fluent-bit.sh"),
-        ),
-        (
-            "docker.io/library/flyway:latest",
-            "/usr/local/bin/flyway",
-            include_str!("../seeds/flyway.sh"),
-        ),
-        (
-            "docker.io/library/data-worker:latest",
-            "/usr/local/bin/data-worker",
-            include_str!("../seeds/data-worker.sh"),
-        ),
-        (
-            "docker.io/library/myapp:latest",
-            "/usr/local/bin/myapp",
-            include_str!("../seeds/myapp.sh"),
-        ),
-        (
-            "docker.io/istio/proxyv2:1.23",
-            "/usr/local/bin/pilot-agent",
-            include_str!("../seeds/proxyv2.sh"),
-        ),
-    ];
     let base = tempfile::tempdir()?;
     crate::build_busybox_rootfs(base.path())?;
     let mut dirs = Vec::new();
@@ -340,6 +343,43 @@ pub fn pause(out: &Path, name: &str) -> std::io::Result<ImageInfo> {
     Ok(write_layout(out, &[spec])?.remove(0))
 }
 
+/// What an image made here depends on besides its arguments: the code that makes it (this file, and the crate
+/// root with the rootfs builder), the seeds' programs, and the busybox binary (its size and modification time).
+fn made_from() -> Vec<u8> {
+    let mut v = Vec::new();
+    v.extend_from_slice(include_bytes!("image.rs"));
+    v.extend_from_slice(include_bytes!("lib.rs"));
+    for (name, path, script) in SEEDS {
+        v.extend_from_slice(format!("{name} {path} {script}").as_bytes());
+    }
+    if let Ok(m) = std::fs::metadata(crate::busybox_path()) {
+        let mtime = m
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        v.extend_from_slice(format!("{} {mtime:?}", m.len()).as_bytes());
+    }
+    v
+}
+
+/// The layout of [`busybox`] (`busybox:latest`), made once per build directory (see [`crate::fixture`]) for
+/// the tests to import; tests only read it.
+pub fn busybox_layout() -> &'static Path {
+    static LAYOUT: OnceLock<PathBuf> = OnceLock::new();
+    LAYOUT.get_or_init(|| {
+        crate::fixture("busybox-image", &[&made_from()], |dir| {
+            busybox(dir, "busybox:latest").map(drop)
+        })
+    })
+}
+
+/// The layout of [`seed_images`], made once per build directory (see [`crate::fixture`]) for the tests to
+/// import; tests only read it.
+pub fn seed_layout() -> &'static Path {
+    static LAYOUT: OnceLock<PathBuf> = OnceLock::new();
+    LAYOUT.get_or_init(|| crate::fixture("seed-images", &[&made_from()], |dir| seed_images(dir).map(drop)))
+}
+
 /// The test-program image: `/crius-testprog` (a static binary) as the entrypoint, running as uid 1000.
 pub fn testprog(out: &Path, name: &str, testprog: &Path) -> std::io::Result<ImageInfo> {
     let tmp = tempfile::tempdir()?;
@@ -361,6 +401,37 @@ pub fn testprog(out: &Path, name: &str, testprog: &Path) -> std::io::Result<Imag
         ..Default::default()
     };
     Ok(write_layout(out, &[spec])?.remove(0))
+}
+
+/// A layout of the two test images, [`busybox`] as `busybox:latest` and [`testprog`] (of the test program
+/// `testprog`) as `crius-testprog:latest`, made once per build directory (see [`crate::fixture`]); tests only
+/// read it. [`info`] gives their digests.
+pub fn test_images_layout(testprog: &Path) -> PathBuf {
+    let program = std::fs::read(testprog).unwrap_or_else(|e| panic!("{}: {e}", testprog.display()));
+    crate::fixture("test-images", &[&made_from(), &program], |dir| {
+        busybox(dir, "busybox:latest")?;
+        self::testprog(dir, "crius-testprog:latest", testprog).map(drop)
+    })
+}
+
+/// The digests of image `name` in the layout at `layout`.
+pub fn info(layout: &Path, name: &str) -> std::io::Result<ImageInfo> {
+    let index: Value = serde_json::from_slice(&std::fs::read(layout.join("index.json"))?)?;
+    let manifest = index["manifests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == name)
+        .and_then(|m| m["digest"].as_str())
+        .ok_or_else(|| std::io::Error::other(format!("no {name} in {}", layout.display())))?
+        .to_string();
+    let m = json_blob(layout, &manifest)?;
+    let digest = |d: &Value| d["digest"].as_str().unwrap_or_default().to_string();
+    Ok(ImageInfo {
+        config: digest(&m["config"]),
+        layers: m["layers"].as_array().into_iter().flatten().map(digest).collect(),
+        manifest,
+    })
 }
 
 /// Reads a blob of the layout at `out` by digest.

@@ -85,33 +85,59 @@ pub fn build_busybox_rootfs(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Where fixtures built once per build directory live: `target/<profile>/test-fixtures`.
+fn fixtures_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .join("test-fixtures")
+}
+
+/// Builds directory `dest` with `build` in a temp dir beside it and renames it into place, so whoever finds
+/// `dest` finds it complete.
+fn build_into(dest: &Path, build: impl FnOnce(&Path) -> std::io::Result<()>) -> std::io::Result<()> {
+    let parent = dest.parent().expect("a fixture in test-fixtures");
+    std::fs::create_dir_all(parent)?;
+    let tmp = tempfile::Builder::new().prefix(".build-").tempdir_in(parent)?;
+    build(tmp.path())?;
+    // Another test process may have won the race; either copy is complete.
+    let tmp = tmp.keep();
+    if std::fs::rename(&tmp, dest).is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    Ok(())
+}
+
 /// The busybox rootfs shared read-only by all bundles: built once per build directory
 /// (`target/<profile>/test-fixtures/busybox-rootfs`), so no test leaves a copy behind.
 pub fn shared_rootfs() -> &'static Path {
     static ROOTFS: OnceLock<PathBuf> = OnceLock::new();
     ROOTFS.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        let fixtures = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>/deps/<test>")
-            .join("test-fixtures");
-        let dest = fixtures.join("busybox-rootfs");
+        let dest = fixtures_dir().join("busybox-rootfs");
         if !dest.join("bin/sh").exists() {
-            std::fs::create_dir_all(&fixtures).expect("creating test-fixtures");
-            let tmp = tempfile::Builder::new()
-                .prefix(".rootfs-")
-                .tempdir_in(&fixtures)
-                .expect("tempdir");
-            build_busybox_rootfs(tmp.path()).expect("building the busybox rootfs");
-            // Another test process may have won the race; either copy is complete.
-            let tmp = tmp.keep();
-            if std::fs::rename(&tmp, &dest).is_err() {
-                let _ = std::fs::remove_dir_all(&tmp);
-            }
+            build_into(&dest, build_busybox_rootfs).expect("building the busybox rootfs");
         }
         dest
     })
+}
+
+/// A directory that `build` fills once per build directory and that tests then only read:
+/// `target/<profile>/test-fixtures/<name>-<digest of inputs>`. `inputs` are everything its content depends on, so
+/// a change to any of them builds a new one. Safe against test processes building it at the same time.
+pub fn fixture(name: &str, inputs: &[&[u8]], build: impl FnOnce(&Path) -> std::io::Result<()>) -> PathBuf {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for i in inputs {
+        h.update((i.len() as u64).to_le_bytes());
+        h.update(i);
+    }
+    let key = format!("{:x}", h.finalize());
+    let dest = fixtures_dir().join(format!("{name}-{}", &key[..16]));
+    if !dest.exists() {
+        build_into(&dest, build).unwrap_or_else(|e| panic!("building the {name} fixture: {e}"));
+    }
+    dest
 }
 
 /// A unique name for containers and cgroups of this test process.
@@ -416,6 +442,16 @@ pub fn cgroup2_mount() -> PathBuf {
 /// True on a pure cgroup v2 host (the VM), where limits can be tested.
 pub fn pure_cgroup_v2() -> bool {
     cgroup2_mount() == Path::new("/sys/fs/cgroup")
+}
+
+/// Fails the test loudly unless it runs as root on a pure cgroup v2 host: the vm_* suites never pass without
+/// running.
+pub fn require_pure_cgroup_v2() {
+    require_root();
+    assert!(
+        pure_cgroup_v2(),
+        "needs a pure cgroup v2 host: hack/test.sh runs this suite inside hack/vm"
+    );
 }
 
 /// A console socket as a shim provides one: the runtime connects and sends the pty master with SCM_RIGHTS.

@@ -4,15 +4,8 @@
 
 use std::path::PathBuf;
 
-use crius_test_support::{Bundle, Runtime, cgroup2_mount, pure_cgroup_v2, unique};
+use crius_test_support::{Bundle, Runtime, cgroup2_mount, require_pure_cgroup_v2, unique};
 use serde_json::json;
-
-fn require_v2() {
-    assert!(
-        pure_cgroup_v2(),
-        "needs a pure cgroup v2 host: run through hack/test.sh (it boots hack/vm)"
-    );
-}
 
 fn cgroup_dir(b: &Bundle) -> PathBuf {
     cgroup2_mount().join(b.cgroups_path().trim_start_matches('/'))
@@ -41,7 +34,7 @@ fn update(rt: &Runtime, b: &Bundle, id: &str, res: serde_json::Value) -> std::pr
 #[test]
 #[ignore = "needs cgroup v2: run through hack/test.sh"]
 fn limits_are_in_place_at_create() {
-    require_v2();
+    require_pure_cgroup_v2();
     let rt = Runtime::from_env();
     let mut b = Bundle::new(&["sleep", "1000"]);
     b.config["linux"]["resources"]["cpu"] = json!({"quota": 50000, "period": 100000});
@@ -77,7 +70,7 @@ fn limits_are_in_place_at_create() {
 #[test]
 #[ignore = "needs cgroup v2: run through hack/test.sh"]
 fn update_raises_and_lowers_limits_live() {
-    require_v2();
+    require_pure_cgroup_v2();
     let rt = Runtime::from_env();
     let mut b = Bundle::new(&["sleep", "1000"]);
     b.config["linux"]["resources"]["cpu"] = json!({"quota": 50000, "period": 100000});
@@ -111,7 +104,7 @@ fn update_raises_and_lowers_limits_live() {
 #[test]
 #[ignore = "needs cgroup v2: run through hack/test.sh"]
 fn pids_max_stops_a_fork_bomb() {
-    require_v2();
+    require_pure_cgroup_v2();
     let rt = Runtime::from_env();
     let mut b = Bundle::new(&[
         "sh",
@@ -137,7 +130,7 @@ fn pids_max_stops_a_fork_bomb() {
 #[test]
 #[ignore = "needs cgroup v2: run through hack/test.sh"]
 fn crius_only_memory_limit_below_usage_is_refused() {
-    require_v2();
+    require_pure_cgroup_v2();
     let rt = Runtime::from_env();
     let mut b = Bundle::new(&[
         "sh",
@@ -169,7 +162,7 @@ fn crius_only_memory_limit_below_usage_is_refused() {
 #[test]
 #[ignore = "needs cgroup v2: run through hack/test.sh"]
 fn crius_only_shares_map_to_weight_quadratically_and_unified_keys_apply() {
-    require_v2();
+    require_pure_cgroup_v2();
     let rt = Runtime::from_env();
     let mut b = Bundle::new(&["sleep", "1000"]);
     b.config["linux"]["resources"]["cpu"] = json!({"shares": 1024});

@@ -67,8 +67,8 @@ fn count(dir: std::path::PathBuf) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
 }
 
+/// The test images' layout, and their digests.
 struct Images {
-    _dir: tempfile::TempDir,
     layout: std::path::PathBuf,
     bb: image::ImageInfo,
     tp: image::ImageInfo,
@@ -76,21 +76,17 @@ struct Images {
 
 fn images() -> Images {
     require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let layout = dir.path().join("layout");
-    let bb = image::busybox(&layout, "busybox:latest").unwrap();
-    let tp = image::testprog(&layout, "crius-testprog:latest", &testprog_binary()).unwrap();
+    let layout = image::test_images_layout(&testprog_binary());
     Images {
-        _dir: dir,
+        bb: image::info(&layout, "busybox:latest").unwrap(),
+        tp: image::info(&layout, "crius-testprog:latest").unwrap(),
         layout,
-        bb,
-        tp,
     }
 }
 
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
-fn config_file_flags_socket_lock_and_sigterm() {
+fn print_config_shows_the_files_keys_under_the_flags_and_names_what_is_wrong() {
     require_root();
     let criusd = built_binary("criusd");
     // --print-config: the file's keys with flags on top; a missing --config file and unknown keys are named.
@@ -161,9 +157,14 @@ fn config_file_flags_socket_lock_and_sigterm() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&bad.stderr).contains("HOST=MIRROR"));
+}
 
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn the_socket_is_0660_and_a_second_daemon_on_its_state_or_socket_is_refused() {
+    let criusd = built_binary("criusd");
     // The socket is 0660; a second daemon on the same state dir, or on a live socket, is refused.
-    let mut d = Daemon::start(&[]);
+    let d = Daemon::start(&[]);
     let mode = std::fs::metadata(d.socket()).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o660);
     let second = Command::new(&criusd)
@@ -197,7 +198,12 @@ fn config_file_flags_socket_lock_and_sigterm() {
         d.cli(&["images", "ls"]).status.success(),
         "the first daemon still serves"
     );
+}
 
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn sigterm_removes_the_socket_and_a_stale_one_is_replaced_at_start() {
+    let mut d = Daemon::start(&[]);
     // SIGTERM: exit 0, socket removed; the CLI then names the socket it could not reach.
     let st = d.stop().unwrap();
     assert!(st.success(), "criusd exited with {st}: {}", d.log());
@@ -217,15 +223,26 @@ fn config_file_flags_socket_lock_and_sigterm() {
     assert!(d.cli(&["images", "ls"]).status.success());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
-async fn cri_image_service_pull_status_list_remove_and_fs_info() {
+/// criusd pulling docker.io through a registry holding busybox and the test program, with both pulled, and
+/// ImageFsInfo of the empty store before. A case destructuring it binds `d` and `_reg`, which must live as long.
+struct Pulled {
+    c: Client,
+    d: Daemon,
+    mirror: String,
+    local_bb: String,
+    tp_name: String,
+    empty: cri::FilesystemUsage,
+    _reg: Registry,
+    imgs: Images,
+}
+
+async fn pulled() -> Pulled {
     let imgs = images();
     let reg = Registry::start();
     reg.push(&imgs.layout, "busybox:latest", "library/busybox:latest");
     reg.push(&imgs.layout, "crius-testprog:latest", "tools/testprog:v1");
     let mirror = format!("docker.io={}", reg.host);
-    let mut d = Daemon::start(&["--registry-mirror", &mirror]);
+    let d = Daemon::start(&["--registry-mirror", &mirror]);
     let mut c = client(&d).await;
     let empty = fs_info(&mut c).await;
 
@@ -235,7 +252,30 @@ async fn cri_image_service_pull_status_list_remove_and_fs_info() {
     assert_eq!(pull(&mut c, &local_bb, None).await.unwrap(), imgs.bb.config);
     let tp_name = format!("{}/tools/testprog:v1", reg.host);
     assert_eq!(pull(&mut c, &tp_name, None).await.unwrap(), imgs.tp.config);
+    Pulled {
+        c,
+        d,
+        mirror,
+        local_bb,
+        tp_name,
+        empty,
+        _reg: reg,
+        imgs,
+    }
+}
 
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn cri_pulls_through_the_mirror_and_every_kind_of_reference_finds_the_image() {
+    let Pulled {
+        mut c,
+        d: _d,
+        local_bb,
+        tp_name,
+        imgs,
+        _reg,
+        ..
+    } = pulled().await;
     // One image with two names; every kind of reference finds it.
     let list = c
         .list_images(cri::ListImagesRequest { filter: None })
@@ -307,7 +347,16 @@ async fn cri_image_service_pull_status_list_remove_and_fs_info() {
         .into_inner()
         .images;
     assert_eq!(filtered.iter().map(|i| &i.id).collect::<Vec<_>>(), vec![&tp.id]);
+}
 
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn cri_refuses_bad_references_and_absent_images_with_their_codes() {
+    require_root();
+    let reg = Registry::start();
+    let mirror = format!("docker.io={}", reg.host);
+    let d = Daemon::start(&["--registry-mirror", &mirror]);
+    let mut c = client(&d).await;
     // Bad input: named, with the right codes; nothing stored.
     let e = pull(&mut c, "Not A/Reference!", None).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
@@ -318,7 +367,19 @@ async fn cri_image_service_pull_status_list_remove_and_fs_info() {
     assert_eq!(e.code(), Code::NotFound, "{e:?}");
     let e = pull(&mut c, "", None).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
+}
 
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn cri_image_fs_info_counts_what_is_stored_and_what_a_removal_frees() {
+    let Pulled {
+        mut c,
+        d,
+        local_bb,
+        empty,
+        _reg,
+        ..
+    } = pulled().await;
     // ImageFsInfo counts what is stored.
     let full = fs_info(&mut c).await;
     assert_eq!(
@@ -333,7 +394,29 @@ async fn cri_image_service_pull_status_list_remove_and_fs_info() {
         "busybox's tree counts (its applets are hard links: one inode): {full:?}"
     );
     assert!(full.timestamp > 0);
+    remove(&mut c, &local_bb).await;
+    let after = fs_info(&mut c).await;
+    assert!(
+        bytes(&after) < bytes(&full) && inodes(&after) < inodes(&full),
+        "{after:?}"
+    );
+}
 
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn cri_images_survive_a_restart_and_a_removal_takes_all_names_blobs_and_layer() {
+    let Pulled {
+        mut c,
+        mut d,
+        mirror,
+        local_bb,
+        tp_name,
+        imgs,
+        _reg,
+        ..
+    } = pulled().await;
+    let bb = status(&mut c, &imgs.bb.config).await.expect("by id");
+    let tp = status(&mut c, &tp_name).await.unwrap();
     // Images survive a restart of criusd.
     d.restart(&["--registry-mirror", &mirror]);
     let mut c = client(&d).await;
@@ -352,11 +435,6 @@ async fn cri_image_service_pull_status_list_remove_and_fs_info() {
         "only the test program's manifest, config and layer"
     );
     assert_eq!(count(store.join("layers")), 1);
-    let after = fs_info(&mut c).await;
-    assert!(
-        bytes(&after) < bytes(&full) && inodes(&after) < inodes(&full),
-        "{after:?}"
-    );
     // By repo@digest.
     let tp_digest = tp.repo_digests[0].clone();
     remove(&mut c, &tp_digest).await;

@@ -1,127 +1,19 @@
 //! The pod engine (`crius run`) on criusd with a real CNI network: the seed manifests as written, on stand-in
 //! images — the Job whose log-agent sidecar starts first and is stopped after its worker completes, the
-//! Deployment that runs until it is told to stop — and a pod built to pin down the rules: startup probes gate
+//! Deployment that runs until it is told to stop — and pods built to pin down the rules: startup probes gate
 //! the next init container, sidecars restart, main containers stop first and sidecars after them in reverse
-//! order, a failed regular init container fails a `Never` pod. Nothing is left behind.
+//! order, a failed regular init container fails a `Never` pod, a failing liveness probe restarts its container.
+//! Nothing is left behind. The seed resize Pod needs cgroup v2: it is in vm_engine.rs.
 
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use crius_privileged_tests::engine::{Running, Setup, container, manifest, report};
 use crius_test_support::cni::Network;
-use crius_test_support::daemon::{Daemon, built_binary};
+use crius_test_support::daemon::built_binary;
 use crius_test_support::image;
 use crius_test_support::require_root;
-use crius_test_support::shims::shim_pids;
 use serde_json::Value;
-
-fn manifest(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests").join(name)
-}
-
-/// criusd on the test's network, with the seed stand-in images imported.
-struct Setup {
-    d: Daemon,
-    net: Network,
-    dir: tempfile::TempDir,
-}
-
-impl Setup {
-    fn new() -> Setup {
-        require_root();
-        let net = Network::new();
-        let args = net.daemon_args();
-        let d = Daemon::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
-        let dir = tempfile::tempdir().unwrap();
-        let layout = dir.path().join("layout");
-        image::seed_images(&layout).unwrap();
-        d.cli_ok(&["images", "import", &layout.display().to_string()]);
-        Setup { d, net, dir }
-    }
-
-    /// Restarts criusd (SIGTERM; it must be gone within 10 s, open event streams or not).
-    fn restart_daemon(&mut self) {
-        let args = self.net.daemon_args();
-        self.d
-            .restart(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    }
-
-    /// `crius run` arguments that keep the pods' files in the test's directory.
-    fn run_args(&self, files: &[&Path], extra: &[&str]) -> Vec<String> {
-        let mut a: Vec<String> = vec!["run".into()];
-        a.extend(files.iter().map(|f| f.display().to_string()));
-        for (k, v) in [("--pods-dir", "pods"), ("--log-root", "logs")] {
-            a.push(k.into());
-            a.push(self.dir.path().join(v).display().to_string());
-        }
-        a.extend(["--pull", "missing", "-o", "json"].map(String::from));
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a
-    }
-
-    fn command(&self, args: &[String]) -> Command {
-        let mut c = Command::new(built_binary("crius"));
-        c.env("CRIUS_ADDRESS", self.d.socket()).args(args);
-        c
-    }
-
-    /// Runs `crius run` to its end: (exit code, stdout, stderr).
-    fn run(&self, files: &[&Path], extra: &[&str]) -> (i32, String, String) {
-        let out = self.command(&self.run_args(files, extra)).output().unwrap();
-        let (o, e) = (
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        );
-        (out.status.code().unwrap_or(-1), o, e)
-    }
-
-    /// No pod, container, shim, volume or mount is left.
-    fn assert_nothing_left(&self) {
-        for sub in ["sandboxes", "containers"] {
-            let left: Vec<_> = std::fs::read_dir(self.d.root().join(sub))
-                .map(|d| d.flatten().collect())
-                .unwrap_or_default();
-            assert!(
-                left.is_empty(),
-                "{sub} left: {:?}",
-                left.iter().map(|e| e.file_name()).collect::<Vec<_>>()
-            );
-        }
-        let pods: Vec<_> = std::fs::read_dir(self.dir.path().join("pods"))
-            .map(|d| d.flatten().collect())
-            .unwrap_or_default();
-        assert!(pods.is_empty(), "pod directories left");
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-        let here = self.dir.path().display().to_string();
-        assert!(!mounts.contains(&here), "mounts left under {here}");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let owner = self.d.socket().display().to_string();
-        while !shim_pids(&owner).is_empty() {
-            assert!(Instant::now() < deadline, "shims left: {:?}", shim_pids(&owner));
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-/// The JSON report after the log lines on stdout.
-fn report(stdout: &str) -> Value {
-    let at = stdout
-        .find("\n[")
-        .map(|i| i + 1)
-        .unwrap_or_else(|| stdout.find('[').expect("a JSON report"));
-    let all: Value = serde_json::from_str(&stdout[at..]).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    all[0].clone()
-}
-
-fn container<'a>(r: &'a Value, name: &str) -> &'a Value {
-    r["containers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("{name} in {r}"))
-}
 
 fn ns(c: &Value, field: &str) -> i64 {
     let v = c[field].as_i64().unwrap();
@@ -139,7 +31,7 @@ fn line_of(text: &str, needle: &str) -> usize {
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
 fn the_seed_job_starts_its_sidecar_first_and_completes_with_its_worker() {
-    let s = Setup::new();
+    let s = Setup::start();
     let (code, out, err) = s.run(&[&manifest("seed-job.yaml")], &["--logs"]);
     check_seed_job(code, &out, &err);
     s.assert_nothing_left();
@@ -260,7 +152,7 @@ fn check_seed_job(code: i32, out: &str, err: &str) {
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
 fn probes_gate_init_containers_and_sidecars_stop_last_in_reverse_order() {
-    let s = Setup::new();
+    let s = Setup::start();
     let shared = s.dir.path().join("shared");
     let pod = s.dir.path().join("order.yaml");
     std::fs::write(
@@ -336,8 +228,10 @@ spec:
     );
     assert!(err.contains("first: restarting in 0.2s"), "{err}");
     s.assert_nothing_left();
+}
 
-    // A regular init container that fails under restartPolicy Never fails the pod; the main container never runs.
+/// A Job whose regular init container fails, under restartPolicy Never.
+fn write_failing_job(s: &Setup) -> std::path::PathBuf {
     let failing = s.dir.path().join("failing.yaml");
     std::fs::write(
         &failing,
@@ -354,6 +248,14 @@ spec:
 "#,
     )
     .unwrap();
+    failing
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_failed_init_container_fails_a_never_pod_whose_main_container_never_runs() {
+    let s = Setup::start();
+    let failing = write_failing_job(&s);
     let (code, out, err) = s.run(&[&failing], &[]);
     assert_eq!(code, 1, "{out}\n{err}");
     let r = report(&out);
@@ -361,8 +263,13 @@ spec:
     assert_eq!(container(&r, "migrate")["exit_code"].as_i64(), Some(1));
     assert_eq!(container(&r, "work")["reason"], "NotStarted", "{r}");
     s.assert_nothing_left();
+}
 
-    // A liveness probe that fails kills the container; OnFailure restarts it, and the next run exits 0.
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_failing_liveness_probe_kills_the_container_and_on_failure_restarts_it() {
+    let s = Setup::start();
+    let shared = s.dir.path().join("shared");
     let alive = s.dir.path().join("alive.yaml");
     std::fs::write(
         &alive,
@@ -396,8 +303,13 @@ spec:
         "{err}"
     );
     s.assert_nothing_left();
+}
 
-    // An image that is not there, with pulls forbidden: refused before anything is made, naming it.
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn an_absent_image_with_pulls_forbidden_is_refused_before_anything_is_made() {
+    let s = Setup::start();
+    let failing = write_failing_job(&s);
     let (code, _, err) = s.run(
         &[&failing],
         &["--pull", "never", "--image", "flyway:latest=nothere:1"],
@@ -413,7 +325,7 @@ spec:
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
 fn the_seed_deployment_runs_until_stopped_then_stops_app_before_sidecar() {
-    let mut s = Setup::new();
+    let mut s = Setup::start();
     let deployment = s.dir.path().join("deployment.yaml");
     let seed = std::fs::read_to_string(manifest("seed-deployment.yaml")).unwrap();
     std::fs::write(&deployment, &seed).unwrap();
@@ -458,160 +370,10 @@ fn the_seed_deployment_runs_until_stopped_then_stops_app_before_sidecar() {
     s.assert_nothing_left();
 }
 
-/// A `crius run` in the background, its stderr read line by line.
-struct Running {
-    child: Option<std::process::Child>,
-    lines: std::sync::mpsc::Receiver<String>,
-    reader: Option<std::thread::JoinHandle<String>>,
-}
-
-impl Running {
-    /// Spawns `crius run` with `args` and waits for `line` on its stderr.
-    fn spawn(s: &Setup, args: &[String], line: &str) -> Running {
-        let mut child = s
-            .command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut all = String::new();
-            for l in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(l.clone());
-                all.push_str(&l);
-                all.push('\n');
-            }
-            all
-        });
-        let mut r = Running {
-            child: Some(child),
-            lines,
-            reader: Some(reader),
-        };
-        r.wait_for(line);
-        r
-    }
-
-    /// Waits (up to 2 minutes: the VM is slow) for a stderr line containing `needle`; returns it.
-    fn wait_for(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let mut seen = Vec::new();
-        loop {
-            match self
-                .lines
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            {
-                Ok(l) if l.contains(needle) => return l,
-                Ok(l) => seen.push(l),
-                Err(e) => {
-                    let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
-                    panic!(
-                        "no {needle:?} from crius run ({e}; its exit status: {status:?}); it said:\n{}",
-                        seen.join("\n")
-                    )
-                }
-            }
-        }
-    }
-
-    /// Stops it with SIGTERM: (exit code, stdout, stderr).
-    fn stop(mut self) -> (i32, String, String) {
-        let child = self.child.take().expect("running");
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let err = self.reader.take().map(|r| r.join().unwrap()).unwrap_or_default();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            err,
-        )
-    }
-}
-
-impl Drop for Running {
-    /// A test that failed midway still stops its `crius run`, which removes its pod.
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = crius_test_support::terminate(&mut child, Duration::from_secs(30));
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// The cgroup of the one running container under criusd's default parent (`/crius/<id>`).
-fn running_cgroup() -> PathBuf {
-    let root = crius_test_support::cgroup2_mount().join("crius");
-    std::fs::read_dir(&root)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| std::fs::read_to_string(p.join("cgroup.procs")).is_ok_and(|s| !s.trim().is_empty()))
-        .expect("a running container's cgroup")
-}
-
-fn read(dir: &Path, file: &str) -> String {
-    std::fs::read_to_string(dir.join(file))
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-#[test]
-#[ignore = "needs cgroup v2 with its controllers: run through hack/test.sh (in the VM)"]
-fn vm_the_seed_resize_pod_runs_with_kubelets_limits_and_resizes_in_place() {
-    let s = Setup::new();
-    // A copy of the seed to edit while it runs, as one patches a pod's resources.
-    let pod = s.dir.path().join("myapp.yaml");
-    let seed = std::fs::read_to_string(manifest("seed-resize-pod.yaml")).unwrap();
-    std::fs::write(&pod, &seed).unwrap();
-    let args = s.run_args(&[&pod], &["--watch"]);
-    let mut run = Running::spawn(&s, &args, "container app: started");
-    // requests 500m/512Mi, limits 1000m/1Gi: shares 512 (weight 59), quota 100 ms per 100 ms, 1 GiB.
-    let dir = running_cgroup();
-    assert_eq!(read(&dir, "cpu.max"), "100000 100000");
-    assert_eq!(read(&dir, "cpu.weight"), "59");
-    assert_eq!(read(&dir, "memory.max"), (1u64 << 30).to_string());
-    // The app's own process (its `sleep 1` children come and go).
-    let main_pid = |dir: &Path| read(dir, "cgroup.procs").lines().next().unwrap_or("").to_string();
-    let pid = main_pid(&dir);
-
-    // cpu: NotRequired: in place, same process.
-    let cpu = seed.replace("cpu: \"1000m\"", "cpu: \"1500m\"");
-    assert_ne!(cpu, seed);
-    std::fs::write(&pod, &cpu).unwrap();
-    let line = run.wait_for("app: resized in place");
-    assert!(line.contains("cpu quota 150000/100000 shares 512"), "{line}");
-    assert_eq!(read(&dir, "cpu.max"), "150000 100000");
-    assert_eq!(main_pid(&dir), pid, "the same process");
-
-    // memory: RestartContainer: a new container with the new limit.
-    std::fs::write(&pod, cpu.replace("memory: \"1Gi\"", "memory: \"2Gi\"")).unwrap();
-    let line = run.wait_for("app: restarted with its new resources");
-    assert!(line.contains(&format!("memory limit {}", 2u64 << 30)), "{line}");
-    let again = running_cgroup();
-    assert_ne!(again, dir, "a new container");
-    assert_eq!(read(&again, "memory.max"), (2u64 << 30).to_string());
-    assert_eq!(read(&again, "cpu.max"), "150000 100000");
-
-    let (code, out, err) = run.stop();
-    assert_eq!(code, 0, "{out}\n{err}");
-    let r = report(&out);
-    assert_eq!(r["phase"], "Stopped");
-    assert_eq!(container(&r, "app")["restarts"], 1, "{r}");
-    s.assert_nothing_left();
-}
-
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
 fn a_statefulsets_replicas_run_side_by_side() {
-    let s = Setup::new();
+    let s = Setup::start();
     let sts = s.dir.path().join("sts.yaml");
     std::fs::write(
         &sts,

@@ -1,105 +1,23 @@
-//! criusd's RuntimeService so far: Version, Status (NetworkReady from the CNI config), RuntimeConfig, and pod
-//! sandboxes: pinned namespaces with the pod's hostname, a real CNI network (Debian's bridge and host-local
-//! plugins, on a bridge and subnet of the test's own), records that survive a criusd restart, idempotent Stop
-//! and Remove, and nothing left behind.
+//! criusd's RuntimeService: Version, Status (NetworkReady from the CNI config), RuntimeConfig; pod sandboxes:
+//! pinned namespaces with the pod's hostname, a real CNI network (Debian's bridge and host-local plugins, on a
+//! bridge and subnet of the test's own), records that survive a criusd restart, idempotent Stop and Remove, and
+//! nothing left behind; and containers in them, through the pod's shim: status, logs, ExecSync, stats, listing,
+//! stop, log reopening, events. Each case has a criusd of its own. What needs cgroup v2 (resources) is in
+//! vm_pods.rs.
 
 use std::path::Path;
 use std::process::Command;
 
+use crius_privileged_tests::cri::{
+    Client, Pod, client, config, container, containers, create, cremove, cstatus, cstop, entries, eventually,
+    host_network, import_busybox, in_20s, list, remove, restart, run, start, status, stop, wait_state,
+};
 use crius_test_support::cni::Network;
 use crius_test_support::daemon::Daemon;
 use crius_test_support::require_root;
 use crius_test_support::shims::shim_pids;
 use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::Code;
-
-type Client = RuntimeServiceClient<tonic::transport::Channel>;
-
-async fn client(d: &Daemon) -> Client {
-    let ch = crius_api::connect(&d.socket().display().to_string())
-        .await
-        .unwrap();
-    RuntimeServiceClient::new(ch)
-}
-
-fn config(name: &str, uid: &str) -> cri::PodSandboxConfig {
-    cri::PodSandboxConfig {
-        metadata: Some(cri::PodSandboxMetadata {
-            name: name.into(),
-            namespace: "default".into(),
-            uid: uid.into(),
-            attempt: 0,
-        }),
-        hostname: name.into(),
-        labels: [("app".to_string(), name.to_string())].into(),
-        annotations: [("note".to_string(), "kept verbatim".to_string())].into(),
-        ..Default::default()
-    }
-}
-
-/// `config` with the host's network namespace (no CNI needed).
-fn host_network(mut config: cri::PodSandboxConfig) -> cri::PodSandboxConfig {
-    config.linux = Some(cri::LinuxPodSandboxConfig {
-        security_context: Some(cri::LinuxSandboxSecurityContext {
-            namespace_options: Some(cri::NamespaceOption {
-                network: cri::NamespaceMode::Node as i32,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    config
-}
-
-async fn run(c: &mut Client, config: cri::PodSandboxConfig) -> Result<String, tonic::Status> {
-    c.run_pod_sandbox(cri::RunPodSandboxRequest {
-        config: Some(config),
-        runtime_handler: String::new(),
-    })
-    .await
-    .map(|r| r.into_inner().pod_sandbox_id)
-}
-
-async fn status(c: &mut Client, id: &str) -> Result<cri::PodSandboxStatus, tonic::Status> {
-    c.pod_sandbox_status(cri::PodSandboxStatusRequest {
-        pod_sandbox_id: id.into(),
-        verbose: false,
-    })
-    .await
-    .map(|r| r.into_inner().status.unwrap())
-}
-
-async fn list(c: &mut Client, filter: Option<cri::PodSandboxFilter>) -> Vec<String> {
-    let mut ids: Vec<String> = c
-        .list_pod_sandbox(cri::ListPodSandboxRequest { filter })
-        .await
-        .unwrap()
-        .into_inner()
-        .items
-        .into_iter()
-        .map(|s| s.id)
-        .collect();
-    ids.sort();
-    ids
-}
-
-async fn stop(c: &mut Client, id: &str) -> Result<(), tonic::Status> {
-    c.stop_pod_sandbox(cri::StopPodSandboxRequest {
-        pod_sandbox_id: id.into(),
-    })
-    .await
-    .map(drop)
-}
-
-async fn remove(c: &mut Client, id: &str) -> Result<(), tonic::Status> {
-    c.remove_pod_sandbox(cri::RemovePodSandboxRequest {
-        pod_sandbox_id: id.into(),
-    })
-    .await
-    .map(drop)
-}
 
 async fn network_ready(c: &mut Client) -> cri::RuntimeCondition {
     let st = c
@@ -115,16 +33,6 @@ async fn network_ready(c: &mut Client) -> cri::RuntimeCondition {
         .unwrap()
 }
 
-fn entries(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn nsenter(args: &[&str]) -> String {
     let out = Command::new("nsenter").args(args).output().unwrap();
     assert!(
@@ -135,12 +43,18 @@ fn nsenter(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs root: run through hack/test.sh"]
-async fn version_status_and_a_pod_without_a_network_config() {
+/// criusd with an empty CNI config directory (the directory goes with the value).
+fn without_a_network_config() -> (Daemon, tempfile::TempDir) {
     require_root();
     let empty = tempfile::tempdir().unwrap();
     let d = Daemon::start(&["--cni-conf-dir", &empty.path().display().to_string()]);
+    (d, empty)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn version_runtime_config_and_status_name_the_missing_network_config() {
+    let (d, empty) = without_a_network_config();
     let mut c = client(&d).await;
     let v = c
         .version(cri::VersionRequest {
@@ -182,7 +96,13 @@ async fn version_status_and_a_pod_without_a_network_config() {
         net.message
     );
     assert!(st.info["config"].contains("cniConfDir"), "{:?}", st.info);
+}
 
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn without_a_network_config_only_a_host_network_pod_runs() {
+    let (d, _empty) = without_a_network_config();
+    let mut c = client(&d).await;
     // A pod needs the network: refused, naming why, and nothing is left.
     let e = run(&mut c, config("web", "u1")).await.unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
@@ -201,8 +121,13 @@ async fn version_status_and_a_pod_without_a_network_config() {
     assert_eq!(pinned, ["ipc", "shm"]);
     remove(&mut c, &id).await.unwrap();
     assert!(entries(&d.state().join("ns")).is_empty());
+}
 
-    // Bad requests are named.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn bad_requests_are_refused_with_their_code_and_what_is_wrong() {
+    let (d, _empty) = without_a_network_config();
+    let mut c = client(&d).await;
     let mut nameless = config("", "u3");
     nameless.metadata.as_mut().unwrap().name.clear();
     let e = run(&mut c, nameless).await.unwrap_err();
@@ -221,46 +146,85 @@ async fn version_status_and_a_pod_without_a_network_config() {
     assert!(e.message().contains("\"nope\""));
 }
 
+/// criusd on a CNI network of the test's own, with two pods: a (with a DNS config) and b.
+struct TwoPods {
+    c: Client,
+    a: String,
+    b: String,
+    a_conf: cri::PodSandboxConfig,
+    d: Daemon,
+    args: Vec<String>,
+    net: Network,
+}
+
+impl TwoPods {
+    async fn start() -> TwoPods {
+        require_root();
+        let net = Network::new();
+        let args = net.daemon_args();
+        let d = Daemon::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let mut c = client(&d).await;
+        let mut a_conf = config("pod-a", "ua");
+        a_conf.dns_config = Some(cri::DnsConfig {
+            servers: vec!["10.96.0.10".into()],
+            searches: vec!["default.svc.cluster.local".into()],
+            options: vec!["ndots:5".into()],
+        });
+        let a = run(&mut c, a_conf.clone()).await.unwrap();
+        let b = run(&mut c, config("pod-b", "ub")).await.unwrap();
+        TwoPods {
+            c,
+            a,
+            b,
+            a_conf,
+            d,
+            args,
+            net,
+        }
+    }
+
+    async fn ip(&mut self, id: &str) -> String {
+        status(&mut self.c, id).await.unwrap().network.unwrap().ip
+    }
+
+    /// Where pod `id`'s namespaces are pinned.
+    fn pins(&self, id: &str) -> std::path::PathBuf {
+        self.d.state().join("ns").join(id)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
-async fn pods_get_pinned_namespaces_and_a_cni_network() {
-    require_root();
-    let net = Network::new();
-    let args = net.daemon_args();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut d = Daemon::start(&args);
-    let mut c = client(&d).await;
-    let ready = network_ready(&mut c).await;
+async fn pods_get_pinned_namespaces_an_address_each_and_reach_each_other() {
+    let mut p = TwoPods::start().await;
+    let ready = network_ready(&mut p.c).await;
     assert!(ready.status, "{ready:?}");
-
-    let mut a_conf = config("pod-a", "ua");
-    a_conf.dns_config = Some(cri::DnsConfig {
-        servers: vec!["10.96.0.10".into()],
-        searches: vec!["default.svc.cluster.local".into()],
-        options: vec!["ndots:5".into()],
-    });
-    let a = run(&mut c, a_conf.clone()).await.unwrap();
-    let b = run(&mut c, config("pod-b", "ub")).await.unwrap();
+    let (a, b) = (p.a.clone(), p.b.clone());
     assert_eq!(a.len(), 64);
-    let sa = status(&mut c, &a).await.unwrap();
+    let sa = status(&mut p.c, &a).await.unwrap();
     assert_eq!(sa.state, cri::PodSandboxState::SandboxReady as i32);
     assert_eq!(sa.metadata.as_ref().unwrap().name, "pod-a");
     assert_eq!(sa.annotations["note"], "kept verbatim");
     let ip_a = sa.network.unwrap().ip;
-    let ip_b = status(&mut c, &b).await.unwrap().network.unwrap().ip;
-    assert!(ip_a.starts_with(&net.subnet_prefix), "{ip_a}");
-    assert!(ip_b.starts_with(&net.subnet_prefix) && ip_a != ip_b, "{ip_b}");
+    let ip_b = p.ip(&b).await;
+    assert!(ip_a.starts_with(&p.net.subnet_prefix), "{ip_a}");
+    assert!(ip_b.starts_with(&p.net.subnet_prefix) && ip_a != ip_b, "{ip_b}");
 
     // The namespaces: the pod's hostname, lo up, eth0 with the reported address; pods reach each other.
-    let pins = d.state().join("ns").join(&a);
+    let pins = p.pins(&a);
     let netns = format!("--net={}", pins.join("net").display());
     let uts = format!("--uts={}", pins.join("uts").display());
     assert_eq!(nsenter(&[&uts, "hostname"]).trim(), "pod-a");
     assert!(nsenter(&[&netns, "ip", "-o", "link", "show", "lo"]).contains("UP"));
     assert!(nsenter(&[&netns, "ip", "-o", "-4", "addr", "show", "eth0"]).contains(&format!("{ip_a}/24")));
     nsenter(&[&netns, "busybox", "ping", "-c", "1", "-W", "5", &ip_b]);
-    // The files its containers will mount.
-    let files = d.root().join("sandboxes").join(&a);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn a_pods_resolv_conf_and_hostname_are_written_for_its_containers() {
+    let p = TwoPods::start().await;
+    let files = p.d.root().join("sandboxes").join(&p.a);
     assert_eq!(
         std::fs::read_to_string(files.join("resolv.conf")).unwrap(),
         "search default.svc.cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n"
@@ -269,74 +233,105 @@ async fn pods_get_pinned_namespaces_and_a_cni_network() {
         std::fs::read_to_string(files.join("hostname")).unwrap(),
         "pod-a\n"
     );
+}
 
-    // One sandbox per pod attempt.
-    let e = run(&mut c, a_conf).await.unwrap_err();
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn a_second_sandbox_of_one_pod_attempt_is_refused() {
+    let mut p = TwoPods::start().await;
+    let e = run(&mut p.c, p.a_conf.clone()).await.unwrap_err();
     assert_eq!(e.code(), Code::AlreadyExists);
-    assert!(e.message().contains(&a), "{}", e.message());
+    assert!(e.message().contains(&p.a), "{}", e.message());
+}
 
-    // Listing, with filters.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn pods_are_listed_by_label_id_prefix_and_state() {
+    let mut p = TwoPods::start().await;
+    let (a, b) = (p.a.clone(), p.b.clone());
+    let c = &mut p.c;
     let mut both = vec![a.clone(), b.clone()];
     both.sort();
-    assert_eq!(list(&mut c, None).await, both);
+    assert_eq!(list(c, None).await, both);
     let by_label = cri::PodSandboxFilter {
         label_selector: [("app".to_string(), "pod-b".to_string())].into(),
         ..Default::default()
     };
-    assert_eq!(list(&mut c, Some(by_label)).await, vec![b.clone()]);
+    assert_eq!(list(c, Some(by_label)).await, vec![b.clone()]);
     let by_prefix = cri::PodSandboxFilter {
         id: a[..12].to_string(),
         ..Default::default()
     };
-    assert_eq!(list(&mut c, Some(by_prefix)).await, vec![a.clone()]);
+    assert_eq!(list(c, Some(by_prefix)).await, vec![a.clone()]);
     assert_eq!(
-        status(&mut c, &a[..12]).await.unwrap().id,
+        status(c, &a[..12]).await.unwrap().id,
         a,
         "a unique prefix finds it"
     );
-
-    // A criusd restart keeps the pods as they were.
-    drop(c);
-    d.restart(&args);
-    let mut c = client(&d).await;
-    let sa = status(&mut c, &a).await.unwrap();
-    assert_eq!(sa.state, cri::PodSandboxState::SandboxReady as i32);
-    assert_eq!(sa.network.unwrap().ip, ip_a);
-
-    // Stop: the network and namespaces go, the address is released; stopping again is fine.
-    stop(&mut c, &a).await.unwrap();
-    let sa = status(&mut c, &a).await.unwrap();
-    assert_eq!(sa.state, cri::PodSandboxState::SandboxNotready as i32);
-    assert!(!pins.exists(), "namespace pins left behind");
-    assert!(
-        !net.ipam_dir().join(&ip_a).exists(),
-        "address {ip_a} not released"
-    );
-    stop(&mut c, &a).await.unwrap();
+    stop(c, &a).await.unwrap();
     let ready_only = cri::PodSandboxFilter {
         state: Some(cri::PodSandboxStateValue {
             state: cri::PodSandboxState::SandboxReady as i32,
         }),
         ..Default::default()
     };
-    assert_eq!(list(&mut c, Some(ready_only)).await, vec![b.clone()]);
-    // Stopping an unknown sandbox is done, as kubelet and critest expect.
-    stop(&mut c, "nope").await.unwrap();
+    assert_eq!(list(c, Some(ready_only)).await, vec![b.clone()]);
+}
 
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn a_criusd_restart_keeps_the_pods_as_they_were() {
+    let mut p = TwoPods::start().await;
+    let a = p.a.clone();
+    let ip_a = p.ip(&a).await;
+    restart(&mut p.d, &mut p.c, &p.args).await;
+    let sa = status(&mut p.c, &a).await.unwrap();
+    assert_eq!(sa.state, cri::PodSandboxState::SandboxReady as i32);
+    assert_eq!(sa.network.unwrap().ip, ip_a);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn stopping_a_pod_releases_its_network_and_namespaces_and_may_be_repeated() {
+    let mut p = TwoPods::start().await;
+    let a = p.a.clone();
+    let ip_a = p.ip(&a).await;
+    let pins = p.pins(&a);
+    // Stop: the network and namespaces go, the address is released; stopping again is fine.
+    stop(&mut p.c, &a).await.unwrap();
+    let sa = status(&mut p.c, &a).await.unwrap();
+    assert_eq!(sa.state, cri::PodSandboxState::SandboxNotready as i32);
+    assert!(!pins.exists(), "namespace pins left behind");
+    assert!(
+        !p.net.ipam_dir().join(&ip_a).exists(),
+        "address {ip_a} not released"
+    );
+    stop(&mut p.c, &a).await.unwrap();
+    // Stopping an unknown sandbox is done, as kubelet and critest expect.
+    stop(&mut p.c, "nope").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn removing_pods_releases_their_addresses_even_with_their_namespaces_gone_and_leaves_nothing() {
+    let mut p = TwoPods::start().await;
+    let (a, b) = (p.a.clone(), p.b.clone());
+    let ip_b = p.ip(&b).await;
+    stop(&mut p.c, &a).await.unwrap();
     // As after a reboot, b's namespaces are gone: its Remove still has CNI release its address.
     for n in ["net", "ipc", "uts", "shm"] {
-        let p = d.state().join("ns").join(&b).join(n);
-        nix::mount::umount2(&p, nix::mount::MntFlags::MNT_DETACH).unwrap();
+        nix::mount::umount2(&p.pins(&b).join(n), nix::mount::MntFlags::MNT_DETACH).unwrap();
     }
     // Remove (b without a Stop first); removing again, or an unknown id, is fine.
-    remove(&mut c, &a).await.unwrap();
-    remove(&mut c, &b).await.unwrap();
-    remove(&mut c, &b).await.unwrap();
-    remove(&mut c, "nope").await.unwrap();
-    assert!(list(&mut c, None).await.is_empty());
+    let (c, d) = (&mut p.c, &p.d);
+    remove(c, &a).await.unwrap();
+    remove(c, &b).await.unwrap();
+    remove(c, &b).await.unwrap();
+    remove(c, "nope").await.unwrap();
+    assert!(list(c, None).await.is_empty());
     assert!(entries(&d.root().join("sandboxes")).is_empty());
     assert!(entries(&d.state().join("ns")).is_empty());
-    assert!(!net.ipam_dir().join(&ip_b).exists());
+    assert!(!p.net.ipam_dir().join(&ip_b).exists());
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(
         !mounts.contains(&d.state().display().to_string()),
@@ -344,144 +339,20 @@ async fn pods_get_pinned_namespaces_and_a_cni_network() {
     );
 }
 
-fn container(name: &str, image: &str, script: &str) -> cri::ContainerConfig {
-    cri::ContainerConfig {
-        metadata: Some(cri::ContainerMetadata {
-            name: name.into(),
-            attempt: 0,
-        }),
-        image: Some(cri::ImageSpec {
-            image: image.into(),
-            ..Default::default()
-        }),
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        log_path: format!("{name}/0.log"),
-        labels: [("role".to_string(), name.to_string())].into(),
-        ..Default::default()
-    }
-}
-
-async fn create(c: &mut Client, pod: &str, config: cri::ContainerConfig) -> Result<String, tonic::Status> {
-    c.create_container(cri::CreateContainerRequest {
-        pod_sandbox_id: pod.into(),
-        config: Some(config),
-        sandbox_config: None,
-    })
-    .await
-    .map(|r| r.into_inner().container_id)
-}
-
-async fn start(c: &mut Client, id: &str) {
-    c.start_container(cri::StartContainerRequest {
-        container_id: id.into(),
-    })
-    .await
-    .unwrap();
-}
-
-async fn cstatus(c: &mut Client, id: &str) -> Result<cri::ContainerStatus, tonic::Status> {
-    c.container_status(cri::ContainerStatusRequest {
-        container_id: id.into(),
-        verbose: false,
-    })
-    .await
-    .map(|r| r.into_inner().status.unwrap())
-}
-
-async fn cstop(c: &mut Client, id: &str, timeout: i64) {
-    c.stop_container(cri::StopContainerRequest {
-        container_id: id.into(),
-        timeout,
-    })
-    .await
-    .unwrap();
-}
-
-async fn cremove(c: &mut Client, id: &str) {
-    c.remove_container(cri::RemoveContainerRequest {
-        container_id: id.into(),
-    })
-    .await
-    .unwrap();
-}
-
-async fn containers(c: &mut Client, filter: cri::ContainerFilter) -> Vec<String> {
-    let mut ids: Vec<String> = c
-        .list_containers(cri::ListContainersRequest { filter: Some(filter) })
-        .await
-        .unwrap()
-        .into_inner()
-        .containers
-        .into_iter()
-        .map(|c| c.id)
-        .collect();
-    ids.sort();
-    ids
-}
-
-/// Imports the test busybox image into `d` (as `busybox:latest`), offline.
-fn import_busybox(d: &Daemon) {
-    let layout = d.dir().join("layout");
-    let archive = d.dir().join("busybox.tar");
-    crius_test_support::image::busybox(&layout, "busybox:latest").unwrap();
-    crius_test_support::image::write_archive(&layout, &archive).unwrap();
-    d.cli_ok(&["images", "import", archive.to_str().unwrap()]);
-}
-
-/// A deadline 20 s from now.
-fn in_20s() -> std::time::Instant {
-    std::time::Instant::now() + std::time::Duration::from_secs(20)
-}
-
-/// Waits until `done`, failing with `what` once `deadline` passes.
-async fn eventually(deadline: std::time::Instant, what: impl Fn() -> String, mut done: impl FnMut() -> bool) {
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "{}", what());
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
-async fn wait_state(c: &mut Client, id: &str, state: cri::ContainerState) -> cri::ContainerStatus {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let s = cstatus(c, id).await.unwrap();
-        if s.state == state as i32 {
-            return s;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{id} never reached {state:?}: {s:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
-async fn containers_run_in_their_pod_through_its_shim() {
+async fn a_container_sees_its_pods_hostname_and_network_its_env_and_a_read_only_host_mount() {
     require_root();
-    let net = Network::new();
-    let args = net.daemon_args();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut d = Daemon::start(&args);
-    import_busybox(&d);
-    let mut c = client(&d).await;
-    let logs = d.dir().join("logs");
-    let data = d.dir().join("data");
+    let mut p = Pod::on_network("pod-c").await;
+    let ip = status(&mut p.c, &p.id).await.unwrap().network.unwrap().ip;
+    let data = p.d.dir().join("data");
     std::fs::create_dir(&data).unwrap();
     std::fs::write(data.join("file"), "from the host").unwrap();
-    let mut pod_conf = config("pod-c", "uc");
-    pod_conf.log_directory = logs.display().to_string();
-    let pod = run(&mut c, pod_conf).await.unwrap();
-    let ip = status(&mut c, &pod).await.unwrap().network.unwrap().ip;
-
-    // c1: the pod's hostname and network, env, a read-only host mount; SIGTERM ends it with 3.
     let mut c1 = container(
         "c1",
         "busybox",
-        "echo shared > /dev/shm/hello; head -c 100000 /dev/zero > /big; echo hi from $(hostname); echo $FOO; cat /data/file; echo; \
-         ip -o -4 addr show eth0; \
-         touch /data/x 2>/dev/null || echo read-only; trap 'echo bye; exit 3' TERM; while :; do sleep 0.1; done",
+        "echo hi from $(hostname); echo $FOO; cat /data/file; echo; ip -o -4 addr show eth0; \
+         touch /data/x 2>/dev/null || echo read-only",
     );
     c1.envs = vec![cri::KeyValue {
         key: "FOO".into(),
@@ -493,26 +364,55 @@ async fn containers_run_in_their_pod_through_its_shim() {
         readonly: true,
         ..Default::default()
     }];
-    let c1_id = create(&mut c, &pod, c1.clone()).await.unwrap();
+    p.started(c1).await;
+    p.wait_for_log("c1", "read-only").await;
+    let text = p.log_text("c1");
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| l.splitn(4, ' ').nth(3).unwrap_or(""))
+        .collect();
+    assert_eq!(lines[..3], ["hi from pod-c", "bar", "from the host"], "{text}");
+    assert!(
+        lines[3].contains(&format!("inet {ip}/24")),
+        "the pod's network: {text}"
+    );
+    assert_eq!(lines[4], "read-only");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn container_status_shows_created_running_and_exited_with_times_log_path_and_image() {
+    require_root();
+    let mut p = Pod::on_network("pod-c").await;
+    let c1_id = p.create(container("c1", "busybox", "sleep 1000")).await.unwrap();
     assert_eq!(
-        cstatus(&mut c, &c1_id).await.unwrap().state,
+        cstatus(&mut p.c, &c1_id).await.unwrap().state,
         cri::ContainerState::ContainerCreated as i32
     );
-    let c2_id = create(&mut c, &pod, container("c2", "busybox", "exit 4"))
-        .await
-        .unwrap();
-    let c3_id = create(
-        &mut c,
-        &pod,
-        container("c3", "busybox", "trap '' TERM; while :; do sleep 0.1; done"),
-    )
-    .await
-    .unwrap();
+    let c2_id = p.create(container("c2", "busybox", "exit 4")).await.unwrap();
+    for id in [&c1_id, &c2_id] {
+        start(&mut p.c, id).await;
+    }
+    let s1 = wait_state(&mut p.c, &c1_id, cri::ContainerState::ContainerRunning).await;
+    assert!(s1.started_at >= s1.created_at && s1.created_at > 0);
+    assert_eq!(s1.log_path, p.log("c1").display().to_string());
+    assert!(s1.image_ref.starts_with("sha256:"));
+    let s2 = wait_state(&mut p.c, &c2_id, cri::ContainerState::ContainerExited).await;
+    assert_eq!((s2.exit_code, s2.reason.as_str()), (4, "Error"));
+    assert!(s2.finished_at >= s2.started_at);
+}
 
-    // Refusals name what is wrong.
-    let e = create(&mut c, &pod, c1).await.unwrap_err();
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn create_refuses_a_taken_name_an_absent_image_a_group_without_a_user_and_an_unknown_pod() {
+    require_root();
+    let mut p = Pod::on_network("pod-c").await;
+    let c1 = container("c1", "busybox", "sleep 1000");
+    p.create(c1.clone()).await.unwrap();
+    let e = p.create(c1).await.unwrap_err();
     assert_eq!(e.code(), Code::AlreadyExists, "{e:?}");
-    let e = create(&mut c, &pod, container("x", "nosuch:image", "true"))
+    let e = p
+        .create(container("x", "nosuch:image", "true"))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
@@ -525,49 +425,38 @@ async fn containers_run_in_their_pod_through_its_shim() {
         }),
         ..Default::default()
     });
-    let e = create(&mut c, &pod, group_only).await.unwrap_err();
+    let e = p.create(group_only).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("run_as_group"), "{}", e.message());
-    let e = create(&mut c, "nope", container("x", "busybox", "true"))
+    let e = create(&mut p.c, "nope", container("x", "busybox", "true"))
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     assert!(e.message().contains("sandbox \"nope\""), "{}", e.message());
+}
 
-    for id in [&c1_id, &c2_id, &c3_id] {
-        start(&mut c, id).await;
-    }
-    let s1 = wait_state(&mut c, &c1_id, cri::ContainerState::ContainerRunning).await;
-    assert!(s1.started_at >= s1.created_at && s1.created_at > 0);
-    assert_eq!(s1.log_path, logs.join("c1/0.log").display().to_string());
-    assert!(s1.image_ref.starts_with("sha256:"));
-    let s2 = wait_state(&mut c, &c2_id, cri::ContainerState::ContainerExited).await;
-    assert_eq!((s2.exit_code, s2.reason.as_str()), (4, "Error"));
-    assert!(s2.finished_at >= s2.started_at);
-
-    let log1 = logs.join("c1/0.log");
-    eventually(
-        in_20s(),
-        || format!("c1's log: {:?}", std::fs::read_to_string(&log1)),
-        || {
-            std::fs::read_to_string(&log1)
-                .unwrap_or_default()
-                .contains("read-only")
-        },
+/// A container whose SIGTERM trap exits 3 after logging `bye`; it has logged `ready` once the trap is set.
+fn trapping(name: &str) -> cri::ContainerConfig {
+    container(
+        name,
+        "busybox",
+        "trap 'echo bye; exit 3' TERM; echo ready; while :; do sleep 0.1; done",
     )
-    .await;
-    let text = std::fs::read_to_string(&log1).unwrap();
-    let lines: Vec<&str> = text
-        .lines()
-        .map(|l| l.splitn(4, ' ').nth(3).unwrap_or(""))
-        .collect();
-    assert_eq!(lines[..3], ["hi from pod-c", "bar", "from the host"], "{text}");
-    assert!(
-        lines[3].contains(&format!("inet {ip}/24")),
-        "the pod's network: {text}"
-    );
-    assert_eq!(lines[4], "read-only");
+}
 
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn exec_sync_returns_output_and_exit_code_and_kills_what_times_out() {
+    require_root();
+    let mut p = Pod::on_network("pod-c").await;
+    let mut c1 = trapping("c1");
+    c1.envs = vec![cri::KeyValue {
+        key: "FOO".into(),
+        value: "bar".into(),
+    }];
+    let c1_id = p.started(c1).await;
+    p.wait_for_log("c1", "ready").await;
+    let c = &mut p.c;
     // ExecSync: output, exit code, the container's environment; a timeout kills the process.
     let exec = |cmd: &[&str], timeout: i64| cri::ExecSyncRequest {
         container_id: c1_id.clone(),
@@ -593,6 +482,44 @@ async fn containers_run_in_their_pod_through_its_shim() {
     let e = c.exec_sync(exec(&[], 10)).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
 
+    cstop(c, &c1_id, 10).await;
+    let e = c.exec_sync(exec(&["true"], 10)).await.unwrap_err();
+    assert_eq!(
+        e.code(),
+        Code::FailedPrecondition,
+        "exec in a stopped container: {e:?}"
+    );
+}
+
+/// Three containers of the pod: c1 and c3 run (c1 has written 100 kB to its writable layer), c2 has exited.
+async fn two_running_and_one_exited(p: &mut Pod) -> (String, String, String) {
+    let c1 = p
+        .started(container(
+            "c1",
+            "busybox",
+            "head -c 100000 /dev/zero > /big; echo written; while :; do sleep 0.1; done",
+        ))
+        .await;
+    let c2 = p.started(container("c2", "busybox", "exit 4")).await;
+    let c3 = p
+        .started(container(
+            "c3",
+            "busybox",
+            "trap '' TERM; while :; do sleep 0.1; done",
+        ))
+        .await;
+    p.wait_for_log("c1", "written").await;
+    wait_state(&mut p.c, &c2, cri::ContainerState::ContainerExited).await;
+    wait_state(&mut p.c, &c3, cri::ContainerState::ContainerRunning).await;
+    (c1, c2, c3)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn container_stats_show_cpu_and_the_writable_layer_and_list_the_pods_running_containers() {
+    require_root();
+    let mut p = Pod::on_network("pod-c").await;
+    let (c1_id, _, c3_id) = two_running_and_one_exited(&mut p).await;
     // Stats: cpu (cumulative, then per second from the second sample), the writable layer.
     let stats = |c: &mut Client| {
         let id = c1_id.clone();
@@ -606,7 +533,7 @@ async fn containers_run_in_their_pod_through_its_shim() {
                 .unwrap()
         }
     };
-    let first = stats(&mut c).await;
+    let first = stats(&mut p.c).await;
     assert_eq!(
         first.attributes.as_ref().unwrap().metadata.as_ref().unwrap().name,
         "c1"
@@ -627,12 +554,12 @@ async fn containers_run_in_their_pod_through_its_shim() {
     assert!(layer.used_bytes.unwrap().value >= 100_000, "{layer:?}");
     assert!(layer.inodes_used.unwrap().value >= 1);
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let second = stats(&mut c).await;
+    let second = stats(&mut p.c).await;
     assert!(second.cpu.unwrap().usage_nano_cores.is_some());
-    let listed = c
-        .list_container_stats(cri::ListContainerStatsRequest {
+    let listed =
+        p.c.list_container_stats(cri::ListContainerStatsRequest {
             filter: Some(cri::ContainerStatsFilter {
-                pod_sandbox_id: pod.clone(),
+                pod_sandbox_id: p.id.clone(),
                 ..Default::default()
             }),
         })
@@ -648,8 +575,14 @@ async fn containers_run_in_their_pod_through_its_shim() {
     let mut running_ids = vec![c1_id.clone(), c3_id.clone()];
     running_ids.sort();
     assert_eq!(ids, running_ids, "the running containers of the pod");
+}
 
-    // Listing.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn list_containers_filters_by_state_and_by_label_in_a_pod() {
+    require_root();
+    let mut p = Pod::on_network("pod-c").await;
+    let (c1_id, c2_id, c3_id) = two_running_and_one_exited(&mut p).await;
     let running = cri::ContainerFilter {
         state: Some(cri::ContainerStateValue {
             state: cri::ContainerState::ContainerRunning as i32,
@@ -658,26 +591,50 @@ async fn containers_run_in_their_pod_through_its_shim() {
     };
     let mut both = vec![c1_id.clone(), c3_id.clone()];
     both.sort();
-    assert_eq!(containers(&mut c, running).await, both);
+    assert_eq!(containers(&mut p.c, running).await, both);
     let by_label = cri::ContainerFilter {
         label_selector: [("role".to_string(), "c2".to_string())].into(),
-        pod_sandbox_id: pod.clone(),
+        pod_sandbox_id: p.id.clone(),
         ..Default::default()
     };
-    assert_eq!(containers(&mut c, by_label).await, vec![c2_id.clone()]);
+    assert_eq!(containers(&mut p.c, by_label).await, vec![c2_id.clone()]);
+}
 
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn stop_container_sends_sigterm_then_sigkill_after_the_grace_period() {
+    require_root();
+    let mut p = Pod::on_network("pod-c").await;
+    let c1_id = p.started(trapping("c1")).await;
+    let c3_id = p
+        .started(container(
+            "c3",
+            "busybox",
+            "trap '' TERM; echo ready; while :; do sleep 0.1; done",
+        ))
+        .await;
+    p.wait_for_log("c1", "ready").await;
+    p.wait_for_log("c3", "ready").await;
+    let log1 = p.log("c1");
+    let c = &mut p.c;
     // Stop: SIGTERM and the grace period (c1's trap exits 3); c3 ignores SIGTERM and gets SIGKILL.
-    cstop(&mut c, &c1_id, 10).await;
-    let s1 = cstatus(&mut c, &c1_id).await.unwrap();
+    cstop(c, &c1_id, 10).await;
+    let s1 = cstatus(c, &c1_id).await.unwrap();
     assert_eq!(s1.state, cri::ContainerState::ContainerExited as i32);
     assert_eq!(s1.exit_code, 3);
     assert!(std::fs::read_to_string(&log1).unwrap().contains(" stdout F bye"));
-    cstop(&mut c, &c3_id, 1).await;
-    assert_eq!(cstatus(&mut c, &c3_id).await.unwrap().exit_code, 137);
-    cstop(&mut c, &c3_id, 1).await;
-    cstop(&mut c, "nope", 1).await;
+    cstop(c, &c3_id, 1).await;
+    assert_eq!(cstatus(c, &c3_id).await.unwrap().exit_code, 137);
+    cstop(c, &c3_id, 1).await;
+    cstop(c, "nope", 1).await;
+}
 
-    // A privileged container gets every capability criusd holds (these machines lack CAP_SYS_RESOURCE).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn a_privileged_container_gets_every_capability_criusd_holds() {
+    require_root();
+    let mut p = Pod::on_network("pod-c").await;
+    // These machines lack CAP_SYS_RESOURCE: the container has what criusd has, not the full set.
     let mut privileged = container("priv", "busybox", "grep CapEff /proc/self/status; sleep 1000");
     privileged.linux = Some(cri::LinuxContainerConfig {
         security_context: Some(cri::LinuxContainerSecurityContext {
@@ -686,9 +643,8 @@ async fn containers_run_in_their_pod_through_its_shim() {
         }),
         ..Default::default()
     });
-    let priv_id = create(&mut c, &pod, privileged).await.unwrap();
-    start(&mut c, &priv_id).await;
-    wait_state(&mut c, &priv_id, cri::ContainerState::ContainerRunning).await;
+    let priv_id = p.started(privileged).await;
+    wait_state(&mut p.c, &priv_id, cri::ContainerState::ContainerRunning).await;
     let ours = std::fs::read_to_string("/proc/self/status").unwrap();
     let bounding = ours
         .lines()
@@ -696,54 +652,35 @@ async fn containers_run_in_their_pod_through_its_shim() {
         .unwrap()
         .trim()
         .to_string();
-    let log = logs.join("priv/0.log");
-    eventually(
-        in_20s(),
-        || "priv logged nothing".into(),
-        || {
-            std::fs::read_to_string(&log)
-                .unwrap_or_default()
-                .contains("CapEff")
-        },
-    )
-    .await;
-    assert!(
-        std::fs::read_to_string(&log)
-            .unwrap()
-            .contains(&format!("CapEff:\t{bounding}"))
-    );
-    cremove(&mut c, &priv_id).await;
+    p.wait_for_log("priv", "CapEff").await;
+    assert!(p.log_text("priv").contains(&format!("CapEff:\t{bounding}")));
+    cremove(&mut p.c, &priv_id).await;
+}
 
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn reopen_container_log_follows_kubelets_rotation_and_refuses_a_stopped_container() {
+    require_root();
+    let mut p = Pod::on_network("pod-c").await;
+    let exited = p.started(container("c1", "busybox", "exit 3")).await;
     // kubelet's log rotation: rename, then ReopenContainerLog; a stopped container's log cannot be reopened.
-    let c5_id = create(
-        &mut c,
-        &pod,
-        container("c5", "busybox", "while :; do echo tick; sleep 0.1; done"),
-    )
-    .await
-    .unwrap();
-    start(&mut c, &c5_id).await;
-    let log5 = logs.join("c5/0.log");
-    let has_tick = |p: &Path| {
-        std::fs::read_to_string(p)
+    let c5_id = p
+        .started(container(
+            "c5",
+            "busybox",
+            "while :; do echo tick; sleep 0.1; done",
+        ))
+        .await;
+    let log5 = p.log("c5");
+    let has_tick = |f: &Path| {
+        std::fs::read_to_string(f)
             .unwrap_or_default()
             .contains(" stdout F tick")
     };
     let deadline = in_20s();
     eventually(deadline, || "c5 logged nothing".into(), || has_tick(&log5)).await;
-    std::fs::rename(&log5, logs.join("c5/0.log.1")).unwrap();
-    // The pod's containers share /dev/shm (c1 wrote there).
-    let shm = c
-        .exec_sync(cri::ExecSyncRequest {
-            container_id: c5_id.clone(),
-            cmd: vec!["cat".into(), "/dev/shm/hello".into()],
-            timeout: 10,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(String::from_utf8_lossy(&shm.stdout), "shared\n");
-    c.reopen_container_log(cri::ReopenContainerLogRequest {
+    std::fs::rename(&log5, p.logs.join("c5/0.log.1")).unwrap();
+    p.c.reopen_container_log(cri::ReopenContainerLogRequest {
         container_id: c5_id.clone(),
     })
     .await
@@ -754,47 +691,85 @@ async fn containers_run_in_their_pod_through_its_shim() {
         || has_tick(&log5),
     )
     .await;
-    let e = c
-        .reopen_container_log(cri::ReopenContainerLogRequest {
-            container_id: c1_id.clone(),
+    wait_state(&mut p.c, &exited, cri::ContainerState::ContainerExited).await;
+    let e =
+        p.c.reopen_container_log(cri::ReopenContainerLogRequest {
+            container_id: exited.clone(),
         })
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
-    let e = c.exec_sync(exec(&["true"], 10)).await.unwrap_err();
-    assert_eq!(
-        e.code(),
-        Code::FailedPrecondition,
-        "exec in a stopped container: {e:?}"
-    );
+}
 
-    // A criusd restart keeps what it knew.
-    drop(c);
-    d.restart(&args);
-    let mut c = client(&d).await;
-    let s1 = cstatus(&mut c, &c1_id).await.unwrap();
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn the_containers_of_a_pod_share_its_dev_shm() {
+    require_root();
+    let mut p = Pod::on_network("pod-c").await;
+    let writer = p
+        .started(container("c1", "busybox", "echo shared > /dev/shm/hello"))
+        .await;
+    wait_state(&mut p.c, &writer, cri::ContainerState::ContainerExited).await;
+    let c5_id = p.started(container("c5", "busybox", "sleep 1000")).await;
+    wait_state(&mut p.c, &c5_id, cri::ContainerState::ContainerRunning).await;
+    let shm =
+        p.c.exec_sync(cri::ExecSyncRequest {
+            container_id: c5_id.clone(),
+            cmd: vec!["cat".into(), "/dev/shm/hello".into()],
+            timeout: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(String::from_utf8_lossy(&shm.stdout), "shared\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn a_criusd_restart_keeps_what_it_knew_of_a_pods_containers() {
+    require_root();
+    let mut p = Pod::on_network("pod-c").await;
+    let c1_id = p.started(trapping("c1")).await;
+    p.wait_for_log("c1", "ready").await;
+    cstop(&mut p.c, &c1_id, 10).await;
+    p.restart_daemon().await;
+    let s1 = cstatus(&mut p.c, &c1_id).await.unwrap();
     assert_eq!(
         (s1.state, s1.exit_code),
         (cri::ContainerState::ContainerExited as i32, 3)
     );
+}
 
-    // Remove is idempotent; the pod's Stop kills what still runs; its Remove removes the rest.
-    cremove(&mut c, &c1_id).await;
-    cremove(&mut c, &c1_id).await;
-    assert_eq!(cstatus(&mut c, &c1_id).await.unwrap_err().code(), Code::NotFound);
-    let c4_id = create(&mut c, &pod, container("c4", "busybox", "sleep 1000"))
-        .await
-        .unwrap();
-    start(&mut c, &c4_id).await;
-    wait_state(&mut c, &c4_id, cri::ContainerState::ContainerRunning).await;
-    stop(&mut c, &pod).await.unwrap();
-    assert_eq!(cstatus(&mut c, &c4_id).await.unwrap().exit_code, 137);
-    remove(&mut c, &pod).await.unwrap();
-    assert!(
-        containers(&mut c, cri::ContainerFilter::default())
-            .await
-            .is_empty()
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn remove_container_may_be_repeated_and_leaves_the_container_unknown() {
+    require_root();
+    let mut p = Pod::on_network("pod-c").await;
+    let c1_id = p.started(container("c1", "busybox", "exit 3")).await;
+    wait_state(&mut p.c, &c1_id, cri::ContainerState::ContainerExited).await;
+    cremove(&mut p.c, &c1_id).await;
+    cremove(&mut p.c, &c1_id).await;
+    assert_eq!(
+        cstatus(&mut p.c, &c1_id).await.unwrap_err().code(),
+        Code::NotFound
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn stopping_a_pod_kills_its_containers_and_removing_it_leaves_nothing_behind() {
+    require_root();
+    let mut p = Pod::on_network("pod-c").await;
+    let c2_id = p.started(container("c2", "busybox", "exit 4")).await;
+    wait_state(&mut p.c, &c2_id, cri::ContainerState::ContainerExited).await;
+    let c4_id = p.started(container("c4", "busybox", "sleep 1000")).await;
+    wait_state(&mut p.c, &c4_id, cri::ContainerState::ContainerRunning).await;
+    // The pod's Stop kills what still runs; its Remove removes the rest.
+    let (c, d) = (&mut p.c, &p.d);
+    stop(c, &p.id).await.unwrap();
+    assert_eq!(cstatus(c, &c4_id).await.unwrap().exit_code, 137);
+    remove(c, &p.id).await.unwrap();
+    assert!(containers(c, cri::ContainerFilter::default()).await.is_empty());
     let owner = d.socket().display().to_string();
     eventually(
         in_20s(),
@@ -874,157 +849,4 @@ async fn container_events_follow_create_start_exit_and_remove() {
     }
     stop(&mut c, &pod).await.unwrap();
     remove(&mut c, &pod).await.unwrap();
-}
-
-fn cgroup_file(id: &str, file: &str) -> String {
-    std::fs::read_to_string(format!("/sys/fs/cgroup/crius/{id}/{file}"))
-        .unwrap_or_else(|e| panic!("/sys/fs/cgroup/crius/{id}/{file}: {e}"))
-        .trim()
-        .to_string()
-}
-
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs cgroup v2 with controllers: hack/test.sh runs the vm_* tests inside hack/vm"]
-async fn vm_container_resources_are_set_and_updated_live() {
-    require_root();
-    assert!(
-        crius_test_support::pure_cgroup_v2(),
-        "needs a pure cgroup v2 host: hack/test.sh runs the vm_* tests inside hack/vm"
-    );
-    let d = Daemon::start(&[]);
-    import_busybox(&d);
-    let mut c = client(&d).await;
-    // A host-network pod: no CNI needed in the VM.
-    let pod_conf = host_network(config("resize", "ur"));
-    let pod = run(&mut c, pod_conf).await.unwrap();
-    let mut conf = container("app", "busybox", "sleep 1000");
-    conf.linux = Some(cri::LinuxContainerConfig {
-        resources: Some(cri::LinuxContainerResources {
-            cpu_period: 100_000,
-            cpu_quota: 50_000,
-            cpu_shares: 512,
-            memory_limit_in_bytes: 64 << 20,
-            unified: [("memory.oom.group".to_string(), "1".to_string())].into(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    let id = create(&mut c, &pod, conf).await.unwrap();
-    start(&mut c, &id).await;
-    wait_state(&mut c, &id, cri::ContainerState::ContainerRunning).await;
-    assert_eq!(cgroup_file(&id, "cpu.max"), "50000 100000");
-    assert_eq!(cgroup_file(&id, "memory.max"), (64u64 << 20).to_string());
-    // shares 512 → weight 59 (the quadratic shares-to-weight formula).
-    assert_eq!(cgroup_file(&id, "cpu.weight"), "59");
-    assert_eq!(cgroup_file(&id, "memory.oom.group"), "1");
-    let procs = cgroup_file(&id, "cgroup.procs");
-    let st = c
-        .container_stats(cri::ContainerStatsRequest {
-            container_id: id.clone(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .stats
-        .unwrap();
-    let mem = st.memory.unwrap();
-    let (used, avail) = (mem.usage_bytes.unwrap().value, mem.available_bytes.unwrap().value);
-    assert!(
-        used > 0 && avail > 0 && avail + mem.working_set_bytes.unwrap().value == 64 << 20,
-        "{mem:?}"
-    );
-
-    // In-place resize: kubelet sends the new values; the same process gets them.
-    let update = |r: cri::LinuxContainerResources| cri::UpdateContainerResourcesRequest {
-        container_id: id.clone(),
-        linux: Some(r),
-        ..Default::default()
-    };
-    c.update_container_resources(update(cri::LinuxContainerResources {
-        cpu_period: 100_000,
-        cpu_quota: 150_000,
-        memory_limit_in_bytes: 128 << 20,
-        ..Default::default()
-    }))
-    .await
-    .unwrap();
-    assert_eq!(cgroup_file(&id, "cpu.max"), "150000 100000");
-    assert_eq!(cgroup_file(&id, "memory.max"), (128u64 << 20).to_string());
-    assert_eq!(cgroup_file(&id, "cgroup.procs"), procs, "the same process");
-    let reported = cstatus(&mut c, &id)
-        .await
-        .unwrap()
-        .resources
-        .unwrap()
-        .linux
-        .unwrap();
-    assert_eq!(
-        (
-            reported.cpu_period,
-            reported.cpu_quota,
-            reported.cpu_shares,
-            reported.memory_limit_in_bytes
-        ),
-        (100_000, 150_000, 512, 128 << 20),
-        "the applied values, merged over the created ones"
-    );
-    assert_eq!(reported.unified["memory.oom.group"], "1");
-
-    // A memory limit below what the container uses is refused, naming why; nothing changes.
-    let e = c
-        .update_container_resources(update(cri::LinuxContainerResources {
-            memory_limit_in_bytes: 4096,
-            ..Default::default()
-        }))
-        .await
-        .unwrap_err();
-    assert!(e.message().contains("below its current usage"), "{e:?}");
-    assert_eq!(cgroup_file(&id, "memory.max"), (128u64 << 20).to_string());
-    let reported = cstatus(&mut c, &id)
-        .await
-        .unwrap()
-        .resources
-        .unwrap()
-        .linux
-        .unwrap();
-    assert_eq!(reported.memory_limit_in_bytes, 128 << 20);
-
-    // Over its memory limit, a container is OOM-killed, and says so.
-    let mut hog = container(
-        "hog",
-        "busybox",
-        "x=$(head -c 200000000 /dev/zero | tr '\\0' x); echo ${#x}",
-    );
-    hog.linux = Some(cri::LinuxContainerConfig {
-        resources: Some(cri::LinuxContainerResources {
-            memory_limit_in_bytes: 32 << 20,
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    let hog_id = create(&mut c, &pod, hog).await.unwrap();
-    start(&mut c, &hog_id).await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let s = cstatus(&mut c, &hog_id).await.unwrap();
-        if s.reason == "OOMKilled" {
-            assert_eq!(
-                (s.state, s.exit_code),
-                (cri::ContainerState::ContainerExited as i32, 137)
-            );
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no OOM kill reported: {s:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-
-    remove(&mut c, &pod).await.unwrap();
-    assert!(
-        containers(&mut c, cri::ContainerFilter::default())
-            .await
-            .is_empty()
-    );
 }

@@ -1,54 +1,24 @@
 //! containerd-shim-crius-v2: under a real containerd 1.6 (ctr run/exec/kill/delete, the shim gone after the last
 //! delete), and driven directly over ttrpc by crius-shim's client: one shim per pod, exits and events (also
-//! when the events endpoint comes back late), the CRI log format, reconnecting, and bad input.
+//! when the events endpoint comes back late), the CRI log format, reconnecting, and bad input. What needs cgroup
+//! v2 (OOM kills, live updates) is in vm_shim.rs.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use containerd_shim_protos as protos;
+use crius_privileged_tests::shim::{
+    Cleanup, EventServer, Events, alive, code, create, delete, kill, pod_bundle, shim, start, state, wait,
+    wait_until,
+};
 use crius_shim::client;
 use crius_test_support::containerd::{Containerd, mounts_under};
-use crius_test_support::daemon::built_binary;
-use crius_test_support::shims::{self, shim_pids};
+use crius_test_support::shims::shim_pids;
 use crius_test_support::{Bundle, image, require_root, unique};
 use protos::api;
 use protos::protobuf::Message;
-use protos::ttrpc::{self, Code};
-
-fn shim() -> PathBuf {
-    built_binary("containerd-shim-crius-v2")
-}
-
-/// Whatever a failing test leaves: containers deleted through the runtime, then the shims that held them.
-struct Cleanup {
-    namespace: &'static str,
-    ids: Vec<String>,
-    needle: String,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        shims::delete_containers(self.namespace, &self.ids);
-        shims::kill_shims(&self.needle);
-    }
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie still has /proc/<pid>; check its state.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
-        .unwrap_or(false)
-}
+use protos::ttrpc::Code;
 
 #[test]
 #[ignore = "needs root and containerd: run through hack/test.sh"]
@@ -120,167 +90,171 @@ fn under_containerd_run_exec_kill_delete() {
     assert!(left.is_empty(), "rootfs mounts left: {left:?}");
 }
 
-/// An events service, as containerd and criusd serve it, recording what shims publish.
-#[derive(Clone, Default)]
-struct Events(Arc<Mutex<Vec<Published>>>);
+/// A pod's shim as criusd starts it: a temp dir holding the owner socket path (unique per test, so it names the
+/// test's shims) and the events socket, served by a recording events server unless the test wants none. The
+/// containers it names are deleted, and its shims killed, when it is dropped.
+struct Pod {
+    cleanup: Cleanup,
+    server: Option<EventServer>,
+    events: Events,
+    events_sock: PathBuf,
+    /// What the shims are told to publish to ("" for nowhere).
+    events_addr: String,
+    owner: String,
+    pod: String,
+    dir: tempfile::TempDir,
+}
 
-/// A published event: its topic and its encoded message.
-type Published = (String, Vec<u8>);
-
-impl protos::Events for Events {
-    fn forward(&self, _: &ttrpc::TtrpcContext, req: api::ForwardRequest) -> ttrpc::Result<api::Empty> {
-        let env = req.envelope.unwrap_or_default();
-        let value = env.event.as_ref().map(|a| a.value.clone()).unwrap_or_default();
-        self.0.lock().unwrap().push((env.topic.clone(), value));
-        Ok(api::Empty::new())
+impl Pod {
+    fn new() -> Pod {
+        let mut p = Pod::without_events();
+        p.server = Some(EventServer::start(&p.events_sock, &p.events));
+        p.events_addr = p.events_sock.display().to_string();
+        p
     }
-}
 
-struct EventServer {
-    server: Option<ttrpc::Server>,
-}
-
-impl EventServer {
-    fn start(path: &Path, events: &Events) -> EventServer {
-        let _ = std::fs::remove_file(path);
-        let l = std::os::unix::net::UnixListener::bind(path).unwrap();
-        use std::os::fd::IntoRawFd;
-        let svc: Arc<dyn protos::Events + Send + Sync> = Arc::new(events.clone());
-        let mut server = ttrpc::Server::new()
-            .add_listener(l.into_raw_fd())
-            .unwrap()
-            .register_service(protos::create_events(svc));
-        server.start().unwrap();
-        EventServer { server: Some(server) }
-    }
-}
-
-impl Drop for EventServer {
-    fn drop(&mut self) {
-        if let Some(s) = self.server.take() {
-            s.shutdown();
+    fn without_events() -> Pod {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let owner = dir.path().join("owner.sock").display().to_string();
+        Pod {
+            cleanup: Cleanup {
+                namespace: "test",
+                ids: Vec::new(),
+                needle: owner.clone(),
+            },
+            server: None,
+            events: Events::default(),
+            events_sock: dir.path().join("events.sock"),
+            events_addr: String::new(),
+            owner,
+            pod: unique("pod"),
+            dir,
         }
     }
+
+    /// A unique container id, deleted at the end.
+    fn id(&mut self, prefix: &str) -> String {
+        let id = unique(prefix);
+        self.cleanup.ids.push(id.clone());
+        id
+    }
+
+    /// A bundle of `args` in this pod.
+    fn bundle(&self, args: &[&str]) -> Bundle {
+        pod_bundle(args, &self.pod)
+    }
+
+    /// Starts (or joins) the pod's shim for container `id`: its address.
+    fn start_shim(&self, id: &str, b: &Bundle) -> String {
+        client::start_shim(&shim(), "test", &self.owner, &self.events_addr, id, b.path()).unwrap()
+    }
+
+    /// Where container `name` logs, and the stdout URI that says so.
+    fn log(&self, name: &str) -> (PathBuf, String) {
+        let path = self.dir.path().join(format!("logs/{name}.log"));
+        let uri = format!("crius-log://{}", path.display());
+        (path, uri)
+    }
 }
 
-fn exits(events: &Events) -> HashMap<String, u32> {
-    events
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(t, _)| t == "/tasks/exit")
-        .map(|(_, v)| {
-            let e = protos::events::task::TaskExit::parse_from_bytes(v).unwrap();
-            (e.container_id, e.exit_status)
-        })
-        .collect()
+/// A container that traps SIGTERM to exit 7, then ticks on stdout: once a tick is logged, the trap is set.
+const TICKER: [&str; 3] = [
+    "sh",
+    "-c",
+    "trap 'exit 7' TERM; while :; do echo tick; sleep 0.1; done",
+];
+
+/// Waits until `log` has a record of a tick.
+fn wait_for_tick(log: &Path) {
+    wait_until("a tick in the log", || {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .contains(" stdout F tick")
+    });
 }
 
-fn pod_bundle(args: &[&str], pod: &str) -> Bundle {
-    let mut b = Bundle::new(args);
-    b.config["annotations"] = serde_json::json!({"io.kubernetes.cri.sandbox-id": pod});
-    b.write();
-    b
+/// A ticker (see [`TICKER`]) that runs in a pod's shim and has logged a tick.
+struct Ticker {
+    c: client::TaskClient,
+    addr: String,
+    id: String,
+    pid: u32,
+    log: PathBuf,
+    /// The task's bundle, removed with the value.
+    _bundle: Bundle,
 }
 
-fn create(c: &client::TaskClient, id: &str, b: &Bundle, stdout: &str) -> ttrpc::Result<u32> {
-    let req = api::CreateTaskRequest {
-        id: id.into(),
-        bundle: b.path().display().to_string(),
-        stdout: stdout.into(),
-        ..Default::default()
-    };
-    c.create(client::ctx(20), &req).map(|r| r.pid)
-}
-
-fn start(c: &client::TaskClient, id: &str) -> ttrpc::Result<u32> {
-    let req = api::StartRequest {
-        id: id.into(),
-        ..Default::default()
-    };
-    c.start(client::ctx(20), &req).map(|r| r.pid)
-}
-
-fn state(c: &client::TaskClient, id: &str) -> ttrpc::Result<api::StateResponse> {
-    let req = api::StateRequest {
-        id: id.into(),
-        ..Default::default()
-    };
-    c.state(client::ctx(10), &req)
-}
-
-fn wait(c: &client::TaskClient, id: &str) -> u32 {
-    let req = api::WaitRequest {
-        id: id.into(),
-        ..Default::default()
-    };
-    c.wait(client::ctx(30), &req).unwrap().exit_status
-}
-
-fn delete(c: &client::TaskClient, id: &str) -> ttrpc::Result<api::DeleteResponse> {
-    let req = api::DeleteRequest {
-        id: id.into(),
-        ..Default::default()
-    };
-    c.delete(client::ctx(20), &req)
-}
-
-fn code(r: ttrpc::Result<impl std::fmt::Debug>) -> (Code, String) {
-    match r {
-        Err(ttrpc::Error::RpcStatus(s)) => (s.code(), s.message().to_string()),
-        other => panic!("expected an error status, got {other:?}"),
+impl Ticker {
+    fn start(p: &mut Pod) -> Ticker {
+        let id = p.id("c1");
+        let bundle = p.bundle(&TICKER);
+        let addr = p.start_shim(&id, &bundle);
+        let c = client::connect(&addr).unwrap();
+        let (log, uri) = p.log("c1");
+        let pid = create(&c, &id, &bundle, &uri).unwrap();
+        start(&c, &id).unwrap();
+        wait_for_tick(&log);
+        Ticker {
+            c,
+            addr,
+            id,
+            pid,
+            log,
+            _bundle: bundle,
+        }
     }
 }
 
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
-fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
-    require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let owner = dir.path().join("owner.sock").display().to_string();
-    let events_sock = dir.path().join("events.sock");
-    let events = Events::default();
-    let server = EventServer::start(&events_sock, &events);
-    let pod = unique("pod");
-    let (c1, c2) = (unique("c1"), unique("c2"));
-    let _cleanup = Cleanup {
-        namespace: "test",
-        ids: vec![c1.clone(), c2.clone()],
-        needle: owner.clone(),
-    };
-    // SIGTERM reaches the container (the shim blocks it for itself only) and its trap decides the exit code.
-    let b1 = pod_bundle(
-        &[
-            "sh",
-            "-c",
-            "trap 'exit 7' TERM; while :; do echo tick; sleep 0.1; done",
-        ],
-        &pod,
-    );
-    let long = "head -c 20000 /dev/zero | tr '\\0' x; printf tail";
-    let b2 = pod_bundle(
-        &[
-            "sh",
-            "-c",
-            &format!("echo one; echo two >&2; {long}; echo; printf last"),
-        ],
-        &pod,
-    );
-    let ev = events_sock.display().to_string();
-    let a1 = client::start_shim(&shim(), "test", &owner, &ev, &c1, b1.path()).unwrap();
-    let a2 = client::start_shim(&shim(), "test", &owner, &ev, &c2, b2.path()).unwrap();
+fn containers_of_one_pod_share_a_shim_that_leaves_after_their_last_delete() {
+    let mut p = Pod::new();
+    let (c1, c2) = (p.id("c1"), p.id("c2"));
+    let b1 = p.bundle(&TICKER);
+    let b2 = p.bundle(&["true"]);
+    let a1 = p.start_shim(&c1, &b1);
+    let a2 = p.start_shim(&c2, &b2);
     assert_eq!(a1, a2, "containers of one pod share a shim");
-    let shims = shim_pids(&owner);
+    let shims = shim_pids(&p.owner);
     assert_eq!(shims.len(), 1, "{shims:?}");
 
     let c = client::connect(&a1).unwrap();
-    let log1 = dir.path().join("logs/c1.log");
-    let log2 = dir.path().join("logs/c2.log");
-    let pid1 = create(&c, &c1, &b1, &format!("crius-log://{}", log1.display())).unwrap();
+    let (log1, uri1) = p.log("c1");
+    let pid1 = create(&c, &c1, &b1, &uri1).unwrap();
     assert_eq!(state(&c, &c1).unwrap().status, api::Status::CREATED.into());
     assert_eq!(start(&c, &c1).unwrap(), pid1);
-    create(&c, &c2, &b2, &format!("crius-log://{}", log2.display())).unwrap();
+    create(&c, &c2, &b2, "").unwrap();
+    start(&c, &c2).unwrap();
+    assert_eq!(wait(&c, &c2), 0);
+    wait_for_tick(&log1);
+    kill(&c, &c1, 15);
+    assert_eq!(wait(&c, &c1), 7);
+
+    assert_eq!(delete(&c, &c1).unwrap().exit_status, 7);
+    assert_eq!(delete(&c, &c2).unwrap().exit_status, 0);
+    // No Shutdown: the shim leaves by itself once its pod's last container is deleted.
+    wait_until("the shim to exit after its last container", || !alive(shims[0]));
+    assert!(
+        !Path::new(a1.trim_start_matches("unix://")).exists(),
+        "socket removed"
+    );
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn the_log_is_in_kubelets_format_with_partial_records_at_16_kib() {
+    let mut p = Pod::new();
+    let c2 = p.id("c2");
+    let long = "head -c 20000 /dev/zero | tr '\\0' x; printf tail";
+    let b2 = p.bundle(&[
+        "sh",
+        "-c",
+        &format!("echo one; echo two >&2; {long}; echo; printf last"),
+    ]);
+    let c = client::connect(&p.start_shim(&c2, &b2)).unwrap();
+    let (log2, uri2) = p.log("c2");
+    create(&c, &c2, &b2, &uri2).unwrap();
     start(&c, &c2).unwrap();
     assert_eq!(wait(&c, &c2), 0);
 
@@ -314,23 +288,25 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
     assert_eq!(stdout[2].2, format!("{}tail", "x".repeat(20000 - 16 * 1024)));
     assert_eq!((stdout[3].1.as_str(), stdout[3].2.as_str()), ("F", "last"));
     assert_eq!(stdout.len(), 4, "{text}");
+    delete(&c, &c2).unwrap();
+}
 
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_reopen_after_kubelets_rename_sends_records_to_a_new_file() {
+    let mut p = Pod::new();
+    let t = Ticker::start(&mut p);
     // Log rotation as kubelet does it: rename, then ask for a reopen (an Update with the annotation).
-    wait_until("c1's log", || {
-        std::fs::read_to_string(&log1)
-            .unwrap_or_default()
-            .contains(" stdout F tick")
-    });
-    let rotated = dir.path().join("logs/c1.log.1");
-    std::fs::rename(&log1, &rotated).unwrap();
+    let rotated = p.dir.path().join("logs/c1.log.1");
+    std::fs::rename(&t.log, &rotated).unwrap();
     let reopen = api::UpdateTaskRequest {
-        id: c1.clone(),
+        id: t.id.clone(),
         annotations: HashMap::from([("io.crius.log.reopen".to_string(), String::new())]),
         ..Default::default()
     };
-    c.update(client::ctx(10), &reopen).unwrap();
+    t.c.update(client::ctx(10), &reopen).unwrap();
     wait_until("records in the reopened log", || {
-        std::fs::read_to_string(&log1)
+        std::fs::read_to_string(&t.log)
             .unwrap_or_default()
             .contains(" stdout F tick")
     });
@@ -341,18 +317,29 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
         before,
         "nothing more goes to the rotated file"
     );
+    kill(&t.c, &t.id, 9);
+    wait(&t.c, &t.id);
+    delete(&t.c, &t.id).unwrap();
+}
 
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_client_killed_mid_call_leaves_the_task_to_the_next_connection() {
+    let mut p = Pod::new();
+    let t = Ticker::start(&mut p);
+    let (c, id, pid) = (t.c, t.id.clone(), t.pid);
+    let shims = shim_pids(&p.owner);
     // Pids; then a client process killed with SIGKILL while connected: a new connection finds the same state.
     let pids = c
         .pids(
             client::ctx(10),
             &api::PidsRequest {
-                id: c1.clone(),
+                id: id.clone(),
                 ..Default::default()
             },
         )
         .unwrap();
-    assert!(pids.processes.iter().any(|p| p.pid == pid1));
+    assert!(pids.processes.iter().any(|p| p.pid == pid));
     drop(c);
     let mut other = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
@@ -361,8 +348,8 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
             "client_process_for_the_reconnect_test",
             "--nocapture",
         ])
-        .env("CRIUS_TEST_SHIM_ADDR", &a1)
-        .env("CRIUS_TEST_SHIM_ID", &c1)
+        .env("CRIUS_TEST_SHIM_ADDR", &t.addr)
+        .env("CRIUS_TEST_SHIM_ID", &id)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -376,77 +363,32 @@ fn one_shim_per_pod_exits_events_cri_logs_and_reconnect() {
         .unwrap_or_default();
     assert_eq!(
         line.trim(),
-        format!("connected {pid1}"),
+        format!("connected {pid}"),
         "the other client saw the task"
     );
     other.kill().unwrap();
     other.wait().unwrap();
-    let c = client::connect(&a1).unwrap();
-    let st = state(&c, &c1).unwrap();
-    assert_eq!((st.pid, st.status), (pid1, api::Status::RUNNING.into()));
+    let c = client::connect(&t.addr).unwrap();
+    let st = state(&c, &id).unwrap();
+    assert_eq!((st.pid, st.status), (pid, api::Status::RUNNING.into()));
     let conn = c
         .connect(
             client::ctx(10),
             &api::ConnectRequest {
-                id: c1.clone(),
+                id: id.clone(),
                 ..Default::default()
             },
         )
         .unwrap();
-    assert_eq!((conn.shim_pid as i32, conn.task_pid), (shims[0], pid1));
-
-    let status = std::fs::read_to_string(format!("/proc/{pid1}/status")).unwrap();
-    let blocked = status.lines().find(|l| l.starts_with("SigBlk:")).unwrap();
-    let caught = status.lines().find(|l| l.starts_with("SigCgt:")).unwrap();
-    assert!(
-        blocked.ends_with("0000000000000000"),
-        "no signal blocked in the container: {blocked} {caught}"
-    );
-    // With the events endpoint gone, an exit is kept and published once it is back.
-    drop(server);
-    let kill = api::KillRequest {
-        id: c1.clone(),
-        signal: 15,
-        ..Default::default()
-    };
-    c.kill(client::ctx(10), &kill).unwrap();
-    assert_eq!(wait(&c, &c1), 7);
-    assert!(
-        !exits(&events).contains_key(&c1),
-        "published while nobody listened?"
-    );
-    let _server = EventServer::start(&events_sock, &events);
-    wait_until("the late exit event", || exits(&events).get(&c1) == Some(&7));
-    assert_eq!(exits(&events).get(&c2), Some(&0));
-    let topics: Vec<String> = events.0.lock().unwrap().iter().map(|e| e.0.clone()).collect();
-    for t in ["/tasks/create", "/tasks/start", "/tasks/exit"] {
-        assert_eq!(
-            topics.iter().filter(|x| *x == t).count(),
-            2,
-            "{t} twice: {topics:?}"
-        );
-    }
-    // The init's exit is on disk too, for a shim that dies.
-    let rec: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(b1.path().join("crius-exit.json")).unwrap()).unwrap();
-    assert_eq!(
-        (rec["pid"].as_u64(), rec["status"].as_u64()),
-        (Some(pid1 as u64), Some(7))
-    );
-
-    assert_eq!(delete(&c, &c1).unwrap().exit_status, 7);
-    assert_eq!(delete(&c, &c2).unwrap().exit_status, 0);
-    // No Shutdown: the shim leaves by itself once its pod's last container is deleted.
-    wait_until("the shim to exit after its last container", || !alive(shims[0]));
-    assert!(
-        !Path::new(a1.trim_start_matches("unix://")).exists(),
-        "socket removed"
-    );
+    assert_eq!((conn.shim_pid as i32, conn.task_pid), (shims[0], pid));
+    kill(&c, &id, 9);
+    wait(&c, &id);
+    delete(&c, &id).unwrap();
 }
 
-/// Not a test by itself: the client process that one_shim_per_pod_… kills with SIGKILL mid-connection.
+/// Not a test by itself: the client process that a_client_killed_mid_call_… kills with SIGKILL mid-connection.
 #[test]
-#[ignore = "a helper process of one_shim_per_pod_exits_events_cri_logs_and_reconnect"]
+#[ignore = "a helper process of a_client_killed_mid_call_leaves_the_task_to_the_next_connection"]
 fn client_process_for_the_reconnect_test() {
     let (Ok(addr), Ok(id)) = (
         std::env::var("CRIUS_TEST_SHIM_ADDR"),
@@ -465,6 +407,205 @@ fn client_process_for_the_reconnect_test() {
             ..Default::default()
         },
     );
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn sigterm_reaches_the_container_and_its_trap_decides_the_exit_code() {
+    let mut p = Pod::new();
+    let t = Ticker::start(&mut p);
+    // The shim blocks SIGTERM for itself only.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", t.pid)).unwrap();
+    let blocked = status.lines().find(|l| l.starts_with("SigBlk:")).unwrap();
+    let caught = status.lines().find(|l| l.starts_with("SigCgt:")).unwrap();
+    assert!(
+        blocked.ends_with("0000000000000000"),
+        "no signal blocked in the container: {blocked} {caught}"
+    );
+    kill(&t.c, &t.id, 15);
+    assert_eq!(wait(&t.c, &t.id), 7);
+    delete(&t.c, &t.id).unwrap();
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn an_exit_while_the_events_endpoint_is_gone_is_published_once_it_is_back() {
+    let mut p = Pod::new();
+    let t = Ticker::start(&mut p);
+    let (c1, c) = (t.id.clone(), &t.c);
+    let c2 = p.id("c2");
+    let b2 = p.bundle(&["true"]);
+    assert_eq!(p.start_shim(&c2, &b2), t.addr);
+    create(c, &c2, &b2, "").unwrap();
+    start(c, &c2).unwrap();
+    assert_eq!(wait(c, &c2), 0);
+    wait_until("c2's exit event", || p.events.exits().get(&c2) == Some(&0));
+    // With the events endpoint gone, an exit is kept and published once it is back.
+    drop(p.server.take());
+    kill(c, &c1, 15);
+    assert_eq!(wait(c, &c1), 7);
+    assert!(
+        !p.events.exits().contains_key(&c1),
+        "published while nobody listened?"
+    );
+    p.server = Some(EventServer::start(&p.events_sock, &p.events));
+    wait_until("the late exit event", || p.events.exits().get(&c1) == Some(&7));
+    assert_eq!(p.events.exits().get(&c2), Some(&0));
+    let topics = p.events.topics();
+    for t in ["/tasks/create", "/tasks/start", "/tasks/exit"] {
+        assert_eq!(
+            topics.iter().filter(|x| *x == t).count(),
+            2,
+            "{t} twice: {topics:?}"
+        );
+    }
+    delete(c, &c1).unwrap();
+    delete(c, &c2).unwrap();
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn the_inits_exit_is_kept_on_disk_for_a_shim_that_dies() {
+    let mut p = Pod::new();
+    let id = p.id("c1");
+    let b = p.bundle(&["sh", "-c", "exit 7"]);
+    let c = client::connect(&p.start_shim(&id, &b)).unwrap();
+    let pid = create(&c, &id, &b, "").unwrap();
+    start(&c, &id).unwrap();
+    assert_eq!(wait(&c, &id), 7);
+    // The shim answers Waits before it writes the record, and publishes the exit after.
+    wait_until("the exit event", || p.events.exits().get(&id) == Some(&7));
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.path().join("crius-exit.json")).unwrap()).unwrap();
+    assert_eq!(
+        (rec["pid"].as_u64(), rec["status"].as_u64()),
+        (Some(pid as u64), Some(7))
+    );
+    delete(&c, &id).unwrap();
+}
+
+fn threads_of(pid: i32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:").and_then(|n| n.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn pending_waits_hold_no_thread_and_end_with_their_process_or_its_delete() {
+    let mut p = Pod::without_events();
+    let ids: Vec<String> = (1..6).map(|i| p.id(&format!("w{i}"))).collect();
+    // A bundle each: a bundle's config names the container's cgroup.
+    let sleepers: Vec<Bundle> = (0..5).map(|_| p.bundle(&["sleep", "1000"])).collect();
+    let addr = p.start_shim(&ids[0], &sleepers[0]);
+    let shim_pid = shim_pids(&p.owner)[0];
+    let c = client::connect(&addr).unwrap();
+    // ids[0..4] run; ids[4] is created and never started.
+    for (id, b) in ids.iter().zip(&sleepers) {
+        create(&c, id, b, "").unwrap();
+    }
+    for id in &ids[..4] {
+        start(&c, id).unwrap();
+    }
+    // An exec of ids[0] that is added and never started.
+    let exec = api::ExecProcessRequest {
+        id: ids[0].clone(),
+        exec_id: "never".into(),
+        ..Default::default()
+    };
+    c.exec(client::ctx(10), &exec).unwrap();
+    // A Wait for each, all pending at once on one connection.
+    let waits: Vec<_> = ids
+        .iter()
+        .map(|id| (id.clone(), String::new()))
+        .chain([(ids[0].clone(), "never".to_string())])
+        .map(|(id, exec_id)| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let req = api::WaitRequest {
+                    id,
+                    exec_id,
+                    ..Default::default()
+                };
+                c.wait(client::ctx(60), &req)
+            })
+        })
+        .collect();
+    // Six Waits pending, five containers: the shim is down to its one loop thread once its workers idle out.
+    wait_until("the shim to idle on one thread", || threads_of(shim_pid) == 1);
+    assert_eq!(state(&c, &ids[0]).unwrap().status, api::Status::RUNNING.into());
+
+    // Deleting the never-started container kills what the runtime made of it; deleting the never-started exec
+    // answers its Wait with NOT_FOUND.
+    delete(&c, &ids[4]).unwrap();
+    let del = api::DeleteRequest {
+        id: ids[0].clone(),
+        exec_id: "never".into(),
+        ..Default::default()
+    };
+    c.delete(client::ctx(10), &del).unwrap();
+    for id in &ids[..4] {
+        kill(&c, id, 9);
+    }
+    let results: Vec<_> = waits.into_iter().map(|t| t.join().unwrap()).collect();
+    for r in &results[..5] {
+        assert_eq!(r.as_ref().unwrap().exit_status, 137);
+    }
+    let (code_, msg) = code(results[5].clone());
+    assert_eq!(code_, Code::NOT_FOUND, "{msg}");
+    assert!(msg.contains("deleted"), "{msg}");
+
+    for id in &ids[..4] {
+        delete(&c, id).unwrap();
+    }
+    wait_until("the shim to exit after its last container", || !alive(shim_pid));
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn stdin_flows_through_fifos_and_close_io_ends_it() {
+    let mut p = Pod::without_events();
+    let id = p.id("w0");
+    let cat = p.bundle(&["cat"]);
+    let c = client::connect(&p.start_shim(&id, &cat)).unwrap();
+    // cat between two FIFOs.
+    let (fin, fout) = (p.dir.path().join("in"), p.dir.path().join("out"));
+    for f in [&fin, &fout] {
+        nix::unistd::mkfifo(f, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    }
+    let req = api::CreateTaskRequest {
+        id: id.clone(),
+        bundle: cat.path().display().to_string(),
+        stdin: fin.display().to_string(),
+        stdout: fout.display().to_string(),
+        ..Default::default()
+    };
+    c.create(client::ctx(20), &req).unwrap();
+    start(&c, &id).unwrap();
+    let reader = {
+        let fout = fout.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fout).unwrap())
+    };
+    {
+        use std::io::Write;
+        let mut w = std::fs::OpenOptions::new().write(true).open(&fin).unwrap();
+        w.write_all(b"ping\n").unwrap();
+    }
+    // CloseIO: cat sees EOF on stdin and exits 0; its output, already through, ends with it.
+    c.close_io(
+        client::ctx(10),
+        &api::CloseIORequest {
+            id: id.clone(),
+            stdin: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(wait(&c, &id), 0, "cat after CloseIO");
+    assert_eq!(reader.join().unwrap(), "ping\n");
+    delete(&c, &id).unwrap();
 }
 
 #[test]
@@ -622,212 +763,6 @@ fn bad_input_gets_clear_errors_and_leaks_nothing() {
     }
 }
 
-fn require_v2() {
-    assert!(
-        crius_test_support::pure_cgroup_v2(),
-        "needs a pure cgroup v2 host: hack/test.sh runs the vm_* tests inside hack/vm"
-    );
-}
-
-/// The cgroup v2 directory of process `pid`.
-fn cgroup_of(pid: u32) -> PathBuf {
-    let rel = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-    let rel = rel
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .unwrap()
-        .to_string();
-    crius_test_support::cgroup2_mount().join(rel.trim_start_matches('/'))
-}
-
-fn read_cg(pid: u32, file: &str) -> String {
-    std::fs::read_to_string(cgroup_of(pid).join(file))
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-fn update_memory(
-    c: &client::TaskClient,
-    id: &str,
-    resources: serde_json::Value,
-) -> ttrpc::Result<api::Empty> {
-    let req = api::UpdateTaskRequest {
-        id: id.into(),
-        resources: Some(protos::protobuf::well_known_types::any::Any {
-            type_url: "types.containerd.io/opencontainers/runtime-spec/1/LinuxResources".into(),
-            value: resources.to_string().into_bytes(),
-            ..Default::default()
-        })
-        .into(),
-        ..Default::default()
-    };
-    c.update(client::ctx(20), &req)
-}
-
-const MIB: u64 = 1024 * 1024;
-
-#[test]
-#[ignore = "needs cgroup v2: hack/test.sh runs it in the VM"]
-fn vm_oom_kills_are_reported_and_updates_are_live() {
-    require_v2();
-    let dir = tempfile::tempdir().unwrap();
-    let owner = dir.path().join("owner.sock").display().to_string();
-    let events_sock = dir.path().join("events.sock");
-    let events = Events::default();
-    let _server = EventServer::start(&events_sock, &events);
-    let pod = unique("pod");
-    let (hog, idle) = (unique("hog"), unique("idle"));
-    let _cleanup = Cleanup {
-        namespace: "test",
-        ids: vec![hog.clone(), idle.clone()],
-        needle: owner.clone(),
-    };
-    let limit = json_limit(32 * MIB);
-    let mut b1 = pod_bundle(
-        &[
-            "sh",
-            "-c",
-            "x=$(head -c 200000000 /dev/zero | tr '\\0' x); echo ${#x}",
-        ],
-        &pod,
-    );
-    b1.config["linux"]["resources"] = limit.clone();
-    b1.write();
-    let mut b2 = pod_bundle(&["sleep", "1000"], &pod);
-    b2.config["linux"]["resources"] = limit;
-    b2.write();
-    let ev = events_sock.display().to_string();
-    let addr = client::start_shim(&shim(), "test", &owner, &ev, &hog, b1.path()).unwrap();
-    let c = client::connect(&addr).unwrap();
-
-    // Over its limit: killed by the kernel, 137, and a /tasks/oom event for it.
-    create(&c, &hog, &b1, "").unwrap();
-    start(&c, &hog).unwrap();
-    assert_eq!(wait(&c, &hog), 137);
-    wait_until("the OOM event", || {
-        events.0.lock().unwrap().iter().any(|(t, v)| {
-            t == "/tasks/oom"
-                && protos::events::task::TaskOOM::parse_from_bytes(v)
-                    .unwrap()
-                    .container_id
-                    == hog
-        })
-    });
-
-    // A live update of a running task: new limits, same pid.
-    let addr2 = client::start_shim(&shim(), "test", &owner, &ev, &idle, b2.path()).unwrap();
-    assert_eq!(addr2, addr);
-    let pid = create(&c, &idle, &b2, "").unwrap();
-    start(&c, &idle).unwrap();
-    assert_eq!(read_cg(pid, "memory.max"), (32 * MIB).to_string());
-    update_memory(
-        &c,
-        &idle,
-        serde_json::json!({"memory": {"limit": 128 * MIB, "swap": 128 * MIB},
-        "cpu": {"quota": 50000, "period": 100000}}),
-    )
-    .unwrap();
-    assert_eq!(read_cg(pid, "memory.max"), (128 * MIB).to_string());
-    assert_eq!(read_cg(pid, "cpu.max"), "50000 100000");
-    let st = state(&c, &idle).unwrap();
-    assert_eq!((st.pid, st.status), (pid, api::Status::RUNNING.into()));
-    // Stats: cgroup v2 metrics with this container's memory and pids.
-    let stats = c
-        .stats(
-            client::ctx(10),
-            &api::StatsRequest {
-                id: idle.clone(),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-    let m = protos::cgroups_v2::metrics::Metrics::parse_from_bytes(&stats.stats.value).unwrap();
-    assert_eq!(m.memory.usage_limit, 128 * MIB);
-    assert_eq!(m.pids.current, 1);
-    assert!(m.memory.usage > 0 && m.cpu.usage_usec > 0, "{m:?}");
-
-    c.kill(
-        client::ctx(10),
-        &api::KillRequest {
-            id: idle.clone(),
-            signal: 9,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    assert_eq!(wait(&c, &idle), 137);
-    delete(&c, &hog).unwrap();
-    delete(&c, &idle).unwrap();
-    let _ = c.shutdown(client::ctx(10), &api::ShutdownRequest::default());
-}
-
-fn json_limit(bytes: u64) -> serde_json::Value {
-    serde_json::json!({"memory": {"limit": bytes, "swap": bytes}})
-}
-
-#[test]
-#[ignore = "needs cgroup v2 and containerd: hack/test.sh runs it in the VM"]
-fn vm_under_containerd_a_live_update_keeps_the_pid() {
-    require_v2();
-    let ctrd = Containerd::start();
-    let _cleanup = Cleanup {
-        namespace: "default",
-        ids: vec!["live".into()],
-        needle: format!("-address {}", ctrd.socket().display()),
-    };
-    let dir = tempfile::tempdir().unwrap();
-    image::busybox(&dir.path().join("layout"), "docker.io/library/busybox:latest").unwrap();
-    image::write_archive(&dir.path().join("layout"), &dir.path().join("bb.tar")).unwrap();
-    ctrd.ctr_ok(&["images", "import", dir.path().join("bb.tar").to_str().unwrap()]);
-    let shim = shim();
-    let limit = (64 * MIB).to_string();
-    ctrd.ctr_ok(&[
-        "run",
-        "-d",
-        "--runtime",
-        shim.to_str().unwrap(),
-        "--memory-limit",
-        &limit,
-        "docker.io/library/busybox:latest",
-        "live",
-        "sleep",
-        "1000",
-    ]);
-    let pid: u32 = ctrd
-        .ctr_ok(&["task", "ls"])
-        .lines()
-        .find(|l| l.starts_with("live "))
-        .and_then(|l| l.split_whitespace().nth(1).map(|p| p.parse().unwrap()))
-        .unwrap();
-    assert_eq!(read_cg(pid, "memory.max"), limit);
-    // ctr 1.6 has no `task update`: send containerd's UpdateTaskRequest to the shim containerd started.
-    let bundle = ctrd
-        .dir()
-        .join("state/io.containerd.runtime.v2.task/default/live");
-    let addr = std::fs::read_to_string(bundle.join("address")).unwrap();
-    let c = client::connect(&addr).unwrap();
-    update_memory(
-        &c,
-        "live",
-        serde_json::json!({"memory": {"limit": 96 * MIB}, "pids": {"limit": 50}}),
-    )
-    .unwrap();
-    assert_eq!(read_cg(pid, "memory.max"), (96 * MIB).to_string());
-    assert_eq!(read_cg(pid, "pids.max"), "50");
-    let row = ctrd.ctr_ok(&["task", "ls"]);
-    assert!(
-        row.contains(&format!("live    {pid}")) && row.contains("RUNNING"),
-        "same pid, running: {row}"
-    );
-    ctrd.ctr_ok(&["task", "kill", "-s", "KILL", "live"]);
-    wait_until("live stopped", || {
-        ctrd.task_status("live").as_deref() == Some("STOPPED")
-    });
-    ctrd.ctr_ok(&["task", "delete", "live"]);
-    ctrd.ctr_ok(&["container", "delete", "live"]);
-}
-
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
 fn a_terminal_is_sized_and_carries_output() {
@@ -889,133 +824,4 @@ fn a_terminal_is_sized_and_carries_output() {
     delete(&c, &id).unwrap();
     assert_eq!(code(c.resize_pty(client::ctx(10), &resize)).0, Code::NOT_FOUND);
     let _ = c.shutdown(client::ctx(10), &api::ShutdownRequest::default());
-}
-
-fn threads_of(pid: i32) -> usize {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:").and_then(|n| n.trim().parse().ok()))
-        .unwrap_or(0)
-}
-
-#[test]
-#[ignore = "needs root: run through hack/test.sh"]
-fn waits_hold_no_thread_and_stdin_flows_through_fifos() {
-    require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let owner = dir.path().join("owner.sock").display().to_string();
-    let pod = unique("pod");
-    let ids: Vec<String> = (0..6).map(|i| unique(&format!("w{i}"))).collect();
-    let _cleanup = Cleanup {
-        namespace: "test",
-        ids: ids.clone(),
-        needle: owner.clone(),
-    };
-    let cat = pod_bundle(&["cat"], &pod);
-    // A bundle each: a bundle's config names the container's cgroup.
-    let sleepers: Vec<Bundle> = (1..6).map(|_| pod_bundle(&["sleep", "1000"], &pod)).collect();
-    let addr = client::start_shim(&shim(), "test", &owner, "", &ids[0], cat.path()).unwrap();
-    let shim_pid = shim_pids(&owner)[0];
-    let c = client::connect(&addr).unwrap();
-
-    // ids[0]: cat between two FIFOs.
-    let (fin, fout) = (dir.path().join("in"), dir.path().join("out"));
-    for f in [&fin, &fout] {
-        nix::unistd::mkfifo(f, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    }
-    let req = api::CreateTaskRequest {
-        id: ids[0].clone(),
-        bundle: cat.path().display().to_string(),
-        stdin: fin.display().to_string(),
-        stdout: fout.display().to_string(),
-        ..Default::default()
-    };
-    c.create(client::ctx(20), &req).unwrap();
-    start(&c, &ids[0]).unwrap();
-    let reader = {
-        let fout = fout.clone();
-        std::thread::spawn(move || std::fs::read_to_string(fout).unwrap())
-    };
-    {
-        use std::io::Write;
-        let mut w = std::fs::OpenOptions::new().write(true).open(&fin).unwrap();
-        w.write_all(b"ping\n").unwrap();
-    }
-    // ids[1..5] run; ids[5] is created and never started.
-    for (id, b) in ids[1..].iter().zip(&sleepers) {
-        create(&c, id, b, "").unwrap();
-    }
-    for id in &ids[1..5] {
-        start(&c, id).unwrap();
-    }
-    // An exec of ids[1] that is added and never started.
-    let exec = api::ExecProcessRequest {
-        id: ids[1].clone(),
-        exec_id: "never".into(),
-        ..Default::default()
-    };
-    c.exec(client::ctx(10), &exec).unwrap();
-    // A Wait for each, all pending at once on one connection.
-    let waits: Vec<_> = ids
-        .iter()
-        .map(|id| (id.clone(), String::new()))
-        .chain([(ids[1].clone(), "never".to_string())])
-        .map(|(id, exec_id)| {
-            let c = c.clone();
-            std::thread::spawn(move || {
-                let req = api::WaitRequest {
-                    id,
-                    exec_id,
-                    ..Default::default()
-                };
-                c.wait(client::ctx(60), &req)
-            })
-        })
-        .collect();
-    // Seven Waits pending, six containers: the shim is down to its one loop thread once its workers idle out.
-    wait_until("the shim to idle on one thread", || threads_of(shim_pid) == 1);
-    assert_eq!(state(&c, &ids[1]).unwrap().status, api::Status::RUNNING.into());
-
-    // Deleting the never-started container kills what the runtime made of it; deleting the never-started exec
-    // answers its Wait with NOT_FOUND.
-    delete(&c, &ids[5]).unwrap();
-    let del = api::DeleteRequest {
-        id: ids[1].clone(),
-        exec_id: "never".into(),
-        ..Default::default()
-    };
-    c.delete(client::ctx(10), &del).unwrap();
-    // CloseIO: cat sees EOF on stdin and exits 0; its output, already through, ends with it.
-    c.close_io(
-        client::ctx(10),
-        &api::CloseIORequest {
-            id: ids[0].clone(),
-            stdin: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    for id in &ids[1..5] {
-        let kill = api::KillRequest {
-            id: id.clone(),
-            signal: 9,
-            ..Default::default()
-        };
-        c.kill(client::ctx(10), &kill).unwrap();
-    }
-    let results: Vec<_> = waits.into_iter().map(|t| t.join().unwrap()).collect();
-    assert_eq!(results[0].as_ref().unwrap().exit_status, 0, "cat after CloseIO");
-    for r in &results[1..6] {
-        assert_eq!(r.as_ref().unwrap().exit_status, 137);
-    }
-    let (code_, msg) = code(results[6].clone());
-    assert_eq!(code_, Code::NOT_FOUND, "{msg}");
-    assert!(msg.contains("deleted"), "{msg}");
-    assert_eq!(reader.join().unwrap(), "ping\n");
-
-    for id in &ids[..5] {
-        delete(&c, id).unwrap();
-    }
-    wait_until("the shim to exit after its last container", || !alive(shim_pid));
 }

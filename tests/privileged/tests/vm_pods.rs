@@ -1,0 +1,168 @@
+//! CRI container resources under a pure cgroup-v2 kernel: set at create, reported in the stats, updated live in
+//! place, refused below usage, and an OOM kill reported. Each case's pod is on the host's network (the VM has no
+//! CNI) and in a cgroup parent of its own, so the cases run side by side. hack/test.sh runs this binary inside
+//! hack/vm.
+
+use std::time::{Duration, Instant};
+
+use crius_privileged_tests::cri::{Pod, container, containers, cstatus, remove, wait_state};
+use crius_test_support::require_pure_cgroup_v2;
+use k8s_cri::v1 as cri;
+
+fn cgroup_file(p: &Pod, id: &str, file: &str) -> String {
+    let path = p.cgroup(id).join(file);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .to_string()
+}
+
+/// A `sleep 1000` container with a half cpu, 512 shares, 64 MiB, and a unified key.
+fn app() -> cri::ContainerConfig {
+    let mut conf = container("app", "busybox", "sleep 1000");
+    conf.linux = Some(cri::LinuxContainerConfig {
+        resources: Some(cri::LinuxContainerResources {
+            cpu_period: 100_000,
+            cpu_quota: 50_000,
+            cpu_shares: 512,
+            memory_limit_in_bytes: 64 << 20,
+            unified: [("memory.oom.group".to_string(), "1".to_string())].into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    conf
+}
+
+fn update(id: &str, r: cri::LinuxContainerResources) -> cri::UpdateContainerResourcesRequest {
+    cri::UpdateContainerResourcesRequest {
+        container_id: id.into(),
+        linux: Some(r),
+        ..Default::default()
+    }
+}
+
+async fn reported(p: &mut Pod, id: &str) -> cri::LinuxContainerResources {
+    cstatus(&mut p.c, id)
+        .await
+        .unwrap()
+        .resources
+        .unwrap()
+        .linux
+        .unwrap()
+}
+
+/// One container's resources, from create to its last update: a case of their own would each import busybox
+/// into a criusd of their own, ~8 s in the VM.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs cgroup v2 with controllers: hack/test.sh runs it in the VM"]
+async fn resources_are_set_at_create_resized_in_place_and_not_lowered_below_usage() {
+    require_pure_cgroup_v2();
+    let mut p = Pod::in_the_vm("resources").await;
+    let id = p.started(app()).await;
+    wait_state(&mut p.c, &id, cri::ContainerState::ContainerRunning).await;
+    assert_eq!(cgroup_file(&p, &id, "cpu.max"), "50000 100000");
+    assert_eq!(cgroup_file(&p, &id, "memory.max"), (64u64 << 20).to_string());
+    // shares 512 → weight 59 (the quadratic shares-to-weight formula).
+    assert_eq!(cgroup_file(&p, &id, "cpu.weight"), "59");
+    assert_eq!(cgroup_file(&p, &id, "memory.oom.group"), "1");
+    let procs = cgroup_file(&p, &id, "cgroup.procs");
+    let st =
+        p.c.container_stats(cri::ContainerStatsRequest {
+            container_id: id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .stats
+        .unwrap();
+    let mem = st.memory.unwrap();
+    let (used, avail) = (mem.usage_bytes.unwrap().value, mem.available_bytes.unwrap().value);
+    assert!(
+        used > 0 && avail > 0 && avail + mem.working_set_bytes.unwrap().value == 64 << 20,
+        "{mem:?}"
+    );
+
+    // In-place resize: kubelet sends the new values; the same process gets them.
+    p.c.update_container_resources(update(
+        &id,
+        cri::LinuxContainerResources {
+            cpu_period: 100_000,
+            cpu_quota: 150_000,
+            memory_limit_in_bytes: 128 << 20,
+            ..Default::default()
+        },
+    ))
+    .await
+    .unwrap();
+    assert_eq!(cgroup_file(&p, &id, "cpu.max"), "150000 100000");
+    assert_eq!(cgroup_file(&p, &id, "memory.max"), (128u64 << 20).to_string());
+    assert_eq!(cgroup_file(&p, &id, "cgroup.procs"), procs, "the same process");
+    let applied = reported(&mut p, &id).await;
+    assert_eq!(
+        (
+            applied.cpu_period,
+            applied.cpu_quota,
+            applied.cpu_shares,
+            applied.memory_limit_in_bytes
+        ),
+        (100_000, 150_000, 512, 128 << 20),
+        "the applied values, merged over the created ones"
+    );
+    assert_eq!(applied.unified["memory.oom.group"], "1");
+
+    // A memory limit below what the container uses is refused, naming why; nothing changes.
+    let e =
+        p.c.update_container_resources(update(
+            &id,
+            cri::LinuxContainerResources {
+                memory_limit_in_bytes: 4096,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("below its current usage"), "{e:?}");
+    assert_eq!(cgroup_file(&p, &id, "memory.max"), (128u64 << 20).to_string());
+    assert_eq!(reported(&mut p, &id).await.memory_limit_in_bytes, 128 << 20);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs cgroup v2 with controllers: hack/test.sh runs it in the VM"]
+async fn a_container_over_its_memory_limit_is_oom_killed_and_says_so() {
+    require_pure_cgroup_v2();
+    let mut p = Pod::in_the_vm("oom").await;
+    let mut hog = container(
+        "hog",
+        "busybox",
+        "x=$(head -c 200000000 /dev/zero | tr '\\0' x); echo ${#x}",
+    );
+    hog.linux = Some(cri::LinuxContainerConfig {
+        resources: Some(cri::LinuxContainerResources {
+            memory_limit_in_bytes: 32 << 20,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let hog_id = p.started(hog).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = cstatus(&mut p.c, &hog_id).await.unwrap();
+        if s.reason == "OOMKilled" {
+            assert_eq!(
+                (s.state, s.exit_code),
+                (cri::ContainerState::ContainerExited as i32, 137)
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "no OOM kill reported: {s:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    remove(&mut p.c, &p.id).await.unwrap();
+    assert!(
+        containers(&mut p.c, cri::ContainerFilter::default())
+            .await
+            .is_empty()
+    );
+}
