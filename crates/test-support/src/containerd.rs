@@ -144,5 +144,12 @@ impl Drop for Containerd {
         for m in mounts_under(self.dir.path()) {
             let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
         }
+        // runc under containerd puts containers in /<namespace>/<id> and removes only <id>: the namespace's
+        // cgroup stays. rmdir removes it only once it is empty, so another test's containerd loses nothing.
+        if let Some(mount) = crius_common::mountinfo::cgroup2() {
+            for ns in ["default", "k8s.io"] {
+                let _ = std::fs::remove_dir(mount.join(ns));
+            }
+        }
     }
 }
