@@ -66,21 +66,24 @@ impl Watch {
     /// Watches the shim of `sandbox` that serves `address`. Best effort: a shim that cannot be watched is
     /// still used; its death is then found by the next call that fails to reach it.
     pub(super) fn add(&self, sandbox: &str, address: &str) {
-        let added = server_pid(address).and_then(|pid| Ok((pid, pidfd_open(pid)?)));
-        match added {
-            Ok((pid, fd)) => {
-                // A reconnection to a shim already watched keeps the first pidfd: the poller may be
-                // waiting on it right now.
-                self.shared
-                    .lock()
-                    .entry(pid)
-                    .or_insert_with(|| (fd, sandbox.to_string()));
-                let one = 1u64.to_ne_bytes();
-                // SAFETY: an 8-byte write to our eventfd.
-                unsafe { libc::write(self.shared.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
-            }
+        match server_pid(address).and_then(|pid| Ok((pid, pidfd_open(pid)?))) {
+            Ok((pid, fd)) => self.insert(sandbox, pid, fd),
             Err(e) => tracing::warn!(sandbox, "cannot watch the pod's shim at {address}: {e}"),
         }
+    }
+
+    /// Watches process `pid` (its pidfd `fd`) as sandbox `sandbox`'s shim.
+    fn insert(&self, sandbox: &str, pid: i32, fd: OwnedFd) {
+        let mut w = self.shared.lock();
+        // The pod has a new shim: the old one's end (it left once it had no container) must not make the new
+        // shim's containers UNKNOWN.
+        w.retain(|p, (_, s)| s != sandbox || *p == pid);
+        // A reconnection to a shim already watched keeps the first pidfd.
+        w.entry(pid).or_insert_with(|| (fd, sandbox.to_string()));
+        drop(w);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: an 8-byte write to our eventfd.
+        unsafe { libc::write(self.shared.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
     }
 }
 
@@ -109,7 +112,8 @@ impl Shared {
                     .collect();
                 (pids, fds)
             };
-            // SAFETY: poll on descriptors that stay open: entries leave the map only on this thread.
+            // SAFETY: poll on descriptors of ours. One that insert() closes meanwhile (a pod's old shim) or
+            // whose number is reused reports for a pid no longer in the map, which is skipped below.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
             if n < 0 {
                 continue;
@@ -138,35 +142,58 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_dying_server_is_reported_once() {
-        let d = tempfile::tempdir().unwrap();
-        let sock = d.path().join("s");
-        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
-        // The "shim": a child that holds the socket and is killed.
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    fn watcher() -> (Watch, mpsc::Receiver<String>) {
         let (tx, rx) = mpsc::channel();
         let tx = Mutex::new(tx);
         let w = Watch::start(Arc::new(move |s: &str| {
             let _ = tx.lock().unwrap().send(s.to_string());
         }))
         .unwrap();
-        // Our own listener answers SO_PEERCRED with our pid: watch the child's pid directly instead.
-        let pid = child.id() as i32;
-        w.shared
-            .lock()
-            .insert(pid, (pidfd_open(pid).unwrap(), "pod-a".into()));
-        // SAFETY: wake the poller.
-        unsafe { libc::write(w.shared.wake.as_raw_fd(), 1u64.to_ne_bytes().as_ptr().cast(), 8) };
+        (w, rx)
+    }
+
+    fn child() -> (std::process::Child, i32, OwnedFd) {
+        let c = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = c.id() as i32;
+        (c, pid, pidfd_open(pid).unwrap())
+    }
+
+    #[test]
+    fn a_dying_shim_is_reported_once() {
+        let (w, rx) = watcher();
+        let (mut c, pid, fd) = child();
+        w.insert("pod-a", pid, fd);
         assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "alive");
-        child.kill().unwrap();
-        child.wait().unwrap();
+        c.kill().unwrap();
+        c.wait().unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "pod-a");
         assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "once");
-        assert_eq!(
-            server_pid(&format!("unix://{}", sock.display())).unwrap(),
-            std::process::id() as i32
+    }
+
+    #[test]
+    fn the_end_of_a_pods_old_shim_is_not_its_new_shims() {
+        let (w, rx) = watcher();
+        let (mut old, old_pid, old_fd) = child();
+        let (mut new, new_pid, new_fd) = child();
+        w.insert("pod-a", old_pid, old_fd);
+        w.insert("pod-a", new_pid, new_fd);
+        old.kill().unwrap();
+        old.wait().unwrap();
+        assert!(
+            rx.recv_timeout(Duration::from_millis(500)).is_err(),
+            "the old shim's end is not reported"
         );
-        drop(listener);
+        new.kill().unwrap();
+        new.wait().unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "pod-a");
+    }
+
+    #[test]
+    fn the_pid_serving_a_socket() {
+        let d = tempfile::tempdir().unwrap();
+        let sock = d.path().join("s");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let address = format!("unix://{}", sock.display());
+        assert_eq!(server_pid(&address).unwrap(), std::process::id() as i32);
     }
 }
