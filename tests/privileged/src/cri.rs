@@ -269,6 +269,12 @@ impl Pod {
         Pod::start(config(name, &format!("uid-{name}")), args, Some(net), None).await
     }
 
+    /// Pod `name` in the host's network namespace (no CNI needed), in criusd's default cgroup parent.
+    pub async fn on_host_network(name: &str) -> Pod {
+        let conf = host_network(config(name, &format!("uid-{name}")));
+        Pod::start(conf, Vec::new(), None, None).await
+    }
+
     /// Pod `name` for the VM: in the host's network namespace (the VM has no CNI), and in a cgroup parent of its
     /// own (see [`Pod::cgroup`]).
     pub async fn in_the_vm(name: &str) -> Pod {
