@@ -245,6 +245,13 @@ impl From<Error> for Status {
     }
 }
 
+/// The gRPC code and message a client gets for `e` (for tests).
+#[cfg(test)]
+pub(crate) fn answer(e: Error) -> (tonic::Code, String) {
+    let s = Status::from(e);
+    (s.code(), s.message().to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -253,10 +260,7 @@ mod tests {
 
     use super::*;
 
-    fn status(e: Error) -> (Code, String) {
-        let s = Status::from(e);
-        (s.code(), s.message().to_string())
-    }
+    use super::answer as status;
 
     #[test]
     fn invalid_argument_names_the_call_and_field() {

@@ -11,7 +11,7 @@ use super::Containers;
 use super::capture::Capture;
 use crate::error::{Error, Kind, Result};
 use crate::shim::{ExecTask, ShimError};
-use crate::store::container::{Container, State};
+use crate::store::container::Container;
 use crate::store::random_id;
 
 const CALL: &str = "ExecSync";
@@ -25,14 +25,7 @@ impl Containers {
         if cmd.is_empty() {
             return Err(Error::invalid(CALL, "cmd", "is empty"));
         }
-        if c.record.state() != State::Running {
-            return Err(Error::FailedPrecondition {
-                call: CALL,
-                kind: Kind::Container,
-                id: c.record.id.clone(),
-                reason: "is not running".into(),
-            });
-        }
+        Self::running(CALL, &c)?;
         let bundle = self.bundle(&c.record.id);
         let config = bundle.join("config.json");
         let spec: oci_spec::runtime::Spec = std::fs::read(&config)

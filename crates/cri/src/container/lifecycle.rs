@@ -170,14 +170,7 @@ impl Containers {
     pub fn reopen_log(&self, id: &str) -> Result<()> {
         const CALL: &str = "ReopenContainerLog";
         let c = self.get_or_not_found(CALL, id)?;
-        if c.record.state() != State::Running {
-            return Err(Error::FailedPrecondition {
-                call: CALL,
-                kind: Kind::Container,
-                id: c.record.id.clone(),
-                reason: "is not running".into(),
-            });
-        }
+        Self::running(CALL, &c)?;
         self.shims
             .reopen_log(&c.record.sandbox_id, &c.record.id)
             .map_err(Self::shim_err(CALL, &c))

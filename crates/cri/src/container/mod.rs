@@ -105,6 +105,19 @@ impl Containers {
         })
     }
 
+    /// `c` is running, or call `call` is refused with FailedPrecondition.
+    fn running(call: &'static str, c: &Container) -> Result<()> {
+        if c.record.state() == crate::store::container::State::Running {
+            return Ok(());
+        }
+        Err(Error::FailedPrecondition {
+            call,
+            kind: Kind::Container,
+            id: c.record.id.clone(),
+            reason: "is not running".into(),
+        })
+    }
+
     /// Every container.
     pub fn list_all(&self) -> Vec<Container> {
         self.records.list()

@@ -7,7 +7,7 @@ use k8s_cri::v1 as cri;
 use tonic::Code;
 
 use super::{Containers, Setup};
-use crate::error::Error;
+use crate::error::{Error, answer as code};
 use crate::shim::fake::FakeShim;
 use crate::snapshots::fake::FakeImages;
 use crate::store::container::State;
@@ -94,11 +94,6 @@ fn config(name: &str, attempt: u32, image: &str) -> cri::ContainerConfig {
         labels: [("app".to_string(), name.to_string())].into(),
         ..Default::default()
     }
-}
-
-fn code(e: Error) -> (Code, String) {
-    let s = tonic::Status::from(e);
-    (s.code(), s.message().to_string())
 }
 
 #[test]

@@ -23,22 +23,17 @@ pub const RUNTIME_NAME: &str = "crius";
 /// The service; cheap to clone.
 #[derive(Clone)]
 pub struct RuntimeService {
-    inner: Arc<Inner>,
+    runtime: Arc<Runtime>,
     /// Turns true when criusd shuts down: open GetContainerEvents streams end then, so that shutdown, which
     /// waits for calls in flight, is not held by a client that never hangs up.
     shutdown: tokio::sync::watch::Receiver<bool>,
-}
-
-/// What the calls work on.
-struct Inner {
-    runtime: Runtime,
 }
 
 impl RuntimeService {
     /// A service over `runtime`.
     pub fn new(runtime: Runtime) -> RuntimeService {
         RuntimeService {
-            inner: Arc::new(Inner { runtime }),
+            runtime: Arc::new(runtime),
             shutdown: tokio::sync::watch::channel(false).1,
         }
     }
@@ -54,8 +49,8 @@ impl RuntimeService {
         &self,
         f: impl FnOnce(&Runtime) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Status> {
-        let inner = self.inner.clone();
-        match tokio::task::spawn_blocking(move || f(&inner.runtime)).await {
+        let runtime = self.runtime.clone();
+        match tokio::task::spawn_blocking(move || f(&runtime)).await {
             Ok(r) => r.map_err(Status::from),
             // A panic in the call: the task's error says where.
             Err(e) => Err(Error::TaskFailed {
@@ -89,10 +84,10 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     }
 
     async fn status(&self, req: Request<cri::StatusRequest>) -> Reply<cri::StatusResponse> {
-        let inner = self.inner.clone();
+        let runtime = self.runtime.clone();
         let verbose = req.get_ref().verbose;
         let (network, described) = tokio::task::spawn_blocking(move || {
-            let n = &inner.runtime.pods.network;
+            let n = &runtime.pods.network;
             (
                 n.ready().map(drop).map_err(|e| e.to_string()),
                 verbose.then(|| n.describe()),
@@ -194,11 +189,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         req: Request<cri::PodSandboxStatusRequest>,
     ) -> Reply<cri::PodSandboxStatusResponse> {
         let req = req.into_inner();
-        let s = self
-            .inner
-            .runtime
-            .pods
-            .get("PodSandboxStatus", &req.pod_sandbox_id)?;
+        let s = self.runtime.pods.get("PodSandboxStatus", &req.pod_sandbox_id)?;
         Ok(Response::new(sandbox::status_of(&s, req.verbose)))
     }
 
@@ -208,7 +199,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     ) -> Reply<cri::ListPodSandboxResponse> {
         let filter = req.into_inner().filter;
         Ok(Response::new(cri::ListPodSandboxResponse {
-            items: sandbox::list(self.inner.runtime.pods.sandboxes.list(), filter.as_ref()),
+            items: sandbox::list(self.runtime.pods.sandboxes.list(), filter.as_ref()),
         }))
     }
 
@@ -380,10 +371,10 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         _: Request<cri::GetEventsRequest>,
     ) -> Reply<Self::GetContainerEventsStream> {
         use tokio_stream::StreamExt;
-        let inner = self.inner.clone();
-        let changes = tokio_stream::wrappers::BroadcastStream::new(self.inner.runtime.containers.subscribe());
+        let runtime = self.runtime.clone();
+        let changes = tokio_stream::wrappers::BroadcastStream::new(self.runtime.containers.subscribe());
         let stream = changes.map(move |r| match r {
-            Ok(ch) => Ok(inner.runtime.event(ch)),
+            Ok(ch) => Ok(runtime.event(ch)),
             Err(tokio_stream::wrappers::errors::BroadcastStreamRecvError::Lagged(n)) => {
                 Err(Error::EventsLost(n).into())
             }

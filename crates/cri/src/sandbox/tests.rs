@@ -6,6 +6,7 @@ use k8s_cri::v1 as cri;
 use tonic::Code;
 
 use super::*;
+use crate::error::answer as code;
 use crate::network::fake::{FakeNamespaces, FakeNetwork};
 
 struct World {
@@ -39,11 +40,6 @@ fn config(name: &str) -> cri::PodSandboxConfig {
         labels: [("app".to_string(), name.to_string())].into(),
         ..Default::default()
     }
-}
-
-fn code(e: Error) -> (Code, String) {
-    let s = tonic::Status::from(e);
-    (s.code(), s.message().to_string())
 }
 
 #[test]
