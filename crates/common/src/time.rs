@@ -54,6 +54,18 @@ pub fn format(t: SystemTime, fraction: Fraction) -> String {
     rfc3339(d.as_secs() as i64, d.subsec_nanos(), fraction)
 }
 
+/// `t` in nanoseconds since the epoch, the CRI's unit (0 before the epoch).
+pub fn unix_ns(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// Now, in nanoseconds since the epoch.
+pub fn now_ns() -> i64 {
+    unix_ns(SystemTime::now())
+}
+
 /// Now, as RFC 3339 in UTC.
 pub fn now(fraction: Fraction) -> String {
     format(SystemTime::now(), fraction)
@@ -84,5 +96,7 @@ mod tests {
         let t = UNIX_EPOCH + Duration::new(1_796_502_000, 120_000_000);
         assert_eq!(format(t, Fraction::Trimmed), "2026-12-05T20:20:00.12Z");
         assert_eq!(rfc3339(-1, 0, Fraction::Trimmed), "1969-12-31T23:59:59Z");
+        assert_eq!(unix_ns(t), 1_796_502_000_120_000_000);
+        assert_eq!(unix_ns(UNIX_EPOCH - Duration::from_secs(1)), 0);
     }
 }

@@ -115,9 +115,7 @@ fn timestamp_of_ns(ns: i64) -> Timestamp {
 
 /// ns since the epoch (0 before it).
 pub(crate) fn ns_since_epoch(t: SystemTime) -> i64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+    crius_common::time::unix_ns(t)
 }
 
 fn mount_to_wire(m: &Mount) -> protos::types::mount::Mount {

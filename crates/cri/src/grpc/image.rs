@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use crius_image::pull::{Auth, PullOptions};
@@ -89,11 +88,9 @@ pub(crate) fn auth_of(call: &'static str, a: Option<&cri::AuthConfig>) -> Result
     Ok(Auth::Anonymous)
 }
 
+/// Now, in ns since the epoch, and never 0 (1 with a clock before the epoch).
 fn now_nanos() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(1)
+    crius_common::time::now_ns().max(1)
 }
 
 fn reference_of(spec: Option<&cri::ImageSpec>, call: &'static str) -> Result<String, Error> {

@@ -45,10 +45,7 @@ pub(crate) fn by_id_or_prefix<'a, T>(all: &'a HashMap<String, T>, id: &str) -> O
 
 /// Now, in nanoseconds since the epoch.
 pub(crate) fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+    crius_common::time::now_ns()
 }
 
 /// A new sandbox or container id: 64 random hex digits.

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::image_service_server::ImageServiceServer;
@@ -101,10 +101,7 @@ pub struct FakeCri {
 }
 
 fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+    crius_common::time::now_ns()
 }
 
 impl FakeCri {
