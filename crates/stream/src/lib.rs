@@ -1,0 +1,13 @@
+//! crius-stream: the CRI streaming server and its client.
+//!
+//! Exec, Attach and PortForward answer with a URL on this server; kubelet's proxy, crictl and `crius exec`
+//! connect to it and upgrade the HTTP connection to SPDY/3.1 or WebSocket, then speak Kubernetes'
+//! remote-command (`v4`/`v5.channel.k8s.io`) or port-forward (`portforward.k8s.io`) protocol.
+//!
+//! ```text
+//!  spdy/        SPDY/3.1 framing (frame.rs, with the zlib header dictionary) and sessions (conn.rs)
+//! ```
+//!
+//! The runtime behind the server is a [`Backend`]: this crate knows nothing of shims or CRI records.
+
+pub mod spdy;

@@ -1,0 +1,5 @@
+//! SPDY/3.1 as Kubernetes' streaming peers speak it (github.com/moby/spdystream): the frames and their
+//! compressed header blocks ([`frame`]), and a session that multiplexes streams over one connection ([`conn`]).
+
+pub mod conn;
+pub mod frame;
