@@ -5,9 +5,30 @@
 //! remote-command (`v4`/`v5.channel.k8s.io`) or port-forward (`portforward.k8s.io`) protocol.
 //!
 //! ```text
+//!  backend.rs   the Backend trait: what the server asks of the runtime (criusd implements it)
+//!  token.rs     single-use tokens behind the URLs, 1 minute each
+//!  server.rs    the HTTP server: routes, the upgrade to SPDY or WebSocket, TLS, idle timeouts
+//!  session.rs   exec and attach over abstract channels (stdin, stdout, stderr, error, resize)
+//!  status.rs    the error channel's Status objects
 //!  spdy/        SPDY/3.1 framing (frame.rs, with the zlib header dictionary) and sessions (conn.rs)
+//!  ws.rs        the channel framing over WebSocket
 //! ```
 //!
 //! The runtime behind the server is a [`Backend`]: this crate knows nothing of shims or CRI records.
 
+pub mod backend;
+pub mod idle;
+pub mod portforward;
+pub mod remote;
+pub mod server;
+pub mod session;
 pub mod spdy;
+pub mod spdy_serve;
+pub mod status;
+pub mod ws;
+pub mod tls;
+pub mod token;
+
+pub use backend::{
+    AttachRequest, Backend, Control, Error, ErrorKind, ExecRequest, PortForwardRequest, Process, Request,
+};

@@ -1,0 +1,104 @@
+//! Port-forward: connections to ports of a pod, through [`Backend::connect`] (which enters the pod's
+//! network namespace). Over WebSocket (`portforward.k8s.io`), port `i` of the `ports` query has the data
+//! channel `2i` and the error channel `2i+1`, and the server starts each with the port, two bytes little
+//! endian; one connection per port and WebSocket. Over SPDY, see `spdy_serve`.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
+
+use crate::backend::{Backend, Request};
+use crate::session::{CHUNK, Out};
+use crate::ws;
+
+/// Whether `req` lets the client reach `port`; the message says why not.
+pub fn allowed(req: &crate::PortForwardRequest, port: u16) -> Result<(), String> {
+    if port == 0 {
+        return Err("port 0 is not a port".into());
+    }
+    if !req.ports.is_empty() && !req.ports.contains(&i32::from(port)) {
+        return Err(format!(
+            "port {port} is not among the ports {:?} of the PortForward request",
+            req.ports
+        ));
+    }
+    Ok(())
+}
+
+/// The error a client is shown when `port` cannot be reached.
+pub fn connect_error(sandbox: &str, port: u16, why: &str) -> String {
+    format!("error forwarding port {port} to pod {sandbox}: {why}")
+}
+
+/// Serves a WebSocket port-forward of `ports`.
+pub async fn over_ws<S>(socket: WebSocketStream<S>, req: Request, ports: Vec<u16>, backend: Arc<dyn Backend>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let Request::PortForward(pf) = req else { return };
+    let mut mux = ws::Mux::new(false);
+    for (i, port) in ports.into_iter().enumerate() {
+        let Ok(data) = u8::try_from(2 * i) else { break };
+        let input = mux.inbound(data);
+        let mut out: Out = Box::new(mux.outbound(data));
+        let mut err: Out = Box::new(mux.outbound(data + 1));
+        let backend = backend.clone();
+        let pf = pf.clone();
+        tokio::spawn(async move {
+            let prefix = Bytes::copy_from_slice(&port.to_le_bytes());
+            if out.send(prefix.clone()).await.is_err() || err.send(prefix).await.is_err() {
+                return;
+            }
+            let conn = match allowed(&pf, port) {
+                Ok(()) => backend
+                    .connect(pf.sandbox_id.clone(), port)
+                    .await
+                    .map_err(|e| connect_error(&pf.sandbox_id, port, &e.message)),
+                Err(e) => Err(e),
+            };
+            match conn {
+                Ok(tcp) => pipe(tcp, input, out).await,
+                Err(e) => {
+                    let _ = err.send(Bytes::from(e)).await;
+                }
+            }
+            err.close().await;
+        });
+    }
+    ws::drive(socket, mux).await;
+}
+
+/// Copies between `tcp` and a channel pair until both directions ended.
+pub async fn pipe(tcp: TcpStream, mut input: mpsc::Receiver<Bytes>, mut out: Out) {
+    let (mut r, mut w) = tcp.into_split();
+    let up = async move {
+        while let Some(b) = input.recv().await {
+            if w.write_all(&b).await.is_err() {
+                return;
+            }
+        }
+        let _ = w.shutdown().await;
+    };
+    let down = async move {
+        loop {
+            let mut buf = BytesMut::with_capacity(CHUNK);
+            match r.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if out.send(buf.freeze()).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        out.close().await;
+    };
+    // The connection ends when the pod's side closes; the client's half-close only ends its direction.
+    let up = tokio::spawn(up);
+    down.await;
+    up.abort();
+}

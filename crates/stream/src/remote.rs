@@ -1,0 +1,71 @@
+//! Exec and attach sessions on each transport: the channels the request asks for are made on the
+//! connection, then [`session::run`] drives them.
+//!
+//! Which channels exist follows the kept CRI request, as kubelet's server does: error always; stdin,
+//! stdout and stderr as asked; no stderr with a terminal; resize with a terminal.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_tungstenite::WebSocketStream;
+
+use crate::backend::{Backend, Request};
+use crate::session::{self, Channels};
+use crate::ws;
+
+/// The channels a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wanted {
+    /// stdin.
+    pub stdin: bool,
+    /// stdout.
+    pub stdout: bool,
+    /// stderr (never with a terminal).
+    pub stderr: bool,
+    /// A terminal (and so the resize channel).
+    pub tty: bool,
+}
+
+impl Wanted {
+    /// What `req` asks for.
+    pub fn of(req: &Request) -> Wanted {
+        let (stdin, stdout, stderr, tty) = match req {
+            Request::Exec(r) => (r.stdin, r.stdout, r.stderr, r.tty),
+            Request::Attach(r) => (r.stdin, r.stdout, r.stderr, r.tty),
+            Request::PortForward(_) => (false, false, false, false),
+        };
+        Wanted {
+            stdin,
+            stdout,
+            stderr: stderr && !tty,
+            tty,
+        }
+    }
+}
+
+/// Serves `req` over a WebSocket that negotiated `v4` or `v5.channel.k8s.io` (`v5`: with the close signal).
+pub async fn over_ws<S>(ws_stream: WebSocketStream<S>, req: Request, backend: Arc<dyn Backend>, v5: bool)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let want = Wanted::of(&req);
+    let mut mux = ws::Mux::new(v5);
+    let channels = Channels {
+        stdin: want.stdin.then(|| mux.inbound(ws::STDIN)),
+        stdout: want
+            .stdout
+            .then(|| Box::new(mux.outbound(ws::STDOUT)) as session::Out),
+        stderr: want
+            .stderr
+            .then(|| Box::new(mux.outbound(ws::STDERR)) as session::Out),
+        resize: want.tty.then(|| mux.inbound(ws::RESIZE)),
+        error: Box::new(mux.outbound(ws::ERROR)),
+        gone: {
+            let g = mux.gone();
+            Box::pin(async move {
+                let _ = g.await;
+            })
+        },
+    };
+    tokio::join!(session::run(backend, req, channels), ws::drive(ws_stream, mux));
+}

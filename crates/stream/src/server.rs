@@ -1,0 +1,347 @@
+//! The streaming server: HTTP/1.1 on one address (TLS optional), `/exec/<token>`, `/attach/<token>` and
+//! `/portforward/<token>`, each upgraded to SPDY/3.1 (`Upgrade: SPDY/3.1`, the protocol picked from
+//! `X-Stream-Protocol-Version`) or WebSocket (picked from `Sec-WebSocket-Protocol`). A token is taken by its
+//! first connection; an unknown, used or expired one is 404, as kubelet's server answers.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+
+use crate::backend::{Backend, Request};
+use crate::idle::IdleIo;
+use crate::token::{TokenError, Tokens};
+use crate::{portforward, remote, spdy_serve, ws};
+
+/// The header SPDY clients offer their protocols in.
+pub const PROTOCOL_HEADER: &str = "x-stream-protocol-version";
+/// SPDY's upgrade token.
+pub const SPDY: &str = "SPDY/3.1";
+
+/// How the server is set up.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it listens (port 0: a free one).
+    pub address: SocketAddr,
+    /// A certificate chain and key (PEM) to serve https with.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// A stream with no traffic for this long is closed.
+    pub idle_timeout: Duration,
+    /// How long a token waits for its connection.
+    pub token_lifetime: Duration,
+    /// How long a SPDY client has to open the streams its request needs.
+    pub stream_creation_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: None,
+            idle_timeout: Duration::from_secs(4 * 3600),
+            token_lifetime: crate::token::LIFETIME,
+            stream_creation_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A running streaming server.
+pub struct Server {
+    tokens: Arc<Tokens>,
+    addr: SocketAddr,
+    base: String,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("base", &self.base).finish()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+struct State {
+    tokens: Arc<Tokens>,
+    backend: Arc<dyn Backend>,
+    config: Config,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The address could not be bound.
+    #[error("binding the streaming server to {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+    /// The TLS files were unusable.
+    #[error("the streaming server's TLS: {0}")]
+    Tls(String),
+}
+
+impl Server {
+    /// Binds `config.address` and serves `backend` there, on the current tokio runtime.
+    pub async fn start(config: Config, backend: Arc<dyn Backend>) -> Result<Server, StartError> {
+        let listener = TcpListener::bind(config.address)
+            .await
+            .map_err(|e| StartError::Bind(config.address, e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| StartError::Bind(config.address, e))?;
+        let tls = match &config.tls {
+            Some((cert, key)) => Some(crate::tls::acceptor(cert, key).map_err(StartError::Tls)?),
+            None => None,
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let base = format!("{scheme}://{addr}");
+        let tokens = Arc::new(Tokens::with_lifetime(config.token_lifetime));
+        let state = Arc::new(State {
+            tokens: tokens.clone(),
+            backend,
+            config,
+        });
+        let accept = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let _ = tcp.set_nodelay(true);
+                let state = state.clone();
+                let tls = tls.clone();
+                tokio::spawn(async move {
+                    match tls {
+                        Some(tls) => match tls.accept(tcp).await {
+                            Ok(s) => serve_connection(state, s).await,
+                            Err(e) => tracing::debug!("streaming TLS handshake: {e}"),
+                        },
+                        None => serve_connection(state, tcp).await,
+                    }
+                });
+            }
+        });
+        Ok(Server {
+            tokens,
+            addr,
+            base,
+            accept,
+        })
+    }
+
+    /// Keeps `req` behind a new token and returns its URL.
+    pub fn url(&self, req: Request) -> Result<String, TokenError> {
+        let kind = match &req {
+            Request::Exec(_) => "exec",
+            Request::Attach(_) => "attach",
+            Request::PortForward(_) => "portforward",
+        };
+        let token = self.tokens.insert(req)?;
+        Ok(format!("{}/{kind}/{token}", self.base))
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+async fn serve_connection<S>(state: Arc<State>, io: S)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        let state = state.clone();
+        async move { Ok::<_, Infallible>(handle(state, req)) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades()
+        .await;
+}
+
+type Reply = Response<Full<Bytes>>;
+
+fn reply(code: StatusCode, message: impl Into<String>) -> Reply {
+    let mut r = Response::new(Full::new(Bytes::from(message.into() + "\n")));
+    *r.status_mut() = code;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+/// The values of a header that may be repeated or comma-separated.
+fn offered(headers: &HeaderMap, name: &str) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect()
+}
+
+fn upgrade_to(headers: &HeaderMap) -> Option<String> {
+    let v = headers.get(header::UPGRADE)?.to_str().ok()?;
+    Some(v.trim().to_ascii_lowercase())
+}
+
+fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
+    let path = req.uri().path().to_string();
+    let mut parts = path.trim_start_matches('/').splitn(2, '/');
+    let (kind, token) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    if !matches!(kind, "exec" | "attach" | "portforward") || token.is_empty() || token.contains('/') {
+        return reply(StatusCode::NOT_FOUND, format!("no such streaming path {path:?}"));
+    }
+    let Some(kept) = state.tokens.take(token) else {
+        return reply(
+            StatusCode::NOT_FOUND,
+            format!("streaming token {token:?} is unknown, used already, or expired"),
+        );
+    };
+    let matches = matches!(
+        (&kept, kind),
+        (Request::Exec(_), "exec") | (Request::Attach(_), "attach") | (Request::PortForward(_), "portforward")
+    );
+    if !matches {
+        return reply(StatusCode::BAD_REQUEST, format!("token {token:?} is not for {kind}"));
+    }
+    let port_forward = kind == "portforward";
+    match upgrade_to(req.headers()).as_deref() {
+        Some("websocket") => {
+            let Some(key) = req.headers().get(header::SEC_WEBSOCKET_KEY).cloned() else {
+                return reply(StatusCode::BAD_REQUEST, "a WebSocket upgrade without Sec-WebSocket-Key");
+            };
+            let supported: &[&str] = if port_forward {
+                &[ws::PORT_FORWARD]
+            } else {
+                &[ws::V5, ws::V4]
+            };
+            let offers = offered(req.headers(), header::SEC_WEBSOCKET_PROTOCOL.as_str());
+            let Some(chosen) = offers.iter().find(|o| supported.contains(&o.as_str())).cloned() else {
+                return reply(
+                    StatusCode::BAD_REQUEST,
+                    format!("none of the WebSocket protocols {offers:?} is supported; this server speaks {supported:?}"),
+                );
+            };
+            let ports = query_ports(req.uri().query().unwrap_or(""));
+            if port_forward && let Err(e) = &ports {
+                return reply(StatusCode::BAD_REQUEST, e.clone());
+            }
+            let upgrade = hyper::upgrade::on(&mut req);
+            let st = state.clone();
+            let proto = chosen.clone();
+            tokio::spawn(async move {
+                let Ok(up) = upgrade.await else { return };
+                let io = IdleIo::new(TokioIo::new(up), st.config.idle_timeout);
+                let mut cfg = WebSocketConfig::default();
+                cfg.max_message_size = Some(ws::MAX_MESSAGE);
+                cfg.max_frame_size = Some(ws::MAX_MESSAGE);
+                let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(cfg)).await;
+                if port_forward {
+                    portforward::over_ws(socket, kept, ports.unwrap_or_default(), st.backend.clone()).await;
+                } else {
+                    remote::over_ws(socket, kept, st.backend.clone(), proto == ws::V5).await;
+                }
+            });
+            let mut r = reply(StatusCode::SWITCHING_PROTOCOLS, "");
+            *r.body_mut() = Full::new(Bytes::new());
+            let h = r.headers_mut();
+            h.remove(header::CONTENT_TYPE);
+            h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+            h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+            if let Ok(v) = HeaderValue::from_str(&derive_accept_key(key.as_bytes())) {
+                h.insert(header::SEC_WEBSOCKET_ACCEPT, v);
+            }
+            if let Ok(v) = HeaderValue::from_str(&chosen) {
+                h.insert(header::SEC_WEBSOCKET_PROTOCOL, v);
+            }
+            r
+        }
+        Some(u) if u == SPDY.to_ascii_lowercase() => {
+            let supported: &[&str] = if port_forward {
+                &[spdy_serve::PORT_FORWARD]
+            } else {
+                &[spdy_serve::V5, spdy_serve::V4]
+            };
+            let offers = offered(req.headers(), PROTOCOL_HEADER);
+            let Some(chosen) = offers.iter().find(|o| supported.contains(&o.as_str())).cloned() else {
+                return reply(
+                    StatusCode::FORBIDDEN,
+                    format!("none of the stream protocols {offers:?} is supported; this server speaks {supported:?}"),
+                );
+            };
+            let upgrade = hyper::upgrade::on(&mut req);
+            let st = state.clone();
+            tokio::spawn(async move {
+                let Ok(up) = upgrade.await else { return };
+                let io = IdleIo::new(TokioIo::new(up), st.config.idle_timeout);
+                spdy_serve::serve(io, kept, st.backend.clone(), st.config.stream_creation_timeout).await;
+            });
+            let mut r = reply(StatusCode::SWITCHING_PROTOCOLS, "");
+            *r.body_mut() = Full::new(Bytes::new());
+            let h = r.headers_mut();
+            h.remove(header::CONTENT_TYPE);
+            h.insert(header::UPGRADE, HeaderValue::from_static(SPDY));
+            h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+            if let Ok(v) = HeaderValue::from_str(&chosen) {
+                h.insert(PROTOCOL_HEADER, v);
+            }
+            r
+        }
+        _ => reply(
+            StatusCode::BAD_REQUEST,
+            format!("{path} needs an upgrade to SPDY/3.1 or websocket"),
+        ),
+    }
+}
+
+/// The `ports` query parameter of a WebSocket port-forward (`ports=80,8080`, possibly repeated).
+fn query_ports(query: &str) -> Result<Vec<u16>, String> {
+    let mut ports = Vec::new();
+    for pair in query.split('&') {
+        let Some(v) = pair.strip_prefix("ports=") else { continue };
+        for p in v.split("%2C").flat_map(|s| s.split(',')) {
+            ports.push(
+                p.parse::<u16>()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| format!("port {p:?} is not a port number (1 to 65535)"))?,
+            );
+        }
+    }
+    if ports.is_empty() {
+        return Err("a WebSocket port-forward needs ports=PORT[,PORT...] in the query".into());
+    }
+    Ok(ports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_come_from_the_query() {
+        assert_eq!(query_ports("ports=80,8080").unwrap(), vec![80, 8080]);
+        assert_eq!(query_ports("x=1&ports=80%2C81&ports=82").unwrap(), vec![80, 81, 82]);
+        assert!(query_ports("ports=0").is_err());
+        assert!(query_ports("ports=http").is_err());
+        assert!(query_ports("").is_err());
+    }
+}

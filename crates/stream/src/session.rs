@@ -1,0 +1,227 @@
+//! Exec and attach, whatever the transport: the transport (SPDY streams or WebSocket channels) hands the
+//! session [`Channels`], bounded queues of byte chunks, and the session copies between them and the
+//! [`Process`] the backend started, applies resizes, and writes the end's [`Status`] on the error channel.
+//!
+//! Bounded queues everywhere: a client that does not read stops the process's output (which then blocks in
+//! the process, as a full pipe does), and memory stays bounded.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::BoxFuture;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use crate::backend::{Backend, Control, Output, Process, Request};
+use crate::status::{Outcome, Status};
+
+/// Chunks queued per channel and direction.
+pub const QUEUE: usize = 8;
+/// Largest chunk read from a process at once.
+pub const CHUNK: usize = 32 * 1024;
+/// How long output may still drain after the process exited (a background child may hold it open).
+pub const DRAIN: Duration = Duration::from_secs(2);
+
+/// A channel toward the peer. A send resolves once the transport has taken the bytes in its one ordered
+/// queue of the connection, so what the session sends on two channels reaches the peer in that order (the
+/// status after the last output).
+pub trait Outbound: Send {
+    /// Sends `data` (Err: the peer is gone).
+    fn send(&mut self, data: Bytes) -> BoxFuture<'_, Result<(), Gone>>;
+    /// Ends the channel (a FIN, or v5's close signal), as dropping it does where the transport can.
+    fn close(&mut self) -> BoxFuture<'_, ()>;
+}
+
+/// The peer went away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the client went away")]
+pub struct Gone;
+
+/// A boxed [`Outbound`].
+pub type Out = Box<dyn Outbound>;
+
+/// The channels of one remote-command session, as the transport made them.
+pub struct Channels {
+    /// From the client's stdin (closed: EOF).
+    pub stdin: Option<mpsc::Receiver<Bytes>>,
+    /// To the client's stdout.
+    pub stdout: Option<Out>,
+    /// To the client's stderr.
+    pub stderr: Option<Out>,
+    /// Terminal sizes from the client, JSON objects `{"Width":W,"Height":H}` one after another.
+    pub resize: Option<mpsc::Receiver<Bytes>>,
+    /// The status, written once at the end.
+    pub error: Out,
+    /// Resolves when the client went away.
+    pub gone: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+/// Runs an exec or attach request on `backend` over `channels` until the process ends or the client goes.
+pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
+    let (started, cmd) = match req {
+        Request::Exec(r) => {
+            let cmd = r.cmd.clone();
+            (backend.exec(r).await, cmd)
+        }
+        Request::Attach(r) => (backend.attach(r).await, Vec::new()),
+        Request::PortForward(_) => return,
+    };
+    let Channels {
+        stdin,
+        stdout,
+        stderr,
+        resize,
+        error,
+        gone,
+    } = channels;
+    let mut error = error;
+    let process = match started {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = error
+                .send(Status::of(&Outcome::Failed(e.message), &cmd).to_json().into())
+                .await;
+            error.close().await;
+            return;
+        }
+    };
+    let Process {
+        stdin: input,
+        stdout: out,
+        stderr: err,
+        control,
+    } = process;
+    let control: Arc<dyn Control> = Arc::from(control);
+    let mut tasks = Vec::new();
+    if let (Some(mut rx), Some(mut w)) = (stdin, input) {
+        tasks.push(tokio::spawn(async move {
+            while let Some(b) = rx.recv().await {
+                if w.write_all(&b).await.is_err() {
+                    return;
+                }
+            }
+            // The client's stdin ended: so does the process's.
+            let _ = w.shutdown().await;
+        }));
+    }
+    if let Some(mut rx) = resize {
+        let control = control.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut buf = BytesMut::new();
+            while let Some(b) = rx.recv().await {
+                buf.extend_from_slice(&b);
+                for (w, h) in sizes(&mut buf) {
+                    let _ = control.resize(w, h).await;
+                }
+            }
+        }));
+    }
+    let mut copies = Vec::new();
+    for (from, to) in [(out, stdout), (err, stderr)] {
+        if let (Some(from), Some(to)) = (from, to) {
+            copies.push(tokio::spawn(copy_out(from, to)));
+        }
+    }
+    let mut gone = gone;
+    let outcome = tokio::select! {
+        r = control.wait() => match r {
+            Ok(0) => Outcome::Success,
+            Ok(code) => Outcome::Exit(code),
+            Err(e) => Outcome::Failed(e.message),
+        },
+        () = &mut gone => {
+            control.finish(true).await;
+            abort(tasks.into_iter().chain(copies));
+            return;
+        }
+    };
+    // Output written before the end reaches the client.
+    let drained = tokio::time::timeout(DRAIN, async {
+        for c in &mut copies {
+            let _ = c.await;
+        }
+    });
+    tokio::select! {
+        _ = drained => {}
+        () = &mut gone => {}
+    }
+    control.finish(false).await;
+    abort(tasks.into_iter().chain(copies));
+    let _ = error.send(Status::of(&outcome, &cmd).to_json().into()).await;
+    error.close().await;
+}
+
+fn abort(tasks: impl Iterator<Item = tokio::task::JoinHandle<()>>) {
+    for t in tasks {
+        t.abort();
+    }
+}
+
+async fn copy_out(mut from: Output, mut to: Out) {
+    loop {
+        let mut buf = BytesMut::with_capacity(CHUNK);
+        match from.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                if to.send(buf.freeze()).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    to.close().await;
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Size {
+    width: u16,
+    height: u16,
+}
+
+/// Takes the complete terminal sizes off the front of `buf`; a malformed one ends the list and drops what
+/// is there (a client that sends garbage on the resize channel gets no resizes, not a crash).
+fn sizes(buf: &mut BytesMut) -> Vec<(u16, u16)> {
+    let mut out = Vec::new();
+    let mut it = serde_json::Deserializer::from_slice(buf).into_iter::<Size>();
+    let mut used = 0;
+    loop {
+        match it.next() {
+            Some(Ok(s)) => {
+                out.push((s.width, s.height));
+                used = it.byte_offset();
+            }
+            Some(Err(e)) if e.is_eof() => break,
+            Some(Err(_)) => {
+                used = buf.len();
+                break;
+            }
+            None => {
+                used = buf.len();
+                break;
+            }
+        }
+    }
+    let _ = buf.split_to(used);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_come_whole_or_wait_for_the_rest() {
+        let mut b = BytesMut::from(&br#"{"Width":80,"Height":24}{"Width":1"#[..]);
+        assert_eq!(sizes(&mut b), vec![(80, 24)]);
+        b.extend_from_slice(br#"00,"Height":40}"#);
+        assert_eq!(sizes(&mut b), vec![(100, 40)]);
+        assert!(b.is_empty());
+        let mut junk = BytesMut::from(&b"]]"[..]);
+        assert!(sizes(&mut junk).is_empty());
+        assert!(junk.is_empty());
+    }
+}
