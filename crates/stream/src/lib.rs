@@ -17,12 +17,14 @@
 //! The runtime behind the server is a [`Backend`]: this crate knows nothing of shims or CRI records.
 
 pub mod backend;
+pub mod client;
 pub mod idle;
 pub mod portforward;
 pub mod remote;
 pub mod server;
 pub mod session;
 pub mod spdy;
+pub mod spdy_client;
 pub mod spdy_serve;
 pub mod status;
 pub mod ws;

@@ -1,0 +1,223 @@
+//! The client side, for `crius exec`, `attach` and `port-forward` and for the tests: the URL that Exec,
+//! Attach or PortForward returned, over SPDY/3.1 or WebSocket, with local stdio.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+use crate::session::{CHUNK, Out};
+use crate::status::{Outcome, Status};
+use crate::ws;
+
+/// The transports a client can speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// SPDY/3.1 (crictl's and kubelet's default).
+    #[default]
+    Spdy,
+    /// WebSocket.
+    WebSocket,
+}
+
+impl std::str::FromStr for Transport {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Transport, String> {
+        match s {
+            "spdy" => Ok(Transport::Spdy),
+            "websocket" => Ok(Transport::WebSocket),
+            _ => Err(format!("transport {s:?}: spdy or websocket")),
+        }
+    }
+}
+
+/// The local ends of a remote command.
+#[derive(Default)]
+pub struct Stdio {
+    /// Sent to the process's stdin; its EOF closes the process's stdin.
+    pub stdin: Option<Pin<Box<dyn AsyncRead + Send>>>,
+    /// The process's stdout (with a terminal: the terminal's output).
+    pub stdout: Option<Pin<Box<dyn AsyncWrite + Send>>>,
+    /// The process's stderr (not with a terminal).
+    pub stderr: Option<Pin<Box<dyn AsyncWrite + Send>>>,
+    /// Terminal sizes (columns, rows) to send; Some also says the process has a terminal.
+    pub resize: Option<mpsc::Receiver<(u16, u16)>>,
+}
+
+/// Why a session could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The URL is not one this client can reach.
+    #[error("streaming URL {0:?}: {1}")]
+    Url(String, String),
+    /// The server could not be reached, or the connection broke.
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+    /// The server refused the upgrade.
+    #[error("the streaming server refused {url}: {status} {body}")]
+    Refused {
+        /// The URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// What it said.
+        body: String,
+    },
+    /// The protocol went wrong.
+    #[error("{0}")]
+    Protocol(String),
+}
+
+/// `host:port` and path of an `http://` URL.
+pub(crate) fn split_url(url: &str) -> Result<(String, String), ClientError> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        ClientError::Url(url.into(), "only http:// URLs are supported by this client".into())
+    })?;
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    if host.is_empty() {
+        return Err(ClientError::Url(url.into(), "no host".into()));
+    }
+    Ok((host.to_string(), if path.is_empty() { "/".into() } else { path.into() }))
+}
+
+/// Runs the exec or attach behind `url`, copying `stdio`, and returns how it ended.
+pub async fn remote_command(url: &str, transport: Transport, stdio: Stdio) -> Result<Outcome, ClientError> {
+    match transport {
+        Transport::WebSocket => remote_command_ws(url, stdio).await,
+        Transport::Spdy => crate::spdy_client::remote_command(url, stdio).await,
+    }
+}
+
+/// Opens a WebSocket to `url` offering `protocols`; returns it and the protocol the server chose.
+pub async fn connect_ws(
+    url: &str,
+    protocols: &str,
+) -> Result<(tokio_tungstenite::WebSocketStream<TcpStream>, String), ClientError> {
+    let (host, path) = split_url(url)?;
+    let tcp = TcpStream::connect(&host)
+        .await
+        .map_err(|e| ClientError::Io(format!("connecting to {host}"), e))?;
+    let _ = tcp.set_nodelay(true);
+    let mut req = format!("ws://{host}{path}")
+        .into_client_request()
+        .map_err(|e| ClientError::Url(url.into(), e.to_string()))?;
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        HeaderValue::from_str(protocols).map_err(|e| ClientError::Protocol(e.to_string()))?,
+    );
+    let mut cfg = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default();
+    cfg.max_message_size = Some(ws::MAX_MESSAGE);
+    let (socket, resp) = tokio_tungstenite::client_async_with_config(req, tcp, Some(cfg))
+        .await
+        .map_err(|e| match e {
+            tokio_tungstenite::tungstenite::Error::Http(r) => ClientError::Refused {
+                url: url.into(),
+                status: r.status().as_u16(),
+                body: r
+                    .body()
+                    .as_ref()
+                    .map(|b| String::from_utf8_lossy(b).trim().to_string())
+                    .unwrap_or_default(),
+            },
+            e => ClientError::Protocol(format!("WebSocket to {url}: {e}")),
+        })?;
+    let chosen = resp
+        .headers()
+        .get("Sec-WebSocket-Protocol")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    Ok((socket, chosen))
+}
+
+async fn remote_command_ws(url: &str, stdio: Stdio) -> Result<Outcome, ClientError> {
+    let (socket, chosen) = connect_ws(url, &format!("{}, {}", ws::V5, ws::V4)).await?;
+    let mut mux = ws::Mux::new(chosen == ws::V5);
+    let stdout_in = mux.inbound(ws::STDOUT);
+    let stderr_in = mux.inbound(ws::STDERR);
+    let mut error_in = mux.inbound(ws::ERROR);
+    let stdin_out: Out = Box::new(mux.outbound(ws::STDIN));
+    let resize_out: Out = Box::new(mux.outbound(ws::RESIZE));
+    let drive = tokio::spawn(ws::drive(socket, mux));
+    let outcome = run_local(stdio, stdin_out, resize_out, stdout_in, stderr_in, async move {
+        let mut status = Vec::new();
+        while let Some(b) = error_in.recv().await {
+            status.extend_from_slice(&b);
+        }
+        status
+    })
+    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), drive).await;
+    Ok(outcome)
+}
+
+/// Copies between the local stdio and a session's channels until the server ended it; returns its status.
+pub(crate) async fn run_local(
+    stdio: Stdio,
+    mut stdin_out: Out,
+    mut resize_out: Out,
+    stdout_in: mpsc::Receiver<Bytes>,
+    stderr_in: mpsc::Receiver<Bytes>,
+    status: impl Future<Output = Vec<u8>>,
+) -> Outcome {
+    let Stdio {
+        stdin,
+        stdout,
+        stderr,
+        resize,
+    } = stdio;
+    let input = tokio::spawn(async move {
+        if let Some(mut r) = stdin {
+            loop {
+                let mut buf = BytesMut::with_capacity(CHUNK);
+                match r.read_buf(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if stdin_out.send(buf.freeze()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+            stdin_out.close().await;
+            // Keep the channel's sender until the session ends (dropping it could end the connection).
+            std::future::pending::<()>().await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    });
+    let sizes = tokio::spawn(async move {
+        if let Some(mut rx) = resize {
+            while let Some((w, h)) = rx.recv().await {
+                let msg = format!(r#"{{"Width":{w},"Height":{h}}}"#);
+                if resize_out.send(Bytes::from(msg)).await.is_err() {
+                    return;
+                }
+            }
+        }
+        std::future::pending::<()>().await;
+    });
+    let (_, _, status) = tokio::join!(copy_in(stdout_in, stdout), copy_in(stderr_in, stderr), status);
+    input.abort();
+    sizes.abort();
+    if status.is_empty() {
+        return Outcome::Failed("the connection ended without a status".into());
+    }
+    Status::parse(&status)
+}
+
+async fn copy_in(mut from: mpsc::Receiver<Bytes>, to: Option<Pin<Box<dyn AsyncWrite + Send>>>) {
+    let mut to = to;
+    while let Some(b) = from.recv().await {
+        if let Some(w) = to.as_mut()
+            && (w.write_all(&b).await.is_err() || w.flush().await.is_err())
+        {
+            to = None;
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! The client side of remote command and port-forward over SPDY/3.1 (to be wired to `spdy::conn`).
+
+use crate::client::{ClientError, Stdio};
+use crate::status::Outcome;
+
+/// Runs the remote command behind `url` over SPDY.
+pub async fn remote_command(url: &str, _stdio: Stdio) -> Result<Outcome, ClientError> {
+    Err(ClientError::Url(url.into(), "SPDY is not wired yet".into()))
+}
