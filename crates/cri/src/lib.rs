@@ -32,6 +32,7 @@ pub mod sandbox;
 pub mod shim;
 pub mod snapshots;
 pub mod store;
+pub mod streaming;
 
 use std::collections::HashMap;
 

@@ -61,6 +61,16 @@ struct Cli {
     /// text or json [config: log_format; default text].
     #[arg(long, value_name = "FORMAT")]
     log_format: Option<String>,
+    /// The streaming server's address [config: stream.address; default 127.0.0.1].
+    #[arg(long, value_name = "IP")]
+    stream_address: Option<String>,
+    /// The streaming server's port, 0 for a free one [config: stream.port; default 0].
+    #[arg(long, value_name = "PORT")]
+    stream_port: Option<u16>,
+    /// Seconds a stream may be idle before it is closed, 0 for never [config: stream.idle_timeout; default
+    /// 14400, 4 h].
+    #[arg(long, value_name = "SECONDS")]
+    stream_idle_timeout: Option<u64>,
 }
 
 impl Cli {
@@ -94,6 +104,15 @@ impl Cli {
         }
         if let Some(v) = &self.log_format {
             c.log_format = v.clone();
+        }
+        if let Some(v) = &self.stream_address {
+            c.stream.address = v.clone();
+        }
+        if let Some(v) = self.stream_port {
+            c.stream.port = v;
+        }
+        if let Some(v) = self.stream_idle_timeout {
+            c.stream.idle_timeout = v;
         }
         for m in &self.registry_mirror {
             let (host, mirror) = m

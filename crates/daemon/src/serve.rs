@@ -125,11 +125,22 @@ pub fn run(c: Config) -> Result<(), String> {
             version = env!("CARGO_PKG_VERSION"),
             "criusd serving"
         );
+        let runtime = std::sync::Arc::new(runtime);
+        let stream_config = c.stream_config()?;
+        let streams = crius_stream::server::Server::start(
+            stream_config,
+            std::sync::Arc::new(crius_cri::streaming::Streaming::new(runtime.clone())),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        tracing::info!(address = %streams.local_addr(), "streaming server listening");
         let (down, shutdown) = tokio::sync::watch::channel(false);
         let served = tonic::transport::Server::builder()
             .add_service(ImageServiceServer::new(images.clone()))
             .add_service(RuntimeServiceServer::new(
-                crius_cri::grpc::runtime::RuntimeService::new(runtime).with_shutdown(shutdown),
+                crius_cri::grpc::runtime::RuntimeService::shared(runtime)
+                    .with_streaming(std::sync::Arc::new(streams))
+                    .with_shutdown(shutdown),
             ))
             .add_service(ImagesServer::new(api))
             .serve_with_incoming_shutdown(

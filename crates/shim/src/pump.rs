@@ -21,6 +21,9 @@ pub(crate) enum Sink {
     Fd(Slot),
     /// A CRI log, as the named stream.
     Log(Arc<CriLog>, &'static str),
+    /// A terminal's CRI log: an unfinished line is written as a partial record at the end of every read, so
+    /// a prompt reaches the log (and attach, which follows it) before its line ends.
+    TerminalLog(Arc<CriLog>),
 }
 
 struct Pump {
@@ -111,6 +114,10 @@ fn on_readable(r: &Reactor, pump: &Arc<Mutex<Pump>>) -> Next {
     let p = &mut *p;
     match &p.sink {
         Sink::Log(log, stream) => p.lines.feed(&buf[..n], log, stream),
+        Sink::TerminalLog(log) => {
+            p.lines.feed(&buf[..n], log, "stdout");
+            p.lines.flush_partial(log, "stdout");
+        }
         Sink::Fd(slot) => {
             if p.discard {
                 return Next::Keep;
@@ -187,6 +194,7 @@ impl Pump {
     fn finish(&mut self) {
         match &self.sink {
             Sink::Log(log, stream) => self.lines.finish(log, stream),
+            Sink::TerminalLog(log) => self.lines.finish(log, "stdout"),
             Sink::Fd(slot) if self.pending.is_empty() || self.discard => {
                 lock(slot).take();
             }

@@ -104,6 +104,14 @@ impl Lines {
         }
     }
 
+    /// Writes the unfinished line, if any, as a partial record.
+    pub(crate) fn flush_partial(&mut self, log: &CriLog, stream: &str) {
+        if !self.line.is_empty() {
+            log.write_record(stream, true, &self.line);
+            self.line.clear();
+        }
+    }
+
     /// The stream ended: an unfinished line is written as a full record.
     pub(crate) fn finish(&mut self, log: &CriLog, stream: &str) {
         if !self.line.is_empty() {
@@ -128,6 +136,8 @@ pub(crate) struct ProcessIo {
     pub(crate) stderr_path: String,
     /// stdin path as given.
     pub(crate) stdin_path: String,
+    /// The stdin FIFO is held open (a container's init): its EOF comes only from CloseIO.
+    pub(crate) hold_stdin: bool,
 }
 
 fn pipe() -> Result<(File, File), String> {
@@ -152,9 +162,12 @@ fn open_fifo_write(path: &str) -> Result<File, String> {
         .map_err(|e| format!("opening {path}: {e}"))
 }
 
-fn open_fifo_read(path: &str) -> Result<File, String> {
+/// Opens a FIFO for reading; `hold` opens it read-write, so that the FIFO never reads EOF when a writer
+/// leaves (a container's stdin outlives each attach; CloseIO ends it).
+fn open_fifo_read(path: &str, hold: bool) -> Result<File, String> {
     OpenOptions::new()
         .read(true)
+        .write(hold)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| format!("opening {path}: {e}"))
@@ -180,13 +193,13 @@ pub(crate) fn attach_terminal(reactor: &Reactor, io: &mut ProcessIo, master: Fil
     if let Some(path) = io.stdout_path.strip_prefix(CRI_LOG_SCHEME) {
         let log = CriLog::open(Path::new(path))?;
         io.log = Some(log.clone());
-        pump::start(reactor, dup(&master)?, Sink::Log(log, "stdout"))?;
+        pump::start(reactor, dup(&master)?, Sink::TerminalLog(log))?;
     } else if !io.stdout_path.is_empty() {
         let fifo = open_fifo_write(&io.stdout_path)?;
         pump::start(reactor, dup(&master)?, Sink::Fd(slot(fifo)))?;
     }
     if !io.stdin_path.is_empty() {
-        let fifo = open_fifo_read(&io.stdin_path)?;
+        let fifo = open_fifo_read(&io.stdin_path, io.hold_stdin)?;
         pump::start(reactor, fifo, Sink::Fd(slot(dup(&master)?)))?;
     }
     io.console = Some(Arc::new(master));
@@ -200,9 +213,11 @@ pub(crate) fn setup(
     stdin: &str,
     stdout: &str,
     stderr: &str,
+    hold_stdin: bool,
 ) -> Result<(ChildIo, ProcessIo), String> {
     let mut child = ChildIo::default();
     let mut io = ProcessIo {
+        hold_stdin,
         stdin_path: stdin.into(),
         stdout_path: stdout.into(),
         stderr_path: stderr.into(),
@@ -228,7 +243,7 @@ pub(crate) fn setup(
         }
     }
     if !stdin.is_empty() {
-        let fifo = open_fifo_read(stdin)?;
+        let fifo = open_fifo_read(stdin, hold_stdin)?;
         let (r, w) = pipe()?;
         child.stdin = Some(OwnedFd::from(r));
         io.stdin = slot(w);

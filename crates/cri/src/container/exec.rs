@@ -27,14 +27,7 @@ impl Containers {
         }
         Self::running(CALL, &c)?;
         let bundle = self.bundle(&c.record.id);
-        let config = bundle.join("config.json");
-        let spec: oci_spec::runtime::Spec = std::fs::read(&config)
-            .map_err(|e| Error::io(format!("ExecSync: reading {}", config.display()), e))
-            .and_then(|b| {
-                serde_json::from_slice(&b)
-                    .map_err(|e| Error::io(format!("ExecSync: reading {}", config.display()), e.into()))
-            })?;
-        let mut process = spec.process().clone().unwrap_or_default();
+        let mut process = self.process_of(CALL, &c)?;
         process.set_args(Some(cmd.to_vec())).set_terminal(Some(false));
         let exec_id = format!(
             "exec-{}",
@@ -45,8 +38,10 @@ impl Containers {
         let task = ExecTask {
             exec_id: exec_id.clone(),
             process,
+            stdin: String::new(),
             stdout: out.stdout_path(),
             stderr: out.stderr_path(),
+            terminal: false,
         };
         let result = self.run_exec(&c, &task, &out, timeout);
         let _ = self.shims.delete(&c.record.sandbox_id, &c.record.id, &exec_id);

@@ -27,6 +27,7 @@ mod capture;
 mod exec;
 mod lifecycle;
 mod stats;
+pub mod stream;
 pub mod status;
 #[cfg(test)]
 mod tests;
@@ -238,6 +239,11 @@ impl Containers {
                 bundle: bundle.clone(),
                 terminal: config.tty,
                 log_path: (!log_path.is_empty()).then(|| PathBuf::from(&log_path)),
+                stdin: if config.stdin {
+                    Some(stream::make_stdin_fifo(&bundle)?)
+                } else {
+                    None
+                },
             };
             self.shims
                 .create(&sandbox.record.id, &task)

@@ -24,6 +24,8 @@ pub const RUNTIME_NAME: &str = "crius";
 #[derive(Clone)]
 pub struct RuntimeService {
     runtime: Arc<Runtime>,
+    /// The streaming server behind Exec, Attach and PortForward (None: those calls are Unimplemented).
+    streams: Option<Arc<crius_stream::server::Server>>,
     /// Turns true when criusd shuts down: open GetContainerEvents streams end then, so that shutdown, which
     /// waits for calls in flight, is not held by a client that never hangs up.
     shutdown: tokio::sync::watch::Receiver<bool>,
@@ -32,10 +34,41 @@ pub struct RuntimeService {
 impl RuntimeService {
     /// A service over `runtime`.
     pub fn new(runtime: Runtime) -> RuntimeService {
+        RuntimeService::shared(Arc::new(runtime))
+    }
+
+    /// A service over a runtime that others (the streaming backend) hold too.
+    pub fn shared(runtime: Arc<Runtime>) -> RuntimeService {
         RuntimeService {
-            runtime: Arc::new(runtime),
+            runtime,
+            streams: None,
             shutdown: tokio::sync::watch::channel(false).1,
         }
+    }
+
+    /// Exec, Attach and PortForward answer with URLs on `server`.
+    pub fn with_streaming(mut self, server: Arc<crius_stream::server::Server>) -> RuntimeService {
+        self.streams = Some(server);
+        self
+    }
+
+    /// A URL for `req` on the streaming server, once `check` passed.
+    async fn stream_url(
+        &self,
+        call: &'static str,
+        req: crius_stream::Request,
+        check: impl FnOnce(&Runtime) -> Result<(), Error> + Send + 'static,
+    ) -> Result<String, Status> {
+        let Some(server) = self.streams.clone() else {
+            return Err(not_yet(call));
+        };
+        self.blocking(check).await?;
+        server.url(req).map_err(|e| {
+            Status::from(Error::io(
+                format!("{call}: a streaming token"),
+                std::io::Error::other(e.to_string()),
+            ))
+        })
     }
 
     /// Ends streaming calls once `shutdown` turns true.
@@ -297,16 +330,65 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         Ok(Response::new(out))
     }
 
-    async fn exec(&self, _: Request<cri::ExecRequest>) -> Reply<cri::ExecResponse> {
-        Err(not_yet("Exec"))
+    async fn exec(&self, req: Request<cri::ExecRequest>) -> Reply<cri::ExecResponse> {
+        let r = req.into_inner();
+        if !(r.stdin || r.stdout || r.stderr) {
+            return Err(Error::invalid("Exec", "stdin, stdout and stderr", "are all false: one must be set").into());
+        }
+        let kept = crius_stream::ExecRequest {
+            container_id: r.container_id.clone(),
+            cmd: r.cmd.clone(),
+            tty: r.tty,
+            stdin: r.stdin,
+            stdout: r.stdout,
+            stderr: r.stderr,
+        };
+        let url = self
+            .stream_url("Exec", crius_stream::Request::Exec(kept), move |rt| {
+                rt.containers.check_exec(&r.container_id, &r.cmd, r.tty, r.stderr)
+            })
+            .await?;
+        Ok(Response::new(cri::ExecResponse { url }))
     }
 
-    async fn attach(&self, _: Request<cri::AttachRequest>) -> Reply<cri::AttachResponse> {
-        Err(not_yet("Attach"))
+    async fn attach(&self, req: Request<cri::AttachRequest>) -> Reply<cri::AttachResponse> {
+        let r = req.into_inner();
+        if !(r.stdin || r.stdout || r.stderr) {
+            return Err(Error::invalid("Attach", "stdin, stdout and stderr", "are all false: one must be set").into());
+        }
+        let kept = crius_stream::AttachRequest {
+            container_id: r.container_id.clone(),
+            tty: r.tty,
+            stdin: r.stdin,
+            stdout: r.stdout,
+            stderr: r.stderr,
+        };
+        let url = self
+            .stream_url("Attach", crius_stream::Request::Attach(kept), move |rt| {
+                rt.containers.check_attach(&r.container_id, r.stdin, r.tty, r.stderr)
+            })
+            .await?;
+        Ok(Response::new(cri::AttachResponse { url }))
     }
 
-    async fn port_forward(&self, _: Request<cri::PortForwardRequest>) -> Reply<cri::PortForwardResponse> {
-        Err(not_yet("PortForward"))
+    async fn port_forward(&self, req: Request<cri::PortForwardRequest>) -> Reply<cri::PortForwardResponse> {
+        let r = req.into_inner();
+        if let Some(p) = r.port.iter().find(|p| !(1..=65535).contains(*p)) {
+            return Err(Error::invalid("PortForward", "port", format!("{p} is not a port (1 to 65535)")).into());
+        }
+        let kept = crius_stream::PortForwardRequest {
+            sandbox_id: r.pod_sandbox_id.clone(),
+            ports: r.port.clone(),
+        };
+        let url = self
+            .stream_url("PortForward", crius_stream::Request::PortForward(kept), move |rt| {
+                if r.pod_sandbox_id.is_empty() {
+                    return Err(Error::invalid("PortForward", "pod_sandbox_id", "is empty"));
+                }
+                rt.pods.get("PortForward", &r.pod_sandbox_id).map(drop)
+            })
+            .await?;
+        Ok(Response::new(cri::PortForwardResponse { url }))
     }
 
     async fn container_stats(

@@ -223,6 +223,16 @@ impl ShimClient for FakeShim {
         self.with(&key(sandbox, id, ""), |_| Ok(()))
     }
 
+    fn resize_pty(&self, sandbox: &str, id: &str, exec_id: &str, _: u32, _: u32) -> ShimResult<()> {
+        self.log("resize-pty", id, exec_id, "")?;
+        self.with(&key(sandbox, id, exec_id), |_| Ok(()))
+    }
+
+    fn close_io(&self, sandbox: &str, id: &str, exec_id: &str) -> ShimResult<()> {
+        self.log("close-io", id, exec_id, "")?;
+        self.with(&key(sandbox, id, exec_id), |_| Ok(()))
+    }
+
     fn reopen_log(&self, sandbox: &str, id: &str) -> ShimResult<()> {
         self.log("reopen-log", id, "", "")?;
         self.with(&key(sandbox, id, ""), |_| Ok(()))

@@ -101,6 +101,9 @@ pub struct CreateTask {
     pub terminal: bool,
     /// Where its output goes: a CRI log file (the shim writes kubelet's log format), or none.
     pub log_path: Option<PathBuf>,
+    /// A FIFO its stdin is read from (ContainerConfig.stdin), held open by the shim until CloseIO; attach
+    /// writes to it.
+    pub stdin: Option<PathBuf>,
 }
 
 /// A process to run in a running container.
@@ -110,10 +113,14 @@ pub struct ExecTask {
     pub exec_id: String,
     /// The OCI process (args, env, user, capabilities, ...).
     pub process: oci_spec::runtime::Process,
-    /// Where its stdout goes (a FIFO path).
+    /// Where its stdin comes from (a FIFO path; empty: none). Its writer's close is the process's EOF.
+    pub stdin: String,
+    /// Where its stdout goes (a FIFO path; with a terminal, the terminal's output).
     pub stdout: String,
-    /// Where its stderr goes (a FIFO path).
+    /// Where its stderr goes (a FIFO path; empty with a terminal).
     pub stderr: String,
+    /// Whether it gets a terminal.
+    pub terminal: bool,
 }
 
 /// A container's resource figures from its cgroup, as ContainerStats reports them.
@@ -157,6 +164,10 @@ pub trait ShimClient: Send + Sync {
         id: &str,
         resources: &oci_spec::runtime::LinuxResources,
     ) -> ShimResult<()>;
+    /// Sets the terminal size of the init (`exec_id` empty) or an exec.
+    fn resize_pty(&self, sandbox: &str, id: &str, exec_id: &str, width: u32, height: u32) -> ShimResult<()>;
+    /// Closes the stdin of the init (`exec_id` empty) or an exec: the process reads EOF.
+    fn close_io(&self, sandbox: &str, id: &str, exec_id: &str) -> ShimResult<()>;
     /// Has the shim reopen the container's log file (kubelet rotated it).
     fn reopen_log(&self, sandbox: &str, id: &str) -> ShimResult<()>;
     /// The container's cgroup figures (None: the shim has none, e.g. not running).

@@ -163,6 +163,11 @@ impl ShimClient for TtrpcShims {
                 .as_ref()
                 .map(|p| format!("{}{}", client::CRI_LOG_SCHEME, p.display()))
                 .unwrap_or_default(),
+            stdin: t
+                .stdin
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
             ..Default::default()
         };
         let start_for = Some((t.id.as_str(), t.bundle.as_path()));
@@ -232,8 +237,10 @@ impl ShimClient for TtrpcShims {
         let req = task::ExecProcessRequest {
             id: id.into(),
             exec_id: e.exec_id.clone(),
+            stdin: e.stdin.clone(),
             stdout: e.stdout.clone(),
             stderr: e.stderr.clone(),
+            terminal: e.terminal,
             spec: any(
                 "types.containerd.io/opencontainers/runtime-spec/1/Process",
                 process,
@@ -258,6 +265,29 @@ impl ShimClient for TtrpcShims {
             ..Default::default()
         };
         self.call(sandbox, Duration::from_secs(30), None, |c, x| c.update(x, &req))
+            .map(drop)
+    }
+
+    fn resize_pty(&self, sandbox: &str, id: &str, exec_id: &str, width: u32, height: u32) -> ShimResult<()> {
+        let req = task::ResizePtyRequest {
+            id: id.into(),
+            exec_id: exec_id.into(),
+            width,
+            height,
+            ..Default::default()
+        };
+        self.call(sandbox, Duration::from_secs(10), None, |c, x| c.resize_pty(x, &req))
+            .map(drop)
+    }
+
+    fn close_io(&self, sandbox: &str, id: &str, exec_id: &str) -> ShimResult<()> {
+        let req = task::CloseIORequest {
+            id: id.into(),
+            exec_id: exec_id.into(),
+            stdin: true,
+            ..Default::default()
+        };
+        self.call(sandbox, Duration::from_secs(10), None, |c, x| c.close_io(x, &req))
             .map(drop)
     }
 

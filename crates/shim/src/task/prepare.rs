@@ -153,13 +153,15 @@ fn run_with_stdio(
     } else {
         None
     };
+    // A container's stdin stays open across attaches; an exec's ends with its writer.
+    let hold_stdin = args.first() == Some(&"create");
     let (child, mut io) = if terminal {
-        (
-            Default::default(),
-            stdio::terminal_paths(&paths.stdin, &paths.stdout, &paths.stderr),
-        )
+        let mut io = stdio::terminal_paths(&paths.stdin, &paths.stdout, &paths.stderr);
+        io.hold_stdin = hold_stdin;
+        (Default::default(), io)
     } else {
-        stdio::setup(reactor, &paths.stdin, &paths.stdout, &paths.stderr).map_err(Error::InvalidArgument)?
+        stdio::setup(reactor, &paths.stdin, &paths.stdout, &paths.stderr, hold_stdin)
+            .map_err(Error::InvalidArgument)?
     };
     let console_path = console.as_ref().map(|c| c.path()).unwrap_or_default();
     let mut args = args.to_vec();
