@@ -5,6 +5,7 @@
 mod images;
 mod logs;
 mod run;
+mod stream;
 
 use clap::{Parser, Subcommand};
 
@@ -26,6 +27,12 @@ enum Command {
     Images(images::Images),
     /// Run the pods of a Kubernetes manifest (Pod, Job, Deployment, ...) until they complete or are stopped.
     Run(run::Run),
+    /// Run a command in a container of a running pod (`crius exec -it POD -- sh`).
+    Exec(stream::Exec),
+    /// Attach to the output (and input, with -i) of a running container.
+    Attach(stream::Attach),
+    /// Forward local ports to a pod (`crius port-forward POD 8080:80`).
+    PortForward(stream::PortForward),
 }
 
 fn main() -> std::process::ExitCode {
@@ -55,8 +62,13 @@ fn main() -> std::process::ExitCode {
                 .await
                 .map(|()| std::process::ExitCode::SUCCESS),
             Command::Run(cmd) => run::run(&cli.address, cmd).await,
+            Command::Exec(cmd) => stream::exec(&cli.address, cmd).await,
+            Command::Attach(cmd) => stream::attach(&cli.address, cmd).await,
+            Command::PortForward(cmd) => stream::port_forward(&cli.address, cmd).await,
         }
     });
+    // A read of stdin may still block a thread of the runtime: it is not waited for.
+    rt.shutdown_background();
     match result {
         Ok(code) => code,
         Err(e) => {

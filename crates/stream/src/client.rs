@@ -221,3 +221,55 @@ async fn copy_in(mut from: mpsc::Receiver<Bytes>, to: Option<Pin<Box<dyn AsyncWr
         }
     }
 }
+
+/// Forwards `local` to `port` of the pod behind the PortForward `url`, until either side closes.
+pub async fn port_forward(url: &str, transport: Transport, port: u16, local: TcpStream) -> Result<(), ClientError> {
+    match transport {
+        Transport::WebSocket => port_forward_ws(url, port, local).await,
+        Transport::Spdy => crate::spdy_client::port_forward(url, port, local).await,
+    }
+}
+
+async fn port_forward_ws(url: &str, port: u16, local: TcpStream) -> Result<(), ClientError> {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let (socket, _) = connect_ws(&format!("{url}{sep}ports={port}"), ws::PORT_FORWARD).await?;
+    let mut mux = ws::Mux::new(false);
+    let mut data_in = mux.inbound(0);
+    let mut error_in = mux.inbound(1);
+    let data_out: Out = Box::new(mux.outbound(0));
+    let drive = tokio::spawn(ws::drive(socket, mux));
+    // Each channel starts with its port, two bytes little endian.
+    let first = data_in.recv().await;
+    if first.as_deref() != Some(&port.to_le_bytes()[..]) {
+        let mut why = String::new();
+        while let Some(b) = error_in.recv().await {
+            why.push_str(&String::from_utf8_lossy(&b));
+        }
+        drive.abort();
+        return Err(ClientError::Protocol(if why.is_empty() {
+            format!("port {port}: the server did not start the data channel")
+        } else {
+            why
+        }));
+    }
+    let errors = tokio::spawn(async move {
+        let mut why = String::new();
+        let mut first = true;
+        while let Some(b) = error_in.recv().await {
+            if std::mem::take(&mut first) && b.len() == 2 {
+                continue;
+            }
+            why.push_str(&String::from_utf8_lossy(&b));
+        }
+        why
+    });
+    let (r, w) = local.into_split();
+    crate::portforward::pipe_local(r, w, data_in, data_out).await;
+    drive.abort();
+    let why = errors.await.unwrap_or_default();
+    if why.is_empty() {
+        Ok(())
+    } else {
+        Err(ClientError::Protocol(why))
+    }
+}

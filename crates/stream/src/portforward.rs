@@ -72,33 +72,38 @@ where
     ws::drive(socket, mux).await;
 }
 
-/// Copies between `tcp` and a channel pair until both directions ended.
-pub async fn pipe(tcp: TcpStream, mut input: mpsc::Receiver<Bytes>, mut out: Out) {
-    let (mut r, mut w) = tcp.into_split();
-    let up = async move {
+/// Copies between `tcp` and a channel pair until the connection's side closes.
+pub async fn pipe(tcp: TcpStream, input: mpsc::Receiver<Bytes>, out: Out) {
+    let (r, w) = tcp.into_split();
+    pipe_local(r, w, input, out).await;
+}
+
+/// Copies `input` into `w` and `r` into `out`, until `r` ends (its side closed); the other side's half-close
+/// only ends its own direction.
+pub async fn pipe_local<R, W>(mut r: R, mut w: W, mut input: mpsc::Receiver<Bytes>, mut out: Out)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let up = tokio::spawn(async move {
         while let Some(b) = input.recv().await {
             if w.write_all(&b).await.is_err() {
                 return;
             }
         }
         let _ = w.shutdown().await;
-    };
-    let down = async move {
-        loop {
-            let mut buf = BytesMut::with_capacity(CHUNK);
-            match r.read_buf(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if out.send(buf.freeze()).await.is_err() {
-                        return;
-                    }
+    });
+    loop {
+        let mut buf = BytesMut::with_capacity(CHUNK);
+        match r.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                if out.send(buf.freeze()).await.is_err() {
+                    break;
                 }
             }
         }
-        out.close().await;
-    };
-    // The connection ends when the pod's side closes; the client's half-close only ends its direction.
-    let up = tokio::spawn(up);
-    down.await;
+    }
+    out.close().await;
     up.abort();
 }
