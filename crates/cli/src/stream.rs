@@ -82,7 +82,11 @@ async fn runtime(address: &str) -> Result<RuntimeServiceClient<Channel>, String>
 }
 
 /// The ready sandbox of pod `name` in `namespace` (the newest, if several).
-async fn find_pod(rt: &mut RuntimeServiceClient<Channel>, namespace: &str, name: &str) -> Result<String, String> {
+async fn find_pod(
+    rt: &mut RuntimeServiceClient<Channel>,
+    namespace: &str,
+    name: &str,
+) -> Result<String, String> {
     let pods = rt
         .list_pod_sandbox(cri::ListPodSandboxRequest::default())
         .await
@@ -191,7 +195,8 @@ fn sizes() -> tokio::sync::mpsc::Receiver<(u16, u16)> {
         if let Some(s) = terminal_size() {
             let _ = tx.send(s).await;
         }
-        let Ok(mut winch) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()) else {
+        let Ok(mut winch) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+        else {
             return;
         };
         while winch.recv().await.is_some() {
@@ -219,7 +224,9 @@ fn exit_of(outcome: Outcome) -> Result<std::process::ExitCode, String> {
         Outcome::Success => Ok(std::process::ExitCode::SUCCESS),
         Outcome::Exit(code) => {
             eprintln!("command terminated with exit code {code}");
-            Ok(std::process::ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1)))
+            Ok(std::process::ExitCode::from(
+                u8::try_from(code.clamp(0, 255)).unwrap_or(1),
+            ))
         }
         Outcome::Failed(m) => Err(m),
     }
@@ -289,7 +296,11 @@ fn port_pair(s: &str) -> Result<(u16, u16), String> {
 
 /// Runs `crius port-forward` until interrupted.
 pub async fn port_forward(address: &str, cmd: PortForward) -> Result<std::process::ExitCode, String> {
-    let pairs = cmd.ports.iter().map(|p| port_pair(p)).collect::<Result<Vec<_>, _>>()?;
+    let pairs = cmd
+        .ports
+        .iter()
+        .map(|p| port_pair(p))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut rt = runtime(address).await?;
     let sandbox = find_pod(&mut rt, &cmd.namespace, &cmd.pod).await?;
     let mut tasks = Vec::new();
@@ -302,7 +313,9 @@ pub async fn port_forward(address: &str, cmd: PortForward) -> Result<std::proces
         let (rt, sandbox, transport) = (rt.clone(), sandbox.clone(), cmd.transport);
         tasks.push(tokio::spawn(async move {
             loop {
-                let Ok((conn, _)) = listener.accept().await else { continue };
+                let Ok((conn, _)) = listener.accept().await else {
+                    continue;
+                };
                 println!("Handling connection for {}", bound.port());
                 let (mut rt, sandbox) = (rt.clone(), sandbox.clone());
                 tokio::spawn(async move {

@@ -44,10 +44,15 @@ pub fn stream_error(e: Error) -> crius_stream::Error {
     crius_stream::Error::new(kind, status.message())
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> crate::error::Result<T> + Send + 'static) -> StreamResult<T> {
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> crate::error::Result<T> + Send + 'static,
+) -> StreamResult<T> {
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r.map_err(stream_error),
-        Err(e) => Err(crius_stream::Error::new(ErrorKind::Internal, format!("a streaming task failed: {e}"))),
+        Err(e) => Err(crius_stream::Error::new(
+            ErrorKind::Internal,
+            format!("a streaming task failed: {e}"),
+        )),
     }
 }
 
@@ -79,17 +84,32 @@ struct ExecControl {
 
 impl Control for ExecControl {
     fn resize(&self, width: u16, height: u16) -> BoxFuture<'static, StreamResult<()>> {
-        let (c, s, id, e) = (self.containers.clone(), self.sandbox.clone(), self.id.clone(), self.exec_id.clone());
+        let (c, s, id, e) = (
+            self.containers.clone(),
+            self.sandbox.clone(),
+            self.id.clone(),
+            self.exec_id.clone(),
+        );
         Box::pin(blocking(move || c.resize(&s, &id, &e, width, height)))
     }
 
     fn wait(&self) -> BoxFuture<'static, StreamResult<i32>> {
-        let (c, s, id, e) = (self.containers.clone(), self.sandbox.clone(), self.id.clone(), self.exec_id.clone());
+        let (c, s, id, e) = (
+            self.containers.clone(),
+            self.sandbox.clone(),
+            self.id.clone(),
+            self.exec_id.clone(),
+        );
         Box::pin(blocking(move || c.wait_stream(&s, &id, &e)))
     }
 
     fn finish(&self, client_gone: bool) -> BoxFuture<'static, ()> {
-        let (c, s, id, e) = (self.containers.clone(), self.sandbox.clone(), self.id.clone(), self.exec_id.clone());
+        let (c, s, id, e) = (
+            self.containers.clone(),
+            self.sandbox.clone(),
+            self.id.clone(),
+            self.exec_id.clone(),
+        );
         let dir = self.dir.clone();
         Box::pin(async move {
             let _ = blocking(move || {
@@ -127,7 +147,12 @@ impl Control for AttachControl {
     }
 
     fn finish(&self, _client_gone: bool) -> BoxFuture<'static, ()> {
-        let (c, s, id, close) = (self.containers.clone(), self.sandbox.clone(), self.id.clone(), self.close_stdin);
+        let (c, s, id, close) = (
+            self.containers.clone(),
+            self.sandbox.clone(),
+            self.id.clone(),
+            self.close_stdin,
+        );
         let _ = self.stop.send(true);
         Box::pin(async move {
             let _ = blocking(move || {
@@ -145,7 +170,12 @@ impl Backend for Streaming {
         Box::pin(async move {
             let c = containers.clone();
             let started = blocking(move || {
-                c.exec_stream(&req.container_id, &req.cmd, req.tty, [req.stdin, req.stdout, req.stderr])
+                c.exec_stream(
+                    &req.container_id,
+                    &req.cmd,
+                    req.tty,
+                    [req.stdin, req.stdout, req.stderr],
+                )
             })
             .await?;
             let control = Box::new(ExecControl {
@@ -203,10 +233,17 @@ impl Backend for Streaming {
         })
     }
 
-    fn connect(&self, sandbox_id: String, port: u16) -> BoxFuture<'static, StreamResult<tokio::net::TcpStream>> {
+    fn connect(
+        &self,
+        sandbox_id: String,
+        port: u16,
+    ) -> BoxFuture<'static, StreamResult<tokio::net::TcpStream>> {
         let runtime = self.runtime.clone();
         Box::pin(async move {
-            let sb = runtime.pods.get("PortForward", &sandbox_id).map_err(stream_error)?;
+            let sb = runtime
+                .pods
+                .get("PortForward", &sandbox_id)
+                .map_err(stream_error)?;
             let std = match sb.record.namespaces.net.clone() {
                 None => tokio::task::spawn_blocking(move || connect_in(None, port)).await,
                 Some(pin) => tokio::task::spawn_blocking(move || connect_in(Some(pin), port)).await,
@@ -227,11 +264,13 @@ fn connect_in(netns: Option<PathBuf>, port: u16) -> Result<std::net::TcpStream, 
     let timeout = Duration::from_secs(10);
     let connect = move || -> Result<std::net::TcpStream, String> {
         if let Some(pin) = &netns {
-            let f = File::open(pin).map_err(|e| format!("opening the pod's network namespace {}: {e}", pin.display()))?;
+            let f = File::open(pin)
+                .map_err(|e| format!("opening the pod's network namespace {}: {e}", pin.display()))?;
             nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET)
                 .map_err(|e| format!("entering the pod's network namespace {}: {e}", pin.display()))?;
         }
-        let s = std::net::TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connecting to {addr}: {e}"))?;
+        let s = std::net::TcpStream::connect_timeout(&addr, timeout)
+            .map_err(|e| format!("connecting to {addr}: {e}"))?;
         s.set_nonblocking(true).map_err(|e| format!("port {port}: {e}"))?;
         Ok(s)
     };
@@ -256,8 +295,16 @@ async fn follow(
     use std::os::unix::fs::MetadataExt;
     let open = |p: &PathBuf| File::open(p).ok();
     let mut file = open(&path);
-    let mut pos = file.as_ref().and_then(|f| f.metadata().ok()).map(|m| m.len()).unwrap_or(0);
-    let mut ino = file.as_ref().and_then(|f| f.metadata().ok()).map(|m| m.ino()).unwrap_or(0);
+    let mut pos = file
+        .as_ref()
+        .and_then(|f| f.metadata().ok())
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let mut ino = file
+        .as_ref()
+        .and_then(|f| f.metadata().ok())
+        .map(|m| m.ino())
+        .unwrap_or(0);
     let mut pending: Vec<u8> = Vec::new();
     loop {
         let stopping = *stop.borrow();
@@ -330,8 +377,14 @@ mod tests {
             record(b"2026-01-01T00:00:00Z stdout F hello world"),
             Some(("stdout", b"hello world\n".to_vec()))
         );
-        assert_eq!(record(b"2026-01-01T00:00:00Z stderr P $ "), Some(("stderr", b"$ ".to_vec())));
-        assert_eq!(record(b"2026-01-01T00:00:00Z stdout F"), Some(("stdout", b"\n".to_vec())));
+        assert_eq!(
+            record(b"2026-01-01T00:00:00Z stderr P $ "),
+            Some(("stderr", b"$ ".to_vec()))
+        );
+        assert_eq!(
+            record(b"2026-01-01T00:00:00Z stdout F"),
+            Some(("stdout", b"\n".to_vec()))
+        );
         assert_eq!(record(b"garbage"), None);
     }
 
@@ -349,7 +402,8 @@ mod tests {
         {
             use std::io::Write;
             let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
-            f.write_all(b"t stdout P one \nt stdout F two\nt stderr F oops\n").unwrap();
+            f.write_all(b"t stdout P one \nt stdout F two\nt stderr F oops\n")
+                .unwrap();
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
         let _ = stop.send(true);

@@ -198,7 +198,10 @@ impl Config {
             .address
             .parse()
             .map_err(|_| format!("stream address {:?}: not an IP address", s.address))?;
-        let tls = match (s.tls_cert.as_os_str().is_empty(), s.tls_key.as_os_str().is_empty()) {
+        let tls = match (
+            s.tls_cert.as_os_str().is_empty(),
+            s.tls_key.as_os_str().is_empty(),
+        ) {
             (true, true) => None,
             (false, false) => Some((s.tls_cert.clone(), s.tls_key.clone())),
             _ => return Err("stream tls_cert and tls_key go together: give both or neither".into()),

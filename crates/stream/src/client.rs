@@ -76,13 +76,19 @@ pub enum ClientError {
 /// `host:port` and path of an `http://` URL.
 pub(crate) fn split_url(url: &str) -> Result<(String, String), ClientError> {
     let rest = url.strip_prefix("http://").ok_or_else(|| {
-        ClientError::Url(url.into(), "only http:// URLs are supported by this client".into())
+        ClientError::Url(
+            url.into(),
+            "only http:// URLs are supported by this client".into(),
+        )
     })?;
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     if host.is_empty() {
         return Err(ClientError::Url(url.into(), "no host".into()));
     }
-    Ok((host.to_string(), if path.is_empty() { "/".into() } else { path.into() }))
+    Ok((
+        host.to_string(),
+        if path.is_empty() { "/".into() } else { path.into() },
+    ))
 }
 
 /// Runs the exec or attach behind `url`, copying `stdio`, and returns how it ended.
@@ -223,7 +229,12 @@ async fn copy_in(mut from: mpsc::Receiver<Bytes>, to: Option<Pin<Box<dyn AsyncWr
 }
 
 /// Forwards `local` to `port` of the pod behind the PortForward `url`, until either side closes.
-pub async fn port_forward(url: &str, transport: Transport, port: u16, local: TcpStream) -> Result<(), ClientError> {
+pub async fn port_forward(
+    url: &str,
+    transport: Transport,
+    port: u16,
+    local: TcpStream,
+) -> Result<(), ClientError> {
     match transport {
         Transport::WebSocket => port_forward_ws(url, port, local).await,
         Transport::Spdy => crate::spdy_client::port_forward(url, port, local).await,
@@ -252,24 +263,25 @@ async fn port_forward_ws(url: &str, port: u16, local: TcpStream) -> Result<(), C
             why
         }));
     }
-    let errors = tokio::spawn(async move {
-        let mut why = String::new();
+    // The error channel's first message is its port too; anything after it is why the pair failed, and
+    // ends the forward.
+    let errors = async move {
         let mut first = true;
         while let Some(b) = error_in.recv().await {
             if std::mem::take(&mut first) && b.len() == 2 {
                 continue;
             }
-            why.push_str(&String::from_utf8_lossy(&b));
+            return String::from_utf8_lossy(&b).into_owned();
         }
-        why
-    });
+        std::future::pending().await
+    };
     let (r, w) = local.into_split();
-    crate::portforward::pipe_local(r, w, data_in, data_out).await;
+    // Errors first: the server sends why before it closes the data channel.
+    let result = tokio::select! {
+        biased;
+        why = errors => Err(ClientError::Protocol(why)),
+        () = crate::portforward::pipe_local(r, w, data_in, data_out) => Ok(()),
+    };
     drive.abort();
-    let why = errors.await.unwrap_or_default();
-    if why.is_empty() {
-        Ok(())
-    } else {
-        Err(ClientError::Protocol(why))
-    }
+    result
 }

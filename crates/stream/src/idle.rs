@@ -56,7 +56,11 @@ impl<T> IdleIo<T> {
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for IdleIo<T> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         match Pin::new(&mut self.io).poll_read(cx, buf) {
             Poll::Ready(r) => {

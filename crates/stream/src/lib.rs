@@ -27,9 +27,9 @@ pub mod spdy;
 pub mod spdy_client;
 pub mod spdy_serve;
 pub mod status;
-pub mod ws;
 pub mod tls;
 pub mod token;
+pub mod ws;
 
 pub use backend::{
     AttachRequest, Backend, Control, Error, ErrorKind, ExecRequest, PortForwardRequest, Process, Request,

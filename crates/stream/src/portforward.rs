@@ -78,32 +78,37 @@ pub async fn pipe(tcp: TcpStream, input: mpsc::Receiver<Bytes>, out: Out) {
     pipe_local(r, w, input, out).await;
 }
 
-/// Copies `input` into `w` and `r` into `out`, until `r` ends (its side closed); the other side's half-close
-/// only ends its own direction.
+/// Copies `input` into `w` and `r` into `out` until either direction ends, as Kubernetes' peers expect (a
+/// client-go client waits for the server to end the pair once its side closed).
 pub async fn pipe_local<R, W>(mut r: R, mut w: W, mut input: mpsc::Receiver<Bytes>, mut out: Out)
 where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send,
 {
-    let up = tokio::spawn(async move {
+    let up = async {
         while let Some(b) = input.recv().await {
             if w.write_all(&b).await.is_err() {
-                return;
+                break;
             }
         }
         let _ = w.shutdown().await;
-    });
-    loop {
-        let mut buf = BytesMut::with_capacity(CHUNK);
-        match r.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                if out.send(buf.freeze()).await.is_err() {
-                    break;
+    };
+    let down = async {
+        loop {
+            let mut buf = BytesMut::with_capacity(CHUNK);
+            match r.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if out.send(buf.freeze()).await.is_err() {
+                        break;
+                    }
                 }
             }
         }
+    };
+    tokio::select! {
+        () = up => {}
+        () = down => {}
     }
     out.close().await;
-    up.abort();
 }

@@ -67,5 +67,24 @@ where
             })
         },
     };
-    tokio::join!(session::run(backend, req, channels), ws::drive(ws_stream, mux));
+    // client-go's WebSocket client waits for a first (empty) message: on stdout if asked for, else stderr,
+    // else the error channel.
+    let first = if want.stdout {
+        ws::STDOUT
+    } else if want.stderr {
+        ws::STDERR
+    } else {
+        ws::ERROR
+    };
+    let mut hello = mux.outbound(first);
+    let greet = async move {
+        let _ = session::Outbound::send(&mut hello, bytes::Bytes::new()).await;
+    };
+    tokio::join!(
+        async {
+            greet.await;
+            session::run(backend, req, channels).await;
+        },
+        ws::drive(ws_stream, mux)
+    );
 }

@@ -180,8 +180,10 @@ type Reply = Response<Full<Bytes>>;
 fn reply(code: StatusCode, message: impl Into<String>) -> Reply {
     let mut r = Response::new(Full::new(Bytes::from(message.into() + "\n")));
     *r.status_mut() = code;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     r
 }
 
@@ -217,16 +219,24 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
     };
     let matches = matches!(
         (&kept, kind),
-        (Request::Exec(_), "exec") | (Request::Attach(_), "attach") | (Request::PortForward(_), "portforward")
+        (Request::Exec(_), "exec")
+            | (Request::Attach(_), "attach")
+            | (Request::PortForward(_), "portforward")
     );
     if !matches {
-        return reply(StatusCode::BAD_REQUEST, format!("token {token:?} is not for {kind}"));
+        return reply(
+            StatusCode::BAD_REQUEST,
+            format!("token {token:?} is not for {kind}"),
+        );
     }
     let port_forward = kind == "portforward";
     match upgrade_to(req.headers()).as_deref() {
         Some("websocket") => {
             let Some(key) = req.headers().get(header::SEC_WEBSOCKET_KEY).cloned() else {
-                return reply(StatusCode::BAD_REQUEST, "a WebSocket upgrade without Sec-WebSocket-Key");
+                return reply(
+                    StatusCode::BAD_REQUEST,
+                    "a WebSocket upgrade without Sec-WebSocket-Key",
+                );
             };
             let supported: &[&str] = if port_forward {
                 &[ws::PORT_FORWARD]
@@ -237,7 +247,9 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
             let Some(chosen) = offers.iter().find(|o| supported.contains(&o.as_str())).cloned() else {
                 return reply(
                     StatusCode::BAD_REQUEST,
-                    format!("none of the WebSocket protocols {offers:?} is supported; this server speaks {supported:?}"),
+                    format!(
+                        "none of the WebSocket protocols {offers:?} is supported; this server speaks {supported:?}"
+                    ),
                 );
             };
             let ports = query_ports(req.uri().query().unwrap_or(""));
@@ -284,7 +296,9 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
             let Some(chosen) = offers.iter().find(|o| supported.contains(&o.as_str())).cloned() else {
                 return reply(
                     StatusCode::FORBIDDEN,
-                    format!("none of the stream protocols {offers:?} is supported; this server speaks {supported:?}"),
+                    format!(
+                        "none of the stream protocols {offers:?} is supported; this server speaks {supported:?}"
+                    ),
                 );
             };
             let upgrade = hyper::upgrade::on(&mut req);
@@ -316,7 +330,9 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
 fn query_ports(query: &str) -> Result<Vec<u16>, String> {
     let mut ports = Vec::new();
     for pair in query.split('&') {
-        let Some(v) = pair.strip_prefix("ports=") else { continue };
+        let Some(v) = pair.strip_prefix("ports=").or_else(|| pair.strip_prefix("port=")) else {
+            continue;
+        };
         for p in v.split("%2C").flat_map(|s| s.split(',')) {
             ports.push(
                 p.parse::<u16>()
@@ -327,7 +343,7 @@ fn query_ports(query: &str) -> Result<Vec<u16>, String> {
         }
     }
     if ports.is_empty() {
-        return Err("a WebSocket port-forward needs ports=PORT[,PORT...] in the query".into());
+        return Err("a WebSocket port-forward needs port=PORT (or ports=PORT,...) in the query".into());
     }
     Ok(ports)
 }
@@ -339,7 +355,11 @@ mod tests {
     #[test]
     fn ports_come_from_the_query() {
         assert_eq!(query_ports("ports=80,8080").unwrap(), vec![80, 8080]);
-        assert_eq!(query_ports("x=1&ports=80%2C81&ports=82").unwrap(), vec![80, 81, 82]);
+        assert_eq!(
+            query_ports("x=1&ports=80%2C81&ports=82").unwrap(),
+            vec![80, 81, 82]
+        );
+        assert_eq!(query_ports("port=80&port=81").unwrap(), vec![80, 81]);
         assert!(query_ports("ports=0").is_err());
         assert!(query_ports("ports=http").is_err());
         assert!(query_ports("").is_err());

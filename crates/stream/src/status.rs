@@ -135,8 +135,15 @@ mod tests {
         let cmd = vec!["sh".to_string(), "-c".into(), "exit 7".into()];
         let bad = String::from_utf8(Status::of(&Outcome::Exit(7), &cmd).to_json()).unwrap();
         assert!(bad.contains(r#""reason":"NonZeroExitCode""#), "{bad}");
-        assert!(bad.contains(r#""causes":[{"reason":"ExitCode","message":"7"}]"#), "{bad}");
-        for o in [Outcome::Success, Outcome::Exit(7), Outcome::Failed("no such container".into())] {
+        assert!(
+            bad.contains(r#""causes":[{"reason":"ExitCode","message":"7"}]"#),
+            "{bad}"
+        );
+        for o in [
+            Outcome::Success,
+            Outcome::Exit(7),
+            Outcome::Failed("no such container".into()),
+        ] {
             assert_eq!(Status::parse(&Status::of(&o, &cmd).to_json()), o);
         }
         assert!(matches!(Status::parse(b"garbage"), Outcome::Failed(_)));

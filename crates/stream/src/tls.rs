@@ -17,7 +17,8 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
     if chain.is_empty() {
         return Err(format!("{} holds no certificate", cert.display()));
     }
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("reading the key {}: {e}", key.display()))?;
+    let key =
+        PrivateKeyDer::from_pem_file(key).map_err(|e| format!("reading the key {}: {e}", key.display()))?;
     let config = ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(chain, key)

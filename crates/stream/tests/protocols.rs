@@ -94,7 +94,10 @@ async fn token_used_once(t: Transport) {
     let (s, _) = server().await;
     let url = s.url(exec(&["true"], false)).unwrap();
     let (io, _cap) = stdio(None);
-    assert_eq!(client::remote_command(&url, t, io).await.unwrap(), Outcome::Success);
+    assert_eq!(
+        client::remote_command(&url, t, io).await.unwrap(),
+        Outcome::Success
+    );
     let (io, _cap) = stdio(None);
     let e = client::remote_command(&url, t, io).await.unwrap_err();
     assert!(
@@ -104,7 +107,12 @@ async fn token_used_once(t: Transport) {
 }
 
 async fn big_output(t: Transport) {
-    let (o, out, _) = run(t, exec(&["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x"], false), None).await;
+    let (o, out, _) = run(
+        t,
+        exec(&["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x"], false),
+        None,
+    )
+    .await;
     assert_eq!(o, Outcome::Success);
     assert_eq!(out.len(), 3_000_000);
 }
@@ -120,7 +128,15 @@ macro_rules! both {
     };
 }
 
-both!(echo, stdin_then_eof, exit_code, unknown_container, token_used_once, big_output, port_forward_echo);
+both!(
+    echo,
+    stdin_then_eof,
+    exit_code,
+    unknown_container,
+    token_used_once,
+    big_output,
+    port_forward_echo
+);
 
 #[tokio::test]
 async fn expired_tokens_are_refused() {
@@ -133,7 +149,12 @@ async fn expired_tokens_are_refused() {
     let url = s.url(exec(&["true"], false)).unwrap();
     tokio::time::sleep(Duration::from_millis(80)).await;
     let (io, _cap) = stdio(None);
-    let e = client::remote_command(&url, Transport::WebSocket, io).await.unwrap_err();
-    assert!(matches!(e, client::ClientError::Refused { status: 404, .. }), "{e}");
+    let e = client::remote_command(&url, Transport::WebSocket, io)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, client::ClientError::Refused { status: 404, .. }),
+        "{e}"
+    );
     let _ = tokio::io::sink().shutdown().await;
 }

@@ -27,8 +27,8 @@ mod capture;
 mod exec;
 mod lifecycle;
 mod stats;
-pub mod stream;
 pub mod status;
+pub mod stream;
 #[cfg(test)]
 mod tests;
 

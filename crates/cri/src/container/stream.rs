@@ -94,7 +94,11 @@ impl Containers {
             return Err(Error::invalid("Exec", "cmd", "is empty"));
         }
         if tty && stderr {
-            return Err(Error::invalid("Exec", "stderr", "cannot be asked for with tty: a terminal has one output"));
+            return Err(Error::invalid(
+                "Exec",
+                "stderr",
+                "cannot be asked for with tty: a terminal has one output",
+            ));
         }
         Ok(())
     }
@@ -111,20 +115,18 @@ impl Containers {
             });
         }
         if tty && stderr {
-            return Err(Error::invalid("Attach", "stderr", "cannot be asked for with tty: a terminal has one output"));
+            return Err(Error::invalid(
+                "Attach",
+                "stderr",
+                "cannot be asked for with tty: a terminal has one output",
+            ));
         }
         Ok(())
     }
 
     /// Starts `cmd` in the running container for a stream, with the container's process settings, a
     /// terminal if `tty`, and the stdio asked for.
-    pub fn exec_stream(
-        &self,
-        id: &str,
-        cmd: &[String],
-        tty: bool,
-        stdio: [bool; 3],
-    ) -> Result<StreamExec> {
+    pub fn exec_stream(&self, id: &str, cmd: &[String], tty: bool, stdio: [bool; 3]) -> Result<StreamExec> {
         const CALL: &str = "Exec";
         let c = self.stream_target(CALL, id)?;
         if cmd.is_empty() {
@@ -137,14 +139,19 @@ impl Containers {
             &random_id().map_err(|e| Error::io("reading /dev/urandom", e))?[..16]
         );
         let dir = self.bundle(&c.record.id).join(&exec_id);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("{CALL}: creating {}", dir.display()), e))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("{CALL}: creating {}", dir.display()), e))?;
         let made = (|| {
             let [want_in, want_out, want_err] = stdio;
             let mut paths = [String::new(), String::new(), String::new()];
             let mut ends = [None, None, None];
-            for (i, (name, want)) in [("stdin", want_in), ("stdout", want_out), ("stderr", want_err && !tty)]
-                .into_iter()
-                .enumerate()
+            for (i, (name, want)) in [
+                ("stdin", want_in),
+                ("stdout", want_out),
+                ("stderr", want_err && !tty),
+            ]
+            .into_iter()
+            .enumerate()
             {
                 if !want {
                     continue;

@@ -333,7 +333,12 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     async fn exec(&self, req: Request<cri::ExecRequest>) -> Reply<cri::ExecResponse> {
         let r = req.into_inner();
         if !(r.stdin || r.stdout || r.stderr) {
-            return Err(Error::invalid("Exec", "stdin, stdout and stderr", "are all false: one must be set").into());
+            return Err(Error::invalid(
+                "Exec",
+                "stdin, stdout and stderr",
+                "are all false: one must be set",
+            )
+            .into());
         }
         let kept = crius_stream::ExecRequest {
             container_id: r.container_id.clone(),
@@ -354,7 +359,12 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     async fn attach(&self, req: Request<cri::AttachRequest>) -> Reply<cri::AttachResponse> {
         let r = req.into_inner();
         if !(r.stdin || r.stdout || r.stderr) {
-            return Err(Error::invalid("Attach", "stdin, stdout and stderr", "are all false: one must be set").into());
+            return Err(Error::invalid(
+                "Attach",
+                "stdin, stdout and stderr",
+                "are all false: one must be set",
+            )
+            .into());
         }
         let kept = crius_stream::AttachRequest {
             container_id: r.container_id.clone(),
@@ -365,7 +375,8 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         };
         let url = self
             .stream_url("Attach", crius_stream::Request::Attach(kept), move |rt| {
-                rt.containers.check_attach(&r.container_id, r.stdin, r.tty, r.stderr)
+                rt.containers
+                    .check_attach(&r.container_id, r.stdin, r.tty, r.stderr)
             })
             .await?;
         Ok(Response::new(cri::AttachResponse { url }))
@@ -374,19 +385,25 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     async fn port_forward(&self, req: Request<cri::PortForwardRequest>) -> Reply<cri::PortForwardResponse> {
         let r = req.into_inner();
         if let Some(p) = r.port.iter().find(|p| !(1..=65535).contains(*p)) {
-            return Err(Error::invalid("PortForward", "port", format!("{p} is not a port (1 to 65535)")).into());
+            return Err(
+                Error::invalid("PortForward", "port", format!("{p} is not a port (1 to 65535)")).into(),
+            );
         }
         let kept = crius_stream::PortForwardRequest {
             sandbox_id: r.pod_sandbox_id.clone(),
             ports: r.port.clone(),
         };
         let url = self
-            .stream_url("PortForward", crius_stream::Request::PortForward(kept), move |rt| {
-                if r.pod_sandbox_id.is_empty() {
-                    return Err(Error::invalid("PortForward", "pod_sandbox_id", "is empty"));
-                }
-                rt.pods.get("PortForward", &r.pod_sandbox_id).map(drop)
-            })
+            .stream_url(
+                "PortForward",
+                crius_stream::Request::PortForward(kept),
+                move |rt| {
+                    if r.pod_sandbox_id.is_empty() {
+                        return Err(Error::invalid("PortForward", "pod_sandbox_id", "is empty"));
+                    }
+                    rt.pods.get("PortForward", &r.pod_sandbox_id).map(drop)
+                },
+            )
             .await?;
         Ok(Response::new(cri::PortForwardResponse { url }))
     }

@@ -276,8 +276,10 @@ impl ShimClient for TtrpcShims {
             height,
             ..Default::default()
         };
-        self.call(sandbox, Duration::from_secs(10), None, |c, x| c.resize_pty(x, &req))
-            .map(drop)
+        self.call(sandbox, Duration::from_secs(10), None, |c, x| {
+            c.resize_pty(x, &req)
+        })
+        .map(drop)
     }
 
     fn close_io(&self, sandbox: &str, id: &str, exec_id: &str) -> ShimResult<()> {
