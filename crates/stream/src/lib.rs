@@ -29,6 +29,7 @@ pub mod spdy_serve;
 pub mod status;
 pub mod tls;
 pub mod token;
+pub mod tunnel;
 pub mod ws;
 
 pub use backend::{

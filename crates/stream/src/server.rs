@@ -239,7 +239,7 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
                 );
             };
             let supported: &[&str] = if port_forward {
-                &[ws::PORT_FORWARD]
+                &[crate::tunnel::PORT_FORWARD_TUNNEL, ws::PORT_FORWARD]
             } else {
                 &[ws::V5, ws::V4]
             };
@@ -252,8 +252,17 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
                     ),
                 );
             };
-            let ports = query_ports(req.uri().query().unwrap_or(""));
-            if port_forward && let Err(e) = &ports {
+            let tunnel = chosen == crate::tunnel::PORT_FORWARD_TUNNEL;
+            // The native WebSocket port-forward: ports from the query, else the PortForward request's.
+            let ports = match (&kept, query_ports(req.uri().query().unwrap_or(""))) {
+                (_, Ok(p)) => Ok(p),
+                (Request::PortForward(pf), Err(e)) => {
+                    let kept: Vec<u16> = pf.ports.iter().filter_map(|p| u16::try_from(*p).ok()).collect();
+                    if kept.is_empty() { Err(e) } else { Ok(kept) }
+                }
+                (_, Err(e)) => Err(e),
+            };
+            if port_forward && !tunnel && let Err(e) = &ports {
                 return reply(StatusCode::BAD_REQUEST, e.clone());
             }
             let upgrade = hyper::upgrade::on(&mut req);
@@ -266,7 +275,10 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
                 cfg.max_message_size = Some(ws::MAX_MESSAGE);
                 cfg.max_frame_size = Some(ws::MAX_MESSAGE);
                 let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(cfg)).await;
-                if port_forward {
+                if tunnel {
+                    let io = crate::tunnel::Tunnel::new(socket);
+                    spdy_serve::serve(io, kept, st.backend.clone(), st.config.stream_creation_timeout).await;
+                } else if port_forward {
                     portforward::over_ws(socket, kept, ports.unwrap_or_default(), st.backend.clone()).await;
                 } else {
                     remote::over_ws(socket, kept, st.backend.clone(), proto == ws::V5).await;
