@@ -31,7 +31,7 @@ pub fn allowed(req: &crate::PortForwardRequest, port: u16) -> Result<(), String>
 
 /// The error a client is shown when `port` cannot be reached.
 pub fn connect_error(sandbox: &str, port: u16, why: &str) -> String {
-    format!("error forwarding port {port} to pod {sandbox}: {why}")
+    format!("error forwarding port {port} to pod {sandbox}, uid : {why}")
 }
 
 /// Serves a WebSocket port-forward of `ports`.

@@ -308,3 +308,8 @@ mod websocket {
         host_network_port_forward
     );
 }
+
+mod spdy {
+    use super::*;
+    cases!(Spdy, exec_cases, attach_cases, port_forward_cases, host_network_port_forward);
+}
