@@ -5,9 +5,10 @@
 //! remote-command (`v4`/`v5.channel.k8s.io`) or port-forward (`portforward.k8s.io`) protocol.
 //!
 //! ```text
-//!  spdy/        SPDY/3.1 framing (frame.rs, with the zlib header dictionary) and sessions (conn.rs)
+//!  spdy/        SPDY/3.1: frames (frame.rs, codec.rs), header blocks (headers.rs, zlib.rs, dict.rs: the
+//!               SPDY/3 zlib dictionary) and sessions (conn.rs)
 //! ```
 //!
-//! The runtime behind the server is a [`Backend`]: this crate knows nothing of shims or CRI records.
+//! The runtime behind the server is a `Backend` (to come): this crate knows nothing of shims or CRI records.
 
 pub mod spdy;
