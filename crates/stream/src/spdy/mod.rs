@@ -6,4 +6,6 @@ pub mod conn;
 mod dict;
 pub mod frame;
 mod headers;
+mod session;
+mod stream;
 mod zlib;
