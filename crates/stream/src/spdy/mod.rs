@@ -9,3 +9,6 @@ mod headers;
 mod session;
 mod stream;
 mod zlib;
+
+#[cfg(test)]
+mod spdystream_tests;
