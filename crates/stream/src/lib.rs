@@ -6,8 +6,8 @@
 //!
 //! ```text
 //!  spdy/        SPDY/3.1: frames (frame.rs, codec.rs), header blocks (headers.rs, zlib.rs, dict.rs: the
-//!               SPDY/3 zlib dictionary) and sessions (conn.rs; session.rs: the reader and writer tasks;
-//!               stream.rs: a stream and its halves)
+//!               SPDY/3 zlib dictionary) and sessions (conn.rs; session.rs: the state and the reader task;
+//!               writer.rs: the writer task; stream.rs: a stream and its halves)
 //! ```
 //!
 //! The runtime behind the server is a `Backend` (to come): this crate knows nothing of shims or CRI records.

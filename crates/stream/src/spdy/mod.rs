@@ -8,6 +8,7 @@ pub mod frame;
 mod headers;
 mod session;
 mod stream;
+mod writer;
 mod zlib;
 
 #[cfg(test)]

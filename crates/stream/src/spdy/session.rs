@@ -1,5 +1,5 @@
-//! A session's state and its two tasks: the reader (socket → frames → streams) and the writer (one FIFO queue of
-//! frames → socket).
+//! A session's state and its reader task (socket → frames → streams); the writer task (one FIFO queue of
+//! frames → socket) is in `writer.rs`.
 //!
 //! Memory stays bounded: the writer's queue holds at most `Config::write_queue` bytes of frames that asked for
 //! room (data, replies, pings' answers); the frames queued without room are at most one FIN or RST per stream
@@ -10,20 +10,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadHalf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 
 use super::conn::{Config, Error, Owner, Role};
-use super::frame::{Decoder, Encoder, Frame, GOAWAY_PROTOCOL_ERROR, Headers, RST_REFUSED_STREAM};
+use super::frame::{Decoder, Frame, GOAWAY_PROTOCOL_ERROR, Headers, RST_REFUSED_STREAM};
 use super::stream::Stream;
-
-/// What the writer is asked to do.
-pub(crate) enum Out {
-    /// Send a frame; the permit (room in the queue) is given back once it is written.
-    Frame(Frame, Option<OwnedSemaphorePermit>),
-    /// Flush, shut the io's write side down and stop.
-    Shutdown,
-}
+pub(crate) use super::writer::{Out, writer};
 
 /// One stream's entry, from its SYN_STREAM until both sides are done with it.
 pub(crate) struct Slot {
@@ -391,47 +384,4 @@ fn remote_finished(shared: &Shared, mut state: MutexGuard<'_, State>, id: u32) {
         slot.data = None;
     }
     shared.settle(state, id);
-}
-
-/// Writes queued frames until told to stop or the io fails; then shuts the write side down.
-pub(crate) async fn writer<T: AsyncWrite>(
-    shared: Arc<Shared>,
-    mut io: WriteHalf<T>,
-    mut encoder: Encoder,
-    mut rx: mpsc::UnboundedReceiver<Out>,
-) {
-    const BATCH: usize = 64 * 1024;
-    let mut buf = BytesMut::with_capacity(BATCH);
-    let mut stop = false;
-    while !stop {
-        let Some(first) = rx.recv().await else { break };
-        let mut next = Some(first);
-        while let Some(out) = next.take() {
-            match out {
-                Out::Frame(frame, permit) => {
-                    if let Err(why) = encoder.encode(&frame, &mut buf) {
-                        tracing::debug!(%why, "spdy: dropping a frame that cannot be encoded");
-                    }
-                    drop(permit);
-                }
-                Out::Shutdown => stop = true,
-            }
-            if !stop && buf.len() < BATCH {
-                next = rx.try_recv().ok();
-            }
-        }
-        if let Err(why) = async {
-            io.write_all(&buf).await?;
-            io.flush().await
-        }
-        .await
-        {
-            tracing::debug!(%why, "spdy: write failed");
-            shared.end();
-            break;
-        }
-        buf.clear();
-    }
-    shared.room.close();
-    let _ = io.shutdown().await;
 }
