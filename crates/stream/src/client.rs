@@ -15,6 +15,16 @@ use crate::session::{CHUNK, Out};
 use crate::status::{Outcome, Status};
 use crate::ws;
 
+/// A task that ends with its handle: a client dropped mid-session (a cancelled future) takes its
+/// connection's tasks with it, so the server sees it gone.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The transports a client can speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Transport {
@@ -149,7 +159,7 @@ async fn remote_command_ws(url: &str, stdio: Stdio) -> Result<Outcome, ClientErr
     let mut error_in = mux.inbound(ws::ERROR);
     let stdin_out: Out = Box::new(mux.outbound(ws::STDIN));
     let resize_out: Out = Box::new(mux.outbound(ws::RESIZE));
-    let drive = tokio::spawn(ws::drive(socket, mux));
+    let mut drive = AbortOnDrop(tokio::spawn(ws::drive(socket, mux)));
     let outcome = run_local(stdio, stdin_out, resize_out, stdout_in, stderr_in, async move {
         let mut status = Vec::new();
         while let Some(b) = error_in.recv().await {
@@ -158,7 +168,7 @@ async fn remote_command_ws(url: &str, stdio: Stdio) -> Result<Outcome, ClientErr
         status
     })
     .await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), drive).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), &mut drive.0).await;
     Ok(outcome)
 }
 
@@ -177,7 +187,7 @@ pub(crate) async fn run_local(
         stderr,
         resize,
     } = stdio;
-    let input = tokio::spawn(async move {
+    let input = AbortOnDrop(tokio::spawn(async move {
         if let Some(mut r) = stdin {
             loop {
                 let mut buf = BytesMut::with_capacity(CHUNK);
@@ -196,8 +206,8 @@ pub(crate) async fn run_local(
         } else {
             std::future::pending::<()>().await;
         }
-    });
-    let sizes = tokio::spawn(async move {
+    }));
+    let sizes = AbortOnDrop(tokio::spawn(async move {
         if let Some(mut rx) = resize {
             while let Some((w, h)) = rx.recv().await {
                 let msg = format!(r#"{{"Width":{w},"Height":{h}}}"#);
@@ -207,10 +217,9 @@ pub(crate) async fn run_local(
             }
         }
         std::future::pending::<()>().await;
-    });
+    }));
     let (_, _, status) = tokio::join!(copy_in(stdout_in, stdout), copy_in(stderr_in, stderr), status);
-    input.abort();
-    sizes.abort();
+    drop((input, sizes));
     if status.is_empty() {
         return Outcome::Failed("the connection ended without a status".into());
     }
@@ -248,7 +257,7 @@ async fn port_forward_ws(url: &str, port: u16, local: TcpStream) -> Result<(), C
     let mut data_in = mux.inbound(0);
     let mut error_in = mux.inbound(1);
     let data_out: Out = Box::new(mux.outbound(0));
-    let drive = tokio::spawn(ws::drive(socket, mux));
+    let drive = AbortOnDrop(tokio::spawn(ws::drive(socket, mux)));
     // Each channel starts with its port, two bytes little endian.
     let first = data_in.recv().await;
     if first.as_deref() != Some(&port.to_le_bytes()[..]) {
@@ -256,7 +265,7 @@ async fn port_forward_ws(url: &str, port: u16, local: TcpStream) -> Result<(), C
         while let Some(b) = error_in.recv().await {
             why.push_str(&String::from_utf8_lossy(&b));
         }
-        drive.abort();
+        drop(drive);
         return Err(ClientError::Protocol(if why.is_empty() {
             format!("port {port}: the server did not start the data channel")
         } else {
@@ -282,6 +291,6 @@ async fn port_forward_ws(url: &str, port: u16, local: TcpStream) -> Result<(), C
         why = errors => Err(ClientError::Protocol(why)),
         () = crate::portforward::pipe_local(r, w, data_in, data_out) => Ok(()),
     };
-    drive.abort();
+    drop(drive);
     result
 }

@@ -262,7 +262,10 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
                 }
                 (_, Err(e)) => Err(e),
             };
-            if port_forward && !tunnel && let Err(e) = &ports {
+            if port_forward
+                && !tunnel
+                && let Err(e) = &ports
+            {
                 return reply(StatusCode::BAD_REQUEST, e.clone());
             }
             let upgrade = hyper::upgrade::on(&mut req);

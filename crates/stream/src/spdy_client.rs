@@ -34,7 +34,9 @@ async fn upgrade(url: &str, protocols: &[&str]) -> Result<(TcpStream, String), C
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
         if head.len() > MAX_HEAD {
-            return Err(ClientError::Protocol(format!("{url}: the response head is over {MAX_HEAD} bytes")));
+            return Err(ClientError::Protocol(format!(
+                "{url}: the response head is over {MAX_HEAD} bytes"
+            )));
         }
         let b = tcp.read_u8().await.map_err(io_err)?;
         head.push(b);
@@ -53,7 +55,10 @@ async fn upgrade(url: &str, protocols: &[&str]) -> Result<(TcpStream, String), C
             .map(|(_, v)| v.trim().to_string())
     };
     if status != 101 {
-        let len: usize = header("content-length").and_then(|l| l.parse().ok()).unwrap_or(0).min(MAX_HEAD);
+        let len: usize = header("content-length")
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(0)
+            .min(MAX_HEAD);
         let mut body = vec![0u8; len];
         let _ = tcp.read_exact(&mut body).await;
         return Err(ClientError::Refused {
@@ -86,7 +91,9 @@ pub async fn remote_command(url: &str, stdio: Stdio) -> Result<Outcome, ClientEr
     let tty = stdio.resize.is_some();
     let (_, mut error) = open(&conn, &[(STREAM_TYPE, "error")]).await?.split();
     let stdin: Out = match stdio.stdin.is_some() {
-        true => Box::new(SpdyOut(Some(open(&conn, &[(STREAM_TYPE, "stdin")]).await?.split().0))),
+        true => Box::new(SpdyOut(Some(
+            open(&conn, &[(STREAM_TYPE, "stdin")]).await?.split().0,
+        ))),
         false => Box::new(Discard),
     };
     let (_, stdout) = open(&conn, &[(STREAM_TYPE, "stdout")]).await?.split();
@@ -95,7 +102,9 @@ pub async fn remote_command(url: &str, stdio: Stdio) -> Result<Outcome, ClientEr
         true => None,
     };
     let resize: Out = match tty {
-        true => Box::new(SpdyOut(Some(open(&conn, &[(STREAM_TYPE, "resize")]).await?.split().0))),
+        true => Box::new(SpdyOut(Some(
+            open(&conn, &[(STREAM_TYPE, "resize")]).await?.split().0,
+        ))),
         false => Box::new(Discard),
     };
     let stderr_q = match stderr {
@@ -118,7 +127,9 @@ pub async fn remote_command(url: &str, stdio: Stdio) -> Result<Outcome, ClientEr
 pub async fn port_forward(url: &str, port: u16, local: TcpStream) -> Result<(), ClientError> {
     let (tcp, chosen) = upgrade(url, &[PORT_FORWARD]).await?;
     if chosen != PORT_FORWARD {
-        return Err(ClientError::Protocol(format!("{url}: the server chose protocol {chosen:?}")));
+        return Err(ClientError::Protocol(format!(
+            "{url}: the server chose protocol {chosen:?}"
+        )));
     }
     let (conn, _incoming) = Connection::new(tcp, Role::Client);
     let p = port.to_string();

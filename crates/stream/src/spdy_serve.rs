@@ -154,7 +154,12 @@ async fn remote_command(
     session::run(backend, req, channels).await;
 }
 
-async fn port_forward(conn: &Connection, mut incoming: Incoming, req: PortForwardRequest, backend: Arc<dyn Backend>) {
+async fn port_forward(
+    conn: &Connection,
+    mut incoming: Incoming,
+    req: PortForwardRequest,
+    backend: Arc<dyn Backend>,
+) {
     // Streams waiting for their pair, by request id.
     let mut halves: HashMap<String, (Option<Stream>, Option<Stream>)> = HashMap::new();
     let mut pairs = Vec::new();
@@ -166,7 +171,11 @@ async fn port_forward(conn: &Connection, mut incoming: Incoming, req: PortForwar
         };
         let Some(s) = next else { break };
         let kind = s.headers().get(STREAM_TYPE).unwrap_or("").to_string();
-        let port = s.headers().get(PORT).and_then(|p| p.parse::<u16>().ok()).filter(|p| *p > 0);
+        let port = s
+            .headers()
+            .get(PORT)
+            .and_then(|p| p.parse::<u16>().ok())
+            .filter(|p| *p > 0);
         let (Some(port), "error" | "data") = (port, kind.as_str()) else {
             s.split().0.reset();
             continue;
@@ -181,7 +190,11 @@ async fn port_forward(conn: &Connection, mut incoming: Incoming, req: PortForwar
             None => s.id().saturating_sub(2).to_string(),
         };
         let entry = halves.entry(id.clone()).or_default();
-        let slot = if kind == "error" { &mut entry.0 } else { &mut entry.1 };
+        let slot = if kind == "error" {
+            &mut entry.0
+        } else {
+            &mut entry.1
+        };
         if slot.is_some() {
             s.split().0.reset();
             continue;
@@ -189,7 +202,13 @@ async fn port_forward(conn: &Connection, mut incoming: Incoming, req: PortForwar
         *slot = Some(s);
         let complete = entry.0.is_some() && entry.1.is_some();
         if complete && let Some((Some(error), Some(data))) = halves.remove(&id) {
-            pairs.push(tokio::spawn(serve_pair(error, data, port, req.clone(), backend.clone())));
+            pairs.push(tokio::spawn(serve_pair(
+                error,
+                data,
+                port,
+                req.clone(),
+                backend.clone(),
+            )));
         }
     }
     for p in pairs {
@@ -197,7 +216,13 @@ async fn port_forward(conn: &Connection, mut incoming: Incoming, req: PortForwar
     }
 }
 
-async fn serve_pair(error: Stream, data: Stream, port: u16, req: PortForwardRequest, backend: Arc<dyn Backend>) {
+async fn serve_pair(
+    error: Stream,
+    data: Stream,
+    port: u16,
+    req: PortForwardRequest,
+    backend: Arc<dyn Backend>,
+) {
     let (mut err_out, _err_in) = error.split();
     let (data_out, data_in) = data.split();
     let conn = match portforward::allowed(&req, port) {

@@ -1,56 +1,18 @@
 //! The streaming server against its own client, on both transports, with a backend of local processes.
 
+#[allow(dead_code)]
 mod local;
+
+use local::{exec, read_all, server, stdio};
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crius_stream::client::{self, Stdio, Transport};
+use crius_stream::Request;
+use crius_stream::client::{self, Transport};
 use crius_stream::server::{Config, Server};
 use crius_stream::status::Outcome;
-use crius_stream::{ExecRequest, Request};
 use tokio::io::AsyncWriteExt;
-
-fn exec(cmd: &[&str], stdin: bool) -> Request {
-    Request::Exec(ExecRequest {
-        container_id: "c1".into(),
-        cmd: cmd.iter().map(|s| s.to_string()).collect(),
-        tty: false,
-        stdin,
-        stdout: true,
-        stderr: true,
-    })
-}
-
-async fn server() -> (Server, Arc<local::Local>) {
-    let backend = Arc::new(local::Local::default());
-    let s = Server::start(Config::default(), backend.clone()).await.unwrap();
-    (s, backend)
-}
-
-struct Captured {
-    out: tokio::io::DuplexStream,
-    err: tokio::io::DuplexStream,
-}
-
-fn stdio(stdin: Option<&'static [u8]>) -> (Stdio, Captured) {
-    let (out_w, out) = tokio::io::duplex(8 << 20);
-    let (err_w, err) = tokio::io::duplex(8 << 20);
-    let io = Stdio {
-        stdin: stdin.map(|b| Box::pin(b) as _),
-        stdout: Some(Box::pin(out_w)),
-        stderr: Some(Box::pin(err_w)),
-        resize: None,
-    };
-    (io, Captured { out, err })
-}
-
-async fn read_all(mut r: tokio::io::DuplexStream) -> String {
-    use tokio::io::AsyncReadExt;
-    let mut s = String::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), r.read_to_string(&mut s)).await;
-    s
-}
 
 async fn run(t: Transport, req: Request, stdin: Option<&'static [u8]>) -> (Outcome, String, String) {
     let (s, _) = server().await;
@@ -157,7 +119,10 @@ async fn port_forward_echo(t: Transport) {
         }));
     }
     for c in clients {
-        tokio::time::timeout(Duration::from_secs(10), c).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(10), c)
+            .await
+            .unwrap()
+            .unwrap();
     }
     // A port nothing listens on: the protocol's error, naming the port.
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -176,8 +141,15 @@ async fn port_forward_echo(t: Transport) {
         client::port_forward(&url, t, dead, conn).await
     });
     let _c = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let e = tokio::time::timeout(Duration::from_secs(10), fwd).await.unwrap().unwrap().unwrap_err();
-    assert!(e.to_string().contains(&format!("error forwarding port {dead}")), "{e}");
+    let e = tokio::time::timeout(Duration::from_secs(10), fwd)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        e.to_string().contains(&format!("error forwarding port {dead}")),
+        "{e}"
+    );
 }
 
 macro_rules! both {
@@ -222,122 +194,4 @@ async fn expired_tokens_are_refused() {
         "{e}"
     );
     let _ = tokio::io::sink().shutdown().await;
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
-fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.contains(") Z "))
-        .unwrap_or(false)
-}
-
-/// Bad input, one server for all of it: each case ends with a clear error, leaves no process, and the server
-/// keeps serving.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_clients_leave_nothing_and_the_server_keeps_serving() {
-    use tokio::io::AsyncReadExt;
-    let (s, backend) = server().await;
-    let base = s.local_addr();
-    let echo_ok = || async {
-        let url = s.url(exec(&["echo", "ok"], false)).unwrap();
-        let (io, cap) = stdio(None);
-        assert_eq!(client::remote_command(&url, Transport::Spdy, io).await.unwrap(), Outcome::Success);
-        assert_eq!(read_all(cap.out).await, "ok\n");
-    };
-    echo_ok().await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let fds = fd_count();
-
-    // A malformed SPDY frame after the upgrade: the session ends, its process with it.
-    for (transport, upgrade) in [
-        ("SPDY", "Upgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n"),
-        (
-            "WebSocket",
-            "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: v5.channel.k8s.io\r\n",
-        ),
-    ] {
-        let url = s.url(exec(&["sleep", "30"], true)).unwrap();
-        let path = url.split_once(&base.to_string()).unwrap().1.to_string();
-        let mut tcp = tokio::net::TcpStream::connect(base).await.unwrap();
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {base}\r\nConnection: Upgrade\r\n{upgrade}\r\n");
-        tcp.write_all(req.as_bytes()).await.unwrap();
-        let mut head = [0u8; 12];
-        tcp.read_exact(&mut head).await.unwrap();
-        assert!(head.starts_with(b"HTTP/1.1 101"), "{transport}: {:?}", String::from_utf8_lossy(&head));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        // Garbage: a control frame of version 9 for SPDY; reserved bits and an unmasked frame for WebSocket.
-        tcp.write_all(&[0x80, 0x09, 0x00, 0x01, 0x00, 0x00, 0x00, 0x04, 1, 2, 3, 4, 0xff, 0xff, 0xff])
-            .await
-            .unwrap();
-        let mut rest = Vec::new();
-        let r = tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut rest)).await;
-        assert!(r.is_ok(), "{transport}: the server closes the connection");
-    }
-    // A client that goes away mid-stream: its process is killed.
-    let url = s.url(exec(&["sleep", "30"], false)).unwrap();
-    let (io, _cap) = stdio(None);
-    let session = tokio::spawn(async move { client::remote_command(&url, Transport::WebSocket, io).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    session.abort();
-    // A client that never reads: the server's memory stays bounded while the process is held up.
-    let before = rss_kib();
-    let url = s.url(exec(&["head", "-c", "200000000", "/dev/zero"], false)).unwrap();
-    let (io, cap) = stdio(None);
-    let stuck = tokio::spawn(async move { client::remote_command(&url, Transport::Spdy, io).await });
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let grown = rss_kib().saturating_sub(before);
-    assert!(grown < 64 * 1024, "RSS grew by {grown} KiB under a client that never reads");
-    stuck.abort();
-    drop(cap);
-    // Every process started is gone, and the fds are back.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let left: Vec<u32> = backend.pids.lock().unwrap().iter().copied().filter(|p| alive(*p)).collect();
-        if left.is_empty() {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "processes left: {left:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(fd_count() <= fds + 2, "fds: {fds} before, {} after", fd_count());
-    echo_ok().await;
-}
-
-/// 50 sessions at once, on both transports: all of them right, nothing left after.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fifty_concurrent_sessions() {
-    let (s, _) = server().await;
-    let tasks_before = tokio::runtime::Handle::current().metrics().num_alive_tasks();
-    let fds = fd_count();
-    let mut all = Vec::new();
-    for i in 0..50 {
-        let t = if i % 2 == 0 { Transport::Spdy } else { Transport::WebSocket };
-        let url = s.url(exec(&["sh", "-c", &format!("sleep 0.5; echo {i}")], false)).unwrap();
-        all.push(tokio::spawn(async move {
-            let (io, cap) = stdio(None);
-            let o = client::remote_command(&url, t, io).await.unwrap();
-            (o, read_all(cap.out).await, i)
-        }));
-    }
-    for a in all {
-        let (o, out, i) = tokio::time::timeout(Duration::from_secs(30), a).await.unwrap().unwrap();
-        assert_eq!((o, out), (Outcome::Success, format!("{i}\n")));
-    }
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let tasks_after = tokio::runtime::Handle::current().metrics().num_alive_tasks();
-    assert!(tasks_after <= tasks_before, "tasks: {tasks_before} before, {tasks_after} after");
-    assert!(fd_count() <= fds, "fds: {fds} before, {} after", fd_count());
 }

@@ -311,5 +311,11 @@ mod websocket {
 
 mod spdy {
     use super::*;
-    cases!(Spdy, exec_cases, attach_cases, port_forward_cases, host_network_port_forward);
+    cases!(
+        Spdy,
+        exec_cases,
+        attach_cases,
+        port_forward_cases,
+        host_network_port_forward
+    );
 }

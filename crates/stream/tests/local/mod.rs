@@ -7,6 +7,11 @@ use std::sync::{Arc, Mutex};
 use crius_stream::backend::{Control, Result};
 use crius_stream::{AttachRequest, Backend, Error, ErrorKind, ExecRequest, Process};
 use futures::future::BoxFuture;
+use std::time::Duration;
+
+use crius_stream::Request;
+use crius_stream::client::Stdio as ClientStdio;
+use crius_stream::server::{Config, Server};
 
 /// Runs execs as local processes.
 #[derive(Default)]
@@ -98,4 +103,45 @@ impl Backend for Local {
                 .map_err(|e| Error::new(ErrorKind::Internal, format!("connecting to port {port}: {e}")))
         })
     }
+}
+
+pub fn exec(cmd: &[&str], stdin: bool) -> Request {
+    Request::Exec(ExecRequest {
+        container_id: "c1".into(),
+        cmd: cmd.iter().map(|s| s.to_string()).collect(),
+        tty: false,
+        stdin,
+        stdout: true,
+        stderr: true,
+    })
+}
+
+pub async fn server() -> (Server, Arc<Local>) {
+    let backend = Arc::new(Local::default());
+    let s = Server::start(Config::default(), backend.clone()).await.unwrap();
+    (s, backend)
+}
+
+pub struct Captured {
+    pub out: tokio::io::DuplexStream,
+    pub err: tokio::io::DuplexStream,
+}
+
+pub fn stdio(stdin: Option<&'static [u8]>) -> (ClientStdio, Captured) {
+    let (out_w, out) = tokio::io::duplex(8 << 20);
+    let (err_w, err) = tokio::io::duplex(8 << 20);
+    let io = ClientStdio {
+        stdin: stdin.map(|b| Box::pin(b) as _),
+        stdout: Some(Box::pin(out_w)),
+        stderr: Some(Box::pin(err_w)),
+        resize: None,
+    };
+    (io, Captured { out, err })
+}
+
+pub async fn read_all(mut r: tokio::io::DuplexStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut s = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), r.read_to_string(&mut s)).await;
+    s
 }
