@@ -174,6 +174,7 @@ impl Backend for Streaming {
                     &req.container_id,
                     &req.cmd,
                     req.tty,
+                    req.size,
                     [req.stdin, req.stdout, req.stderr],
                 )
             })

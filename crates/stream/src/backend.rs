@@ -32,6 +32,8 @@ pub struct ExecRequest {
     pub stdout: bool,
     /// Whether the client wants stderr (never with a terminal).
     pub stderr: bool,
+    /// The terminal's size at start (columns, rows), as the client first sent it.
+    pub size: Option<(u16, u16)>,
 }
 
 /// CRI AttachRequest, as the server keeps it.

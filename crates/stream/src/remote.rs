@@ -49,7 +49,10 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let want = Wanted::of(&req);
-    let mut mux = ws::Mux::new(v5);
+    // The server sends no close signals of its own: client-go reads v5's close signal only from the
+    // client (its stdin), and logs any it gets as an unknown stream. A `v5` client's close signals are read.
+    let _ = v5;
+    let mut mux = ws::Mux::new(false);
     let channels = Channels {
         stdin: want.stdin.then(|| mux.inbound(ws::STDIN)),
         stdout: want

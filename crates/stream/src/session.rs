@@ -61,22 +61,30 @@ pub struct Channels {
 
 /// Runs an exec or attach request on `backend` over `channels` until the process ends or the client goes.
 pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
+    let Channels {
+        stdin,
+        stdout,
+        stderr,
+        mut resize,
+        error,
+        gone,
+    } = channels;
+    let mut resize_buf = BytesMut::new();
     let (started, cmd) = match req {
-        Request::Exec(r) => {
+        Request::Exec(mut r) => {
+            // A terminal is made at its first size, which clients send right after connecting: the command
+            // never sees 0x0 (`stty size` at once gives the client's size).
+            if r.tty
+                && let Some(rx) = resize.as_mut()
+            {
+                r.size = first_size(rx, &mut resize_buf).await;
+            }
             let cmd = r.cmd.clone();
             (backend.exec(r).await, cmd)
         }
         Request::Attach(r) => (backend.attach(r).await, Vec::new()),
         Request::PortForward(_) => return,
     };
-    let Channels {
-        stdin,
-        stdout,
-        stderr,
-        resize,
-        error,
-        gone,
-    } = channels;
     let mut error = error;
     let process = match started {
         Ok(p) => p,
@@ -110,7 +118,10 @@ pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
     if let Some(mut rx) = resize {
         let control = control.clone();
         tasks.push(tokio::spawn(async move {
-            let mut buf = BytesMut::new();
+            let mut buf = resize_buf;
+            for (w, h) in sizes(&mut buf) {
+                let _ = control.resize(w, h).await;
+            }
             while let Some(b) = rx.recv().await {
                 buf.extend_from_slice(&b);
                 for (w, h) in sizes(&mut buf) {
@@ -152,6 +163,30 @@ pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
     abort(tasks.into_iter().chain(copies));
     let _ = error.send(Status::of(&outcome, &cmd).to_json().into()).await;
     error.close().await;
+}
+
+/// How long a terminal session waits for the client's first size before the command starts without one.
+pub const FIRST_SIZE: Duration = Duration::from_secs(1);
+
+/// The client's first terminal size, read off `rx` within [`FIRST_SIZE`]; what came after it stays in `buf`.
+async fn first_size(rx: &mut mpsc::Receiver<Bytes>, buf: &mut BytesMut) -> Option<(u16, u16)> {
+    let deadline = tokio::time::Instant::now() + FIRST_SIZE;
+    loop {
+        let mut it = serde_json::Deserializer::from_slice(buf).into_iter::<Size>();
+        match it.next() {
+            Some(Ok(s)) => {
+                let used = it.byte_offset();
+                let _ = buf.split_to(used);
+                return Some((s.width, s.height));
+            }
+            Some(Err(e)) if !e.is_eof() => return None,
+            _ => {}
+        }
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(b)) => buf.extend_from_slice(&b),
+            _ => return None,
+        }
+    }
 }
 
 fn abort(tasks: impl Iterator<Item = tokio::task::JoinHandle<()>>) {

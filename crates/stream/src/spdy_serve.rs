@@ -138,10 +138,19 @@ async fn remote_command(
     }
     let mut take = |k: &str| streams.remove(k).map(Stream::split);
     let Some((error, _)) = take("error") else { return };
-    let stdin = take("stdin").map(|(_, r)| queue(r));
+    // Our halves of stdin and resize stay open for the session: client-go takes our FIN on its stdin
+    // stream as the end of the session's input, and closes it.
+    let mut held = Vec::new();
+    let mut inbound = |k: &str| {
+        take(k).map(|(s, r)| {
+            held.push(s);
+            queue(r)
+        })
+    };
+    let stdin = inbound("stdin");
+    let resize = inbound("resize");
     let stdout = take("stdout").map(|(s, _)| Box::new(SpdyOut(Some(s))) as Out);
     let stderr = take("stderr").map(|(s, _)| Box::new(SpdyOut(Some(s))) as Out);
-    let resize = take("resize").map(|(_, r)| queue(r));
     let watch = conn.clone();
     let channels = Channels {
         stdin,
@@ -152,6 +161,7 @@ async fn remote_command(
         gone: Box::pin(async move { watch.closed().await }),
     };
     session::run(backend, req, channels).await;
+    drop(held);
 }
 
 async fn port_forward(

@@ -108,8 +108,8 @@ async fn exec_cases(t: Transport) {
     let url = exec_url(&mut p, &id, &["sh", "-c", "exit 7"], false, false).await;
     assert_eq!(session(&url, t, None, None).await.outcome, Outcome::Exit(7));
 
-    // A terminal, resized before the command reads its size.
-    let url = exec_url(&mut p, &id, &["sh", "-c", "sleep 1; stty size"], false, true).await;
+    // A terminal made at the client's first size: the command reads it at once.
+    let url = exec_url(&mut p, &id, &["stty", "size"], false, true).await;
     let o = session(&url, t, None, Some((123, 45))).await;
     assert_eq!(o.outcome, Outcome::Success);
     assert_eq!(o.stdout.trim(), "45 123", "{:?}", o.stdout);

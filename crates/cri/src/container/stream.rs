@@ -126,7 +126,14 @@ impl Containers {
 
     /// Starts `cmd` in the running container for a stream, with the container's process settings, a
     /// terminal if `tty`, and the stdio asked for.
-    pub fn exec_stream(&self, id: &str, cmd: &[String], tty: bool, stdio: [bool; 3]) -> Result<StreamExec> {
+    pub fn exec_stream(
+        &self,
+        id: &str,
+        cmd: &[String],
+        tty: bool,
+        size: Option<(u16, u16)>,
+        stdio: [bool; 3],
+    ) -> Result<StreamExec> {
         const CALL: &str = "Exec";
         let c = self.stream_target(CALL, id)?;
         if cmd.is_empty() {
@@ -134,6 +141,14 @@ impl Containers {
         }
         let mut process = self.process_of(CALL, &c)?;
         process.set_args(Some(cmd.to_vec())).set_terminal(Some(tty));
+        if let Some((width, height)) = size.filter(|_| tty) {
+            let b = oci_spec::runtime::BoxBuilder::default()
+                .width(u64::from(width))
+                .height(u64::from(height))
+                .build()
+                .map_err(|e| Error::invalid(CALL, "terminal size", e.to_string()))?;
+            process.set_console_size(Some(b));
+        }
         let exec_id = format!(
             "exec-{}",
             &random_id().map_err(|e| Error::io("reading /dev/urandom", e))?[..16]

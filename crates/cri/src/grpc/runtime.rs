@@ -347,6 +347,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
             stdin: r.stdin,
             stdout: r.stdout,
             stderr: r.stderr,
+            size: None,
         };
         let url = self
             .stream_url("Exec", crius_stream::Request::Exec(kept), move |rt| {

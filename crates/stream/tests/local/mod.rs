@@ -113,6 +113,7 @@ pub fn exec(cmd: &[&str], stdin: bool) -> Request {
         stdin,
         stdout: true,
         stderr: true,
+        size: None,
     })
 }
 
