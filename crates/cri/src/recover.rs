@@ -12,6 +12,9 @@
 //!   `delete` action.
 //! - A sandbox whose pinned namespaces are gone (a reboot emptied `/run`) is NOTREADY (`store::sandbox`).
 //!
+//! - An exec of a streaming session that was open when criusd went down is killed and deleted (its session
+//!   ended with criusd; the container goes on).
+//!
 //! What is left of half-made objects (a snapshot, a bundle or a CNI allocation made before a crash and never
 //! recorded) is the reliability issue's work, not this pass's yet.
 
@@ -47,6 +50,22 @@ impl Containers {
                     let _ = self.records.modify(&c.record.id, |c| c.record.unknown = true);
                 }
                 Err(e) => tracing::warn!(container = %c.record.id, "reading its state from the shim: {e}"),
+            }
+            self.end_orphan_execs(&c.record.sandbox_id, &c.record.id);
+        }
+    }
+
+    /// The execs of streaming sessions that ended with the last criusd (their FIFOs' directories are still in
+    /// the bundle): killed and deleted in the shim, their directories removed.
+    fn end_orphan_execs(&self, sandbox: &str, id: &str) {
+        let Ok(entries) = std::fs::read_dir(self.bundle(id)) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("exec-") && e.path().is_dir() {
+                tracing::info!(container = %id, exec = %name, "ending an exec whose session ended with the last criusd");
+                self.end_exec(sandbox, id, &name, &e.path(), true);
             }
         }
     }

@@ -136,10 +136,10 @@ impl Control for AttachControl {
     }
 
     fn wait(&self) -> BoxFuture<'static, StreamResult<i32>> {
-        let (c, s, id) = (self.containers.clone(), self.sandbox.clone(), self.id.clone());
+        let (c, id) = (self.containers.clone(), self.id.clone());
         let stop = self.stop.clone();
         Box::pin(async move {
-            let r = blocking(move || c.wait_stream(&s, &id, "")).await;
+            let r = c.wait_exit(&id).await.map_err(stream_error);
             // The container ended: the log is followed to its end, then the output ends.
             let _ = stop.send(true);
             r
@@ -186,15 +186,26 @@ impl Backend for Streaming {
                 exec_id: started.exec_id,
                 dir: started.dir,
             });
-            let process = (|| {
-                Ok(Process {
-                    stdin: sender(started.stdin)?,
-                    stdout: receiver(started.stdout)?,
-                    stderr: receiver(started.stderr)?,
-                    control: control as Box<dyn Control>,
-                })
+            let ends = (|| {
+                Ok((
+                    sender(started.stdin)?,
+                    receiver(started.stdout)?,
+                    receiver(started.stderr)?,
+                ))
             })();
-            process
+            match ends {
+                Ok((stdin, stdout, stderr)) => Ok(Process {
+                    stdin,
+                    stdout,
+                    stderr,
+                    control,
+                }),
+                Err(e) => {
+                    // The exec runs: it goes, not left without its session.
+                    control.finish(true).await;
+                    Err(e)
+                }
+            }
         })
     }
 

@@ -114,7 +114,7 @@ pub fn run(c: Config) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("starting the async runtime: {e}"))?;
-    rt.block_on(async {
+    let result = rt.block_on(async {
         let listener = bind(&c)?;
         let images = crius_cri::grpc::image::ImageService::new(store, c.image_config());
         let api = crius_cri::grpc::images_api::ImagesApi::new(images.clone());
@@ -155,5 +155,9 @@ pub fn run(c: Config) -> Result<(), String> {
         served.map_err(|e| format!("serving on {}: {e}", c.listen.display()))?;
         tracing::info!("stopped");
         Ok(())
-    })
+    });
+    // Calls still waiting on a shim (an exec or attach session's wait for its process) are not waited for:
+    // the shims keep the containers, and the sessions end with criusd.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
 }

@@ -221,7 +221,9 @@ pub(crate) async fn run_local(
     let (_, _, status) = tokio::join!(copy_in(stdout_in, stdout), copy_in(stderr_in, stderr), status);
     drop((input, sizes));
     if status.is_empty() {
-        return Outcome::Failed("the connection ended without a status".into());
+        return Outcome::Failed(
+            "the streaming connection ended before the session did (did criusd restart?)".into(),
+        );
     }
     Status::parse(&status)
 }

@@ -27,13 +27,15 @@ async fn read_all(mut r: tokio::io::DuplexStream) -> String {
 async fn session(url: &str, t: Transport, stdin: Option<&'static [u8]>, resize: Option<(u16, u16)>) -> Out {
     let (out_w, out_r) = tokio::io::duplex(1 << 22);
     let (err_w, err_r) = tokio::io::duplex(1 << 22);
-    let resize = resize.map(|s| {
-        let (tx, rx) = tokio::sync::mpsc::channel(1);
-        tx.try_send(s).unwrap();
-        // Kept open for the session: a closed sizes channel is no resize.
-        std::mem::forget(tx);
-        rx
-    });
+    // The sizes channel stays open for the session: a closed one is no resize.
+    let (sizes, resize) = match resize {
+        Some(s) => {
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            tx.try_send(s).unwrap();
+            (Some(tx), Some(rx))
+        }
+        None => (None, None),
+    };
     let stdio = Stdio {
         stdin: stdin.map(|b| Box::pin(b) as _),
         stdout: Some(Box::pin(out_w)),
@@ -44,6 +46,7 @@ async fn session(url: &str, t: Transport, stdin: Option<&'static [u8]>, resize: 
         .await
         .expect("the session ends")
         .expect("the session runs");
+    drop(sizes);
     Out {
         outcome,
         stdout: read_all(out_r).await,
@@ -285,6 +288,53 @@ async fn host_network_port_forward(t: Transport) {
     http_pod(&mut p, port).await;
     let body = get_through(&mut p, t, port).await;
     assert!(body.contains("hello-from-pod"), "{body}");
+}
+
+/// A session open when criusd restarts ends; the container goes on; the restarted criusd kills and deletes
+/// the exec and removes its FIFOs.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn a_session_ends_with_criusd_and_its_exec_is_cleaned_up() {
+    require_root();
+    let mut p = Pod::on_host_network("restarted").await;
+    let id = p.started(sleeper()).await;
+    p.wait_for_log("sleeper", "up").await;
+    let url = exec_url(&mut p, &id, &["sleep", "1001"], false, false).await;
+    let session =
+        tokio::spawn(async move { client::remote_command(&url, Transport::Spdy, Stdio::default()).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    p.restart_daemon().await;
+    let ended = tokio::time::timeout(Duration::from_secs(10), session)
+        .await
+        .expect("the session ends")
+        .unwrap();
+    assert!(!matches!(ended, Ok(Outcome::Success)), "{ended:?}");
+    let left =
+        p.c.exec_sync(cri::ExecSyncRequest {
+            container_id: id.clone(),
+            cmd: vec![
+                "sh".into(),
+                "-c".into(),
+                "ps -o args | grep -c '^sleep 1001' || true".into(),
+            ],
+            timeout: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        String::from_utf8_lossy(&left.stdout).trim(),
+        "0",
+        "the exec was killed"
+    );
+    let bundle = p.d.state().join("containers").join(&id);
+    let dirs: Vec<_> = std::fs::read_dir(&bundle)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("exec-"))
+        .collect();
+    assert!(dirs.is_empty(), "{dirs:?}");
 }
 
 macro_rules! cases {

@@ -136,7 +136,7 @@ impl Containers {
         v
     }
 
-    fn bundle(&self, id: &str) -> PathBuf {
+    pub(crate) fn bundle(&self, id: &str) -> PathBuf {
         self.bundles.join(id)
     }
 

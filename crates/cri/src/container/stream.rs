@@ -270,6 +270,27 @@ impl Containers {
         Ok(exit.status as i32)
     }
 
+    /// Resolves when the container stops running: its exit code. Follows the containers' changes (the shims'
+    /// exit events), so no thread waits on a shim meanwhile.
+    pub async fn wait_exit(&self, id: &str) -> Result<i32> {
+        let mut changes = self.subscribe();
+        loop {
+            let c = self.get_or_not_found("Attach", id)?;
+            if c.record.state() != crate::store::container::State::Running {
+                return Ok(c.record.exit_code);
+            }
+            match changes.recv().await {
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    return Err(Error::io(
+                        format!("Attach: following container {id:?}"),
+                        std::io::Error::other("the container events ended"),
+                    ));
+                }
+            }
+        }
+    }
+
     /// Ends a stream's exec: killed first if the client went away; then deleted in the shim, its FIFOs
     /// removed.
     pub fn end_exec(&self, sandbox: &str, id: &str, exec_id: &str, dir: &Path, kill: bool) {
