@@ -230,8 +230,17 @@ impl Backend for Streaming {
                 None => (None, None),
             };
             let close_stdin = a.stdin_once && a.stdin.is_some();
+            let mut stdin = sender(a.stdin)?;
+            if close_stdin && let Some(inner) = stdin.take() {
+                // stdin_once: the client's EOF is the container's (containerd closes it then too).
+                let (c, s, id) = (containers.clone(), a.sandbox.clone(), a.id.clone());
+                stdin = Some(Box::pin(CloseOnShutdown {
+                    inner,
+                    close: Some(Box::new(move || c.end_attach(&s, &id, true))),
+                }));
+            }
             Ok(Process {
-                stdin: sender(a.stdin)?,
+                stdin,
                 stdout: out,
                 stderr: err,
                 control: Box::new(AttachControl {
@@ -265,6 +274,39 @@ impl Backend for Streaming {
             tokio::net::TcpStream::from_std(std)
                 .map_err(|e| crius_stream::Error::new(ErrorKind::Internal, format!("port {port}: {e}")))
         })
+    }
+}
+
+/// An attach's stdin whose shutdown (the client's EOF) also closes the container's stdin in the shim.
+struct CloseOnShutdown {
+    inner: crius_stream::backend::Input,
+    close: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl tokio::io::AsyncWrite for CloseOnShutdown {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.inner.as_mut().poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.inner.as_mut().poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if let Some(close) = self.close.take() {
+            drop(tokio::task::spawn_blocking(close));
+        }
+        self.inner.as_mut().poll_shutdown(cx)
     }
 }
 

@@ -19,7 +19,7 @@ pub use crate::mounts::Mount;
 use crate::reactor::Reactor;
 use crate::server::Server;
 use crate::start::SOCKET_DIR;
-pub use crate::stdio::{CRI_LOG_SCHEME, REOPEN_ANNOTATION};
+pub use crate::stdio::{CAPPED_LOG_MAX, CAPPED_LOG_SCHEME, CRI_LOG_SCHEME, REOPEN_ANNOTATION};
 
 /// The address of the shim serving `pod` (the pod's sandbox id, or a container's own id when it has no pod)
 /// for the owner at `owner` (criusd's or containerd's socket) in `namespace`. The shim's `start` action

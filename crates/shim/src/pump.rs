@@ -19,11 +19,10 @@ pub(crate) type Slot = Arc<Mutex<Option<File>>>;
 pub(crate) enum Sink {
     /// A descriptor, made non-blocking by [`start`].
     Fd(Slot),
-    /// A CRI log, as the named stream.
+    /// A CRI log, as the named stream. An unfinished line is written as a partial record at the end of every
+    /// read, so that output without a newline (a prompt, `echo -n`) reaches the log, and attach, which
+    /// follows it, at once.
     Log(Arc<CriLog>, &'static str),
-    /// A terminal's CRI log: an unfinished line is written as a partial record at the end of every read, so
-    /// a prompt reaches the log (and attach, which follows it) before its line ends.
-    TerminalLog(Arc<CriLog>),
 }
 
 struct Pump {
@@ -113,10 +112,9 @@ fn on_readable(r: &Reactor, pump: &Arc<Mutex<Pump>>) -> Next {
     }
     let p = &mut *p;
     match &p.sink {
-        Sink::Log(log, stream) => p.lines.feed(&buf[..n], log, stream),
-        Sink::TerminalLog(log) => {
-            p.lines.feed(&buf[..n], log, "stdout");
-            p.lines.flush_partial(log, "stdout");
+        Sink::Log(log, stream) => {
+            p.lines.feed(&buf[..n], log, stream);
+            p.lines.flush_partial(log, stream);
         }
         Sink::Fd(slot) => {
             if p.discard {
@@ -194,7 +192,6 @@ impl Pump {
     fn finish(&mut self) {
         match &self.sink {
             Sink::Log(log, stream) => self.lines.finish(log, stream),
-            Sink::TerminalLog(log) => self.lines.finish(log, "stdout"),
             Sink::Fd(slot) if self.pending.is_empty() || self.discard => {
                 lock(slot).take();
             }

@@ -3,8 +3,8 @@
 //!   container never blocks on a reader that went away;
 //! - the CRI log mode: stdout `crius-log:///path/to/file.log` makes the shim write the kubelet's log format
 //!   itself, both streams into that file: `<RFC3339Nano> <stdout|stderr> <P|F> <text>`, one line per line of
-//!   output, with lines longer than 16 KiB split into `P` (partial) records ended by an `F` record. The file is
-//!   reopened (after kubelet rotated it) on an Update whose annotations hold `io.crius.log.reopen`.
+//!   output, with lines longer than 16 KiB, and a line still unfinished at the end of a read (a prompt,
+//!   `echo -n`), written as `P` (partial) records ended by an `F` record. The file is reopened (after kubelet rotated it) on an Update whose annotations hold `io.crius.log.reopen`.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -20,6 +20,11 @@ use crate::runtime::ChildIo;
 
 /// The prefix of a stdout path that asks for the CRI log mode.
 pub const CRI_LOG_SCHEME: &str = "crius-log://";
+/// The prefix of a stdout path that asks for a capped CRI log: the output of a container that has no log file
+/// of its own, kept only so that attach can follow it. Past [`CAPPED_LOG_MAX`] bytes it starts again empty.
+pub const CAPPED_LOG_SCHEME: &str = "crius-attach-log://";
+/// The size a capped log starts again at.
+pub const CAPPED_LOG_MAX: u64 = 1 << 20;
 /// Update annotation that reopens a CRI log file.
 pub const REOPEN_ANNOTATION: &str = "io.crius.log.reopen";
 /// Longest log record; longer lines become partial records.
@@ -29,6 +34,8 @@ pub(crate) const MAX_LINE: usize = 16 * 1024;
 pub(crate) struct CriLog {
     path: PathBuf,
     file: Mutex<File>,
+    /// Start again empty past this size (a capped log).
+    cap: Option<u64>,
 }
 
 fn open_log(path: &Path) -> Result<File, String> {
@@ -49,6 +56,23 @@ impl CriLog {
         Ok(Arc::new(CriLog {
             path: path.to_path_buf(),
             file: Mutex::new(open_log(path)?),
+            cap: None,
+        }))
+    }
+
+    /// Opens the log a stdout path names: `crius-log://PATH` or `crius-attach-log://PATH` (capped); None for
+    /// another path (a FIFO).
+    pub(crate) fn from_stdout(stdout: &str) -> Option<Result<Arc<CriLog>, String>> {
+        if let Some(p) = stdout.strip_prefix(CRI_LOG_SCHEME) {
+            return Some(CriLog::open(Path::new(p)));
+        }
+        let p = stdout.strip_prefix(CAPPED_LOG_SCHEME)?;
+        Some(open_log(Path::new(p)).map(|f| {
+            Arc::new(CriLog {
+                path: p.into(),
+                file: Mutex::new(f),
+                cap: Some(CAPPED_LOG_MAX),
+            })
         }))
     }
 
@@ -68,11 +92,13 @@ impl CriLog {
         rec.extend_from_slice(text);
         rec.push(b'\n');
         // One write per record, under the lock: the two streams never interleave inside a record.
-        let _ = self
-            .file
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .write_all(&rec);
+        let f = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(cap) = self.cap
+            && f.metadata().is_ok_and(|m| m.len() > cap)
+        {
+            let _ = f.set_len(0);
+        }
+        let _ = (&*f).write_all(&rec);
     }
 }
 
@@ -190,10 +216,10 @@ pub(crate) fn terminal_paths(stdin: &str, stdout: &str, stderr: &str) -> Process
 /// Connects a terminal's `master` to the process's stdout (FIFO or CRI log) and stdin FIFO.
 pub(crate) fn attach_terminal(reactor: &Reactor, io: &mut ProcessIo, master: File) -> Result<(), String> {
     let dup = |m: &File| m.try_clone().map_err(|e| format!("terminal: {e}"));
-    if let Some(path) = io.stdout_path.strip_prefix(CRI_LOG_SCHEME) {
-        let log = CriLog::open(Path::new(path))?;
+    if let Some(log) = CriLog::from_stdout(&io.stdout_path) {
+        let log = log?;
         io.log = Some(log.clone());
-        pump::start(reactor, dup(&master)?, Sink::TerminalLog(log))?;
+        pump::start(reactor, dup(&master)?, Sink::Log(log, "stdout"))?;
     } else if !io.stdout_path.is_empty() {
         let fifo = open_fifo_write(&io.stdout_path)?;
         pump::start(reactor, dup(&master)?, Sink::Fd(slot(fifo)))?;
@@ -223,8 +249,8 @@ pub(crate) fn setup(
         stderr_path: stderr.into(),
         ..Default::default()
     };
-    if let Some(path) = stdout.strip_prefix(CRI_LOG_SCHEME) {
-        let log = CriLog::open(Path::new(path))?;
+    if let Some(log) = CriLog::from_stdout(stdout) {
+        let log = log?;
         for (stream, end) in [("stdout", &mut child.stdout), ("stderr", &mut child.stderr)] {
             let (r, w) = pipe()?;
             *end = Some(OwnedFd::from(w));
@@ -264,6 +290,25 @@ mod tests {
         lines.feed(&data[..half], log, stream);
         lines.feed(&data[half..], log, stream);
         lines.finish(log, stream);
+    }
+
+    #[test]
+    fn a_capped_log_starts_again_past_its_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("attach.log");
+        let stdout = format!("{CAPPED_LOG_SCHEME}{}", path.display());
+        let log = CriLog::from_stdout(&stdout).unwrap().unwrap();
+        let line = vec![b'x'; 1000];
+        for _ in 0..3000 {
+            log.write_record("stdout", false, &line);
+            assert!(std::fs::metadata(&path).unwrap().len() <= CAPPED_LOG_MAX + 1100);
+        }
+        assert!(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .ends_with(" stdout F xxx\n".replace("xxx", &"x".repeat(1000)).as_str())
+        );
+        assert!(CriLog::from_stdout("/some/fifo").is_none());
     }
 
     #[test]

@@ -238,7 +238,13 @@ impl Containers {
                 id: id.clone(),
                 bundle: bundle.clone(),
                 terminal: config.tty,
-                log_path: (!log_path.is_empty()).then(|| PathBuf::from(&log_path)),
+                // No log file of its own: output goes to a capped one of criusd's, which attach follows.
+                log_path: Some(if log_path.is_empty() {
+                    bundle.join(stream::ATTACH_LOG)
+                } else {
+                    PathBuf::from(&log_path)
+                }),
+                capped_log: log_path.is_empty(),
                 stdin: if config.stdin {
                     Some(stream::make_stdin_fifo(&bundle)?)
                 } else {

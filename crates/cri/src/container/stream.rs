@@ -19,6 +19,9 @@ use crate::store::random_id;
 
 /// The name of a container's stdin FIFO in its bundle.
 pub const STDIN_FIFO: &str = "stdin";
+/// The output of a container without a log file of its own, in its bundle: a CRI log capped at 1 MiB, for
+/// attach.
+pub const ATTACH_LOG: &str = "attach.log";
 
 /// An exec started for a stream: the ends criusd holds.
 #[derive(Debug)]
@@ -222,14 +225,11 @@ impl Containers {
         self.check_attach(id, stdin, false, false)?;
         let c = self.stream_target(CALL, id)?;
         let want_output = stdout || stderr;
-        if want_output && c.record.log_path.is_empty() {
-            return Err(Error::FailedPrecondition {
-                call: CALL,
-                kind: Kind::Container,
-                id: id.into(),
-                reason: "has no log file (log_path), which attach follows its output in".into(),
-            });
-        }
+        let log = if c.record.log_path.is_empty() {
+            self.bundle(&c.record.id).join(ATTACH_LOG)
+        } else {
+            PathBuf::from(&c.record.log_path)
+        };
         let stdin = if stdin {
             let path = self.bundle(&c.record.id).join(STDIN_FIFO);
             Some(open(CALL, &path, false, true)?)
@@ -240,7 +240,7 @@ impl Containers {
             sandbox: c.record.sandbox_id.clone(),
             id: c.record.id.clone(),
             stdin,
-            log: want_output.then(|| PathBuf::from(&c.record.log_path)),
+            log: want_output.then_some(log),
             tty: c.config.tty,
             stdin_once: c.config.stdin_once,
         })

@@ -101,6 +101,8 @@ pub struct CreateTask {
     pub terminal: bool,
     /// Where its output goes: a CRI log file (the shim writes kubelet's log format), or none.
     pub log_path: Option<PathBuf>,
+    /// The log is criusd's own, for attach (the container has no log file): capped in size.
+    pub capped_log: bool,
     /// A FIFO its stdin is read from (ContainerConfig.stdin), held open by the shim until CloseIO; attach
     /// writes to it.
     pub stdin: Option<PathBuf>,

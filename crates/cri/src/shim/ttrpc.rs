@@ -161,7 +161,14 @@ impl ShimClient for TtrpcShims {
             stdout: t
                 .log_path
                 .as_ref()
-                .map(|p| format!("{}{}", client::CRI_LOG_SCHEME, p.display()))
+                .map(|p| {
+                    let scheme = if t.capped_log {
+                        client::CAPPED_LOG_SCHEME
+                    } else {
+                        client::CRI_LOG_SCHEME
+                    };
+                    format!("{scheme}{}", p.display())
+                })
                 .unwrap_or_default(),
             stdin: t
                 .stdin
