@@ -6,7 +6,10 @@
 //!  runtime.rs   the node's pods and containers, wired to real shims, CNI and the image store
 //!  sandbox/     RunPodSandbox, Stop, Remove (mod.rs); PodSandboxStatus, ListPodSandbox (status.rs)
 //!  container/   CreateContainer (mod.rs); start/stop/remove/update/reopen (lifecycle.rs); status, list,
-//!               events, recovery (status.rs); ExecSync (exec.rs, capture.rs); stats (stats.rs)
+//!               events, recovery (status.rs); ExecSync (exec.rs, capture.rs); stats (stats.rs);
+//!               the execs and attaches of streaming sessions (stream.rs)
+//!  streaming/   the streaming server's Backend: exec and attach through the shims, attach's log follower
+//!               (follow.rs), port-forward connections inside the pod's netns (connect.rs)
 //!  store/       records on disk and in memory, names reserved before anything is made (names.rs)
 //!  shim/        the ShimClient seam: ttrpc to real shims (ttrpc.rs, watch.rs), an in-memory fake for tests
 //!  network/     the Network (CNI) and Namespaces (pinned netns) seams, real and fake

@@ -410,6 +410,31 @@ mod tests {
     }
 
     #[test]
+    fn the_stream_section_is_checked_and_documented() {
+        let mut c = Config::default();
+        let sc = c.stream_config().unwrap();
+        assert_eq!(sc.address.to_string(), "127.0.0.1:0");
+        assert_eq!(sc.idle_timeout, std::time::Duration::from_secs(4 * 3600));
+        assert!(sc.tls.is_none());
+        assert!(c.render().contains("[stream]\n"), "{}", c.render());
+        c.stream.address = "localhost".into();
+        assert!(c.check().unwrap_err().contains("stream address \"localhost\""));
+        c.stream.address = "0.0.0.0".into();
+        c.stream.tls_cert = "/etc/crius/stream.pem".into();
+        assert!(
+            c.check()
+                .unwrap_err()
+                .contains("tls_cert and tls_key go together")
+        );
+        c.stream.tls_key = "/etc/crius/stream.key".into();
+        c.stream.port = 10010;
+        let sc = c.stream_config().unwrap();
+        assert_eq!(sc.address.to_string(), "0.0.0.0:10010");
+        assert!(sc.tls.is_some());
+        assert_eq!(toml::from_str::<Config>(&c.render()).unwrap(), c);
+    }
+
+    #[test]
     fn http_mirrors_are_insecure() {
         let mut c = Config::default();
         c.image

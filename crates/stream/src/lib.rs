@@ -5,13 +5,19 @@
 //! remote-command (`v4`/`v5.channel.k8s.io`) or port-forward (`portforward.k8s.io`) protocol.
 //!
 //! ```text
-//!  backend.rs   the Backend trait: what the server asks of the runtime (criusd implements it)
-//!  token.rs     single-use tokens behind the URLs, 1 minute each
-//!  server.rs    the HTTP server: routes, the upgrade to SPDY or WebSocket, TLS, idle timeouts
-//!  session.rs   exec and attach over abstract channels (stdin, stdout, stderr, error, resize)
-//!  status.rs    the error channel's Status objects
-//!  spdy/        SPDY/3.1 framing (frame.rs, with the zlib header dictionary) and sessions (conn.rs)
-//!  ws.rs        the channel framing over WebSocket
+//!  backend.rs      the Backend trait: what the server asks of the runtime (criusd implements it)
+//!  token.rs        single-use tokens behind the URLs, 1 minute each
+//!  server.rs       the HTTP server: routes, the upgrade to SPDY or WebSocket, TLS (tls.rs), idle timeouts
+//!                  (idle.rs)
+//!  session.rs      exec and attach over abstract channels (stdin, stdout, stderr, error, resize)
+//!  remote.rs       those channels on a WebSocket; spdy_serve.rs: on SPDY streams, and port-forward's pairs
+//!  portforward.rs  port-forward over WebSocket channels, and the copy between a port and a channel pair
+//!  status.rs       the error channel's Status objects
+//!  spdy/           SPDY/3.1 framing (frame.rs, codec.rs, with the zlib header dictionary) and sessions
+//!                  (conn.rs, session.rs, stream.rs)
+//!  ws.rs           the channel framing over WebSocket; tunnel.rs: a WebSocket as a byte pipe
+//!                  (`SPDY/3.1+portforward.k8s.io`)
+//!  client.rs       the client, both transports (spdy_client.rs for SPDY), for `crius exec` and the tests
 //! ```
 //!
 //! The runtime behind the server is a [`Backend`]: this crate knows nothing of shims or CRI records.
