@@ -76,10 +76,12 @@ for rt in crius containerd; do
     --log-root "$work/logs-$rt" >/dev/null 2>"$work/run-$rt.log" & runs+=($!)
 done
 for rt in crius containerd; do
-  for _ in $(seq 200); do
-    "$bin/crius" --address "$work/$rt.sock" exec bench -- true 2>/dev/null && break
+  up=
+  for _ in $(seq 300); do
+    "$bin/crius" --address "$work/$rt.sock" exec bench -- true 2>/dev/null && { up=1; break; }
     sleep 0.1
   done
+  [ -n "$up" ] || { echo "the pod did not come up on $rt:" >&2; cat "$work/run-$rt.log" >&2; exit 1; }
 done
 
 ms() { local t0 t1; t0=$(date +%s%N); "$@" >/dev/null; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000000 )); }

@@ -69,9 +69,9 @@ pub struct PortForward {
     /// The pod's namespace.
     #[arg(short = 'n', long, default_value = "default")]
     namespace: String,
-    /// Local address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
-    address: String,
+    /// Local address to listen on (kubectl's `--address`; crius's `--address` is criusd's socket).
+    #[arg(long = "bind-address", default_value = "127.0.0.1")]
+    bind_address: String,
     /// spdy or websocket.
     #[arg(long, default_value = "spdy")]
     transport: Transport,
@@ -294,6 +294,12 @@ fn port_pair(s: &str) -> Result<(u16, u16), String> {
     }
 }
 
+/// A line on stdout, as kubectl prints them; a stdout that went away is no reason to stop forwarding.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout(), "{line}");
+}
+
 /// Runs `crius port-forward` until interrupted.
 pub async fn port_forward(address: &str, cmd: PortForward) -> Result<std::process::ExitCode, String> {
     let pairs = cmd
@@ -305,18 +311,18 @@ pub async fn port_forward(address: &str, cmd: PortForward) -> Result<std::proces
     let sandbox = find_pod(&mut rt, &cmd.namespace, &cmd.pod).await?;
     let mut tasks = Vec::new();
     for (local, remote) in pairs {
-        let listener = tokio::net::TcpListener::bind((cmd.address.as_str(), local))
+        let listener = tokio::net::TcpListener::bind((cmd.bind_address.as_str(), local))
             .await
-            .map_err(|e| format!("listening on {}:{local}: {e}", cmd.address))?;
+            .map_err(|e| format!("listening on {}:{local}: {e}", cmd.bind_address))?;
         let bound = listener.local_addr().map_err(|e| e.to_string())?;
-        println!("Forwarding from {bound} -> {remote}");
+        say(&format!("Forwarding from {bound} -> {remote}"));
         let (rt, sandbox, transport) = (rt.clone(), sandbox.clone(), cmd.transport);
         tasks.push(tokio::spawn(async move {
             loop {
                 let Ok((conn, _)) = listener.accept().await else {
                     continue;
                 };
-                println!("Handling connection for {}", bound.port());
+                say(&format!("Handling connection for {}", bound.port()));
                 let (mut rt, sandbox) = (rt.clone(), sandbox.clone());
                 tokio::spawn(async move {
                     // A URL per connection: each one's token is used once.

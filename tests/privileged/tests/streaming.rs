@@ -290,6 +290,135 @@ async fn host_network_port_forward(t: Transport) {
     assert!(body.contains("hello-from-pod"), "{body}");
 }
 
+/// `crius exec`, `crius attach` and `crius port-forward`: the pod and container found by name, stdin passed,
+/// the command's exit code returned, a port reached, on both transports.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn the_cli_finds_the_pod_by_name() {
+    use std::io::Write;
+    use std::process::{Command, Stdio as PStdio};
+    require_root();
+    let mut p = Pod::on_host_network("cli").await;
+    let port = 30000 + (std::process::id() % 20000) as u16;
+    let script = format!(
+        "mkdir -p /www; echo cli-page > /www/index.html; httpd -p 127.0.0.1:{port} -h /www; echo up; exec sleep 3600"
+    );
+    p.started(container("web", "busybox:latest", &script)).await;
+    p.wait_for_log("web", "up").await;
+    let crius = crius_test_support::daemon::built_binary("crius");
+    let sock = p.d.socket().display().to_string();
+    for t in ["spdy", "websocket"] {
+        let mut child = Command::new(&crius)
+            .args([
+                "--address",
+                &sock,
+                "exec",
+                "-i",
+                "--transport",
+                t,
+                "cli",
+                "-c",
+                "web",
+                "--",
+            ])
+            .args(["sh", "-c", "cat; exit 7"])
+            .stdin(PStdio::piped())
+            .stdout(PStdio::piped())
+            .stderr(PStdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"piped\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{t}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "piped\n", "{t}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("command terminated with exit code 7"),
+            "{t}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let missing = Command::new(&crius)
+        .args(["--address", &sock, "exec", "nope", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("pods \"nope\" not found in namespace \"default\""),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+    // port-forward from a free local port: the first line names it.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut fwd = Killed(
+        Command::new(&crius)
+            .args(["--address", &sock, "port-forward", "cli", &format!(":{port}")])
+            .stdout(PStdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut out = std::io::BufReader::new(fwd.0.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let local: std::net::SocketAddr = line
+        .split_whitespace()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("{line:?}"));
+    let mut s = tokio::net::TcpStream::connect(local).await.unwrap();
+    s.write_all(b"GET /index.html HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut body = String::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut body))
+        .await
+        .unwrap()
+        .unwrap();
+    drop(fwd);
+    drop(out);
+    assert!(body.contains("cli-page"), "{body}");
+}
+
+/// Attach to a container with a terminal: its output (a prompt without a newline included) and its input.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn attach_to_a_terminal() {
+    require_root();
+    let mut p = Pod::on_host_network("attach-tty").await;
+    let mut cfg = container(
+        "tty",
+        "busybox:latest",
+        "sleep 1; printf 'name? '; read n; echo hi $n",
+    );
+    cfg.tty = true;
+    cfg.stdin = true;
+    cfg.stdin_once = true;
+    let id = p.started(cfg).await;
+    let url =
+        p.c.attach(cri::AttachRequest {
+            container_id: id,
+            stdin: true,
+            stdout: true,
+            stderr: false,
+            tty: true,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .url;
+    let o = session(&url, Transport::Spdy, Some(b"bob\n"), Some((80, 24))).await;
+    assert_eq!(o.outcome, Outcome::Success);
+    assert!(o.stdout.contains("hi bob"), "{:?}", o.stdout);
+}
+
 /// A session open when criusd restarts ends; the container goes on; the restarted criusd kills and deletes
 /// the exec and removes its FIFOs.
 #[tokio::test(flavor = "multi_thread")]
