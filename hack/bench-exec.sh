@@ -51,6 +51,7 @@ root = "$work/ctrd/root"
 state = "$work/ctrd/state"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "registry.k8s.io/pause:3.6"
+  restrict_oom_score_adj = true
 [plugins."io.containerd.grpc.v1.cri".containerd]
   snapshotter = "overlayfs"
   default_runtime_name = "runc"
