@@ -5,7 +5,8 @@
 #   true  — the median of N (default 20) `crius exec POD -- true` runs, whole command, ms;
 #   cat   — 100 MiB through exec stdout (`head -c 104857600 /dev/zero`, counted by wc), MiB/s, the median
 #           of 3 runs.
-# With CRICTL=/path/to/crictl, `crictl exec CONTAINER true` (SPDY) is timed on both too.
+# With CRICTL=/path/to/crictl, `crictl exec CONTAINER true` (SPDY) is timed on both too, next to
+# `crictl version`, crictl's own start-up and one CRI call, which both exec figures include.
 # Prints the figures and crius's ratios. Not a test: figures depend on the machine.
 # Usage: hack/bench-exec.sh [N]   (root; hack/install-deps.sh first)
 set -euo pipefail
@@ -101,18 +102,20 @@ for rt in crius containerd; do
   if [ -n "${CRICTL:-}" ]; then
     cid=$("$CRICTL" -r "unix://$sock" ps -q --name '^c$' | head -1)
     fig[$rt.crictl]=$(for _ in $(seq "$n"); do ms "$CRICTL" -r "unix://$sock" exec "$cid" true; done | median)
+    # crictl's own cost (start-up, config lookup, one CRI call), in both figures alike.
+    fig[$rt.crictl0]=$(for _ in $(seq "$n"); do ms "$CRICTL" -r "unix://$sock" version; done | median)
   fi
 done
 printf '%-11s %18s %18s' runtime "exec true (ms)" "cat 100MiB (MiB/s)"
-[ -n "${CRICTL:-}" ] && printf ' %22s' "crictl exec true (ms)"
+[ -n "${CRICTL:-}" ] && printf ' %22s %20s' "crictl exec true (ms)" "crictl version (ms)"
 echo
 for rt in crius containerd; do
   printf '%-11s %18s %18s' "$rt" "${fig[$rt.true]}" "${fig[$rt.cat]}"
-  [ -n "${CRICTL:-}" ] && printf ' %22s' "${fig[$rt.crictl]}"
+  [ -n "${CRICTL:-}" ] && printf ' %22s %20s' "${fig[$rt.crictl]}" "${fig[$rt.crictl0]}"
   echo
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf (b > 0) ? "%.1fx" : "-", a / b}'; }
 printf '%-11s %18s %18s' ratio "$(ratio "${fig[containerd.true]}" "${fig[crius.true]}")" \
   "$(ratio "${fig[crius.cat]}" "${fig[containerd.cat]}")"
-[ -n "${CRICTL:-}" ] && printf ' %22s' "$(ratio "${fig[containerd.crictl]}" "${fig[crius.crictl]}")"
+[ -n "${CRICTL:-}" ] && printf ' %22s %20s' "$(ratio "${fig[containerd.crictl]}" "${fig[crius.crictl]}")" ""
 echo

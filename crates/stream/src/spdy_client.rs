@@ -15,7 +15,7 @@ use crate::status::Outcome;
 const MAX_HEAD: usize = 16 * 1024;
 
 /// Connects to `url` and upgrades to SPDY/3.1 offering `protocols`; the connection and the chosen protocol.
-async fn upgrade(url: &str, protocols: &[&str]) -> Result<(TcpStream, String), ClientError> {
+pub async fn upgrade(url: &str, protocols: &[&str]) -> Result<(TcpStream, String), ClientError> {
     let (host, path) = split_url(url)?;
     let mut tcp = TcpStream::connect(&host)
         .await

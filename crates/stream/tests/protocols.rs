@@ -195,3 +195,74 @@ async fn expired_tokens_are_refused() {
     );
     let _ = tokio::io::sink().shutdown().await;
 }
+
+/// Several ports on one SPDY port-forward connection, as client-go opens them: a pair whose port refuses
+/// gets the protocol's error on its error stream, and the other pairs, then and after, are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spdy_port_forward_serves_other_pairs_after_a_refused_one() {
+    use crius_stream::spdy::conn::{Connection, Role};
+    use crius_stream::spdy::frame::Headers;
+    let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let live = echo.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = c.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead = closed.local_addr().unwrap().port();
+    drop(closed);
+    let (s, _) = server().await;
+    let url = s
+        .url(Request::PortForward(crius_stream::PortForwardRequest {
+            sandbox_id: "p".into(),
+            ports: vec![],
+        }))
+        .unwrap();
+    let (tcp, chosen) = crius_stream::spdy_client::upgrade(&url, &["portforward.k8s.io"])
+        .await
+        .unwrap();
+    assert_eq!(chosen, "portforward.k8s.io");
+    let (conn, _incoming) = Connection::new(tcp, Role::Client);
+    let pair = |kind: &str, port: u16, id: u32| {
+        let mut h = Headers::new();
+        h.insert("streamtype", kind);
+        h.insert("port", port.to_string());
+        h.insert("requestid", id.to_string());
+        h
+    };
+    let open_pair = |port: u16, id: u32| {
+        let conn = conn.clone();
+        async move {
+            let error = conn.open(pair("error", port, id)).await.unwrap();
+            let data = conn.open(pair("data", port, id)).await.unwrap();
+            (error.split(), data.split())
+        }
+    };
+    let ((_, mut err_in), _) = open_pair(dead, 0).await;
+    let mut why = Vec::new();
+    while let Some(b) = tokio::time::timeout(Duration::from_secs(5), err_in.recv())
+        .await
+        .unwrap()
+    {
+        why.extend_from_slice(&b);
+    }
+    let why = String::from_utf8(why).unwrap();
+    assert!(
+        why.starts_with(&format!("error forwarding port {dead} to pod p, uid : ")),
+        "{why}"
+    );
+    for id in [1, 2] {
+        let (_, (mut out, mut back)) = open_pair(live, id).await;
+        out.send(bytes::Bytes::from(format!("ping {id}"))).await.unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(5), back.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, format!("ping {id}").as_bytes());
+    }
+    conn.close();
+}
