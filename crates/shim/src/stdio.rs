@@ -111,6 +111,8 @@ pub(crate) fn rfc3339_nano(t: SystemTime) -> String {
 #[derive(Default)]
 pub(crate) struct Lines {
     line: Vec<u8>,
+    /// A partial record of the current line was written: the line still owes its full record.
+    open: bool,
 }
 
 impl Lines {
@@ -120,11 +122,13 @@ impl Lines {
             if b == b'\n' {
                 log.write_record(stream, false, &self.line);
                 self.line.clear();
+                self.open = false;
             } else {
                 self.line.push(b);
                 if self.line.len() == MAX_LINE {
                     log.write_record(stream, true, &self.line);
                     self.line.clear();
+                    self.open = true;
                 }
             }
         }
@@ -135,14 +139,17 @@ impl Lines {
         if !self.line.is_empty() {
             log.write_record(stream, true, &self.line);
             self.line.clear();
+            self.open = true;
         }
     }
 
-    /// The stream ended: an unfinished line is written as a full record.
+    /// The stream ended: an unfinished line is written as a full record (an empty one after its partial
+    /// records), so that every line ends with an `F` record.
     pub(crate) fn finish(&mut self, log: &CriLog, stream: &str) {
-        if !self.line.is_empty() {
+        if !self.line.is_empty() || self.open {
             log.write_record(stream, false, &self.line);
             self.line.clear();
+            self.open = false;
         }
     }
 }

@@ -139,8 +139,12 @@ async fn bad_requests_are_refused_with_their_code_and_what_is_wrong() {
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("config is missing"), "{}", e.message());
     let e = c.exec(cri::ExecRequest::default()).await.unwrap_err();
-    assert_eq!(e.code(), Code::Unimplemented);
-    assert!(e.message().contains("Exec"), "{}", e.message());
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(
+        e.message().contains("Exec: stdin, stdout and stderr"),
+        "{}",
+        e.message()
+    );
     let e = status(&mut c, "nope").await.unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     assert!(e.message().contains("\"nope\""));
@@ -367,10 +371,17 @@ async fn a_container_sees_its_pods_hostname_and_network_its_env_and_a_read_only_
     p.started(c1).await;
     p.wait_for_log("c1", "read-only").await;
     let text = p.log_text("c1");
-    let lines: Vec<&str> = text
-        .lines()
-        .map(|l| l.splitn(4, ' ').nth(3).unwrap_or(""))
-        .collect();
+    // Records to lines, as kubelet reads them: partial (P) records joined up to the full (F) one.
+    let mut lines: Vec<String> = Vec::new();
+    let mut partial = String::new();
+    for l in text.lines() {
+        let mut f = l.splitn(4, ' ');
+        let (tag, body) = (f.nth(2).unwrap_or(""), f.next().unwrap_or(""));
+        partial.push_str(body);
+        if tag != "P" {
+            lines.push(std::mem::take(&mut partial));
+        }
+    }
     assert_eq!(lines[..3], ["hi from pod-c", "bar", "from the host"], "{text}");
     assert!(
         lines[3].contains(&format!("inet {ip}/24")),
