@@ -232,11 +232,35 @@ fn exit_of(outcome: Outcome) -> Result<std::process::ExitCode, String> {
     }
 }
 
+/// The session behind `url` with this terminal's stdio (raw while it lasts, with a terminal); its exit code.
+async fn run_session(
+    url: &str,
+    transport: Transport,
+    stdin: bool,
+    tty: bool,
+) -> Result<std::process::ExitCode, String> {
+    let raw = RawMode::new(tty);
+    let outcome = client::remote_command(url, transport, local_stdio(stdin, tty))
+        .await
+        .map_err(|e| e.to_string());
+    drop(raw);
+    exit_of(outcome?)
+}
+
+/// The id of the running container `target` names in pod `pod`.
+async fn target_container(
+    rt: &mut RuntimeServiceClient<Channel>,
+    pod: &str,
+    target: &Target,
+) -> Result<String, String> {
+    let sandbox = find_pod(rt, &target.namespace, pod).await?;
+    find_container(rt, &sandbox, pod, target.container.as_deref()).await
+}
+
 /// Runs `crius exec`.
 pub async fn exec(address: &str, cmd: Exec) -> Result<std::process::ExitCode, String> {
     let mut rt = runtime(address).await?;
-    let sandbox = find_pod(&mut rt, &cmd.target.namespace, &cmd.pod).await?;
-    let id = find_container(&mut rt, &sandbox, &cmd.pod, cmd.target.container.as_deref()).await?;
+    let id = target_container(&mut rt, &cmd.pod, &cmd.target).await?;
     let url = rt
         .exec(cri::ExecRequest {
             container_id: id,
@@ -250,19 +274,13 @@ pub async fn exec(address: &str, cmd: Exec) -> Result<std::process::ExitCode, St
         .map_err(|s| s.message().to_string())?
         .into_inner()
         .url;
-    let raw = RawMode::new(cmd.tty);
-    let outcome = client::remote_command(&url, cmd.target.transport, local_stdio(cmd.stdin, cmd.tty))
-        .await
-        .map_err(|e| e.to_string());
-    drop(raw);
-    exit_of(outcome?)
+    run_session(&url, cmd.target.transport, cmd.stdin, cmd.tty).await
 }
 
 /// Runs `crius attach`.
 pub async fn attach(address: &str, cmd: Attach) -> Result<std::process::ExitCode, String> {
     let mut rt = runtime(address).await?;
-    let sandbox = find_pod(&mut rt, &cmd.target.namespace, &cmd.pod).await?;
-    let id = find_container(&mut rt, &sandbox, &cmd.pod, cmd.target.container.as_deref()).await?;
+    let id = target_container(&mut rt, &cmd.pod, &cmd.target).await?;
     let url = rt
         .attach(cri::AttachRequest {
             container_id: id,
@@ -275,12 +293,7 @@ pub async fn attach(address: &str, cmd: Attach) -> Result<std::process::ExitCode
         .map_err(|s| s.message().to_string())?
         .into_inner()
         .url;
-    let raw = RawMode::new(cmd.tty);
-    let outcome = client::remote_command(&url, cmd.target.transport, local_stdio(cmd.stdin, cmd.tty))
-        .await
-        .map_err(|e| e.to_string());
-    drop(raw);
-    exit_of(outcome?)
+    run_session(&url, cmd.target.transport, cmd.stdin, cmd.tty).await
 }
 
 /// LOCAL:REMOTE, PORT or :REMOTE.

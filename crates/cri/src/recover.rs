@@ -63,7 +63,7 @@ impl Containers {
         };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with("exec-") && e.path().is_dir() {
+            if name.starts_with(crate::container::stream::EXEC_PREFIX) && e.path().is_dir() {
                 tracing::info!(container = %id, exec = %name, "ending an exec whose session ended with the last criusd");
                 self.end_exec(sandbox, id, &name, &e.path(), true);
             }

@@ -152,8 +152,9 @@ pub async fn connect_ws(
 }
 
 async fn remote_command_ws(url: &str, stdio: Stdio) -> Result<Outcome, ClientError> {
-    let (socket, chosen) = connect_ws(url, &format!("{}, {}", ws::V5, ws::V4)).await?;
-    let mut mux = ws::Mux::new(chosen == ws::V5);
+    let (socket, chosen) =
+        connect_ws(url, &format!("{}, {}", crate::protocol::V5, crate::protocol::V4)).await?;
+    let mut mux = ws::Mux::new(chosen == crate::protocol::V5);
     let stdout_in = mux.inbound(ws::STDOUT);
     let stderr_in = mux.inbound(ws::STDERR);
     let mut error_in = mux.inbound(ws::ERROR);
@@ -254,7 +255,7 @@ pub async fn port_forward(
 
 async fn port_forward_ws(url: &str, port: u16, local: TcpStream) -> Result<(), ClientError> {
     let sep = if url.contains('?') { '&' } else { '?' };
-    let (socket, _) = connect_ws(&format!("{url}{sep}ports={port}"), ws::PORT_FORWARD).await?;
+    let (socket, _) = connect_ws(&format!("{url}{sep}ports={port}"), crate::protocol::PORT_FORWARD).await?;
     let mut mux = ws::Mux::new(false);
     let mut data_in = mux.inbound(0);
     let mut error_in = mux.inbound(1);

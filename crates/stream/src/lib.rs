@@ -38,6 +38,17 @@ pub mod token;
 pub mod tunnel;
 pub mod ws;
 
+/// The protocol names both transports negotiate (`X-Stream-Protocol-Version` for SPDY,
+/// `Sec-WebSocket-Protocol` for WebSocket).
+pub mod protocol {
+    /// Remote command v5 (on WebSocket: with the close signal; on SPDY: as v4).
+    pub const V5: &str = "v5.channel.k8s.io";
+    /// Remote command v4.
+    pub const V4: &str = "v4.channel.k8s.io";
+    /// Port-forward.
+    pub const PORT_FORWARD: &str = "portforward.k8s.io";
+}
+
 pub use backend::{
     AttachRequest, Backend, Control, Error, ErrorKind, ExecRequest, PortForwardRequest, Process, Request,
 };

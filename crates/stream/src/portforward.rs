@@ -34,6 +34,19 @@ pub fn connect_error(sandbox: &str, port: u16, why: &str) -> String {
     format!("error forwarding port {port} to pod {sandbox}, uid : {why}")
 }
 
+/// Connects to `port` of the pod, if `req` allows it; the error is the text the client is shown.
+pub async fn connect(
+    backend: &dyn Backend,
+    req: &crate::PortForwardRequest,
+    port: u16,
+) -> Result<TcpStream, String> {
+    allowed(req, port)?;
+    backend
+        .connect(req.sandbox_id.clone(), port)
+        .await
+        .map_err(|e| connect_error(&req.sandbox_id, port, &e.message))
+}
+
 /// Serves a WebSocket port-forward of `ports`.
 pub async fn over_ws<S>(socket: WebSocketStream<S>, req: Request, ports: Vec<u16>, backend: Arc<dyn Backend>)
 where
@@ -53,14 +66,7 @@ where
             if out.send(prefix.clone()).await.is_err() || err.send(prefix).await.is_err() {
                 return;
             }
-            let conn = match allowed(&pf, port) {
-                Ok(()) => backend
-                    .connect(pf.sandbox_id.clone(), port)
-                    .await
-                    .map_err(|e| connect_error(&pf.sandbox_id, port, &e.message)),
-                Err(e) => Err(e),
-            };
-            match conn {
+            match connect(backend.as_ref(), &pf, port).await {
                 Ok(tcp) => pipe(tcp, input, out).await,
                 Err(e) => {
                     let _ = err.send(Bytes::from(e)).await;

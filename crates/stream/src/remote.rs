@@ -43,15 +43,14 @@ impl Wanted {
     }
 }
 
-/// Serves `req` over a WebSocket that negotiated `v4` or `v5.channel.k8s.io` (`v5`: with the close signal).
-pub async fn over_ws<S>(ws_stream: WebSocketStream<S>, req: Request, backend: Arc<dyn Backend>, v5: bool)
+/// Serves `req` over a WebSocket that negotiated `v4` or `v5.channel.k8s.io`. The server sends no close
+/// signals of its own (client-go reads v5's close signal only from the client, its stdin, and logs any it
+/// gets as an unknown stream); a v5 client's close signals are read.
+pub async fn over_ws<S>(ws_stream: WebSocketStream<S>, req: Request, backend: Arc<dyn Backend>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let want = Wanted::of(&req);
-    // The server sends no close signals of its own: client-go reads v5's close signal only from the
-    // client (its stdin), and logs any it gets as an unknown stream. A `v5` client's close signals are read.
-    let _ = v5;
     let mut mux = ws::Mux::new(false);
     let channels = Channels {
         stdin: want.stdin.then(|| mux.inbound(ws::STDIN)),

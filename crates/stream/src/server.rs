@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -187,6 +187,19 @@ fn reply(code: StatusCode, message: impl Into<String>) -> Reply {
     r
 }
 
+/// 101 Switching Protocols to `upgrade`, naming the `chosen` protocol in `protocol_header`.
+fn switching(upgrade: &'static str, protocol_header: HeaderName, chosen: &str) -> Reply {
+    let mut r = Response::new(Full::new(Bytes::new()));
+    *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = r.headers_mut();
+    h.insert(header::UPGRADE, HeaderValue::from_static(upgrade));
+    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    if let Ok(v) = HeaderValue::from_str(chosen) {
+        h.insert(protocol_header, v);
+    }
+    r
+}
+
 /// The values of a header that may be repeated or comma-separated.
 fn offered(headers: &HeaderMap, name: &str) -> Vec<String> {
     headers
@@ -239,9 +252,9 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
                 );
             };
             let supported: &[&str] = if port_forward {
-                &[crate::tunnel::PORT_FORWARD_TUNNEL, ws::PORT_FORWARD]
+                &[crate::tunnel::PORT_FORWARD_TUNNEL, crate::protocol::PORT_FORWARD]
             } else {
-                &[ws::V5, ws::V4]
+                &[crate::protocol::V5, crate::protocol::V4]
             };
             let offers = offered(req.headers(), header::SEC_WEBSOCKET_PROTOCOL.as_str());
             let Some(chosen) = offers.iter().find(|o| supported.contains(&o.as_str())).cloned() else {
@@ -270,7 +283,6 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
             }
             let upgrade = hyper::upgrade::on(&mut req);
             let st = state.clone();
-            let proto = chosen.clone();
             tokio::spawn(async move {
                 let Ok(up) = upgrade.await else { return };
                 let io = IdleIo::new(TokioIo::new(up), st.config.idle_timeout);
@@ -284,28 +296,20 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
                 } else if port_forward {
                     portforward::over_ws(socket, kept, ports.unwrap_or_default(), st.backend.clone()).await;
                 } else {
-                    remote::over_ws(socket, kept, st.backend.clone(), proto == ws::V5).await;
+                    remote::over_ws(socket, kept, st.backend.clone()).await;
                 }
             });
-            let mut r = reply(StatusCode::SWITCHING_PROTOCOLS, "");
-            *r.body_mut() = Full::new(Bytes::new());
-            let h = r.headers_mut();
-            h.remove(header::CONTENT_TYPE);
-            h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-            h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+            let mut r = switching("websocket", header::SEC_WEBSOCKET_PROTOCOL, &chosen);
             if let Ok(v) = HeaderValue::from_str(&derive_accept_key(key.as_bytes())) {
-                h.insert(header::SEC_WEBSOCKET_ACCEPT, v);
-            }
-            if let Ok(v) = HeaderValue::from_str(&chosen) {
-                h.insert(header::SEC_WEBSOCKET_PROTOCOL, v);
+                r.headers_mut().insert(header::SEC_WEBSOCKET_ACCEPT, v);
             }
             r
         }
         Some(u) if u == SPDY.to_ascii_lowercase() => {
             let supported: &[&str] = if port_forward {
-                &[spdy_serve::PORT_FORWARD]
+                &[crate::protocol::PORT_FORWARD]
             } else {
-                &[spdy_serve::V5, spdy_serve::V4]
+                &[crate::protocol::V5, crate::protocol::V4]
             };
             let offers = offered(req.headers(), PROTOCOL_HEADER);
             let Some(chosen) = offers.iter().find(|o| supported.contains(&o.as_str())).cloned() else {
@@ -323,16 +327,7 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
                 let io = IdleIo::new(TokioIo::new(up), st.config.idle_timeout);
                 spdy_serve::serve(io, kept, st.backend.clone(), st.config.stream_creation_timeout).await;
             });
-            let mut r = reply(StatusCode::SWITCHING_PROTOCOLS, "");
-            *r.body_mut() = Full::new(Bytes::new());
-            let h = r.headers_mut();
-            h.remove(header::CONTENT_TYPE);
-            h.insert(header::UPGRADE, HeaderValue::from_static(SPDY));
-            h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-            if let Ok(v) = HeaderValue::from_str(&chosen) {
-                h.insert(PROTOCOL_HEADER, v);
-            }
-            r
+            switching(SPDY, HeaderName::from_static(PROTOCOL_HEADER), &chosen)
         }
         _ => reply(
             StatusCode::BAD_REQUEST,

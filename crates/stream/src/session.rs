@@ -70,6 +70,8 @@ pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
         gone,
     } = channels;
     let mut resize_buf = BytesMut::new();
+    // Sizes that came before the start: the first is the terminal's at start, the others are applied after.
+    let mut early = Vec::new();
     let (started, cmd) = match req {
         Request::Exec(mut r) => {
             // A terminal is made at its first size, which clients send right after connecting: the command
@@ -77,7 +79,8 @@ pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
             if r.tty
                 && let Some(rx) = resize.as_mut()
             {
-                r.size = first_size(rx, &mut resize_buf).await;
+                early = first_sizes(rx, &mut resize_buf).await;
+                r.size = early.first().copied();
             }
             let cmd = r.cmd.clone();
             (backend.exec(r).await, cmd)
@@ -119,7 +122,7 @@ pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
         let control = control.clone();
         tasks.push(tokio::spawn(async move {
             let mut buf = resize_buf;
-            for (w, h) in sizes(&mut buf) {
+            for (w, h) in early.into_iter().skip(1).chain(sizes(&mut buf)) {
                 let _ = control.resize(w, h).await;
             }
             while let Some(b) = rx.recv().await {
@@ -168,23 +171,18 @@ pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
 /// How long a terminal session waits for the client's first size before the command starts without one.
 pub const FIRST_SIZE: Duration = Duration::from_secs(1);
 
-/// The client's first terminal size, read off `rx` within [`FIRST_SIZE`]; what came after it stays in `buf`.
-async fn first_size(rx: &mut mpsc::Receiver<Bytes>, buf: &mut BytesMut) -> Option<(u16, u16)> {
+/// The terminal sizes the client sent first, read off `rx` until there is one or [`FIRST_SIZE`] passed
+/// (empty then); an unfinished one stays in `buf`.
+async fn first_sizes(rx: &mut mpsc::Receiver<Bytes>, buf: &mut BytesMut) -> Vec<(u16, u16)> {
     let deadline = tokio::time::Instant::now() + FIRST_SIZE;
     loop {
-        let mut it = serde_json::Deserializer::from_slice(buf).into_iter::<Size>();
-        match it.next() {
-            Some(Ok(s)) => {
-                let used = it.byte_offset();
-                let _ = buf.split_to(used);
-                return Some((s.width, s.height));
-            }
-            Some(Err(e)) if !e.is_eof() => return None,
-            _ => {}
-        }
         match tokio::time::timeout_at(deadline, rx.recv()).await {
             Ok(Some(b)) => buf.extend_from_slice(&b),
-            _ => return None,
+            _ => return Vec::new(),
+        }
+        let got = sizes(buf);
+        if !got.is_empty() {
+            return got;
         }
     }
 }

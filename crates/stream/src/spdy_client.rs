@@ -5,10 +5,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::client::{ClientError, Stdio, run_local, split_url};
+use crate::protocol::{PORT_FORWARD, V4, V5};
 use crate::session::Out;
 use crate::spdy::conn::{Connection, Role, Stream};
 use crate::spdy::frame::Headers;
-use crate::spdy_serve::{Discard, PORT, PORT_FORWARD, REQUEST_ID, STREAM_TYPE, SpdyOut, V4, V5, queue};
+use crate::spdy_serve::{Discard, PORT, REQUEST_ID, STREAM_TYPE, SpdyOut, queue};
 use crate::status::Outcome;
 
 /// Largest response head read before the upgrade.

@@ -21,13 +21,6 @@ use crate::session::{self, Channels, Gone, Out, Outbound, QUEUE};
 use crate::spdy::conn::{Connection, Incoming, RecvHalf, Role, SendHalf, Stream};
 use crate::spdy::frame::Headers;
 
-/// Remote command v5 (over SPDY, the same as v4).
-pub const V5: &str = "v5.channel.k8s.io";
-/// Remote command v4.
-pub const V4: &str = "v4.channel.k8s.io";
-/// Port-forward.
-pub const PORT_FORWARD: &str = "portforward.k8s.io";
-
 /// The header naming a stream's channel.
 pub const STREAM_TYPE: &str = "streamtype";
 /// The header with a port-forward stream's port.
@@ -235,14 +228,7 @@ async fn serve_pair(
 ) {
     let (mut err_out, _err_in) = error.split();
     let (data_out, data_in) = data.split();
-    let conn = match portforward::allowed(&req, port) {
-        Ok(()) => backend
-            .connect(req.sandbox_id.clone(), port)
-            .await
-            .map_err(|e| portforward::connect_error(&req.sandbox_id, port, &e.message)),
-        Err(e) => Err(e),
-    };
-    match conn {
+    match portforward::connect(backend.as_ref(), &req, port).await {
         Ok(tcp) => {
             portforward::pipe(tcp, queue(data_in), Box::new(SpdyOut(Some(data_out)))).await;
             err_out.finish();

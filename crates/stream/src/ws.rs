@@ -21,13 +21,6 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::session::{Gone, Outbound, QUEUE};
 
-/// The remote-command protocol of v5: channels plus the close signal.
-pub const V5: &str = "v5.channel.k8s.io";
-/// The remote-command protocol of v4.
-pub const V4: &str = "v4.channel.k8s.io";
-/// Port-forward over WebSocket.
-pub const PORT_FORWARD: &str = "portforward.k8s.io";
-
 /// stdin's channel.
 pub const STDIN: u8 = 0;
 /// stdout's channel.

@@ -73,6 +73,17 @@ fn sleeper() -> cri::ContainerConfig {
     container("sleeper", "busybox:latest", "echo up; exec sleep 3600")
 }
 
+/// The exec directories (FIFOs) in container `id`'s bundle.
+fn exec_dirs(p: &Pod, id: &str) -> Vec<String> {
+    let bundle = p.d.state().join("containers").join(id);
+    std::fs::read_dir(&bundle)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("exec-"))
+        .collect()
+}
+
 /// Entries of criusd's /proc/PID/fd.
 fn fds(p: &Pod) -> usize {
     std::fs::read_dir(format!("/proc/{}/fd", p.d.pid()))
@@ -144,13 +155,7 @@ async fn exec_cases(t: Transport) {
         "criusd's fds: {before} before, {} after",
         fds(&p)
     );
-    let bundle = p.d.state().join("containers").join(&id);
-    let leftovers: Vec<_> = std::fs::read_dir(&bundle)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("exec-"))
-        .collect();
+    let leftovers = exec_dirs(&p, &id);
     assert!(leftovers.is_empty(), "{leftovers:?}");
 
     // A stopped container has nothing to exec in.
@@ -456,13 +461,7 @@ async fn a_session_ends_with_criusd_and_its_exec_is_cleaned_up() {
         "0",
         "the exec was killed"
     );
-    let bundle = p.d.state().join("containers").join(&id);
-    let dirs: Vec<_> = std::fs::read_dir(&bundle)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("exec-"))
-        .collect();
+    let dirs = exec_dirs(&p, &id);
     assert!(dirs.is_empty(), "{dirs:?}");
 }
 

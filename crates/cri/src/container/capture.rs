@@ -7,7 +7,6 @@
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,13 +29,8 @@ pub(super) struct Capture {
 }
 
 fn fifo(path: &Path) -> Result<File> {
-    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))
-        .map_err(|e| Error::io(format!("ExecSync: mkfifo {}", path.display()), e.into()))?;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| Error::io(format!("ExecSync: opening {}", path.display()), e))
+    super::stream::mkfifo("ExecSync", path)?;
+    super::stream::open("ExecSync", path, true, false)
 }
 
 /// Reads `f` until EOF, or until `done` has been set for [`DRAIN`].

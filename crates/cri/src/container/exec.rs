@@ -12,7 +12,6 @@ use super::capture::Capture;
 use crate::error::{Error, Kind, Result};
 use crate::shim::{ExecTask, ShimError};
 use crate::store::container::Container;
-use crate::store::random_id;
 
 const CALL: &str = "ExecSync";
 
@@ -29,10 +28,7 @@ impl Containers {
         let bundle = self.bundle(&c.record.id);
         let mut process = self.process_of(CALL, &c)?;
         process.set_args(Some(cmd.to_vec())).set_terminal(Some(false));
-        let exec_id = format!(
-            "exec-{}",
-            &random_id().map_err(|e| Error::io("reading /dev/urandom", e))?[..16]
-        );
+        let exec_id = super::stream::new_exec_id()?;
         let dir = bundle.join(&exec_id);
         let out = Capture::new(&dir)?;
         let task = ExecTask {

@@ -59,12 +59,14 @@ pub struct StreamAttach {
     pub stdin_once: bool,
 }
 
-fn mkfifo(call: &'static str, path: &Path) -> Result<()> {
+/// Makes a FIFO (0600) at `path`.
+pub(super) fn mkfifo(call: &'static str, path: &Path) -> Result<()> {
     nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))
         .map_err(|e| Error::io(format!("{call}: mkfifo {}", path.display()), e.into()))
 }
 
-fn open(call: &'static str, path: &Path, read: bool, write: bool) -> Result<File> {
+/// Opens the FIFO at `path` without blocking on its other end.
+pub(super) fn open(call: &'static str, path: &Path, read: bool, write: bool) -> Result<File> {
     std::fs::OpenOptions::new()
         .read(read)
         .write(write)
@@ -72,6 +74,16 @@ fn open(call: &'static str, path: &Path, read: bool, write: bool) -> Result<File
         .open(path)
         .map_err(|e| Error::io(format!("{call}: opening {}", path.display()), e))
 }
+
+/// A new exec id, `exec-` and 16 hex digits: also the name of the exec's FIFO directory in the bundle,
+/// which the start-up pass recognises by the prefix.
+pub(crate) fn new_exec_id() -> Result<String> {
+    let id = random_id().map_err(|e| Error::io("reading /dev/urandom", e))?;
+    Ok(format!("{EXEC_PREFIX}{}", &id[..16]))
+}
+
+/// What every exec id starts with.
+pub(crate) const EXEC_PREFIX: &str = "exec-";
 
 /// Makes the stdin FIFO of a container created with `stdin` in `bundle`; the path to give the shim.
 pub(crate) fn make_stdin_fifo(bundle: &Path) -> Result<PathBuf> {
@@ -108,6 +120,11 @@ impl Containers {
 
     /// Checks an Attach request before it gets its URL.
     pub fn check_attach(&self, id: &str, stdin: bool, tty: bool, stderr: bool) -> Result<()> {
+        self.attach_target(id, stdin, tty, stderr).map(drop)
+    }
+
+    /// The running container an Attach request names, once the request is checked against it.
+    fn attach_target(&self, id: &str, stdin: bool, tty: bool, stderr: bool) -> Result<Container> {
         let c = self.stream_target("Attach", id)?;
         if stdin && !c.config.stdin {
             return Err(Error::FailedPrecondition {
@@ -124,7 +141,7 @@ impl Containers {
                 "cannot be asked for with tty: a terminal has one output",
             ));
         }
-        Ok(())
+        Ok(c)
     }
 
     /// Starts `cmd` in the running container for a stream, with the container's process settings, a
@@ -152,10 +169,7 @@ impl Containers {
                 .map_err(|e| Error::invalid(CALL, "terminal size", e.to_string()))?;
             process.set_console_size(Some(b));
         }
-        let exec_id = format!(
-            "exec-{}",
-            &random_id().map_err(|e| Error::io("reading /dev/urandom", e))?[..16]
-        );
+        let exec_id = new_exec_id()?;
         let dir = self.bundle(&c.record.id).join(&exec_id);
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("{CALL}: creating {}", dir.display()), e))?;
@@ -222,8 +236,7 @@ impl Containers {
     /// Attaches to the running container's stdio.
     pub fn attach_stream(&self, id: &str, stdin: bool, stdout: bool, stderr: bool) -> Result<StreamAttach> {
         const CALL: &str = "Attach";
-        self.check_attach(id, stdin, false, false)?;
-        let c = self.stream_target(CALL, id)?;
+        let c = self.attach_target(id, stdin, false, false)?;
         let want_output = stdout || stderr;
         let log = if c.record.log_path.is_empty() {
             self.bundle(&c.record.id).join(ATTACH_LOG)
