@@ -177,11 +177,13 @@ async fn first_sizes(rx: &mut mpsc::Receiver<Bytes>, buf: &mut BytesMut) -> Vec<
     let deadline = tokio::time::Instant::now() + FIRST_SIZE;
     loop {
         match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(b)) if b.is_empty() => continue,
             Ok(Some(b)) => buf.extend_from_slice(&b),
             _ => return Vec::new(),
         }
         let got = sizes(buf);
-        if !got.is_empty() {
+        // Sizes, or garbage (which `sizes` drops whole, where an unfinished size stays): either ends the wait.
+        if !got.is_empty() || buf.is_empty() {
             return got;
         }
     }
