@@ -7,7 +7,8 @@
 #           of 3 runs.
 # With CRICTL=/path/to/crictl, `crictl exec CONTAINER true` (SPDY) is timed on both too, next to
 # `crictl version`, crictl's own start-up and one CRI call, which both exec figures include.
-# Prints the figures and crius's ratios. Not a test: figures depend on the machine.
+# The runs alternate between the runtimes. Prints the figures and crius's ratios. Not a test: figures
+# depend on the machine.
 # Usage: hack/bench-exec.sh [N]   (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,26 +87,49 @@ for rt in crius containerd; do
   [ -n "$up" ] || { echo "the pod did not come up on $rt:" >&2; cat "$work/run-$rt.log" >&2; exit 1; }
 done
 
-ms() { local t0 t1; t0=$(date +%s%N); "$@" >/dev/null; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000000 )); }
+ms() { # the command's time in ms; a failing command ends the run
+  local t0 t1
+  t0=$(date +%s%N)
+  "$@" >/dev/null 2>"$work/last.err" || { echo "failed: $*" >&2; cat "$work/last.err" >&2; exit 1; }
+  t1=$(date +%s%N)
+  awk -v ns=$((t1 - t0)) 'BEGIN {printf "%.1f\n", ns / 1e6}'
+}
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-declare -A fig=()
-for rt in crius containerd; do
-  sock=$work/$rt.sock
-  fig[$rt.true]=$(for _ in $(seq "$n"); do ms "$bin/crius" --address "$sock" exec bench -- true; done | median)
-  fig[$rt.cat]=$(for _ in 1 2 3; do
-    t0=$(date +%s%N)
-    bytes=$("$bin/crius" --address "$sock" exec bench -- head -c 104857600 /dev/zero | wc -c)
-    t1=$(date +%s%N)
-    [ "$bytes" = 104857600 ] || { echo "$rt: $bytes bytes through exec, not 104857600" >&2; exit 1; }
-    awk -v ns=$((t1 - t0)) 'BEGIN {printf "%.0f\n", 100 / (ns / 1e9)}'
-  done | median)
-  if [ -n "${CRICTL:-}" ]; then
-    cid=$("$CRICTL" -r "unix://$sock" ps -q --name '^c$' | head -1)
-    fig[$rt.crictl]=$(for _ in $(seq "$n"); do ms "$CRICTL" -r "unix://$sock" exec "$cid" true; done | median)
-    # crictl's own cost (start-up, config lookup, one CRI call), in both figures alike.
-    fig[$rt.crictl0]=$(for _ in $(seq "$n"); do ms "$CRICTL" -r "unix://$sock" version; done | median)
-  fi
-done
+declare -A fig=() cid=()
+if [ -n "${CRICTL:-}" ]; then
+  for rt in crius containerd; do
+    cid[$rt]=$("$CRICTL" -r "unix://$work/$rt.sock" ps -q --name '^c$' | head -1)
+  done
+fi
+# Each run goes to both runtimes in turn, so a machine that slows down or speeds up meanwhile (a shared
+# host's steal time) weighs on both figures alike.
+each() { # each FIGURE RUNS COMMAND...: runs COMMAND... RT for each runtime RUNS times; the medians go to fig
+  local name=$1 runs=$2 rt
+  shift 2
+  declare -A got=()
+  for _ in $(seq "$runs"); do
+    for rt in crius containerd; do got[$rt]+="$("$@" "$rt") "; done
+  done
+  for rt in crius containerd; do fig[$rt.$name]=$(printf '%s\n' ${got[$rt]} | median); done
+}
+exec_true() { ms "$bin/crius" --address "$work/$1.sock" exec bench -- true; }
+cat_100m() {
+  local t0 t1 bytes
+  t0=$(date +%s%N)
+  bytes=$("$bin/crius" --address "$work/$1.sock" exec bench -- head -c 104857600 /dev/zero | wc -c)
+  t1=$(date +%s%N)
+  [ "$bytes" = 104857600 ] || { echo "$1: $bytes bytes through exec, not 104857600" >&2; exit 1; }
+  awk -v ns=$((t1 - t0)) 'BEGIN {printf "%.0f\n", 100 / (ns / 1e9)}'
+}
+crictl_exec() { ms "$CRICTL" -r "unix://$work/$1.sock" exec "${cid[$1]}" true; }
+# crictl's own cost (start-up, config lookup, one CRI call), in both crictl figures alike.
+crictl_version() { ms "$CRICTL" -r "unix://$work/$1.sock" version; }
+each true "$n" exec_true
+each cat 3 cat_100m
+if [ -n "${CRICTL:-}" ]; then
+  each crictl "$n" crictl_exec
+  each crictl0 "$n" crictl_version
+fi
 printf '%-11s %18s %18s' runtime "exec true (ms)" "cat 100MiB (MiB/s)"
 [ -n "${CRICTL:-}" ] && printf ' %22s %20s' "crictl exec true (ms)" "crictl version (ms)"
 echo

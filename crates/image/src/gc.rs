@@ -74,20 +74,24 @@ fn gone_or(r: std::io::Result<()>) -> std::io::Result<bool> {
 }
 
 fn walk(path: &Path, seen: &mut HashSet<(u64, u64)>, u: &mut Usage) {
-    let Ok(md) = std::fs::symlink_metadata(path) else {
-        return;
-    };
-    if seen.insert((md.dev(), md.ino())) {
-        u.bytes += md.blocks() * 512;
-        u.inodes += 1;
-    }
-    if md.is_dir()
+    if let Some(md) = walk_one(path, seen, u)
+        && md.is_dir()
         && let Ok(entries) = std::fs::read_dir(path)
     {
         for e in entries.flatten() {
             walk(&e.path(), seen, u);
         }
     }
+}
+
+/// Counts `path` itself (not what a directory holds); its metadata.
+fn walk_one(path: &Path, seen: &mut HashSet<(u64, u64)>, u: &mut Usage) -> Option<std::fs::Metadata> {
+    let md = std::fs::symlink_metadata(path).ok()?;
+    if seen.insert((md.dev(), md.ino())) {
+        u.bytes += md.blocks() * 512;
+        u.inodes += 1;
+    }
+    Some(md)
 }
 
 impl Store {
@@ -147,13 +151,40 @@ impl Store {
         (u, upper)
     }
 
-    /// Disk use of the image content (blobs, layers, records), without container snapshots.
+    /// Disk use of the image content (blobs, layers, records), without container snapshots. A placed
+    /// layer is walked the first time only (it never changes); a layer being unpacked, blobs and records
+    /// are walked each time.
     pub fn usage(&self) -> Usage {
         let mut seen = HashSet::new();
         let mut u = Usage::default();
-        for d in ["blobs", "layers", "images"] {
+        for d in ["blobs", "images"] {
             walk(&self.root().join(d), &mut seen, &mut u);
         }
+        let layers = self.root().join("layers");
+        walk_one(&layers, &mut seen, &mut u);
+        let mut cache = self.layer_usage.lock().unwrap_or_else(|p| p.into_inner());
+        let mut present = HashSet::new();
+        for e in std::fs::read_dir(&layers).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = e.path();
+            let one = |seen: &mut HashSet<(u64, u64)>| {
+                let mut l = Usage::default();
+                walk(&path, seen, &mut l);
+                l
+            };
+            let l = if name.starts_with('.') {
+                one(&mut seen)
+            } else {
+                // A layer's own hard links stay inside it, so its own set of seen inodes counts it right.
+                *cache
+                    .entry(name.clone())
+                    .or_insert_with(|| one(&mut HashSet::new()))
+            };
+            u.bytes += l.bytes;
+            u.inodes += l.inodes;
+            present.insert(name);
+        }
+        cache.retain(|name, _| present.contains(name));
         u
     }
 }

@@ -43,6 +43,10 @@ pub struct ImageRecord {
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    /// What each unpacked layer uses on disk, by directory name: layers never change once placed, so
+    /// [`Store::usage`] walks each one once.
+    pub(crate) layer_usage:
+        std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, crate::gc::Usage>>>,
 }
 
 impl Store {
@@ -54,6 +58,7 @@ impl Store {
         }
         let s = Store {
             root: root.to_path_buf(),
+            layer_usage: Default::default(),
         };
         let _ = std::fs::remove_dir_all(root.join("ingest"));
         std::fs::create_dir_all(root.join("ingest")).map_err(|e| io("creating ingest", e))?;

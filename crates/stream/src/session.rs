@@ -162,10 +162,11 @@ pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
         _ = drained => {}
         () = &mut gone => {}
     }
-    control.finish(false).await;
     abort(tasks.into_iter().chain(copies));
     let _ = error.send(Status::of(&outcome, &cmd).to_json().into()).await;
     error.close().await;
+    // The client has its answer; the clean-up (a shim call for an exec) need not hold it up.
+    control.finish(false).await;
 }
 
 /// How long a terminal session waits for the client's first size before the command starts without one.

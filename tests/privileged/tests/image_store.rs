@@ -66,6 +66,66 @@ fn import_an_oci_archive_and_run_a_container_over_its_snapshot() {
     assert!(matches!(store.find("busybox:latest"), Err(Error::NotFound(_))));
 }
 
+/// Bytes and inodes under the store's content directories, hard links once: what ImageFsInfo reports.
+fn du(store: &Store) -> (u64, u64) {
+    fn walk(p: &Path, seen: &mut std::collections::HashSet<u64>, out: &mut (u64, u64)) {
+        let md = std::fs::symlink_metadata(p).unwrap();
+        if seen.insert(md.ino()) {
+            *out = (out.0 + md.blocks() * 512, out.1 + 1);
+        }
+        if md.is_dir() {
+            for e in std::fs::read_dir(p).unwrap() {
+                walk(&e.unwrap().path(), seen, out);
+            }
+        }
+    }
+    let (mut seen, mut out) = (Default::default(), (0, 0));
+    for d in ["blobs", "layers", "images"] {
+        walk(&store.root().join(d), &mut seen, &mut out);
+    }
+    out
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn image_usage_walks_each_layer_once_and_follows_imports_and_removals() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    image::busybox(&layout, "busybox:latest").unwrap();
+    image::testprog(&layout, "crius-testprog:latest", &testprog_binary()).unwrap();
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    let usage = |s: &Store| {
+        let u = s.usage();
+        (u.bytes, u.inodes)
+    };
+    let empty = usage(&store);
+    assert_eq!(empty, du(&store));
+    import::import_layout(&store, &layout).unwrap();
+    let full = usage(&store);
+    assert_eq!(full, du(&store));
+    assert!(full.0 > empty.0 + 1_000_000, "busybox's binary counted: {full:?}");
+
+    // A placed layer is not walked again: a file slipped into one (nothing does that) goes uncounted by this
+    // store, while a store opened afresh walks it.
+    let bb = store.find("busybox").unwrap();
+    write(&store.layer_dir(&bb.diff_ids[0]).join("extra"), "x");
+    assert_eq!(usage(&store), full);
+    assert_eq!(usage(&Store::open(store.root()).unwrap()), du(&store));
+    std::fs::remove_file(store.layer_dir(&bb.diff_ids[0]).join("extra")).unwrap();
+
+    // Removals and imports show at once.
+    store.remove_image("busybox").unwrap();
+    let less = usage(&store);
+    assert_eq!(less, du(&store));
+    assert!(
+        less.0 + 1_000_000 < full.0,
+        "busybox's layer gone: {less:?} of {full:?}"
+    );
+    import::import_layout(&store, &layout).unwrap();
+    assert_eq!(usage(&store), du(&store));
+}
+
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
 fn removing_an_image_collects_what_nothing_else_uses() {
