@@ -36,6 +36,7 @@ pub mod shim;
 pub mod snapshots;
 pub mod store;
 pub mod streaming;
+pub mod validate;
 
 use std::collections::HashMap;
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use k8s_cri::v1 as cri;
 
 use crate::container::{self, Change, Containers};
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::network::{Cni, Pinner};
 use crate::sandbox::{self, Pods};
 use crate::shim::ttrpc::{self as shims, TtrpcShims};
@@ -95,16 +95,13 @@ impl Runtime {
 
     /// ContainerStatus.
     pub fn container_status(&self, id: &str) -> Result<cri::ContainerStatus> {
-        let c = self.containers.get(id).ok_or_else(|| Error::NotFound {
-            call: "ContainerStatus",
-            kind: Kind::Container,
-            id: id.to_string(),
-        })?;
+        let c = self.containers.get_or_not_found("ContainerStatus", id)?;
         Ok(container::status::status(&c))
     }
 
     /// StopPodSandbox: its containers killed, then the sandbox stopped. An unknown id is fine.
     pub fn stop_pod(&self, id: &str) -> Result<()> {
+        crate::validate::id("StopPodSandbox", "pod_sandbox_id", id)?;
         // Stopping what does not exist is done (kubelet and critest count on it).
         let Some(s) = self.pods.sandboxes.get(id) else {
             return Ok(());
@@ -117,6 +114,7 @@ impl Runtime {
 
     /// RemovePodSandbox: its containers removed, then the sandbox.
     pub fn remove_pod(&self, id: &str) -> Result<()> {
+        crate::validate::id("RemovePodSandbox", "pod_sandbox_id", id)?;
         let Some(s) = self.pods.sandboxes.get(id) else {
             return Ok(());
         };

@@ -19,7 +19,10 @@ fn cgroup_file(p: &Pod, id: &str, file: &str) -> String {
 
 /// A `sleep 1000` container with a half cpu, 512 shares, 64 MiB, and a unified key.
 fn app() -> cri::ContainerConfig {
-    let mut conf = container("app", "busybox", "sleep 1000");
+    // 16 MiB in the pod's /dev/shm (a tmpfs: charged to the container, never reclaimed) for the refused
+    // decrease below usage; limits below 6 MiB are refused up front.
+    let fill = "head -c 16777216 /dev/zero > /dev/shm/fill && sleep 1000";
+    let mut conf = container("app", "busybox", fill);
     conf.linux = Some(cri::LinuxContainerConfig {
         resources: Some(cri::LinuxContainerResources {
             cpu_period: 100_000,
@@ -116,7 +119,7 @@ async fn resources_are_set_at_create_resized_in_place_and_not_lowered_below_usag
         p.c.update_container_resources(update(
             &id,
             cri::LinuxContainerResources {
-                memory_limit_in_bytes: 4096,
+                memory_limit_in_bytes: 8 << 20,
                 ..Default::default()
             },
         ))

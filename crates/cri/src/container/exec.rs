@@ -24,6 +24,7 @@ impl Containers {
         if cmd.is_empty() {
             return Err(Error::invalid(CALL, "cmd", "is empty"));
         }
+        crate::validate::argv(CALL, "cmd", cmd)?;
         Self::running(CALL, &c)?;
         let bundle = self.bundle(&c.record.id);
         let mut process = self.process_of(CALL, &c)?;

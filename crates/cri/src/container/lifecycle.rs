@@ -85,6 +85,7 @@ impl Containers {
     /// process is gone. Stopping a container that is not running, or unknown, is fine.
     pub fn stop(&self, id: &str, timeout: i64) -> Result<()> {
         const CALL: &str = "StopContainer";
+        crate::validate::id(CALL, "container_id", id)?;
         // Stopping what does not exist is done (kubelet and critest count on it).
         let Some(c) = self.get(id) else { return Ok(()) };
         if c.record.state() != State::Running {
@@ -120,6 +121,7 @@ impl Containers {
     /// Idempotent; an unknown id is fine.
     pub fn remove(&self, id: &str) -> Result<()> {
         const CALL: &str = "RemoveContainer";
+        crate::validate::id(CALL, "container_id", id)?;
         let Some(c) = self.get(id) else { return Ok(()) };
         if c.record.state() == State::Running {
             self.stop(&c.record.id, 0)?;
@@ -154,6 +156,7 @@ impl Containers {
     pub fn update(&self, id: &str, new: &cri::LinuxContainerResources) -> Result<()> {
         const CALL: &str = "UpdateContainerResources";
         let c = self.get_or_not_found(CALL, id)?;
+        crate::validate::resources(CALL, "linux", new)?;
         let (merged, oci) =
             crate::convert::update_resources(&c.resources(), new, crate::convert::cpu_controller())?;
         self.shims

@@ -98,7 +98,9 @@ impl Containers {
         self.records.get(id)
     }
 
-    fn get_or_not_found(&self, call: &'static str, id: &str) -> Result<Container> {
+    /// The container `id` names: InvalidArgument if it is empty, NotFound if there is none.
+    pub(crate) fn get_or_not_found(&self, call: &'static str, id: &str) -> Result<Container> {
+        crate::validate::id(call, "container_id", id)?;
         self.get(id).ok_or_else(|| Error::NotFound {
             call,
             kind: Kind::Container,
@@ -170,6 +172,7 @@ impl Containers {
         if meta.name.is_empty() {
             return Err(Error::invalid(CALL, "metadata.name", "is empty"));
         }
+        crate::validate::container_config(&config)?;
         if !sandbox.record.ready {
             return Err(Error::FailedPrecondition {
                 call: CALL,

@@ -94,9 +94,6 @@ pub(crate) fn make_stdin_fifo(bundle: &Path) -> Result<PathBuf> {
 
 impl Containers {
     fn stream_target(&self, call: &'static str, id: &str) -> Result<Container> {
-        if id.is_empty() {
-            return Err(Error::invalid(call, "container_id", "is empty"));
-        }
         let c = self.get_or_not_found(call, id)?;
         Self::running(call, &c)?;
         Ok(c)
@@ -108,6 +105,7 @@ impl Containers {
         if cmd.is_empty() {
             return Err(Error::invalid("Exec", "cmd", "is empty"));
         }
+        crate::validate::argv("Exec", "cmd", cmd)?;
         if tty && stderr {
             return Err(Error::invalid(
                 "Exec",
@@ -159,6 +157,7 @@ impl Containers {
         if cmd.is_empty() {
             return Err(Error::invalid(CALL, "cmd", "is empty"));
         }
+        crate::validate::argv(CALL, "cmd", cmd)?;
         let mut process = self.process_of(CALL, &c)?;
         process.set_args(Some(cmd.to_vec())).set_terminal(Some(tty));
         if let Some((width, height)) = size.filter(|_| tty) {

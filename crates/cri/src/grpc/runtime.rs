@@ -416,11 +416,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         let id = req.into_inner().container_id;
         let stats = self
             .blocking(move |r| {
-                let c = r.containers.get(&id).ok_or_else(|| Error::NotFound {
-                    call: "ContainerStats",
-                    kind: crate::error::Kind::Container,
-                    id: id.clone(),
-                })?;
+                let c = r.containers.get_or_not_found("ContainerStats", &id)?;
                 Ok(r.containers.stats(&c))
             })
             .await?;

@@ -105,6 +105,7 @@ impl Pods {
 
     /// The sandbox `id` names, for call `call`.
     pub fn get(&self, call: &'static str, id: &str) -> Result<Sandbox> {
+        crate::validate::id(call, "pod_sandbox_id", id)?;
         self.sandboxes.get(id).ok_or_else(|| Error::NotFound {
             call,
             kind: Kind::Sandbox,
@@ -155,6 +156,7 @@ impl Pods {
                 ),
             ));
         }
+        crate::validate::sandbox_config(&config)?;
         if !handler.is_empty() {
             return Err(Error::invalid(
                 CALL,

@@ -158,6 +158,54 @@ fn bad_requests_name_the_field() {
     assert!(w.net.calls().is_empty());
 }
 
+/// A RunPodSandbox of `c` is refused with InvalidArgument naming `field`, and nothing is made.
+fn refused(w: &World, c: cri::PodSandboxConfig, field: &str) {
+    let files = || crate::validate::tests::tree(w.dir.path());
+    let before = files();
+    let (code_, msg) = code(w.pods.run(c, String::new()).unwrap_err());
+    assert_eq!(code_, Code::InvalidArgument, "{msg}");
+    assert!(
+        msg.starts_with(&format!("RunPodSandbox: {field} ")),
+        "names {field}: {msg}"
+    );
+    assert!(w.pods.sandboxes.list().is_empty(), "no record");
+    assert!(w.net.calls().is_empty(), "no network");
+    assert_eq!(files(), before, "no files");
+}
+
+#[test]
+fn a_hostname_over_64_bytes_is_refused() {
+    let w = world();
+    let mut c = config("x");
+    c.hostname = "h".repeat(65);
+    refused(&w, c, "hostname");
+    let mut c = config("x");
+    c.hostname = "h".repeat(64);
+    w.pods.run(c, String::new()).unwrap();
+}
+
+#[test]
+fn a_relative_or_dotdot_log_directory_is_refused() {
+    let w = world();
+    for dir in ["var/log/pods/x", "/var/log/pods/../../etc"] {
+        let mut c = config("x");
+        c.log_directory = dir.into();
+        refused(&w, c, "log_directory");
+    }
+}
+
+#[test]
+fn empty_sandbox_ids_are_refused() {
+    let w = world();
+    assert_eq!(
+        code(w.pods.get("PodSandboxStatus", "").unwrap_err()),
+        (
+            Code::InvalidArgument,
+            "PodSandboxStatus: pod_sandbox_id is empty".to_string()
+        )
+    );
+}
+
 #[test]
 fn listing_filters_by_id_state_and_labels() {
     let w = world();
