@@ -41,6 +41,9 @@ pub fn resolve(prog: &str, env: &[String], cwd: &Path) -> Result<PathBuf> {
         let p = cwd.join(prog);
         return if is_exec(&p) {
             Ok(p)
+        } else if p.exists() {
+            // A shell answers 126 for this one, 127 for a missing file; criusd's ExecSync does too.
+            Err(err!("exec: {prog:?}: not executable (permission denied)"))
         } else {
             Err(err!("exec: {prog:?}: no such executable file"))
         };

@@ -492,6 +492,13 @@ async fn exec_sync_returns_output_and_exit_code_and_kills_what_times_out() {
     );
     let e = c.exec_sync(exec(&[], 10)).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
+    // A command that cannot run is an answer with a shell's exit code (kubelet's exec probes read it).
+    for (cmd, code) in [("/nonexistent", 127), ("nonexistent", 127), ("/etc/passwd", 126)] {
+        let r = c.exec_sync(exec(&[cmd], 10)).await.unwrap().into_inner();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.exit_code, code, "{cmd}: {err}");
+        assert!(err.contains(cmd), "{cmd}: the message names it: {err}");
+    }
 
     cstop(c, &c1_id, 10).await;
     let e = c.exec_sync(exec(&["true"], 10)).await.unwrap_err();

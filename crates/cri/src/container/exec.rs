@@ -42,12 +42,30 @@ impl Containers {
         };
         let result = self.run_exec(&c, &task, &out, timeout);
         let _ = self.shims.delete(&c.record.sandbox_id, &c.record.id, &exec_id);
-        let (stdout, stderr) = out.finish();
+        let (stdout, mut stderr) = out.finish();
         let _ = std::fs::remove_dir_all(&dir);
+        let exit_code = match result {
+            Ok(code) => code,
+            // A command that cannot be run is an answer, as a shell gives it: kubelet's exec probes read the
+            // exit code, and an RPC error would be an unknown probe result instead of a failed one.
+            Err(Error::Shim {
+                source: ShimError::Refused { message, .. },
+                ..
+            }) if let Some(code) = cannot_run(&message) => {
+                // The runtime's own words, without the shim's command line before them.
+                let said = message
+                    .rsplit_once(": exit status ")
+                    .and_then(|(_, rest)| rest.split_once(": "))
+                    .map_or(message.as_str(), |(_, words)| words);
+                stderr.extend_from_slice(format!("{said}\n").as_bytes());
+                code
+            }
+            Err(e) => return Err(e),
+        };
         Ok(cri::ExecSyncResponse {
             stdout,
             stderr,
-            exit_code: result?,
+            exit_code,
         })
     }
 
@@ -88,6 +106,64 @@ impl Containers {
                 })
             }
             Err(e) => Err(shim_err(e)),
+        }
+    }
+}
+
+/// The exit code a shell gives a command it cannot run, when the runtime's refusal to start an exec says
+/// that is why: 127 for a file that is not there (or not in `$PATH`), 126 for one that may not be executed.
+/// The messages are crius-runc's, runc's and crun's.
+pub(crate) fn cannot_run(message: &str) -> Option<i32> {
+    let m = message.to_ascii_lowercase();
+    if !m.contains("exec") {
+        return None;
+    }
+    if m.contains("permission denied") || m.contains("not executable") {
+        Some(126)
+    } else if m.contains("not found") || m.contains("no such file") || m.contains("no such executable") {
+        Some(127)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cannot_run;
+
+    #[test]
+    fn runtimes_refusals_to_run_a_command() {
+        for (msg, code) in [
+            // crius-runc
+            (r#"exec: "nope": executable file not found in $PATH"#, Some(127)),
+            (r#"exec: "/bin/nope": no such executable file"#, Some(127)),
+            (
+                r#"exec: "/etc/passwd": not executable (permission denied)"#,
+                Some(126),
+            ),
+            // runc
+            (
+                r#"exec failed: unable to start container process: exec: "nope": executable file not found in $PATH"#,
+                Some(127),
+            ),
+            (
+                r#"exec failed: unable to start container process: exec /etc/passwd: permission denied"#,
+                Some(126),
+            ),
+            (
+                r#"exec failed: unable to start container process: exec: "/x": stat /x: no such file or directory"#,
+                Some(127),
+            ),
+            // crun
+            (
+                "executable file `nope` not found in $PATH: No such file or directory: exec",
+                Some(127),
+            ),
+            // not a missing command
+            ("the container is not running", None),
+            ("exec: setting uid 5: operation not permitted", None),
+        ] {
+            assert_eq!(cannot_run(msg), code, "{msg}");
         }
     }
 }

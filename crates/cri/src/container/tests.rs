@@ -252,6 +252,42 @@ fn exec_sync_refuses_what_it_cannot_run() {
 }
 
 #[test]
+fn exec_sync_of_a_command_that_cannot_run_answers_with_a_shells_exit_code() {
+    let w = World::new();
+    let id = w.create("web").unwrap();
+    w.containers.start(&id).unwrap();
+    for (msg, code) in [
+        (r#"exec: "nope": executable file not found in $PATH"#, 127),
+        (r#"exec: "/etc/passwd": not executable (permission denied)"#, 126),
+    ] {
+        // As the shim words a runtime failure: its command line, the exit status, the runtime's message.
+        let shim = format!("crius-runc exec --process p.json x: exit status 1: {msg}");
+        *w.shim.exec_refusal.lock().unwrap() = Some(shim);
+        let r = w.containers.exec_sync(&id, &["nope".into()], 1).unwrap();
+        assert_eq!(r.exit_code, code);
+        assert_eq!(String::from_utf8_lossy(&r.stderr), format!("{msg}\n"));
+    }
+    // Any other refusal is the call's error.
+    *w.shim.exec_refusal.lock().unwrap() = Some("setting uid 5: operation not permitted".into());
+    let (c, msg) = code(w.containers.exec_sync(&id, &["x".into()], 1).unwrap_err());
+    assert_eq!(c, Code::Internal, "{msg}");
+    assert!(msg.contains("operation not permitted"), "{msg}");
+    assert_eq!(
+        std::fs::read_dir(w.dir.path().join("bundles").join(&id))
+            .unwrap()
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("exec-"))
+            .count(),
+        0,
+        "no exec directory left"
+    );
+}
+
+#[test]
 fn concurrent_creates_of_one_name_make_one_container() {
     let w = Arc::new(World::new());
     let results: Vec<Result<String, Error>> = std::thread::scope(|s| {

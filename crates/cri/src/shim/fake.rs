@@ -37,6 +37,8 @@ pub struct FakeShim {
     pub gone: Mutex<bool>,
     /// The processes of every exec, as sent.
     pub processes: Mutex<Vec<oci_spec::runtime::Process>>,
+    /// When set, starting an exec fails with this message, as the runtime's.
+    pub exec_refusal: Mutex<Option<String>>,
 }
 
 fn key(sandbox: &str, id: &str, exec: &str) -> (String, String, String) {
@@ -133,6 +135,18 @@ impl ShimClient for FakeShim {
 
     fn start(&self, sandbox: &str, id: &str, exec_id: &str) -> ShimResult<u32> {
         self.log("start", id, exec_id, "")?;
+        if let Some(message) = self
+            .exec_refusal
+            .lock()
+            .unwrap()
+            .clone()
+            .filter(|_| !exec_id.is_empty())
+        {
+            return Err(ShimError::Refused {
+                code: ShimCode::Other,
+                message,
+            });
+        }
         let exec_exit = *self.exec_exit.lock().unwrap();
         self.with(&key(sandbox, id, exec_id), |t| {
             t.started = true;
