@@ -868,3 +868,55 @@ async fn container_events_follow_create_start_exit_and_remove() {
     stop(&mut c, &pod).await.unwrap();
     remove(&mut c, &pod).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn concurrent_stops_and_removes_of_one_container_succeed_and_a_retried_create_gets_its_id() {
+    require_root();
+    let mut p = Pod::on_host_network("racing").await;
+    for round in 0..3 {
+        let id = p.started(container("r", "busybox", "sleep 600")).await;
+        let calls: Vec<_> = (0..6)
+            .map(|i| {
+                let (mut c, id) = (p.c.clone(), id.clone());
+                tokio::spawn(async move {
+                    if i % 2 == 0 {
+                        c.stop_container(cri::StopContainerRequest {
+                            container_id: id,
+                            timeout: 0,
+                        })
+                        .await
+                        .map(drop)
+                    } else {
+                        c.remove_container(cri::RemoveContainerRequest { container_id: id })
+                            .await
+                            .map(drop)
+                    }
+                })
+            })
+            .collect();
+        for call in calls {
+            if let Err(e) = call.await.unwrap() {
+                assert_eq!(e.code(), Code::NotFound, "round {round}: {e:?}");
+            }
+        }
+        assert_eq!(cstatus(&mut p.c, &id).await.unwrap_err().code(), Code::NotFound);
+    }
+    // Two identical CreateContainer calls at once (a kubelet retry): one container, one id for both.
+    let config = container("twice", "busybox", "sleep 600");
+    let (mut c1, mut c2) = (p.c.clone(), p.c.clone());
+    let (a, b) = tokio::join!(
+        create(&mut c1, &p.id, config.clone()),
+        create(&mut c2, &p.id, config.clone())
+    );
+    assert_eq!(a.unwrap(), b.unwrap());
+    let listed = containers(
+        &mut p.c,
+        cri::ContainerFilter {
+            pod_sandbox_id: p.id.clone(),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+}

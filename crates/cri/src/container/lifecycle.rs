@@ -88,6 +88,17 @@ impl Containers {
         crate::validate::id(CALL, "container_id", id)?;
         // Stopping what does not exist is done (kubelet and critest count on it).
         let Some(c) = self.get(id) else { return Ok(()) };
+        // Shared: a second Stop (a shorter grace period) goes ahead; a Remove under way is waited for.
+        let lock = self.busy.guard(&c.record.id);
+        let _held = lock.read().unwrap_or_else(|p| p.into_inner());
+        self.stop_held(&c.record.id, timeout)
+    }
+
+    /// StopContainer, its container's lock held.
+    fn stop_held(&self, id: &str, timeout: i64) -> Result<()> {
+        const CALL: &str = "StopContainer";
+        // Removed while this call waited for the lock: done.
+        let Some(c) = self.get(id) else { return Ok(()) };
         if c.record.state() != State::Running {
             return Ok(());
         }
@@ -123,8 +134,14 @@ impl Containers {
         const CALL: &str = "RemoveContainer";
         crate::validate::id(CALL, "container_id", id)?;
         let Some(c) = self.get(id) else { return Ok(()) };
+        let lock = self.busy.guard(&c.record.id);
+        let _held = lock.write().unwrap_or_else(|p| p.into_inner());
+        // A Remove that waited for another finds the container gone: done.
+        let Some(c) = self.get(&c.record.id) else {
+            return Ok(());
+        };
         if c.record.state() == State::Running {
-            self.stop(&c.record.id, 0)?;
+            self.stop_held(&c.record.id, 0)?;
         }
         let last = self
             .shims
@@ -145,6 +162,7 @@ impl Containers {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&c.record.id);
+        self.busy.forget(&c.record.id);
         tracing::info!(container = %c.record.id, "container removed");
         self.emit(&c, cri::ContainerEventType::ContainerDeletedEvent);
         Ok(())

@@ -19,7 +19,7 @@ use crate::error::{Error, Kind, Result};
 use crate::shim::{CreateTask, ShimClient};
 use crate::snapshots::Snapshots;
 use crate::store::container::{Container, Record, Records, name_key};
-use crate::store::names::NameIndex;
+use crate::store::names::{NameIndex, Taken};
 use crate::store::sandbox::Sandbox;
 use crate::store::{now_ns, random_id};
 
@@ -59,7 +59,9 @@ pub struct Change {
 pub struct Containers {
     bundles: PathBuf,
     pub(crate) records: Records,
-    names: NameIndex,
+    names: NameIndex<cri::ContainerConfig>,
+    /// Stop and Remove of one container run one after another.
+    busy: crate::store::busy::Busy,
     pub(crate) shims: Arc<dyn ShimClient>,
     images: Arc<dyn Snapshots>,
     /// Changes of containers' lives, for GetContainerEvents.
@@ -80,12 +82,13 @@ impl Containers {
         let records = Records::open(&setup.records).map_err(io(&setup.records))?;
         let names = NameIndex::default();
         for c in records.list() {
-            names.hold(&c.name_key(), &c.record.id);
+            names.hold(&c.name_key(), &c.record.id, c.config.clone());
         }
         Ok(Containers {
             bundles: setup.bundles,
             records,
             names,
+            busy: Default::default(),
             shims,
             images,
             changes: tokio::sync::broadcast::channel(1024).0,
@@ -182,19 +185,30 @@ impl Containers {
             });
         }
         let id = random_id().map_err(|e| Error::io("reading /dev/urandom", e))?;
-        // The name is taken here, before anything is made: a concurrent create of the same name fails now.
-        let reservation = self
-            .names
-            .reserve(&name_key(&sandbox.record.id, &config), &id)
-            .map_err(|holder| Error::AlreadyExists {
-                call: CALL,
-                kind: Kind::Container,
-                name: format!(
-                    "{} (attempt {}) in sandbox {}",
-                    meta.name, meta.attempt, sandbox.record.id
-                ),
-                holder,
-            })?;
+        // The name is taken here, before anything is made: a concurrent create of the same name with another
+        // config fails now, and a retry of this one (the same config) gets the container the first call makes.
+        let reservation = match self.names.reserve(
+            &name_key(&sandbox.record.id, &config),
+            &id,
+            config.clone(),
+        ) {
+            Ok(r) => r,
+            Err(Taken::Same(made)) => {
+                tracing::info!(container = %made, name = %meta.name, "CreateContainer retried: the container made");
+                return Ok(made);
+            }
+            Err(Taken::By(holder)) => {
+                return Err(Error::AlreadyExists {
+                    call: CALL,
+                    kind: Kind::Container,
+                    name: format!(
+                        "{} (attempt {}) in sandbox {}",
+                        meta.name, meta.attempt, sandbox.record.id
+                    ),
+                    holder,
+                });
+            }
+        };
         let image_ref = config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
         let image = self.images.find(&image_ref).map_err(|e| match e {
             crius_image::Error::NotFound(_) => Error::ImageNotPulled {

@@ -290,8 +290,18 @@ fn exec_sync_of_a_command_that_cannot_run_answers_with_a_shells_exit_code() {
 #[test]
 fn concurrent_creates_of_one_name_make_one_container() {
     let w = Arc::new(World::new());
+    // Another config for the same name: exactly one of them makes it, the others are told who did.
     let results: Vec<Result<String, Error>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..6).map(|_| s.spawn(|| w.create("web"))).collect();
+        let handles: Vec<_> = (0..6)
+            .map(|i| {
+                let w = &w;
+                s.spawn(move || {
+                    let mut c = config("web", 0, "busybox");
+                    c.labels.insert("v".into(), i.to_string());
+                    w.create_with(c)
+                })
+            })
+            .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let made: Vec<String> = results.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
@@ -313,6 +323,54 @@ fn concurrent_creates_of_one_name_make_one_container() {
     w.containers.remove(&made[0]).unwrap();
     w.create("web").unwrap();
     assert_ne!(again, made[0]);
+}
+
+#[test]
+fn concurrent_stops_and_removes_of_one_container_all_succeed() {
+    for round in 0..20 {
+        let w = World::new();
+        let id = w.create("web").unwrap();
+        w.containers.start(&id).unwrap();
+        let results: Vec<Result<(), Error>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let (w, id) = (&w, &id);
+                    s.spawn(move || {
+                        if i % 2 == 0 {
+                            w.containers.stop(id, 0)
+                        } else {
+                            w.containers.remove(id)
+                        }
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for r in results {
+            if let Err(e) = r {
+                let (c, msg) = code(e);
+                assert_eq!(c, Code::NotFound, "round {round}: {msg}");
+            }
+        }
+        assert!(w.containers.get(&id).is_none(), "round {round}: removed");
+    }
+}
+
+#[test]
+fn a_retried_create_gets_the_container_the_first_call_made() {
+    let w = Arc::new(World::new());
+    // kubelet retries a CreateContainer after its own deadline: the same request, maybe while the first runs.
+    let results: Vec<Result<String, Error>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6).map(|_| s.spawn(|| w.create("db"))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ids: Vec<String> = results.into_iter().map(Result::unwrap).collect();
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    assert_eq!(w.containers.list_all().len(), 1);
+    let creates = w.shim.calls().iter().filter(|c| c.starts_with("create ")).count();
+    assert_eq!(creates, 1, "one task: {:?}", w.shim.calls());
+    // After the first call, a retry gets the same id still.
+    assert_eq!(w.create("db").unwrap(), ids[0]);
 }
 
 #[test]
@@ -703,13 +761,15 @@ fn recovery_reads_each_unfinished_container_once() {
     assert_eq!(states(&again), [State::Running, State::Exited, State::Created]);
     assert_eq!(again.get(&exited).unwrap().record.exit_code, 9);
     assert_eq!(w.shim.calls().len() - before, 3, "one state call each");
-    // Names come back with the records.
-    let (c, _) = code(
-        again
-            .create(&w.sandbox, w.dir.path(), config("running", 0, "busybox"))
-            .unwrap_err(),
-    );
+    // Names come back with the records, and with the requests that took them: the same request again is a
+    // retry (the container made), another one is refused naming the holder.
+    let same = again.create(&w.sandbox, w.dir.path(), config("running", 0, "busybox"));
+    assert_eq!(same.unwrap(), running);
+    let mut other = config("running", 0, "busybox");
+    other.labels.insert("v".into(), "2".into());
+    let (c, msg) = code(again.create(&w.sandbox, w.dir.path(), other).unwrap_err());
     assert_eq!(c, Code::AlreadyExists);
+    assert!(msg.contains(&running), "{msg}");
     // With the shim gone, unfinished containers are UNKNOWN.
     *w.shim.gone.lock().unwrap() = true;
     let third = open(&w.dir, w.shim.clone(), w.images.clone());

@@ -6,9 +6,9 @@
 //!
 //! The calls here block (plugins run, mounts are made): the gRPC layer runs them off the async workers.
 
-use std::collections::HashMap;
+use crate::store::names::Taken;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 
 use k8s_cri::v1 as cri;
 use serde_json::json;
@@ -35,7 +35,7 @@ pub struct Pods {
     /// Where namespaces are pinned (`<state>/ns/<id>/`).
     ns_dir: PathBuf,
     /// One lifecycle change at a time per sandbox.
-    busy: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    busy: crate::store::busy::Busy,
 }
 
 /// The pod's namespace options (defaults: all the pod's own).
@@ -90,17 +90,12 @@ impl Pods {
             network,
             namespaces,
             ns_dir,
-            busy: Mutex::new(HashMap::new()),
+            busy: Default::default(),
         })
     }
 
-    fn guard(&self, id: &str) -> Arc<Mutex<()>> {
-        self.busy
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(id.to_string())
-            .or_default()
-            .clone()
+    fn guard(&self, id: &str) -> Arc<RwLock<()>> {
+        self.busy.guard(id)
     }
 
     /// The sandbox `id` names, for call `call`.
@@ -177,18 +172,25 @@ impl Pods {
             },
             config,
         };
-        // Reserve the name first: a second RunPodSandbox for the same pod attempt is refused at once.
-        let reservation = self
-            .sandboxes
-            .reserve(&sandbox)
-            .map_err(|holder| Error::AlreadyExists {
-                call: CALL,
-                kind: Kind::Sandbox,
-                name: format!("the name {}", sandbox.name()),
-                holder,
-            })?;
+        // Reserve the name first: another RunPodSandbox for the same pod attempt is refused at once, and a
+        // retry of this one (the same request) gets the sandbox the first call makes.
+        let reservation = match self.sandboxes.reserve(&sandbox) {
+            Ok(r) => r,
+            Err(Taken::Same(id)) => {
+                tracing::info!(sandbox = %id, name = %sandbox.name(), "RunPodSandbox retried: the sandbox made");
+                return Ok(id);
+            }
+            Err(Taken::By(holder)) => {
+                return Err(Error::AlreadyExists {
+                    call: CALL,
+                    kind: Kind::Sandbox,
+                    name: format!("the name {}", sandbox.name()),
+                    holder,
+                });
+            }
+        };
         let lock = self.guard(&id);
-        let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _held = lock.write().unwrap_or_else(|p| p.into_inner());
         self.sandboxes.insert(sandbox.clone())?;
         let made = self.set_up(&mut sandbox, host_net, &ns);
         match made {
@@ -272,7 +274,7 @@ impl Pods {
         let s = self.get(CALL, id)?;
         let id = s.record.id.clone();
         let lock = self.guard(&id);
-        let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _held = lock.write().unwrap_or_else(|p| p.into_inner());
         let Some(s) = self.sandboxes.get(&id) else {
             return Ok(());
         };
@@ -318,10 +320,10 @@ impl Pods {
             self.stop(&id)?;
         }
         let lock = self.guard(&id);
-        let _held = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _held = lock.write().unwrap_or_else(|p| p.into_inner());
         self.namespaces.unpin(&self.ns_dir.join(&id));
         self.sandboxes.remove(&id)?;
-        self.busy.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        self.busy.forget(&id);
         tracing::info!(sandbox = %id, "pod sandbox removed");
         Ok(())
     }

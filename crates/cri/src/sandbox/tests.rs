@@ -117,9 +117,17 @@ fn a_failed_run_leaves_nothing_and_frees_the_name() {
 #[test]
 fn concurrent_runs_of_one_pod_make_one_sandbox() {
     let w = world();
+    // Other configs of one pod attempt: one is made, the others are told which.
     let results: Vec<Result<String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..6)
-            .map(|_| s.spawn(|| w.pods.run(config("db"), String::new())))
+            .map(|i| {
+                let w = &w;
+                s.spawn(move || {
+                    let mut c = config("db");
+                    c.labels.insert("v".into(), i.to_string());
+                    w.pods.run(c, String::new())
+                })
+            })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
@@ -131,6 +139,27 @@ fn concurrent_runs_of_one_pod_make_one_sandbox() {
         assert!(msg.contains(&made[0]), "{msg}");
     }
     assert_eq!(w.pods.sandboxes.list().len(), 1);
+}
+
+#[test]
+fn a_retried_run_gets_the_sandbox_the_first_call_made() {
+    let w = world();
+    let results: Vec<Result<String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|_| s.spawn(|| w.pods.run(config("db"), String::new())))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ids: Vec<String> = results.into_iter().map(Result::unwrap).collect();
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    assert_eq!(w.pods.sandboxes.list().len(), 1);
+    assert_eq!(w.net.calls(), [format!("ADD {}", ids[0])], "one network set-up");
+    assert_eq!(w.pods.run(config("db"), String::new()).unwrap(), ids[0]);
+    // A refused request holds no name.
+    let mut gone = config("other");
+    gone.hostname = "h".repeat(65);
+    assert!(w.pods.run(gone, String::new()).is_err());
+    w.pods.run(config("other"), String::new()).unwrap();
 }
 
 #[test]

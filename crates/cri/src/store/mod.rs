@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+pub mod busy;
 pub mod container;
 pub mod names;
 pub mod sandbox;

@@ -12,7 +12,7 @@ use k8s_cri::v1 as cri;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use super::names::{NameIndex, Reservation};
+use super::names::{NameIndex, Reservation, Taken};
 use super::{by_id_or_prefix, write_atomic};
 use crate::error::{Error, Result};
 use crate::network::Pinned;
@@ -64,7 +64,14 @@ pub fn reserved_name(c: &cri::PodSandboxConfig) -> String {
 pub struct Sandboxes {
     dir: PathBuf,
     all: Mutex<HashMap<String, Sandbox>>,
-    names: NameIndex,
+    names: NameIndex<Request>,
+}
+
+/// What a sandbox was made from, as a retry of its RunPodSandbox is recognised by: its config and handler.
+pub type Request = (cri::PodSandboxConfig, String);
+
+fn request_of(s: &Sandbox) -> Request {
+    (s.config.clone(), s.record.runtime_handler.clone())
 }
 
 impl Sandboxes {
@@ -81,7 +88,7 @@ impl Sandboxes {
                     if s.record.ready && !alive(&s.record.namespaces) {
                         s.record.ready = false;
                     }
-                    names.hold(&s.name(), &s.record.id);
+                    names.hold(&s.name(), &s.record.id, request_of(&s));
                     all.insert(s.record.id.clone(), s);
                 }
                 Err(err) => tracing::warn!(path = %e.path().display(), "skipping a sandbox record: {err}"),
@@ -111,10 +118,11 @@ impl Sandboxes {
         self.dir.join(id)
     }
 
-    /// Reserves `s`'s name for it (else returns the holder's id); the reservation is committed once the
-    /// sandbox is made, or dropped, which gives the name back.
-    pub fn reserve(&self, s: &Sandbox) -> std::result::Result<Reservation<'_>, String> {
-        self.names.reserve(&s.name(), &s.record.id)
+    /// Reserves `s`'s name for it (else says who holds it: see [`Taken`]; a retry of a RunPodSandbox in
+    /// flight waits for it); the reservation is committed once the sandbox is made, or dropped, which gives
+    /// the name back.
+    pub fn reserve(&self, s: &Sandbox) -> std::result::Result<Reservation<'_, Request>, Taken> {
+        self.names.reserve(&s.name(), &s.record.id, request_of(s))
     }
 
     /// Adds `s` (whose name the caller reserved) and writes it.
@@ -201,10 +209,17 @@ mod tests {
             let r = s.reserve(&sb)?;
             s.insert(sb).unwrap();
             r.commit();
-            Ok::<(), String>(())
+            Ok::<(), Taken>(())
         };
         add(&s, sandbox("abc123", "web")).unwrap();
-        assert_eq!(add(&s, sandbox("def456", "web")).unwrap_err(), "abc123");
+        let mut other = sandbox("def456", "web");
+        other.config.hostname = "another".into();
+        assert_eq!(add(&s, other).unwrap_err(), Taken::By("abc123".into()));
+        assert_eq!(
+            add(&s, sandbox("def456", "web")).unwrap_err(),
+            Taken::Same("abc123".into()),
+            "the same request again"
+        );
         add(&s, sandbox("abd789", "db")).unwrap();
         assert_eq!(s.get("abc").unwrap().record.id, "abc123");
         assert!(s.get("ab").is_none(), "an ambiguous prefix finds nothing");
@@ -223,8 +238,8 @@ mod tests {
         assert!(!again.get("abc123").unwrap().record.ready);
         assert_eq!(
             again.reserve(&sandbox("x", "web")).unwrap_err(),
-            "abc123",
-            "names come back too"
+            Taken::Same("abc123".into()),
+            "names come back too, with their requests"
         );
         again.remove("abc123").unwrap();
         again.remove("abc123").unwrap();
