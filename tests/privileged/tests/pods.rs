@@ -920,3 +920,71 @@ async fn concurrent_stops_and_removes_of_one_container_succeed_and_a_retried_cre
     .await;
     assert_eq!(listed.len(), 1, "{listed:?}");
 }
+
+/// The CRI's v1.proto, as the k8s-cri crate ships it (cargo knows where).
+fn cri_proto_dir() -> std::path::PathBuf {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--manifest-path"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pkg = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "k8s-cri")
+        .expect("k8s-cri in the dependency graph");
+    Path::new(pkg["manifest_path"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .join("proto")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and Debian's python3-grpcio: run through hack/test.sh"]
+async fn a_python_grpcio_client_runs_a_pod_over_the_unix_socket() {
+    let (d, _empty) = without_a_network_config();
+    // gRPC C-core through Python (Debian's python3-grpcio), with its own unix-socket channel and its default
+    // :authority; the stubs are generated from the CRI's proto by Debian's grpc_tools.
+    let stubs = tempfile::tempdir().unwrap();
+    let python = "/usr/bin/python3";
+    let protoc = Command::new(python)
+        .args(["-m", "grpc_tools.protoc", "-I"])
+        .arg(cri_proto_dir())
+        .arg(format!("--python_out={}", stubs.path().display()))
+        .arg(format!("--grpc_python_out={}", stubs.path().display()))
+        .arg("v1.proto")
+        .output()
+        .unwrap();
+    assert!(
+        protoc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&protoc.stderr)
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/cri_client.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(stubs.path())
+        .arg(d.socket())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        said.lines().collect::<Vec<_>>(),
+        [
+            "version crius v1",
+            "sandbox 64",
+            "containers 0",
+            "sandboxes ['py']",
+            "empty id INVALID_ARGUMENT",
+            "removed"
+        ]
+    );
+}
