@@ -988,3 +988,65 @@ async fn a_python_grpcio_client_runs_a_pod_over_the_unix_socket() {
         ]
     );
 }
+
+/// Pids of processes whose command line is `cmd`.
+fn pids_running(cmd: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == cmd)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn a_shim_killed_under_a_running_container_leaves_it_not_running_and_stop_and_remove_clean_up() {
+    require_root();
+    let mut p = Pod::on_host_network("shimkill").await;
+    // A command line of this test's own, to find the container's process by.
+    let sleeper = format!("sleep {}", 600 + std::process::id() % 1000);
+    let id = p.started(container("victim", "busybox", &sleeper)).await;
+    wait_state(&mut p.c, &id, cri::ContainerState::ContainerRunning).await;
+    let owner = p.d.socket().display().to_string();
+    let shims = shim_pids(&owner);
+    assert_eq!(shims.len(), 1, "one shim for the pod: {shims:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(shims[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // Never Running again: the shim's death is seen, and without a known exit the state is Unknown.
+    let deadline = in_20s();
+    loop {
+        let st = cstatus(&mut p.c, &id).await.unwrap();
+        if st.state != cri::ContainerState::ContainerRunning as i32 {
+            assert!(
+                st.state == cri::ContainerState::ContainerUnknown as i32
+                    || (st.state == cri::ContainerState::ContainerExited as i32 && st.exit_code == 137),
+                "{st:?}"
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still Running: {st:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Stop and Remove still work, and take the orphaned process, its mounts and files with them.
+    cstop(&mut p.c, &id, 0).await;
+    cremove(&mut p.c, &id).await;
+    assert_eq!(cstatus(&mut p.c, &id).await.unwrap_err().code(), Code::NotFound);
+    eventually(
+        in_20s(),
+        || format!("{sleeper} still runs"),
+        || pids_running(&sleeper).is_empty(),
+    )
+    .await;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&id), "a mount of the container is left");
+    assert!(entries(&p.d.state().join("containers")).is_empty());
+    assert!(entries(&p.d.root().join("containers")).is_empty());
+    assert!(entries(&p.d.root().join("images/snapshots")).is_empty());
+}
