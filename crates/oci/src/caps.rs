@@ -42,6 +42,22 @@ impl Sets {
             ambient: mask(c.ambient())?,
         })
     }
+
+    /// The ambient capabilities the kernel would refuse to raise: those not both permitted and inheritable
+    /// (`runc spec` asks for three it does not make inheritable). runc warns about them and goes on; so
+    /// does crius-runc, raising only the others.
+    pub fn unraisable_ambient(&self) -> u64 {
+        self.ambient & !(self.permitted & self.inheritable)
+    }
+}
+
+/// The `CAP_` names of the capabilities in `mask`.
+pub fn names_of(mask: u64) -> Vec<String> {
+    all_names()
+        .into_iter()
+        .filter(|(n, _)| mask & (1 << n) != 0)
+        .map(|(_, name)| name.to_uppercase())
+        .collect()
 }
 
 /// The highest capability number this kernel knows.
@@ -116,8 +132,10 @@ pub fn apply(s: &Sets) -> Result<()> {
     if r != 0 {
         return Err(err!("capset: {}", std::io::Error::last_os_error()));
     }
+    // The caller warned about the others (see `Sets::unraisable_ambient`).
+    let ambient = s.ambient & !s.unraisable_ambient();
     for cap in 0..=last_cap() {
-        if s.ambient & (1 << cap) != 0 {
+        if ambient & (1 << cap) != 0 {
             // SAFETY: prctl with integer arguments only.
             let r = unsafe {
                 libc::prctl(

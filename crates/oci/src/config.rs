@@ -163,6 +163,17 @@ pub fn check_process(file: &str, p: &oci_spec::runtime::Process) -> Result<()> {
             return bad(&format!("process.env[{i}]"), "must have the form NAME=value");
         }
     }
+    if let Some(c) = p.capabilities() {
+        let sets = crate::caps::Sets::from_oci(c)?;
+        let left = sets.unraisable_ambient();
+        if left != 0 {
+            crate::log::warn(&format!(
+                "{file}: process.capabilities.ambient: {} not raised: an ambient capability must also be \
+                 permitted and inheritable",
+                crate::caps::names_of(left).join(", ")
+            ));
+        }
+    }
     Ok(())
 }
 

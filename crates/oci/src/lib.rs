@@ -22,6 +22,7 @@ pub mod console;
 mod create;
 pub mod error;
 pub mod exec;
+pub mod foreground;
 pub mod hooks;
 pub mod id;
 mod init;

@@ -41,6 +41,12 @@ pub fn exit_code(s: WaitStatus) -> Option<i32> {
 
 /// Reaps children until `pid` exits, forwarding signals to it; returns its exit code.
 pub fn forward_until_exit(pid: i32) -> Result<i32> {
+    forward_until_exit_resizing(pid, None)
+}
+
+/// [`forward_until_exit`], with SIGWINCH going to `on_winch` instead of the process (a relayed terminal,
+/// whose resize the kernel signals to the process itself).
+pub fn forward_until_exit_resizing(pid: i32, on_winch: Option<&dyn Fn()>) -> Result<i32> {
     let target = Pid::from_raw(pid);
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
@@ -65,7 +71,11 @@ pub fn forward_until_exit(pid: i32) -> Result<i32> {
         match sfd.read_signal() {
             Ok(Some(info)) => {
                 let signo = info.ssi_signo as i32;
-                if signo != libc::SIGCHLD
+                if signo == libc::SIGWINCH
+                    && let Some(resize) = on_winch
+                {
+                    resize();
+                } else if signo != libc::SIGCHLD
                     && let Ok(sig) = Signal::try_from(signo)
                 {
                     let _ = nix::sys::signal::kill(target, sig);

@@ -83,11 +83,35 @@ fn run(cli: Cli) -> Result<i32> {
     Ok(0)
 }
 
+/// Whether the bundle's process asks for a terminal (an unreadable config is create's to report).
+fn wants_terminal(bundle: &Path) -> bool {
+    std::fs::read(bundle.join("config.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| v["process"]["terminal"] == true)
+}
+
 fn run_container(root: &Path, a: &cli::CreateArgs, detach: bool, keep: bool) -> Result<i32> {
     if !detach {
         crius_oci::wait::become_subreaper()?;
     }
-    let rec = crius_oci::create(root, &a.id, &a.bundle, &create_opts(a)?)?;
+    let mut opts = create_opts(a)?;
+    // A terminal in the foreground, as runc gives one, when nobody else takes the master.
+    let foreground = if !detach && opts.console_socket.is_none() && wants_terminal(&a.bundle) {
+        let fg = crius_oci::foreground::Foreground::listen()?;
+        opts.console_socket = Some(fg.path().to_path_buf());
+        Some(fg)
+    } else {
+        None
+    };
+    let rec = crius_oci::create(root, &a.id, &a.bundle, &opts)?;
+    let relay = match foreground.map(|fg| fg.attach()).transpose() {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = ops::delete(root, &a.id, true);
+            return Err(e);
+        }
+    };
     if let Err(e) = ops::start(root, &a.id) {
         let _ = ops::delete(root, &a.id, true);
         return Err(e);
@@ -95,7 +119,12 @@ fn run_container(root: &Path, a: &cli::CreateArgs, detach: bool, keep: bool) -> 
     if detach {
         return Ok(0);
     }
-    let code = crius_oci::wait::forward_until_exit(rec.pid)?;
+    let resize = relay.as_ref().map(|r| move || r.resize());
+    let code = crius_oci::wait::forward_until_exit_resizing(rec.pid, resize.as_ref().map(|f| f as &dyn Fn()));
+    if let Some(r) = relay {
+        r.finish();
+    }
+    let code = code?;
     if !keep {
         ops::delete(root, &a.id, true)?;
     }

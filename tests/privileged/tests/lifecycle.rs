@@ -177,3 +177,80 @@ fn terminal_through_the_console_socket() {
     rt.wait_status(&id, "stopped");
     rt.ok(&["delete", &id]);
 }
+
+/// A bundle directory with a busybox `rootfs` of its own (runc takes no symlink there), for a config.json
+/// made by another tool.
+fn bundle_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    crius_test_support::build_busybox_rootfs(&dir.path().join("rootfs")).unwrap();
+    dir
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_bundle_made_by_runc_spec_runs_unedited_with_a_terminal_in_the_foreground() {
+    let rt = Runtime::from_env();
+    let dir = bundle_dir();
+    // runc 1.1's own default spec: `sh` on a terminal, and ambient capabilities that are not inheritable.
+    let spec = std::process::Command::new("runc")
+        .args(["spec", "--bundle"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(spec.status.success(), "{}", String::from_utf8_lossy(&spec.stderr));
+    let id = unique("spec");
+    // script(1) gives the runtime a terminal for its stdio, as a user's shell would; the commands come on it.
+    let run = format!(
+        "printf 'echo ran-$((6 * 7)); exit 3\\n' | {} --root {} run --bundle {} {id}",
+        rt.bin.display(),
+        rt.root().display(),
+        dir.path().display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &run, "/dev/null"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("ran-42"), "the shell ran on the terminal: {said}");
+    if rt.is_crius {
+        // Where runc only warns, so does crius-runc (on the terminal, before the container runs).
+        assert!(
+            said.contains("CAP_KILL") && said.contains("not raised"),
+            "the ambient capabilities it cannot raise are named: {said}"
+        );
+    }
+    assert!(
+        rt.run(&["state", &id]).status.code() != Some(0),
+        "deleted after the run"
+    );
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_bundle_made_by_containerds_default_spec_runs_with_only_its_command_set() {
+    let rt = Runtime::from_env();
+    let dir = bundle_dir();
+    let spec = std::process::Command::new("ctr")
+        .args(["oci", "spec"])
+        .output()
+        .unwrap();
+    assert!(spec.status.success(), "{}", String::from_utf8_lossy(&spec.stderr));
+    let mut config: serde_json::Value = serde_json::from_slice(&spec.stdout).unwrap();
+    // containerd sets the command (and the env, with PATH) from the image; nothing else changes.
+    config["process"]["args"] = serde_json::json!(["/bin/sh", "-c", "echo from-ctr-spec; exit 4"]);
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    let id = unique("ctrspec");
+    let out = rt.run(&["run", "--bundle", dir.path().to_str().unwrap(), &id]);
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).trim()),
+        (Some(4), "from-ctr-spec"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
