@@ -10,7 +10,7 @@ use k8s_cri::v1 as cri;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use super::{by_id_or_prefix, write_atomic};
+use super::{by_id_or_prefix, create_dir_durable, write_atomic};
 use crate::error::{Error, Result};
 
 /// What criusd records of a container.
@@ -132,7 +132,7 @@ impl Records {
     fn write(&self, c: &Container) -> Result<()> {
         let dir = self.dir.join(&c.record.id);
         let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(&dir)?;
+            create_dir_durable(&dir)?;
             write_atomic(&dir.join("config.pb"), &c.config.encode_to_vec())?;
             let rec = serde_json::to_vec_pretty(&c.record).map_err(std::io::Error::other)?;
             write_atomic(&dir.join("container.json"), &rec)

@@ -21,11 +21,30 @@ pub mod names;
 pub mod sandbox;
 
 /// Writes `bytes` to `path` through a temporary file renamed over it: a crash leaves the old file or the
-/// new one, never half of one. The caller keeps writers of one path apart.
+/// new one, never half of one, and once this returns the new one is on disk (the file and its directory
+/// are fsynced). The caller keeps writers of one path apart.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// Makes `dir` (a record's directory) if it is missing, its entry in its parent on disk.
+pub(crate) fn create_dir_durable(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)?;
+    sync_dir(dir.parent().unwrap_or(Path::new(".")))
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// The entry whose key is `id`, else the only one whose key starts with it (crictl and kubelet take short

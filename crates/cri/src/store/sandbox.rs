@@ -13,7 +13,7 @@ use prost::Message;
 use serde::{Deserialize, Serialize};
 
 use super::names::{NameIndex, Reservation, Taken};
-use super::{by_id_or_prefix, write_atomic};
+use super::{by_id_or_prefix, create_dir_durable, write_atomic};
 use crate::error::{Error, Result};
 use crate::network::Pinned;
 
@@ -136,7 +136,7 @@ impl Sandboxes {
 
     fn write(&self, s: &Sandbox) -> std::io::Result<()> {
         let dir = self.dir_of(&s.record.id);
-        std::fs::create_dir_all(&dir)?;
+        create_dir_durable(&dir)?;
         write_atomic(&dir.join("config.pb"), &s.config.encode_to_vec())?;
         let rec = serde_json::to_vec_pretty(&s.record).map_err(std::io::Error::other)?;
         write_atomic(&dir.join("sandbox.json"), &rec)
