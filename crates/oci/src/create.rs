@@ -131,7 +131,7 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
     let stage1 = match crate::spawn::fork_into_cgroup(&cg)? {
         ForkResult::Child => {
             drop(parent);
-            let e = stage1(&bundle, &child, &fifo, console).unwrap_err();
+            let e = stage1(id, &bundle, &child, &fifo, console).unwrap_err();
             let _ = child.send(&format!("error {e}"));
             // SAFETY: leave without running destructors that belong to the parent.
             unsafe { libc::_exit(1) }
@@ -251,7 +251,13 @@ fn set_oom_score_adj(pid: i32, adj: i32) {
     }
 }
 
-fn stage1(bundle: &Bundle, ch: &Channel, fifo: &OwnedFd, console: Option<UnixStream>) -> Result<()> {
+fn stage1(
+    id: &str,
+    bundle: &Bundle,
+    ch: &Channel,
+    fifo: &OwnedFd,
+    console: Option<UnixStream>,
+) -> Result<()> {
     let linux = bundle.spec.linux().as_ref().expect("checked");
     let (join, new) = crate::namespaces::split(linux.namespaces().as_deref().unwrap_or_default());
     for (t, path) in &join {
@@ -277,7 +283,7 @@ fn stage1(bundle: &Bundle, ch: &Channel, fifo: &OwnedFd, console: Option<UnixStr
     // SAFETY: single-threaded; the child runs init and never returns.
     match unsafe { fork() }.map_err(|e| err!("fork: {e}"))? {
         ForkResult::Child => {
-            let e = crate::init::run(bundle, ch, fifo, console, userns).unwrap_err();
+            let e = crate::init::run(id, bundle, ch, fifo, console, userns).unwrap_err();
             let _ = ch.send(&format!("error {e}"));
             // SAFETY: as above.
             unsafe { libc::_exit(1) }

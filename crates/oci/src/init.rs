@@ -13,6 +13,7 @@ use crate::{Result, err};
 /// Runs init. Returns only errors that happen before the runtime was told "created"; later errors are printed on
 /// the container's stderr and end the process, since nobody waits for them on the channel any more.
 pub fn run(
+    id: &str,
     b: &Bundle,
     ch: &Channel,
     fifo: &OwnedFd,
@@ -30,17 +31,12 @@ pub fn run(
         Some(p) => p.parse().unwrap_or(0),
         None => return Err(err!("setup aborted by the runtime: {go:?}")),
     };
-    let id = b
-        .dir
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let hooks = spec.hooks().clone().unwrap_or_default();
     if let Some(h) = hooks.create_container() {
         crate::hooks::run(
             "createContainer",
             h,
-            &crate::create::hook_state(&id, "created", host_pid, &b.dir, spec),
+            &crate::create::hook_state(id, "created", host_pid, &b.dir, spec),
         )?;
     }
     crate::rootfs::pivot(&b.rootfs)?;
@@ -65,7 +61,7 @@ pub fn run(
     // `start` opens the fifo; startContainer hooks run before the byte that lets `start` return.
     let start = wait_for_start(fifo).and_then(|mut f| {
         if let Some(h) = hooks.start_container() {
-            let state = crate::create::hook_state(&id, "running", host_pid, &b.dir, spec);
+            let state = crate::create::hook_state(id, "running", host_pid, &b.dir, spec);
             crate::hooks::run("startContainer", h, &state)?;
         }
         f.write_all(b"0").map_err(|e| err!("writing the exec fifo: {e}"))

@@ -168,15 +168,30 @@ fn hooks_run_at_their_points() {
         } else {
             log.display().to_string()
         };
-        json!([{"path": "/bin/sh", "args": ["sh", "-c", format!("read -r s; echo {name} >> {path}")]}])
+        // Each hook logs its name and the id in the state it was given on stdin.
+        let script = format!(
+            "read -r s; id=$(echo \"$s\" | sed 's/.*\"id\": *\"\\([^\"]*\\)\".*/\\1/'); \
+             echo {name} $id >> {path}"
+        );
+        json!([{"path": "/bin/sh", "args": ["sh", "-c", script]}])
     };
     b.config["hooks"] = json!({
         "createRuntime": hook("createRuntime"), "createContainer": hook("createContainer"),
         "startContainer": hook("startContainer"), "poststart": hook("poststart"), "poststop": hook("poststop"),
     });
-    let (code, _, err) = run(&rt, &b);
-    assert_eq!(code, 0, "{err}");
-    let got = std::fs::read_to_string(&log).unwrap();
+    let dir_name = b.write().to_str().unwrap().to_string();
+    let id = unique("hooks");
+    let out = rt.run(&["run", "--bundle", &dir_name, &id]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The state's id is the container's, whatever the bundle directory is called.
+    let got = std::fs::read_to_string(&log)
+        .unwrap()
+        .replace(&format!(" {id}\n"), "\n");
     let want = "createRuntime\ncreateContainer\nstartContainer\npoststart\npoststop\n";
     if rt.is_crius {
         // crius runs startContainer before `start` returns, so poststart always follows it.
