@@ -243,9 +243,14 @@ async fn a_pods_resolv_conf_and_hostname_are_written_for_its_containers() {
 #[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
 async fn a_second_sandbox_of_one_pod_attempt_is_refused() {
     let mut p = TwoPods::start().await;
-    let e = run(&mut p.c, p.a_conf.clone()).await.unwrap_err();
+    // Another config for the same pod attempt is refused, naming the sandbox that holds it.
+    let mut other = p.a_conf.clone();
+    other.hostname = "another".into();
+    let e = run(&mut p.c, other).await.unwrap_err();
     assert_eq!(e.code(), Code::AlreadyExists);
     assert!(e.message().contains(&p.a), "{}", e.message());
+    // The same request again is kubelet's retry: it gets the sandbox made.
+    assert_eq!(run(&mut p.c, p.a_conf.clone()).await.unwrap(), p.a);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -419,9 +424,18 @@ async fn create_refuses_a_taken_name_an_absent_image_a_group_without_a_user_and_
     require_root();
     let mut p = Pod::on_network("pod-c").await;
     let c1 = container("c1", "busybox", "sleep 1000");
-    p.create(c1.clone()).await.unwrap();
-    let e = p.create(c1).await.unwrap_err();
+    let id = p.create(c1.clone()).await.unwrap();
+    let e = p
+        .create(container("c1", "busybox", "sleep 999"))
+        .await
+        .unwrap_err();
     assert_eq!(e.code(), Code::AlreadyExists, "{e:?}");
+    assert!(e.message().contains(&id), "names the holder: {}", e.message());
+    assert_eq!(
+        p.create(c1).await.unwrap(),
+        id,
+        "the same request again is a retry"
+    );
     let e = p
         .create(container("x", "nosuch:image", "true"))
         .await
