@@ -259,10 +259,15 @@ fn the_log_is_in_kubelets_format_with_partial_records_at_16_kib() {
     assert_eq!(wait(&c, &c2), 0);
 
     // The kubelet's log format, exactly: partial records at 16 KiB, a final record for the last line.
-    wait_until("c2's log", || {
-        std::fs::read_to_string(&log2)
-            .unwrap_or_default()
-            .contains("last")
+    // The last line has no newline: its P record comes at once, the empty F record that ends it when the
+    // stream ends, which may be a moment after the exit.
+    wait_until("c2's log to end its last line", || {
+        let text = std::fs::read_to_string(&log2).unwrap_or_default();
+        text.contains("last")
+            && text
+                .lines()
+                .rfind(|l| l.split(' ').nth(1) == Some("stdout"))
+                .is_some_and(|l| l.split(' ').nth(2) == Some("F"))
     });
     let text = std::fs::read_to_string(&log2).unwrap();
     let recs: Vec<(String, String, String)> = text
