@@ -159,6 +159,11 @@ fn apply<R: Read>(mut entry: tar::Entry<'_, R>, dest: &Path) -> Result<()> {
         return set_xattr(&parent, "trusted.overlay.opaque", b"y");
     }
     if let Some(hidden) = name.strip_prefix(".wh.") {
+        // `.wh.`, `.wh..` and `.wh...` would name the directory itself or its parent: without this, `.wh...` at
+        // the top removed the directory holding the layer.
+        if matches!(hidden, "" | "." | "..") {
+            return Err(unsafe_entry(&rel, "a whiteout of no name, '.' or '..'"));
+        }
         let target = parent.join(hidden);
         remove_any(&target)?;
         return mknod(&target, nix::sys::stat::SFlag::S_IFCHR, 0, 0, 0);
@@ -257,6 +262,30 @@ mod tests {
         assert_eq!(clean(Path::new("./a/./b")).unwrap(), PathBuf::from("a/b"));
         for bad in ["../x", "a/../../x", ".."] {
             assert!(clean(Path::new(bad)).is_err(), "{bad}");
+        }
+    }
+
+    /// Found by tests/unpack_props.rs: `.wh.` removed the layer directory, `.wh...` the one holding it.
+    #[test]
+    fn whiteouts_of_no_name_dot_or_dot_dot_are_refused() {
+        for bad in [".wh.", ".wh..", ".wh...", "a/.wh.", "a/.wh..."] {
+            let root = tempfile::tempdir().unwrap();
+            let dest = root.path().join("layer");
+            std::fs::create_dir_all(dest.join("a")).unwrap();
+            std::fs::write(root.path().join("sentinel"), b"keep").unwrap();
+            let mut h = tar::Header::new_gnu();
+            h.set_path(bad).unwrap();
+            h.set_size(0);
+            h.set_cksum();
+            let mut b = tar::Builder::new(Vec::new());
+            b.append(&h, &[][..]).unwrap();
+            let tar = b.into_inner().unwrap();
+            assert!(
+                matches!(unpack(&tar[..], &dest), Err(Error::UnsafeEntry { .. })),
+                "{bad}"
+            );
+            assert!(dest.join("a").is_dir(), "{bad}");
+            assert_eq!(std::fs::read(root.path().join("sentinel")).unwrap(), b"keep");
         }
     }
 }
