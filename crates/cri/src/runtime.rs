@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::network::{Cni, Pinner};
 use crate::sandbox::{self, Pods};
 use crate::shim::ttrpc::{self as shims, TtrpcShims};
+use crate::store::intents::Intents;
 
 /// Where a criusd keeps things and what it runs.
 #[derive(Debug, Clone)]
@@ -38,17 +39,21 @@ pub struct Runtime {
 
 impl Runtime {
     /// The runtime `setup` describes, over image store `store`: records read, the shims' events served on
-    /// `<state>/events.sock`, and every unfinished container's state read from its shim once.
+    /// `<state>/events.sock`, and the start-up pass run (`recover`: calls a crash cut short finished or
+    /// undone, every unfinished container's state read from its shim once, leftovers removed).
     pub fn open(setup: &Setup, store: crius_image::Store) -> Result<Runtime> {
         let io = |what: &str| {
             let what = what.to_string();
             move |e| Error::io(what, e)
         };
+        let intents =
+            Arc::new(Intents::open(&setup.root.join("intents")).map_err(io("opening the intents"))?);
         let pods = Pods::open(
             &setup.root.join("sandboxes"),
             setup.state.join("ns"),
             Arc::new(setup.cni.clone()),
             Arc::new(Pinner),
+            intents.clone(),
         )
         .map_err(io("opening the sandbox records"))?;
         let events = setup.state.join("events.sock");
@@ -75,6 +80,7 @@ impl Runtime {
             container::Setup {
                 records: setup.root.join("containers"),
                 bundles,
+                intents: intents.clone(),
             },
             Arc::new(ttrpc),
             Arc::new(store),
@@ -82,8 +88,9 @@ impl Runtime {
         let _ = containers_slot.set(Arc::downgrade(&containers));
         crate::events::serve(&events, containers.clone())
             .map_err(io(&format!("serving shim events on {}", events.display())))?;
-        containers.recover();
-        Ok(Runtime { pods, containers })
+        let runtime = Runtime { pods, containers };
+        runtime.reconcile(&intents);
+        Ok(runtime)
     }
 
     /// CreateContainer in sandbox `pod_id`.

@@ -19,6 +19,8 @@ pub trait Snapshots: Send + Sync {
     fn remove_snapshot(&self, id: &str) -> crius_image::Result<()>;
     /// What container `id`'s writable layer uses, and where it is.
     fn snapshot_usage(&self, id: &str) -> (Usage, PathBuf);
+    /// The ids of the snapshots there are.
+    fn snapshots(&self) -> Vec<String>;
 }
 
 impl Snapshots for Store {
@@ -43,6 +45,10 @@ impl Snapshots for Store {
 
     fn snapshot_usage(&self, id: &str) -> (Usage, PathBuf) {
         Store::snapshot_usage(self, id)
+    }
+
+    fn snapshots(&self) -> Vec<String> {
+        Store::snapshots(self)
     }
 }
 
@@ -122,6 +128,10 @@ pub mod fake {
 
         fn snapshot_usage(&self, id: &str) -> (Usage, PathBuf) {
             (Usage::default(), self.dir.path().join(id).join("upper"))
+        }
+
+        fn snapshots(&self) -> Vec<String> {
+            crate::store::list_dir(self.dir.path())
         }
     }
 }

@@ -89,6 +89,18 @@ impl Store {
             .collect()
     }
 
+    /// The ids of the snapshots there are (made, or left by a crash part-way through making one).
+    pub fn snapshots(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.root().join("snapshots")) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
     /// Unmounts and deletes the snapshot of `id`; a missing one is fine.
     pub fn remove_snapshot(&self, id: &str) -> Result<()> {
         check_id(id)?;

@@ -1063,4 +1063,10 @@ async fn a_shim_killed_under_a_running_container_leaves_it_not_running_and_stop_
     assert!(entries(&p.d.state().join("containers")).is_empty());
     assert!(entries(&p.d.root().join("containers")).is_empty());
     assert!(entries(&p.d.root().join("images/snapshots")).is_empty());
+    let socket = crius_shim::client::socket_address(&owner, "k8s.io", &p.id);
+    let socket = socket.trim_start_matches("unix://");
+    assert!(
+        !Path::new(socket).exists(),
+        "the dead shim's socket {socket} is left"
+    );
 }

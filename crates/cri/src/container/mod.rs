@@ -19,6 +19,7 @@ use crate::error::{Error, Kind, Result};
 use crate::shim::{CreateTask, ShimClient};
 use crate::snapshots::Snapshots;
 use crate::store::container::{Container, Record, Records, name_key};
+use crate::store::intents::{Intent, Intents, Op};
 use crate::store::names::{NameIndex, Taken};
 use crate::store::sandbox::Sandbox;
 use crate::store::{now_ns, random_id};
@@ -42,6 +43,8 @@ pub struct Setup {
     pub records: PathBuf,
     /// `<state>/containers`: the bundles.
     pub bundles: PathBuf,
+    /// Where CreateContainer says what it is about to make.
+    pub intents: Arc<Intents>,
 }
 
 /// A change in a container's life: created, started, stopped (its process exited), deleted.
@@ -57,13 +60,14 @@ pub struct Change {
 
 /// The containers of one criusd.
 pub struct Containers {
-    bundles: PathBuf,
+    pub(crate) bundles: PathBuf,
+    intents: Arc<Intents>,
     pub(crate) records: Records,
     names: NameIndex<cri::ContainerConfig>,
     /// Stop and Remove of one container run one after another.
     busy: crate::store::busy::Busy,
     pub(crate) shims: Arc<dyn ShimClient>,
-    images: Arc<dyn Snapshots>,
+    pub(crate) images: Arc<dyn Snapshots>,
     /// Changes of containers' lives, for GetContainerEvents.
     changes: tokio::sync::broadcast::Sender<Change>,
     /// The last CPU sample of each container (time, cumulative usage; both ns), for usage_nano_cores.
@@ -86,6 +90,7 @@ impl Containers {
         }
         Ok(Containers {
             bundles: setup.bundles,
+            intents: setup.intents,
             records,
             names,
             busy: Default::default(),
@@ -159,6 +164,18 @@ impl Containers {
         self.changes.subscribe()
     }
 
+    /// Takes apart what a CreateContainer that failed (or was cut short by a crash) made of container `id` in
+    /// `sandbox`: its task in the shim (when `task`: it may have been created), its snapshot and its bundle.
+    pub(crate) fn undo_create(&self, sandbox: &str, id: &str, task: bool) {
+        if let Some(Err(e)) = task.then(|| self.shims.delete(sandbox, id, "")) {
+            tracing::warn!(container = %id, "deleting its task: {e}");
+        }
+        if let Err(e) = self.images.remove_snapshot(id) {
+            tracing::warn!(container = %id, "removing its snapshot: {e}");
+        }
+        let _ = std::fs::remove_dir_all(self.bundle(id));
+    }
+
     /// CreateContainer in `sandbox` (READY), whose files (hostname, hosts, resolv.conf) are in
     /// `sandbox_files`; returns the new id.
     pub fn create(
@@ -219,14 +236,23 @@ impl Containers {
         })?;
         let image_config = self.images.config(&image.id);
         let bundle = self.bundle(&id);
-        let undo = || {
-            let _ = self.images.remove_snapshot(&id);
-            let _ = std::fs::remove_dir_all(&bundle);
+        // From here on a crash leaves the intent, and the next start undoes what was made.
+        let intent = self.intents.begin(&Intent {
+            op: Op::CreateContainer,
+            id: id.clone(),
+            sandbox_id: sandbox.record.id.clone(),
+        })?;
+        let undo = |task: bool| {
+            self.undo_create(&sandbox.record.id, &id, task);
         };
-        let rootfs = self
-            .images
-            .prepare_snapshot(&id, &image)
-            .map_err(|source| Error::Image { call: CALL, source })?;
+        let rootfs = match self.images.prepare_snapshot(&id, &image) {
+            Ok(r) => r,
+            Err(source) => {
+                undo(false);
+                intent.done();
+                return Err(Error::Image { call: CALL, source });
+            }
+        };
         let log_path = match (&sandbox.config.log_directory, &config.log_path) {
             (d, l) if !d.is_empty() && !l.is_empty() => Path::new(d).join(l).display().to_string(),
             _ => String::new(),
@@ -277,7 +303,8 @@ impl Containers {
                 })
         })();
         if let Err(e) = made {
-            undo();
+            undo(false);
+            intent.done();
             return Err(e);
         }
         let c = Container {
@@ -292,10 +319,11 @@ impl Containers {
             config,
         };
         if let Err(e) = self.records.insert(&c) {
-            let _ = self.shims.delete(&sandbox.record.id, &id, "");
-            undo();
+            undo(true);
+            intent.done();
             return Err(e);
         }
+        intent.done();
         reservation.commit();
         tracing::info!(container = %id, sandbox = %sandbox.record.id, name = %meta.name, "container created");
         self.emit(&c, cri::ContainerEventType::ContainerCreatedEvent);

@@ -73,6 +73,7 @@ fn open(dir: &tempfile::TempDir, shim: Arc<FakeShim>, images: Arc<FakeImages>) -
         Setup {
             records: dir.path().join("records"),
             bundles: dir.path().join("bundles"),
+            intents: Arc::new(crate::store::intents::Intents::open(&dir.path().join("intents")).unwrap()),
         },
         shim,
         images,

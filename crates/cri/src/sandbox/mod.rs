@@ -6,15 +6,16 @@
 //!
 //! The calls here block (plugins run, mounts are made): the gRPC layer runs them off the async workers.
 
-use crate::store::names::Taken;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use k8s_cri::v1 as cri;
 use serde_json::json;
 
 use crate::error::{Error, Kind, Result};
 use crate::network::{Attachment, Namespaces, NetConf, Network, PortMapping, Wanted, cni};
+use crate::store::intents::{Intent, Intents, Op};
+use crate::store::names::Taken;
 use crate::store::sandbox::{Record, Sandbox, Sandboxes};
 use crate::store::{now_ns, random_id};
 
@@ -36,6 +37,8 @@ pub struct Pods {
     ns_dir: PathBuf,
     /// One lifecycle change at a time per sandbox.
     busy: crate::store::busy::Busy,
+    /// Where RunPodSandbox says what it is about to make.
+    intents: Arc<Intents>,
 }
 
 /// The pod's namespace options (defaults: all the pod's own).
@@ -77,12 +80,13 @@ fn protocol(p: i32) -> &'static str {
 
 impl Pods {
     /// The pods recorded under `dir`, with namespaces pinned under `ns_dir` by `namespaces`, attached to
-    /// `network`.
+    /// `network`; RunPodSandbox writes its intents to `intents`.
     pub fn open(
         dir: &Path,
         ns_dir: PathBuf,
         network: Arc<dyn Network>,
         namespaces: Arc<dyn Namespaces>,
+        intents: Arc<Intents>,
     ) -> std::io::Result<Pods> {
         let ns = namespaces.clone();
         Ok(Pods {
@@ -91,11 +95,8 @@ impl Pods {
             namespaces,
             ns_dir,
             busy: Default::default(),
+            intents,
         })
-    }
-
-    fn guard(&self, id: &str) -> Arc<RwLock<()>> {
-        self.busy.guard(id)
     }
 
     /// The sandbox `id` names, for call `call`.
@@ -189,24 +190,47 @@ impl Pods {
                 });
             }
         };
-        let lock = self.guard(&id);
+        let lock = self.busy.guard(&id);
         let _held = lock.write().unwrap_or_else(|p| p.into_inner());
-        self.sandboxes.insert(sandbox.clone())?;
-        let made = self.set_up(&mut sandbox, host_net, &ns);
-        match made {
-            Ok(()) => {
+        // From here on a crash leaves the intent, and the next start undoes what was made.
+        let intent = self.intents.begin(&Intent {
+            op: Op::RunPodSandbox,
+            id: id.clone(),
+            sandbox_id: String::new(),
+        })?;
+        let made = self
+            .sandboxes
+            .insert(sandbox.clone())
+            .and_then(|()| self.set_up(&mut sandbox, host_net, &ns))
+            .and_then(|()| {
                 sandbox.record.ready = true;
                 let rec = sandbox.record.clone();
-                self.sandboxes.update(&id, |r| *r = rec)?;
-                reservation.commit();
-                tracing::info!(sandbox = %id, name = %sandbox.name(), ips = ?sandbox.record.ips, "pod sandbox ready");
-                Ok(id)
-            }
-            Err(e) => {
-                self.namespaces.unpin(&self.ns_dir.join(&id));
-                let _ = self.sandboxes.remove(&id);
-                Err(e)
-            }
+                self.sandboxes.update(&id, |r| *r = rec)
+            });
+        if let Err(e) = made {
+            self.undo_run(&id);
+            intent.done();
+            return Err(e);
+        }
+        intent.done();
+        reservation.commit();
+        tracing::info!(sandbox = %id, name = %sandbox.name(), ips = ?sandbox.record.ips, "pod sandbox ready");
+        Ok(id)
+    }
+
+    /// Takes apart what a RunPodSandbox that failed (or was cut short by a crash) made of sandbox `id`: its
+    /// network (DEL, when its record says ADD may have run), its pins and its record.
+    pub(crate) fn undo_run(&self, id: &str) {
+        let attached = self
+            .sandboxes
+            .get(id)
+            .filter(|s| s.record.id == id && s.record.network.is_some());
+        if let Some(Err(e)) = attached.map(|s| self.detach(&s)) {
+            tracing::warn!(sandbox = %id, "undoing its network: {e}");
+        }
+        self.namespaces.unpin(&self.ns_dir.join(id));
+        if let Err(e) = self.sandboxes.remove(id) {
+            tracing::warn!(sandbox = %id, "removing its record: {e}");
         }
     }
 
@@ -254,6 +278,11 @@ impl Pods {
                     source: Box::new(e),
                 })?;
         if let (Some(net), Some(path)) = (net, s.record.namespaces.net.clone()) {
+            // Recorded before ADD: whatever happens next, DEL runs with this config (a crash included).
+            s.record.network =
+                Some(json!({"name": net.name, "cniVersion": net.version, "plugins": net.plugins}));
+            let rec = s.record.clone();
+            self.sandboxes.update(&id, |r| *r = rec)?;
             let at = self.attachment(&id, path, &s.config);
             let result = self.network.add(&net, &at).map_err(|e| Error::Network {
                 call: CALL,
@@ -261,8 +290,6 @@ impl Pods {
                 source: Box::new(e),
             })?;
             s.record.ips = cni::pod_ips(&result);
-            s.record.network =
-                Some(json!({"name": net.name, "cniVersion": net.version, "plugins": net.plugins}));
             s.record.cni_result = Some(result);
         }
         Ok(())
@@ -273,34 +300,16 @@ impl Pods {
         const CALL: &str = "StopPodSandbox";
         let s = self.get(CALL, id)?;
         let id = s.record.id.clone();
-        let lock = self.guard(&id);
+        let lock = self.busy.guard(&id);
         let _held = lock.write().unwrap_or_else(|p| p.into_inner());
         let Some(s) = self.sandboxes.get(&id) else {
             return Ok(());
         };
-        if let (Some(net), Some(path)) = (&s.record.network, &s.record.namespaces.net) {
-            // After a reboot the namespace is gone but the plugins' IPAM still holds the address: DEL runs
-            // anyway, with no namespace (as the CNI spec allows), so it is released.
-            let path = if self.namespaces.alive(&s.record.namespaces) {
-                path.clone()
-            } else {
-                PathBuf::new()
-            };
-            let conf = NetConf {
-                name: net["name"].as_str().unwrap_or_default().to_string(),
-                version: net["cniVersion"].as_str().unwrap_or_default().to_string(),
-                plugins: net["plugins"].as_array().cloned().unwrap_or_default(),
-                file: PathBuf::new(),
-            };
-            let at = self.attachment(&id, path, &s.config);
-            self.network
-                .del(&conf, &at, s.record.cni_result.as_ref())
-                .map_err(|e| Error::Network {
-                    call: CALL,
-                    id: id.clone(),
-                    source: Box::new(e),
-                })?;
-        }
+        self.detach(&s).map_err(|e| Error::Network {
+            call: CALL,
+            id: id.clone(),
+            source: Box::new(e),
+        })?;
         self.namespaces.unpin(&self.ns_dir.join(&id));
         self.sandboxes.update(&id, |r| {
             r.ready = false;
@@ -308,6 +317,41 @@ impl Pods {
         })?;
         tracing::info!(sandbox = %id, "pod sandbox stopped");
         Ok(())
+    }
+
+    /// Unpins the namespaces of sandboxes not in `known` (what a crash left); returns how many.
+    pub(crate) fn sweep_pins(&self, known: &std::collections::HashSet<String>) -> usize {
+        let mut n = 0;
+        for id in crate::store::list_dir(&self.ns_dir) {
+            if !known.contains(&id) {
+                tracing::info!(sandbox = %id, "repaired: unpinned the namespaces of a sandbox no record owns");
+                self.namespaces.unpin(&self.ns_dir.join(&id));
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// CNI DEL of the network `s`'s record names, if any. After a reboot the namespace is gone but the
+    /// plugins' IPAM still holds the address: DEL runs anyway, with no namespace (as the CNI spec allows), so
+    /// it is released.
+    fn detach(&self, s: &Sandbox) -> std::result::Result<(), crate::network::NetError> {
+        let (Some(net), Some(path)) = (&s.record.network, &s.record.namespaces.net) else {
+            return Ok(());
+        };
+        let path = if self.namespaces.alive(&s.record.namespaces) {
+            path.clone()
+        } else {
+            PathBuf::new()
+        };
+        let conf = NetConf {
+            name: net["name"].as_str().unwrap_or_default().to_string(),
+            version: net["cniVersion"].as_str().unwrap_or_default().to_string(),
+            plugins: net["plugins"].as_array().cloned().unwrap_or_default(),
+            file: PathBuf::new(),
+        };
+        let at = self.attachment(&s.record.id, path, &s.config);
+        self.network.del(&conf, &at, s.record.cni_result.as_ref())
     }
 
     /// RemovePodSandbox: stopped if needed, then forgotten. Idempotent, also for an unknown id.
@@ -319,7 +363,7 @@ impl Pods {
         if s.record.ready || s.record.network.is_some() {
             self.stop(&id)?;
         }
-        let lock = self.guard(&id);
+        let lock = self.busy.guard(&id);
         let _held = lock.write().unwrap_or_else(|p| p.into_inner());
         self.namespaces.unpin(&self.ns_dir.join(&id));
         self.sandboxes.remove(&id)?;

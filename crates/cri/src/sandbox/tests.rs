@@ -23,6 +23,7 @@ fn world() -> World {
         dir.path().join("ns"),
         net.clone(),
         Arc::new(FakeNamespaces),
+        Arc::new(Intents::open(&dir.path().join("intents")).unwrap()),
     )
     .unwrap();
     World { dir, net, pods }

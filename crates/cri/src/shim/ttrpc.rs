@@ -121,6 +121,20 @@ impl TtrpcShims {
         Ok(c)
     }
 
+    /// Removes the socket of sandbox `sandbox`'s shim if nobody listens on it (the shim was killed before it
+    /// could remove it).
+    fn remove_dead_socket(&self, sandbox: &str) {
+        let address = client::socket_address(&self.setup.owner, NAMESPACE, sandbox);
+        let path = address.trim_start_matches("unix://");
+        match std::os::unix::net::UnixStream::connect(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                tracing::info!(sandbox, socket = path, "removing the socket its dead shim left");
+                let _ = std::fs::remove_file(path);
+            }
+            _ => {}
+        }
+    }
+
     fn forget(&self, sandbox: &str) {
         self.conns().remove(sandbox);
     }
@@ -351,6 +365,7 @@ impl ShimClient for TtrpcShims {
                 &self.bundle(id),
             )
             .map(|e| {
+                self.remove_dead_socket(sandbox);
                 Some(Exit {
                     status: e.exit_status,
                     at_ns: e.exited_at_ns,

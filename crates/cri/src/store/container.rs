@@ -10,8 +10,11 @@ use k8s_cri::v1 as cri;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use super::{by_id_or_prefix, create_dir_durable, write_atomic};
+use super::{by_id_or_prefix, create_dir_durable, is_leftover, remove_record_dir, write_atomic};
 use crate::error::{Error, Result};
+
+/// A container record's main file, written after `config.pb`.
+const RECORD: &str = "container.json";
 
 /// What criusd records of a container.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,6 +115,11 @@ impl Records {
         std::fs::create_dir_all(dir)?;
         let mut all = HashMap::new();
         for e in std::fs::read_dir(dir)?.flatten() {
+            if is_leftover(&e.path(), RECORD) {
+                tracing::info!(path = %e.path().display(), "repaired: removed what a crash left of a container record");
+                remove_record_dir(&e.path(), RECORD)?;
+                continue;
+            }
             match read(&e.path()) {
                 Ok(c) => {
                     all.insert(c.record.id.clone(), c);
@@ -135,7 +143,7 @@ impl Records {
             create_dir_durable(&dir)?;
             write_atomic(&dir.join("config.pb"), &c.config.encode_to_vec())?;
             let rec = serde_json::to_vec_pretty(&c.record).map_err(std::io::Error::other)?;
-            write_atomic(&dir.join("container.json"), &rec)
+            write_atomic(&dir.join(RECORD), &rec)
         };
         write().map_err(|e| Error::io(format!("recording container {}", c.record.id), e))
     }
@@ -176,17 +184,13 @@ impl Records {
     pub fn remove(&self, id: &str) -> Result<()> {
         let mut all = self.lock();
         all.remove(id);
-        match std::fs::remove_dir_all(self.dir.join(id)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(Error::io(format!("removing the record of container {id}"), e))
-            }
-            _ => Ok(()),
-        }
+        remove_record_dir(&self.dir.join(id), RECORD)
+            .map_err(|e| Error::io(format!("removing the record of container {id}"), e))
     }
 }
 
 fn read(dir: &Path) -> std::result::Result<Container, String> {
-    let rec = std::fs::read(dir.join("container.json")).map_err(|e| e.to_string())?;
+    let rec = std::fs::read(dir.join(RECORD)).map_err(|e| e.to_string())?;
     let record: Record = serde_json::from_slice(&rec).map_err(|e| e.to_string())?;
     let pb = std::fs::read(dir.join("config.pb")).map_err(|e| e.to_string())?;
     let config = cri::ContainerConfig::decode(&pb[..]).map_err(|e| e.to_string())?;
@@ -229,8 +233,14 @@ mod tests {
         assert_eq!(before.record.started_at, 0);
         assert!(rs.modify("nope", |_| ()).unwrap().is_none());
         std::fs::create_dir(d.path().join("junk")).unwrap();
+        std::fs::write(d.path().join("junk").join(RECORD), b"{").unwrap();
+        // What a crash in a first write or a removal leaves: a directory without its record file.
+        std::fs::create_dir(d.path().join("half")).unwrap();
+        std::fs::write(d.path().join("half/config.pb"), b"").unwrap();
         let again = Records::open(d.path()).unwrap();
         assert_eq!(again.list().len(), 1, "the unreadable record is skipped");
+        assert!(d.path().join("junk").exists(), "an unreadable record is kept");
+        assert!(!d.path().join("half").exists(), "a leftover is removed");
         let c1 = again.get("c").unwrap();
         assert_eq!((c1.record.started_at, c1.config.labels["a"].as_str()), (5, "b"));
         again.remove("c1").unwrap();

@@ -17,6 +17,7 @@ use std::path::Path;
 
 pub mod busy;
 pub mod container;
+pub mod intents;
 pub mod names;
 pub mod sandbox;
 
@@ -43,7 +44,26 @@ pub(crate) fn create_dir_durable(dir: &Path) -> std::io::Result<()> {
     sync_dir(dir.parent().unwrap_or(Path::new(".")))
 }
 
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
+/// Removes a record's directory `dir`, its main file `main` first: a crash part-way leaves a directory
+/// without its main file, which [`is_leftover`] tells from a record and the next start removes.
+pub(crate) fn remove_record_dir(dir: &Path, main: &str) -> std::io::Result<()> {
+    let gone = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    };
+    gone(std::fs::remove_file(dir.join(main)))?;
+    gone(sync_dir(dir))?;
+    gone(std::fs::remove_dir_all(dir))
+}
+
+/// Whether record directory `dir` is what a crash left of a record being written for the first time or
+/// removed: it has no main file `main` (the first write makes it last, removal takes it first).
+pub(crate) fn is_leftover(dir: &Path, main: &str) -> bool {
+    dir.is_dir() && !dir.join(main).exists()
+}
+
+/// fsyncs directory `dir` (its entries' creations and removals reach the disk).
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
@@ -61,6 +81,17 @@ pub(crate) fn by_id_or_prefix<'a, T>(all: &'a HashMap<String, T>, id: &str) -> O
         (Some(v), None) => Some(v),
         _ => None,
     }
+}
+
+/// The names in directory `dir` (none if it cannot be read).
+pub(crate) fn list_dir(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Now, in nanoseconds since the epoch.

@@ -13,9 +13,12 @@ use prost::Message;
 use serde::{Deserialize, Serialize};
 
 use super::names::{NameIndex, Reservation, Taken};
-use super::{by_id_or_prefix, create_dir_durable, write_atomic};
+use super::{by_id_or_prefix, create_dir_durable, is_leftover, remove_record_dir, write_atomic};
 use crate::error::{Error, Result};
 use crate::network::Pinned;
+
+/// A sandbox record's main file, written after `config.pb`.
+const RECORD: &str = "sandbox.json";
 
 /// What criusd records of a sandbox beyond its CRI config.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -83,6 +86,11 @@ impl Sandboxes {
         let mut all = HashMap::new();
         let names = NameIndex::default();
         for e in std::fs::read_dir(dir)?.flatten() {
+            if is_leftover(&e.path(), RECORD) {
+                tracing::info!(path = %e.path().display(), "repaired: removed what a crash left of a sandbox record");
+                remove_record_dir(&e.path(), RECORD)?;
+                continue;
+            }
             match Self::read(&e.path()) {
                 Ok(mut s) => {
                     if s.record.ready && !alive(&s.record.namespaces) {
@@ -102,7 +110,7 @@ impl Sandboxes {
     }
 
     fn read(dir: &Path) -> std::result::Result<Sandbox, String> {
-        let rec = std::fs::read(dir.join("sandbox.json")).map_err(|e| e.to_string())?;
+        let rec = std::fs::read(dir.join(RECORD)).map_err(|e| e.to_string())?;
         let record: Record = serde_json::from_slice(&rec).map_err(|e| e.to_string())?;
         let pb = std::fs::read(dir.join("config.pb")).map_err(|e| e.to_string())?;
         let config = cri::PodSandboxConfig::decode(&pb[..]).map_err(|e| e.to_string())?;
@@ -139,7 +147,7 @@ impl Sandboxes {
         create_dir_durable(&dir)?;
         write_atomic(&dir.join("config.pb"), &s.config.encode_to_vec())?;
         let rec = serde_json::to_vec_pretty(&s.record).map_err(std::io::Error::other)?;
-        write_atomic(&dir.join("sandbox.json"), &rec)
+        write_atomic(&dir.join(RECORD), &rec)
     }
 
     /// Changes sandbox `id`'s record with `f` and writes it.
@@ -167,12 +175,8 @@ impl Sandboxes {
         if let Some(s) = self.lock().remove(id) {
             self.names.release(&s.name(), id);
         }
-        match std::fs::remove_dir_all(self.dir_of(id)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(Error::io(format!("removing {}", self.dir_of(id).display()), e))
-            }
-            _ => Ok(()),
-        }
+        remove_record_dir(&self.dir_of(id), RECORD)
+            .map_err(|e| Error::io(format!("removing {}", self.dir_of(id).display()), e))
     }
 }
 
