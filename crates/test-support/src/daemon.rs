@@ -149,6 +149,20 @@ impl Daemon {
         panic!("criusd did not stop within 10 s of SIGTERM: {}", self.log());
     }
 
+    /// SIGKILLs it (a crash: nothing of its own shutdown runs) and reaps it.
+    pub fn crash(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it again after [`Daemon::crash`], on the same directories with `args`.
+    pub fn start_again(&mut self, args: &[&str]) {
+        assert!(self.child.is_none(), "criusd still runs");
+        self.spawn(args);
+    }
+
     /// Starts it again on the same directories with `args`.
     pub fn restart(&mut self, args: &[&str]) {
         self.stop();
