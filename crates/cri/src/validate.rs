@@ -71,7 +71,7 @@ fn no_nul(call: &'static str, field: impl FnOnce() -> String, value: &str) -> Re
     }
 }
 
-/// A command line (argv): no NUL byte in any argument.
+/// A command line (argv), or any list of strings handed on as C strings: no NUL byte in any.
 pub fn argv(call: &'static str, field: &'static str, args: &[String]) -> Result<()> {
     args.iter()
         .enumerate()
@@ -114,6 +114,15 @@ pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
     argv(CALL, "command", &c.command)?;
     argv(CALL, "args", &c.args)?;
     no_nul(CALL, || "working_dir".into(), &c.working_dir)?;
+    // Paths the runtime mounts or masks: a NUL there failed only at create, as an internal error.
+    for (i, m) in c.mounts.iter().enumerate() {
+        no_nul(CALL, || format!("mounts[{i}].container_path"), &m.container_path)?;
+        no_nul(CALL, || format!("mounts[{i}].host_path"), &m.host_path)?;
+    }
+    if let Some(sc) = c.linux.as_ref().and_then(|l| l.security_context.as_ref()) {
+        argv(CALL, "linux.security_context.masked_paths", &sc.masked_paths)?;
+        argv(CALL, "linux.security_context.readonly_paths", &sc.readonly_paths)?;
+    }
     for (i, e) in c.envs.iter().enumerate() {
         let key = || format!("envs[{i}].key");
         if e.key.is_empty() {
@@ -227,6 +236,14 @@ pub fn sandbox_config(c: &cri::PodSandboxConfig) -> Result<()> {
         }
         no_nul(CALL, || "log_directory".into(), &c.log_directory)?;
     }
+    if let Some(l) = &c.linux {
+        // The parent of every container's cgroup path, and sysctls written under /proc/sys.
+        no_nul(CALL, || "linux.cgroup_parent".into(), &l.cgroup_parent)?;
+        for (k, v) in &l.sysctls {
+            no_nul(CALL, || "linux.sysctls".into(), k)?;
+            no_nul(CALL, || format!("linux.sysctls[{k:?}]"), v)?;
+        }
+    }
     Ok(())
 }
 
@@ -243,6 +260,63 @@ pub(crate) mod tests {
         }
         out.sort();
         out
+    }
+
+    /// Found by convert/proptests.rs: these reached config.json and failed only in the runtime.
+    #[test]
+    fn nul_bytes_in_paths_and_sysctls_are_refused() {
+        let image = Some(cri::ImageSpec {
+            image: "busybox".into(),
+            ..Default::default()
+        });
+        let mount = cri::ContainerConfig {
+            image: image.clone(),
+            mounts: vec![cri::Mount {
+                container_path: "/data".into(),
+                host_path: "/srv/a\0b".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let e = container_config(&mount).unwrap_err();
+        assert!(e.to_string().contains("mounts[0].host_path has a NUL"), "{e}");
+        let masked = cri::ContainerConfig {
+            image,
+            linux: Some(cri::LinuxContainerConfig {
+                security_context: Some(cri::LinuxContainerSecurityContext {
+                    masked_paths: vec!["/proc/kcore".into(), "\0".into()],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let e = container_config(&masked).unwrap_err();
+        assert!(e.to_string().contains("masked_paths[1] has a NUL"), "{e}");
+        let pod = |cgroup_parent: &str, sysctl: (&str, &str)| cri::PodSandboxConfig {
+            linux: Some(cri::LinuxPodSandboxConfig {
+                cgroup_parent: cgroup_parent.into(),
+                sysctls: [(sysctl.0.to_string(), sysctl.1.to_string())].into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        for (bad, field) in [
+            (
+                pod("/kubepods\0", ("net.ipv4.ip_forward", "1")),
+                "linux.cgroup_parent",
+            ),
+            (pod("", ("net.ipv4\0", "1")), "linux.sysctls"),
+            (
+                pod("", ("net.ipv4.ip_forward", "1\0")),
+                "linux.sysctls[\"net.ipv4.ip_forward\"]",
+            ),
+        ] {
+            let e = sandbox_config(&bad).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument);
+            assert!(e.to_string().contains(&format!("{field} has a NUL")), "{e}");
+        }
+        assert!(sandbox_config(&pod("/kubepods", ("net.ipv4.ip_forward", "1"))).is_ok());
     }
 
     #[test]

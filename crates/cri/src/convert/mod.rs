@@ -26,6 +26,8 @@ mod resources;
 #[cfg(test)]
 mod golden;
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;

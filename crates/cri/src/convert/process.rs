@@ -161,6 +161,18 @@ pub(super) fn process(
         .into_iter()
         .find(|d| !d.is_empty())
         .unwrap_or("/");
+    let (args, env) = (args(c, image)?, env(c, image));
+    // The request's own strings were validated; the image's may still hold a NUL, which the runtime could
+    // only fail on at create, as an internal error.
+    let from_image = args.iter().map(|a| ("args", a.as_str()));
+    let from_image = from_image.chain(env.iter().map(|e| ("env", e.as_str())));
+    if let Some((field, v)) = from_image.chain([("cwd", cwd)]).find(|(_, v)| v.contains('\0')) {
+        return Err(Error::invalid(
+            CALL,
+            field,
+            format!("{v:?} (from the image config) has a NUL byte"),
+        ));
+    }
     let mut capabilities = built(
         LinuxCapabilitiesBuilder::default()
             .bounding(caps.clone())
@@ -175,8 +187,8 @@ pub(super) fn process(
         ProcessBuilder::default()
             .terminal(c.tty)
             .user(user(c, image, host)?)
-            .args(args(c, image)?)
-            .env(env(c, image))
+            .args(args)
+            .env(env)
             .cwd(cwd)
             .capabilities(capabilities)
             .no_new_privileges(sc.is_some_and(|s| s.no_new_privs))

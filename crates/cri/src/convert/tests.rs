@@ -317,6 +317,38 @@ fn numbers_the_oci_spec_cannot_hold_are_refused() {
     assert!(oom.contains("oom_score_adj"), "{oom}");
 }
 
+/// Found by proptests.rs: the image's own strings are not validated with the request's, so a NUL there
+/// reached config.json.
+#[test]
+fn a_nul_byte_from_the_image_config_is_refused() {
+    let sandbox = a_pod();
+    let host = Host {
+        bounding: every_cap(),
+        ..Default::default()
+    };
+    for (image, field) in [
+        (json!({"config": {"Cmd": ["sh", "-c\0"]}}), "args"),
+        (json!({"config": {"Cmd": ["sh"], "Env": ["A=\0"]}}), "env"),
+        (json!({"config": {"Cmd": ["sh"], "WorkingDir": "/srv\0"}}), "cwd"),
+    ] {
+        let inp = Input {
+            id: "c",
+            config: &cri::ContainerConfig::default(),
+            sandbox: &sandbox,
+            sandbox_files: Path::new("/pod"),
+            image_config: &image,
+            rootfs: Path::new("/rootfs"),
+        };
+        let e = spec(&inp, &host).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(
+            e.to_string().starts_with(&format!("CreateContainer: {field} ")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("has a NUL byte"), "{e}");
+    }
+}
+
 #[test]
 fn the_host_is_read_before_the_conversion() {
     let dir = tempfile::tempdir().unwrap();
