@@ -189,3 +189,46 @@ fn crius_only_shares_map_to_weight_quadratically_and_unified_keys_apply() {
     }
     rt.ok(&["delete", "--force", &id]);
 }
+
+/// The controllers a cgroup's children get: its `cgroup.controllers`.
+fn offered(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_to_string(dir.join("cgroup.controllers"))
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+#[ignore = "needs cgroup v2: run through hack/test.sh"]
+fn a_container_without_limits_has_every_controller_and_is_charged_from_the_start() {
+    require_pure_cgroup_v2();
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&[
+        "sh",
+        "-c",
+        "head -c 16777216 /dev/zero > /dev/shm/fill; sleep 1000",
+    ]);
+    let id = unique("cg");
+    rt.create(&id, &b, &[]);
+    let dir = cgroup_dir(&b);
+    let have = offered(&dir);
+    for c in ["cpu", "io", "memory", "pids"] {
+        assert!(have.iter().any(|h| h == c), "{c} missing: {have:?}");
+    }
+    assert_eq!(have, offered(dir.parent().unwrap()), "all its parent offers");
+    assert_eq!(read(&b, "memory.max"), "max");
+    rt.ok(&["start", &id]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while read(&b, "memory.current").parse::<u64>().unwrap() < 16 << 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the 16 MiB in /dev/shm never showed in memory.current"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(read(&b, "pids.current").parse::<u64>().unwrap() >= 1);
+    rt.ok(&["delete", "--force", &id]);
+}

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crius_privileged_tests::cri::{Pod, container, containers, cstatus, remove, wait_state};
+use crius_privileged_tests::cri::{Pod, container, containers, cstatus, remove, start, wait_state};
 use crius_test_support::require_pure_cgroup_v2;
 use k8s_cri::v1 as cri;
 
@@ -128,6 +128,89 @@ async fn resources_are_set_at_create_resized_in_place_and_not_lowered_below_usag
     assert!(e.message().contains("below its current usage"), "{e:?}");
     assert_eq!(cgroup_file(&p, &id, "memory.max"), (128u64 << 20).to_string());
     assert_eq!(reported(&mut p, &id).await.memory_limit_in_bytes, 128 << 20);
+}
+
+/// A container created without any limits is still accounted in its own cgroup (every controller its parent
+/// offers is on from creation, as runc does): its memory shows in memory.current and in ContainerStats, a later
+/// limit below that usage is refused, and one above it applies live to the same process.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs cgroup v2 with controllers: hack/test.sh runs it in the VM"]
+async fn a_container_without_limits_is_accounted_from_the_start_and_resized_against_its_real_usage() {
+    require_pure_cgroup_v2();
+    let mut p = Pod::in_the_vm("unlimited").await;
+    let fill = "head -c 16777216 /dev/zero > /dev/shm/fill && echo filled && sleep 1000";
+    let id = p.create(container("free", "busybox", fill)).await.unwrap();
+    // Created, not started: the controllers are there before the container's first instruction.
+    let controllers = cgroup_file(&p, &id, "cgroup.controllers");
+    for c in ["cpu", "io", "memory", "pids"] {
+        assert!(
+            controllers.split_whitespace().any(|x| x == c),
+            "{c} missing from a created container's cgroup.controllers: [{controllers}]"
+        );
+    }
+    assert_eq!(
+        cgroup_file(&p, &id, "memory.max"),
+        "max",
+        "no limit was asked for"
+    );
+    start(&mut p.c, &id).await;
+    wait_state(&mut p.c, &id, cri::ContainerState::ContainerRunning).await;
+    p.wait_for_log("free", "filled").await;
+    let current: u64 = cgroup_file(&p, &id, "memory.current").parse().unwrap();
+    assert!(
+        current >= 16 << 20,
+        "memory.current {current} < the 16 MiB in /dev/shm"
+    );
+    assert!(cgroup_file(&p, &id, "pids.current").parse::<u64>().unwrap() >= 1);
+    let procs = cgroup_file(&p, &id, "cgroup.procs");
+
+    let st =
+        p.c.container_stats(cri::ContainerStatsRequest {
+            container_id: id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .stats
+        .unwrap();
+    let mem = st.memory.unwrap();
+    assert!(mem.usage_bytes.unwrap().value >= 16 << 20, "{mem:?}");
+    assert!(mem.working_set_bytes.unwrap().value >= 16 << 20, "{mem:?}");
+    assert_eq!(mem.available_bytes, None, "no limit, no available bytes: {mem:?}");
+    assert!(st.cpu.unwrap().usage_core_nano_seconds.unwrap().value > 0);
+
+    // 8 MiB is below the 16 MiB it uses: refused, naming why; nothing changes.
+    let e =
+        p.c.update_container_resources(update(
+            &id,
+            cri::LinuxContainerResources {
+                memory_limit_in_bytes: 8 << 20,
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message().contains("below its current usage") && e.message().contains(&(8u64 << 20).to_string()),
+        "{e:?}"
+    );
+    assert_eq!(cgroup_file(&p, &id, "memory.max"), "max");
+
+    // 64 MiB is above it: applied live, to the same process.
+    p.c.update_container_resources(update(
+        &id,
+        cri::LinuxContainerResources {
+            memory_limit_in_bytes: 64 << 20,
+            ..Default::default()
+        },
+    ))
+    .await
+    .unwrap();
+    assert_eq!(cgroup_file(&p, &id, "memory.max"), (64u64 << 20).to_string());
+    assert_eq!(cgroup_file(&p, &id, "cgroup.procs"), procs, "the same process");
+    assert_eq!(reported(&mut p, &id).await.memory_limit_in_bytes, 64 << 20);
+    let s = cstatus(&mut p.c, &id).await.unwrap();
+    assert_eq!(s.state, cri::ContainerState::ContainerRunning as i32, "{s:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -87,9 +87,53 @@ impl Cgroup {
         })
     }
 
-    /// Creates the directory (and parents).
+    /// Creates the directory (and parents) with every controller its parent offers, as runc does: each ancestor
+    /// enables in its `cgroup.subtree_control` all the controllers listed in its `cgroup.controllers`, so memory,
+    /// cpu, io and pids are charged to the container from its first instruction, limits or not. A controller that
+    /// cannot be enabled (a threaded subtree, an ancestor with processes of its own) is left out quietly here;
+    /// [`Cgroup::enable`] fails naming it if a limit needs it.
     pub fn create(&self) -> Result<()> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| self.error(format!("creating: {e}")))
+        std::fs::create_dir_all(&self.dir).map_err(|e| self.error(format!("creating: {e}")))?;
+        self.enable_all();
+        Ok(())
+    }
+
+    /// The directories from the mount down to this cgroup's parent: those whose `subtree_control` decides which
+    /// controllers this cgroup has.
+    fn ancestors(&self) -> Result<Vec<PathBuf>> {
+        let rel = self
+            .dir
+            .strip_prefix(&self.mount)
+            .map_err(|_| self.error("not below the cgroup mount"))?;
+        let mut cur = self.mount.clone();
+        let mut out = Vec::new();
+        for part in rel.components() {
+            out.push(cur.clone());
+            cur.push(part);
+        }
+        Ok(out)
+    }
+
+    /// Enables, top down, every controller each ancestor has but does not pass on yet; best effort (see
+    /// [`Cgroup::create`]). One write per ancestor that lacks any, none where all are on already.
+    fn enable_all(&self) {
+        let Ok(ancestors) = self.ancestors() else {
+            return;
+        };
+        for dir in ancestors {
+            let missing = missing_controllers(&dir);
+            if missing.is_empty() {
+                continue;
+            }
+            let control = dir.join("cgroup.subtree_control");
+            let all: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
+            if std::fs::write(&control, all.join(" ")).is_err() {
+                // The kernel takes all or none: enable those it accepts one by one.
+                for c in &all {
+                    let _ = std::fs::write(&control, c);
+                }
+            }
+        }
     }
 
     fn error(&self, msg: impl Into<String>) -> Error {
@@ -120,12 +164,10 @@ impl Cgroup {
     /// Makes `controllers` available in this cgroup by enabling them in every ancestor's `subtree_control`.
     /// Fails naming the controller when the tree lacks it and naming `needed_for` (the file that needs it).
     pub fn enable(&self, controller: &str, needed_for: &str) -> Result<()> {
-        let rel = self
-            .dir
-            .strip_prefix(&self.mount)
-            .map_err(|_| self.error("not below the cgroup mount"))?;
-        let mut cur = self.mount.clone();
-        for part in rel.components() {
+        if has_word(&self.dir.join("cgroup.controllers"), controller) {
+            return Ok(());
+        }
+        for cur in self.ancestors()? {
             let available = std::fs::read_to_string(cur.join("cgroup.controllers")).unwrap_or_default();
             if !available.split_whitespace().any(|c| c == controller) {
                 return Err(self.error(format!(
@@ -139,14 +181,19 @@ impl Cgroup {
             if !enabled.split_whitespace().any(|c| c == controller) {
                 std::fs::write(cur.join("cgroup.subtree_control"), format!("+{controller}")).map_err(
                     |e| {
+                        let hint = match e.raw_os_error() {
+                            Some(libc::EBUSY) => " (that cgroup has processes of its own)",
+                            Some(libc::EOPNOTSUPP) => " (a threaded subtree takes threaded controllers only)",
+                            _ => "",
+                        };
                         self.error(format!(
-                            "enabling {controller} in {}/cgroup.subtree_control: {e}",
+                            "enabling {controller} in {}/cgroup.subtree_control (needed for {needed_for}): \
+                             {e}{hint}",
                             cur.display()
                         ))
                     },
                 )?;
             }
-            cur.push(part);
         }
         Ok(())
     }
@@ -264,5 +311,52 @@ impl Cgroup {
     /// Usage figures for `events --stats`.
     pub fn stats(&self) -> Stats {
         stats::read(&self.dir)
+    }
+}
+
+/// Whether file `path` (a space-separated list such as `cgroup.controllers`) lists `word`.
+fn has_word(path: &Path, word: &str) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|s| s.split_whitespace().any(|w| w == word))
+}
+
+/// The controllers `dir` has (`cgroup.controllers`) but does not enable for its children
+/// (`cgroup.subtree_control`).
+fn missing_controllers(dir: &Path) -> Vec<String> {
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+    let (available, enabled) = (read("cgroup.controllers"), read("cgroup.subtree_control"));
+    let enabled: Vec<&str> = enabled.split_whitespace().collect();
+    available
+        .split_whitespace()
+        .filter(|c| !enabled.contains(c))
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake tree (plain files): each ancestor gets one write of every controller it lacks, none where all
+    /// are on, and nothing is written into the container's own cgroup.
+    #[test]
+    fn create_enables_every_offered_controller_in_each_ancestor() {
+        let t = tempfile::tempdir().unwrap();
+        let mount = t.path().to_path_buf();
+        let cg = Cgroup {
+            mount: mount.clone(),
+            dir: mount.join("pod/ctr"),
+        };
+        std::fs::create_dir_all(mount.join("pod")).unwrap();
+        let put = |d: &str, f: &str, v: &str| std::fs::write(mount.join(d).join(f), v).unwrap();
+        put("", "cgroup.controllers", "cpuset cpu io memory pids\n");
+        put("", "cgroup.subtree_control", "cpu\n");
+        put("pod", "cgroup.controllers", "cpu io\n");
+        put("pod", "cgroup.subtree_control", "cpu io\n");
+        cg.create().unwrap();
+        let got = |d: &str| std::fs::read_to_string(mount.join(d).join("cgroup.subtree_control")).unwrap();
+        assert_eq!(got(""), "+cpuset +io +memory +pids");
+        assert_eq!(got("pod"), "cpu io\n", "all on already: not written");
+        assert!(!cg.dir.join("cgroup.subtree_control").exists());
+        assert_eq!(missing_controllers(&mount.join("pod")), Vec::<String>::new());
     }
 }
