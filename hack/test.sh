@@ -28,8 +28,8 @@ step "build (binaries used by the privileged tests, and the static test program 
 cargo build --workspace --bins
 cargo rustc -p crius-testprog --release --bin crius-testprog --quiet -- -C target-feature=+crt-static
 
-step "privileged tests on the host: crius-runc; registry pulls, criusd (images; pod sandboxes with CNI; streaming exec, attach and port-forward; criusd SIGKILLed mid-churn), and the shim (under containerd and over ttrpc)"
-cargo test -p crius-privileged-tests "${host_suites[@]}" --test pull --test daemon --test pods --test timeouts --test streaming --test shim --test engine --test chaos -- --ignored
+step "privileged tests on the host: crius-runc; registry pulls, criusd (images; pod sandboxes with CNI; streaming exec, attach and port-forward; criusd SIGKILLed mid-churn; 3 rounds of 200 pods), and the shim (under containerd and over ttrpc)"
+cargo test -p crius-privileged-tests "${host_suites[@]}" --test pull --test daemon --test pods --test timeouts --test streaming --test shim --test engine --test chaos --test load -- --ignored
 step "privileged tests on the host: runc (crius-only tests excepted)"
 CRIUS_TEST_RUNTIME=runc cargo test -p crius-privileged-tests "${host_suites[@]}" -- --ignored --skip crius_only
 

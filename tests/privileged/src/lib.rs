@@ -4,4 +4,5 @@
 
 pub mod cri;
 pub mod engine;
+pub mod leftovers;
 pub mod shim;

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crius_privileged_tests::cri::{self as c, Client, container, entries, import_busybox};
+use crius_privileged_tests::cri::{self as c, Client, container, import_busybox};
+use crius_privileged_tests::leftovers::{self, CgroupParent};
 use crius_test_support::cni::Network;
 use crius_test_support::daemon::Daemon;
 use crius_test_support::require_root;
@@ -216,41 +217,6 @@ impl Stream {
     }
 }
 
-/// The directories under cgroup parent `parent` in every cgroup hierarchy mounted.
-fn cgroups_under(parent: &str) -> Vec<String> {
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    mounts
-        .lines()
-        .filter(|l| l.contains(" - cgroup2 ") || l.contains(" - cgroup "))
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|m| Path::new(m).join(parent.trim_start_matches('/')))
-        .flat_map(|d| {
-            entries(&d)
-                .into_iter()
-                .map(move |e| d.join(e))
-                .filter(|p| p.is_dir())
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-/// The test's cgroup parent, removed from every hierarchy when dropped, however the test ends.
-struct CgroupParent(String);
-
-impl Drop for CgroupParent {
-    fn drop(&mut self) {
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        for m in mounts
-            .lines()
-            .filter(|l| l.contains(" - cgroup2 ") || l.contains(" - cgroup "))
-            .filter_map(|l| l.split(' ').nth(4))
-        {
-            let _ = std::fs::remove_dir(Path::new(m).join(self.0.trim_start_matches('/')));
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs root: run through hack/test.sh"]
 async fn criusd_killed_at_random_points_of_a_churn_loses_nothing_and_leaks_nothing() {
@@ -272,8 +238,8 @@ async fn criusd_killed_at_random_points_of_a_churn_loses_nothing_and_leaks_nothi
     let d = Daemon::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
     import_busybox(&d);
     let socket = d.socket();
-    let (state, root, logs) = (d.state(), d.root(), d.dir().join("logs"));
-    let cgroup = CgroupParent(format!("/{}", crius_test_support::unique("crius-chaos")));
+    let logs = d.dir().join("logs");
+    let cgroup = CgroupParent::new("crius-chaos");
     let parent = cgroup.0.clone();
 
     // The killer: SIGKILL at a random moment, start again, ten times over, while the streams churn.
@@ -398,56 +364,7 @@ async fn criusd_killed_at_random_points_of_a_churn_loses_nothing_and_leaks_nothi
     for id in &pods {
         c::remove(&mut c, id).await.unwrap();
     }
-    let owner = d.socket().display().to_string();
-    let leftovers = || {
-        let mut left = Vec::new();
-        left.extend(
-            crius_test_support::containerd::mounts_under(d.dir())
-                .into_iter()
-                .map(|m| format!("mount {m}")),
-        );
-        for dir in [
-            state.join("ns"),
-            state.join("containers"),
-            root.join("containers"),
-            root.join("sandboxes"),
-            root.join("intents"),
-            root.join("images/snapshots"),
-        ] {
-            left.extend(
-                entries(&dir)
-                    .into_iter()
-                    .map(|e| format!("{}/{e}", dir.display())),
-            );
-        }
-        left.extend(cgroups_under(&parent).into_iter().map(|g| format!("cgroup {g}")));
-        let veths = std::process::Command::new("ip")
-            .args(["-o", "link", "show", "master", &net.bridge])
-            .output()
-            .unwrap();
-        left.extend(
-            String::from_utf8_lossy(&veths.stdout)
-                .lines()
-                .map(|l| format!("veth {l}")),
-        );
-        left.extend(
-            entries(&net.ipam_dir())
-                .into_iter()
-                .filter(|e| e != "lock" && !e.starts_with("last_reserved_ip"))
-                .map(|e| format!("IP allocation {e}")),
-        );
-        left.extend(
-            crius_test_support::shims::shim_pids(&owner)
-                .into_iter()
-                .map(|p| format!("shim {p}")),
-        );
-        left
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !leftovers().is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let left = leftovers();
+    let left = leftovers::settled(&d, &net, &cgroup).await;
     assert!(
         left.is_empty(),
         "left behind: {left:#?}\ncriusd log:\n{}",

@@ -37,8 +37,8 @@ pub struct Setup {
 /// The shims of one criusd.
 pub struct TtrpcShims {
     setup: Setup,
-    /// Connections, by sandbox id.
-    conns: Mutex<HashMap<String, TaskClient>>,
+    /// Connections, by sandbox id; a shim's goes when the shim exits (a client holds a thread).
+    conns: Arc<Mutex<HashMap<String, TaskClient>>>,
     watch: Watch,
 }
 
@@ -86,10 +86,16 @@ fn any(type_url: &str, json: Vec<u8>) -> containerd_shim_protos::protobuf::Messa
 impl TtrpcShims {
     /// Shims as `setup` says; `on_gone(sandbox_id)` is called (from a watcher thread) when a pod's shim dies.
     pub fn new(setup: Setup, on_gone: Arc<dyn Fn(&str) + Send + Sync>) -> std::io::Result<TtrpcShims> {
+        let conns: Arc<Mutex<HashMap<String, TaskClient>>> = Arc::default();
+        let held = conns.clone();
+        let gone = Arc::new(move |sandbox: &str| {
+            held.lock().unwrap_or_else(|p| p.into_inner()).remove(sandbox);
+            on_gone(sandbox);
+        });
         Ok(TtrpcShims {
             setup,
-            conns: Mutex::new(HashMap::new()),
-            watch: Watch::start(on_gone)?,
+            conns,
+            watch: Watch::start(gone)?,
         })
     }
 
