@@ -69,13 +69,13 @@ impl Foreground {
         let mut to_master = master.try_clone().map_err(|e| err!("pty master: {e}"))?;
         // The threads copy through descriptors of their own, never std's locked handles: a copy blocked in
         // a read must not hold a lock that crius-runc's exit (which flushes stdout) waits for.
-        let own = |fd: RawFd| {
-            nix::unistd::dup(unsafe_borrow(fd))
+        let own = |fd: std::os::fd::BorrowedFd<'_>, name: &str| {
+            fd.try_clone_to_owned()
                 .map(std::fs::File::from)
-                .map_err(|e| err!("duplicating descriptor {fd}: {e}"))
+                .map_err(|e| err!("duplicating {name}: {e}"))
         };
-        let mut input = own(0)?;
-        let mut out = own(1)?;
+        let mut input = own(stdin.as_fd(), "stdin")?;
+        let mut out = own(std::io::stdout().as_fd(), "stdout")?;
         // The copies take no signal: SIGCHLD must reach the thread that waits for the process (a signalfd
         // there), never be dropped by one of these. They start with every signal blocked.
         let before = nix::sys::signal::SigSet::all()
@@ -136,12 +136,6 @@ impl Relay {
             let _ = tcsetattr(std::io::stdin().as_fd(), SetArg::TCSANOW, t);
         }
     }
-}
-
-/// Borrows one of crius-runc's standard descriptors (0, 1, 2), open for its whole life.
-fn unsafe_borrow(fd: RawFd) -> std::os::fd::BorrowedFd<'static> {
-    // SAFETY: stdin, stdout and stderr stay open until the process exits.
-    unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }
 }
 
 /// The size of crius-runc's stdin terminal, if it is one, onto `pty`.
