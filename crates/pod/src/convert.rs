@@ -15,6 +15,11 @@ use crate::quantity::{self, BadQuantity};
 /// kubelet's CFS period, in µs.
 pub const CPU_PERIOD: i64 = 100_000;
 const MIN_SHARES: i64 = 2;
+/// kubelet's cap on shares (`MaxShares`, 256 CPUs' worth).
+const MAX_SHARES: i64 = 262_144;
+/// What the CRI's i64 fields hold: a cpu limit whose quota (µs per period) fits, and bytes.
+const MAX_MILLI_CPU: u64 = (i64::MAX / CPU_PERIOD) as u64;
+const MAX_BYTES: u64 = i64::MAX as u64;
 const MIN_QUOTA: i64 = 1000;
 
 /// A pod's QoS class.
@@ -39,16 +44,23 @@ struct Amounts {
 
 fn amounts(r: &Option<ResourceRequirements>) -> Result<Amounts, BadQuantity> {
     let r = r.clone().unwrap_or_default();
-    let get = |m: &Option<BTreeMap<String, _>>, k: &str, f: fn(&_) -> Result<u64, BadQuantity>| {
-        m.as_ref().and_then(|m| m.get(k)).map(f).transpose()
+    // A quantity past `max` is refused: it overflowed the CRI numbers made of it (found by the manifest
+    // property test; a panic in debug builds, a negative limit in release ones).
+    let get = |m: &Option<BTreeMap<String, _>>, k: &str, f: fn(&_) -> Result<u64, BadQuantity>, max: u64| {
+        let v = m.as_ref().and_then(|m| m.get(k)).map(f).transpose()?;
+        match v {
+            Some(v) if v > max => Err(BadQuantity::TooLarge),
+            v => Ok(v),
+        }
     };
-    let cpu_limit = get(&r.limits, "cpu", quantity::milli_cpu)?;
-    let memory_limit = get(&r.limits, "memory", quantity::value)?;
+    let (cpu, memory) = (quantity::milli_cpu, quantity::value);
+    let cpu_limit = get(&r.limits, "cpu", cpu, MAX_MILLI_CPU)?;
+    let memory_limit = get(&r.limits, "memory", memory, MAX_BYTES)?;
     // The API server defaults a missing request to the limit.
     Ok(Amounts {
-        cpu_request: get(&r.requests, "cpu", quantity::milli_cpu)?.or(cpu_limit),
+        cpu_request: get(&r.requests, "cpu", cpu, MAX_MILLI_CPU)?.or(cpu_limit),
         cpu_limit,
-        memory_request: get(&r.requests, "memory", quantity::value)?.or(memory_limit),
+        memory_request: get(&r.requests, "memory", memory, MAX_BYTES)?.or(memory_limit),
         memory_limit,
     })
 }
@@ -81,7 +93,7 @@ pub fn qos(spec: &PodSpec) -> Result<Qos, Error> {
     })
 }
 
-/// A container's resources: shares from the cpu request (2 without one), quota over kubelet's 100 ms period
+/// A container's resources: shares from the cpu request (2 without one, at most 262144), quota over kubelet's 100 ms period
 /// from the cpu limit (at least 1 ms), the memory limit, and the OOM score of its QoS class.
 pub fn resources(
     c: &Container,
@@ -92,7 +104,7 @@ pub fn resources(
     let mut r = cri::LinuxContainerResources {
         cpu_shares: a
             .cpu_request
-            .map(|m| (m as i64 * 1024 / 1000).max(MIN_SHARES))
+            .map(|m| (m as i64 * 1024 / 1000).clamp(MIN_SHARES, MAX_SHARES))
             .unwrap_or(MIN_SHARES),
         memory_limit_in_bytes: a.memory_limit.unwrap_or(0) as i64,
         oom_score_adj: oom_score_adj(qos, a.memory_request.unwrap_or(0), memory_capacity),
@@ -455,6 +467,27 @@ spec:
         );
         assert_eq!(oom_score_adj(Qos::Burstable, 1 << 40, 1 << 30), 3);
         assert_eq!(oom_score_adj(Qos::Burstable, 0, 1 << 30), 999);
+    }
+
+    /// Found by tests/manifest_props.rs: these overflowed the i64 arithmetic (a panic in debug builds).
+    #[test]
+    fn quantities_past_the_cri_numbers_are_refused() {
+        let with = |limits: &str| {
+            pod(&format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  containers: [{{name: a, image: x, resources: {{limits: {limits}}}}}]\n"
+            ))
+        };
+        for limits in ["{cpu: 1e15}", "{memory: 9Ei}", "{cpu: \"100000000000000\"}"] {
+            let def = with(limits);
+            let e = resources(&def.spec.containers[0], Qos::Burstable, 1 << 30).unwrap_err();
+            assert!(e.to_string().contains("quantity too large"), "{limits}: {e}");
+            assert!(qos(&def.spec).is_err(), "{limits}");
+        }
+        let big = with("{cpu: \"9e10\", memory: 7Ei}");
+        let r = resources(&big.spec.containers[0], Qos::Guaranteed, 1 << 30).unwrap();
+        assert_eq!(r.cpu_shares, 262_144, "kubelet's MaxShares");
+        assert_eq!(r.cpu_quota, 9_000_000_000_000_000);
+        assert_eq!(r.memory_limit_in_bytes, 7 << 60);
     }
 
     #[test]

@@ -107,6 +107,10 @@ const WORKLOADS: [&str; 6] = [
     "ReplicaSet",
 ];
 
+/// The most pods one workload may ask for: kubelet's default `maxPods`, what one node runs. Without a bound,
+/// `replicas: 100000000` made that many pod definitions before anything ran.
+pub const MAX_REPLICAS: u64 = 110;
+
 /// Reads every YAML document of `text`; `source` names it in errors (document numbers start at 1).
 pub fn parse(text: &str, source: &str) -> Result<Manifest, Error> {
     let mut out = Manifest::default();
@@ -200,6 +204,14 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest, Error> {
                     }
                     _ => 1,
                 };
+                if replicas > MAX_REPLICAS {
+                    return Err(Error::manifest(
+                        &at,
+                        format!(
+                            "spec.replicas {replicas} is more than the {MAX_REPLICAS} pods a node runs (kubelet's maxPods)"
+                        ),
+                    ));
+                }
                 for ordinal in 0..replicas {
                     let (pod_name, generated) = if k == "StatefulSet" {
                         (format!("{name}-{ordinal}"), false)
@@ -403,6 +415,21 @@ metadata: {name: vpa}
             .unwrap_err()
             .to_string();
         assert!(e.contains("spec.replicas must be a number"), "{e}");
+        // Found by tests/manifest_props.rs: a huge count was a hang (and all of memory) before any pod ran.
+        assert_eq!(
+            parse(&dep.replace("replicas: 3", "replicas: 110"), "d.yaml")
+                .unwrap()
+                .pods
+                .len(),
+            110
+        );
+        let e = parse(&dep.replace("replicas: 3", "replicas: 100000000"), "d.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("spec.replicas 100000000 is more than the 110 pods"),
+            "{e}"
+        );
     }
 
     #[test]
