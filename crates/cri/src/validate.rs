@@ -88,14 +88,16 @@ fn beneath(call: &'static str, field: &'static str, path: &str) -> Result<()> {
             format!("{path:?} is absolute: it is relative to the pod's log_directory"),
         ));
     }
-    if p.components().any(|c| c == Component::ParentDir) {
-        return Err(Error::invalid(
-            call,
-            field,
-            format!("{path:?} has a \"..\": it must stay under the pod's log_directory"),
-        ));
-    }
+    no_parent(call, field, path, ": it must stay under the pod's log_directory")?;
     no_nul(call, || field.into(), path)
+}
+
+/// A path without a `..` component (`why` ends the message).
+fn no_parent(call: &'static str, field: &'static str, path: &str, why: &str) -> Result<()> {
+    if Path::new(path).components().any(|c| c == Component::ParentDir) {
+        return Err(Error::invalid(call, field, format!("{path:?} has a \"..\"{why}")));
+    }
+    Ok(())
 }
 
 /// A ContainerConfig, before CreateContainer makes anything of it.
@@ -227,13 +229,7 @@ pub fn sandbox_config(c: &cri::PodSandboxConfig) -> Result<()> {
                 format!("{:?} is relative: it must be an absolute path", c.log_directory),
             ));
         }
-        if p.components().any(|c| c == Component::ParentDir) {
-            return Err(Error::invalid(
-                CALL,
-                "log_directory",
-                format!("{:?} has a \"..\"", c.log_directory),
-            ));
-        }
+        no_parent(CALL, "log_directory", &c.log_directory, "")?;
         no_nul(CALL, || "log_directory".into(), &c.log_directory)?;
     }
     if let Some(l) = &c.linux {
