@@ -2,7 +2,8 @@
 //! images — the Job whose log-agent sidecar starts first and is stopped after its worker completes, the
 //! Deployment that runs until it is told to stop — and pods built to pin down the rules: startup probes gate
 //! the next init container, sidecars restart, main containers stop first and sidecars after them in reverse
-//! order, a failed regular init container fails a `Never` pod, a failing liveness probe restarts its container.
+//! order, a failed regular init container fails a `Never` pod, a failing liveness probe restarts its container,
+//! a pod that ignores SIGTERM is killed when its grace period ends (within 10%).
 //! Nothing is left behind. The seed resize Pod needs cgroup v2: it is in vm_engine.rs.
 
 use std::process::Command;
@@ -405,5 +406,48 @@ spec:
         "{ips:?}"
     );
     assert!(pods.iter().all(|p| p["phase"] == "Stopped"));
+    s.assert_nothing_left();
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_pods_grace_period_is_kept_within_10_percent() {
+    let s = Setup::start();
+    let pod = s.dir.path().join("stubborn.yaml");
+    std::fs::write(
+        &pod,
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: stubborn}
+spec:
+  terminationGracePeriodSeconds: 3
+  containers:
+  - name: stubborn
+    image: myapp:latest
+    command: [sh, -c, "trap '' TERM; while :; do sleep 1; done"]
+"#,
+    )
+    .unwrap();
+    let args = s.run_args(&[&pod], &[]);
+    let run = Running::spawn(&s, &args, "container stubborn: started");
+    let asked = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let (code, stdout, err) = run.stop();
+    assert_eq!(code, 0, "{stdout}\n{err}");
+    let r = report(&stdout);
+    let c = container(&r, "stubborn");
+    assert_eq!(
+        c["exit_code"].as_i64(),
+        Some(137),
+        "SIGKILLed once its grace ran out: {r}"
+    );
+    let took = Duration::from_nanos((ns(c, "finished_at") - asked) as u64);
+    assert!(
+        took >= Duration::from_millis(2900) && took <= Duration::from_millis(3300),
+        "a grace period of 3 s took {took:?}"
+    );
     s.assert_nothing_left();
 }
