@@ -314,6 +314,8 @@ impl Server {
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests {
     use super::*;
 
