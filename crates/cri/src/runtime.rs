@@ -100,10 +100,19 @@ impl Runtime {
         self.containers.create(&s, &files, config)
     }
 
-    /// ContainerStatus.
-    pub fn container_status(&self, id: &str) -> Result<cri::ContainerStatus> {
+    /// ContainerStatus; `verbose` adds `info["info"]` ([`container::status::verbose_info`]).
+    pub fn container_status(&self, id: &str, verbose: bool) -> Result<cri::ContainerStatusResponse> {
         let c = self.containers.get_or_not_found("ContainerStatus", id)?;
-        Ok(container::status::status(&c))
+        let info = if verbose {
+            let spec = std::fs::read(self.containers.bundle(&c.record.id).join("config.json")).ok();
+            container::status::verbose_info(&c, spec.as_deref())
+        } else {
+            Default::default()
+        };
+        Ok(cri::ContainerStatusResponse {
+            status: Some(container::status::status(&c)),
+            info,
+        })
     }
 
     /// StopPodSandbox: its containers killed, then the sandbox stopped. An unknown id is fine.

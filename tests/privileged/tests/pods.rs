@@ -1070,3 +1070,39 @@ async fn a_shim_killed_under_a_running_container_leaves_it_not_running_and_stop_
         "the dead shim's socket {socket} is left"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn verbose_container_status_gives_the_pid_spec_and_sandbox_as_containerd_does() {
+    require_root();
+    let mut p = Pod::on_host_network("verbose").await;
+    let sleeper = format!("sleep {}", 2000 + std::process::id() % 1000);
+    let id = p.started(container("inspected", "busybox", &sleeper)).await;
+    wait_state(&mut p.c, &id, cri::ContainerState::ContainerRunning).await;
+    let r =
+        p.c.container_status(cri::ContainerStatusRequest {
+            container_id: id.clone(),
+            verbose: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let info: serde_json::Value = serde_json::from_str(&r.info["info"]).unwrap();
+    let pid = info["pid"].as_u64().unwrap();
+    assert_eq!(
+        pids_running(&sleeper),
+        vec![pid as i32],
+        "info.pid is the container's process: {info}"
+    );
+    assert_eq!(info["sandboxID"], p.id.as_str());
+    assert_eq!(
+        info["runtimeSpec"]["process"]["args"][2],
+        sleeper.as_str(),
+        "{info}"
+    );
+    assert_eq!(info["runtimeType"], "io.containerd.crius.v2");
+    let plain = cstatus(&mut p.c, &id).await.unwrap();
+    assert_eq!(plain.id, id);
+    cstop(&mut p.c, &id, 0).await;
+    cremove(&mut p.c, &id).await;
+}

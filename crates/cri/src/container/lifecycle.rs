@@ -52,10 +52,14 @@ impl Containers {
         let c = self.get_or_not_found(CALL, id)?;
         // Taken before: a process quick to exit may be gone (and its exit recorded) before Start returns.
         let at = now_ns();
-        self.shims
+        let pid = self
+            .shims
             .start(&c.record.sandbox_id, &c.record.id, "")
             .map_err(Self::shim_err(CALL, &c))?;
-        self.records.modify(&c.record.id, |c| c.record.started_at = at)?;
+        self.records.modify(&c.record.id, |c| {
+            c.record.started_at = at;
+            c.record.pid = pid;
+        })?;
         tracing::info!(container = %c.record.id, "container started");
         self.emit(&c, cri::ContainerEventType::ContainerStartedEvent);
         Ok(())

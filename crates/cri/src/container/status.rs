@@ -28,6 +28,29 @@ pub(super) fn selected(c: &Container, id: &str, sandbox_id: &str, labels: &HashM
         && labels.iter().all(|(k, v)| c.config.labels.get(k) == Some(v))
 }
 
+/// The runtime type criusd's containers run under (its shim's name, as containerd names runtimes).
+pub const RUNTIME_TYPE: &str = "io.containerd.crius.v2";
+
+/// ContainerStatus's verbose `info["info"]`: the keys crictl users read of containerd's (`crictl inspect C |
+/// jq .info.pid`): `sandboxID`, `pid`, `snapshotKey`, `snapshotter`, `runtimeType`, `config` (the CRI
+/// config as sent) and `runtimeSpec` (the bundle's config.json, `spec`, when it can be read).
+pub fn verbose_info(c: &Container, spec: Option<&[u8]>) -> HashMap<String, String> {
+    let spec: serde_json::Value = spec
+        .and_then(|b| serde_json::from_slice(b).ok())
+        .unwrap_or_default();
+    let info = serde_json::json!({
+        "sandboxID": c.record.sandbox_id,
+        "pid": c.record.pid,
+        "removing": false,
+        "snapshotKey": c.record.id,
+        "snapshotter": "overlayfs",
+        "runtimeType": RUNTIME_TYPE,
+        "config": c.config,
+        "runtimeSpec": spec,
+    });
+    HashMap::from([("info".to_string(), info.to_string())])
+}
+
 /// ContainerStatus of `c`.
 pub fn status(c: &Container) -> cri::ContainerStatus {
     let state = c.record.state();

@@ -114,6 +114,17 @@ fn create_start_stop_remove() {
     assert!(w.dir.path().join("logs/web").is_dir(), "the log dir is made");
     w.containers.start(&id).unwrap();
     assert_eq!(w.state(&id), State::Running);
+    // Verbose: what crictl inspect users read (containerd's keys).
+    let c = w.containers.get(&id).unwrap();
+    let spec = std::fs::read(w.dir.path().join("bundles").join(&id).join("config.json")).unwrap();
+    let info = crate::container::status::verbose_info(&c, Some(&spec));
+    let info: serde_json::Value = serde_json::from_str(&info["info"]).unwrap();
+    assert!(c.record.pid > 0);
+    assert_eq!(info["pid"], c.record.pid);
+    assert_eq!(info["sandboxID"], "sb1");
+    assert_eq!(info["snapshotKey"], id.as_str());
+    assert_eq!(info["runtimeSpec"]["process"]["args"][0], "sh", "{info}");
+    assert_eq!(info["config"]["metadata"]["name"], "web", "{info}");
     w.containers.stop(&id, 10).unwrap();
     let st = crate::container::status::status(&w.containers.get(&id).unwrap());
     assert_eq!(st.state, cri::ContainerState::ContainerExited as i32);

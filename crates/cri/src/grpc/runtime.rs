@@ -294,12 +294,9 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     ) -> Reply<cri::ContainerStatusResponse> {
         let req = req.into_inner();
         let status = self
-            .blocking(move |r| r.container_status(&req.container_id))
+            .blocking(move |r| r.container_status(&req.container_id, req.verbose))
             .await?;
-        Ok(Response::new(cri::ContainerStatusResponse {
-            status: Some(status),
-            ..Default::default()
-        }))
+        Ok(Response::new(status))
     }
 
     async fn update_container_resources(

@@ -41,6 +41,9 @@ pub struct Record {
     /// Its shim is gone and its end is not known.
     #[serde(default)]
     pub unknown: bool,
+    /// Its init process's pid, on the host (0: not started).
+    #[serde(default)]
+    pub pid: u32,
 }
 
 /// A container's state, as the CRI reports it (see the diagram in [`crate::store`]).
