@@ -4,6 +4,7 @@
 //! ```text
 //!  grpc/        tonic adapters only: take the request apart, one domain call, answer (errors via error.rs)
 //!  runtime.rs   the node's pods and containers, wired to real shims, CNI and the image store
+//!  pod_stats.rs PodSandboxStats, ListPodSandboxStats: the containers' figures summed, the netns' counters
 //!  sandbox/     RunPodSandbox, Stop, Remove (mod.rs); PodSandboxStatus, ListPodSandbox (status.rs)
 //!  container/   CreateContainer (mod.rs); start/stop/remove/update/reopen (lifecycle.rs); status, list,
 //!               events, recovery (status.rs); ExecSync (exec.rs, capture.rs); stats (stats.rs);
@@ -12,10 +13,11 @@
 //!               (follow.rs), port-forward connections inside the pod's netns (connect.rs)
 //!  store/       records on disk and in memory, names reserved before anything is made (names.rs)
 //!  shim/        the ShimClient seam: ttrpc to real shims (ttrpc.rs, watch.rs), an in-memory fake for tests
-//!  network/     the Network (CNI) and Namespaces (pinned netns) seams, real and fake
+//!  network/     the Network (CNI) and Namespaces (pinned netns) seams, real and fake; netns counters
 //!  snapshots.rs the image store seam (the real store, or a fake for tests)
 //!  convert/     CRI → OCI config.json: a pure function of the request, the image config and Host facts
-//!  recover.rs   the start-up pass: records made true again from the shims
+//!  recover/     the start-up pass: calls a crash cut short finished or undone (store/intents.rs), records
+//!               made true again from the shims, what no record owns removed
 //!  events.rs    the events service the shims report exits and OOM kills to
 //!  error.rs     the one error type, and the one place gRPC codes are chosen
 //! ```
@@ -29,6 +31,7 @@ pub mod error;
 pub mod events;
 pub mod grpc;
 pub mod network;
+pub mod pod_stats;
 pub mod recover;
 pub mod runtime;
 pub mod sandbox;

@@ -5,6 +5,7 @@ use k8s_cri::v1 as cri;
 
 use super::Containers;
 use super::status::selected;
+use crate::shim::Metrics;
 use crate::store::container::{Container, State};
 use crate::store::now_ns;
 
@@ -13,6 +14,11 @@ impl Containers {
     /// running), the writable layer from its snapshot. CPU use per second needs two samples: the first
     /// call reports the cumulative figure only.
     pub fn stats(&self, c: &Container) -> cri::ContainerStats {
+        self.sample(c).0
+    }
+
+    /// ContainerStats of `c` and the shim's figures it was made from (none if the shim has none).
+    pub(crate) fn sample(&self, c: &Container) -> (cri::ContainerStats, Option<Metrics>) {
         let now = now_ns();
         let uint = |v: u64| Some(cri::UInt64Value { value: v });
         let (layer, upper) = self.images.snapshot_usage(&c.record.id);
@@ -34,7 +40,7 @@ impl Containers {
             ..Default::default()
         };
         let Ok(Some(m)) = self.shims.stats(&c.record.sandbox_id, &c.record.id) else {
-            return out;
+            return (out, None);
         };
         let used_ns = m.cpu_usage_ns;
         let prev = self
@@ -66,7 +72,7 @@ impl Containers {
             page_faults: uint(m.pgfault),
             major_page_faults: uint(m.pgmajfault),
         });
-        out
+        (out, Some(m))
     }
 }
 

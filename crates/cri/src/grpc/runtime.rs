@@ -433,16 +433,22 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
 
     async fn pod_sandbox_stats(
         &self,
-        _: Request<cri::PodSandboxStatsRequest>,
+        req: Request<cri::PodSandboxStatsRequest>,
     ) -> Reply<cri::PodSandboxStatsResponse> {
-        Err(not_yet("PodSandboxStats"))
+        let id = req.into_inner().pod_sandbox_id;
+        let stats = self.blocking(move |r| r.pod_stats(&id)).await?;
+        Ok(Response::new(cri::PodSandboxStatsResponse { stats: Some(stats) }))
     }
 
     async fn list_pod_sandbox_stats(
         &self,
-        _: Request<cri::ListPodSandboxStatsRequest>,
+        req: Request<cri::ListPodSandboxStatsRequest>,
     ) -> Reply<cri::ListPodSandboxStatsResponse> {
-        Err(not_yet("ListPodSandboxStats"))
+        let filter = req.into_inner().filter;
+        let stats = self
+            .blocking(move |r| Ok(r.list_pod_stats(filter.as_ref())))
+            .await?;
+        Ok(Response::new(cri::ListPodSandboxStatsResponse { stats }))
     }
 
     async fn checkpoint_container(

@@ -10,6 +10,7 @@ use serde_json::Value;
 pub mod cni;
 #[cfg(test)]
 pub mod fake;
+pub mod netdev;
 pub mod netns;
 
 pub use cni::{Attachment, Cni, NetConf, PortMapping};

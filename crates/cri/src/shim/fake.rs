@@ -258,6 +258,7 @@ impl ShimClient for FakeShim {
             Ok((t.started && t.exit.is_none()).then(|| Metrics {
                 cpu_usage_ns: 5_000_000,
                 memory_usage: 1 << 20,
+                pids: 2,
                 ..Default::default()
             }))
         })

@@ -142,6 +142,8 @@ pub struct Metrics {
     pub pgfault: u64,
     /// Major page faults.
     pub pgmajfault: u64,
+    /// Processes (pids.current).
+    pub pids: u64,
 }
 
 /// The calls criusd makes of its pods' shims. `sandbox` picks the pod's shim; `id` is the container.

@@ -347,6 +347,7 @@ impl ShimClient for TtrpcShims {
             anon: m.memory.anon,
             pgfault: m.memory.pgfault,
             pgmajfault: m.memory.pgmajfault,
+            pids: m.pids.current,
         }))
     }
 

@@ -161,6 +161,23 @@ fn single(dir: &Path, file: &str) -> u64 {
     }
 }
 
+/// The processes in the cgroup at `dir` and below: pids.current, or where the pids controller is not on this
+/// hierarchy (a hybrid host), the processes listed in its and its children's cgroup.procs.
+fn pids_current(dir: &Path) -> u64 {
+    if dir.join("pids.current").exists() {
+        return single(dir, "pids.current");
+    }
+    let here = std::fs::read_to_string(dir.join("cgroup.procs")).map_or(0, |s| s.lines().count() as u64);
+    let below: u64 = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| pids_current(&e.path()))
+        .sum();
+    here + below
+}
+
 /// Reads the statistics of the cgroup at `dir`.
 pub fn read(dir: &Path) -> Stats {
     let cpu = keyed(dir, "cpu.stat");
@@ -194,7 +211,7 @@ pub fn read(dir: &Path) -> Stats {
             raw: keyed(dir, "memory.stat"),
         },
         pids: Pids {
-            current: single(dir, "pids.current"),
+            current: pids_current(dir),
             limit: if pids_max == u64::MAX { 0 } else { pids_max },
         },
         blkio: blkio(dir),
@@ -225,5 +242,16 @@ mod tests {
             (b.bytes[2].major, b.bytes[2].minor, b.bytes[2].value),
             (253, 1, 5)
         );
+    }
+
+    #[test]
+    fn processes_are_counted_from_cgroup_procs_without_the_pids_controller() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cgroup.procs"), "12\n13\n").unwrap();
+        std::fs::create_dir(dir.path().join("child")).unwrap();
+        std::fs::write(dir.path().join("child/cgroup.procs"), "14\n").unwrap();
+        assert_eq!(pids_current(dir.path()), 3);
+        std::fs::write(dir.path().join("pids.current"), "7\n").unwrap();
+        assert_eq!(pids_current(dir.path()), 7, "pids.current wins where it exists");
     }
 }

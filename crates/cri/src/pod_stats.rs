@@ -1,0 +1,172 @@
+//! PodSandboxStats and ListPodSandboxStats (what kubelet's CRI stats provider and `crictl statsp` read): a pod's
+//! containers' stats, their cpu, memory and processes summed for the pod (crius makes no pod-level cgroup
+//! yet: the sum of its containers' is what the pod uses), and the counters of the pod's network namespace.
+
+use k8s_cri::v1 as cri;
+
+use crate::error::Result;
+use crate::network::netdev;
+use crate::runtime::Runtime;
+use crate::store::container::State;
+use crate::store::now_ns;
+use crate::store::sandbox::Sandbox;
+
+fn uint(v: u64) -> Option<cri::UInt64Value> {
+    Some(cri::UInt64Value { value: v })
+}
+
+/// The sum of `f` over `v`'s values that are there (none if none is).
+fn sum<T>(v: &[T], f: impl Fn(&T) -> Option<u64>) -> Option<u64> {
+    v.iter().filter_map(f).reduce(|a, b| a + b)
+}
+
+/// The pod-wide cpu and memory of its containers' stats.
+fn totals(now: i64, containers: &[cri::ContainerStats]) -> (Option<cri::CpuUsage>, Option<cri::MemoryUsage>) {
+    let cpus: Vec<&cri::CpuUsage> = containers.iter().filter_map(|c| c.cpu.as_ref()).collect();
+    let mems: Vec<&cri::MemoryUsage> = containers.iter().filter_map(|c| c.memory.as_ref()).collect();
+    let v = |o: &Option<cri::UInt64Value>| o.as_ref().map(|u| u.value);
+    let cpu = (!cpus.is_empty()).then(|| cri::CpuUsage {
+        timestamp: now,
+        usage_core_nano_seconds: sum(&cpus, |c| v(&c.usage_core_nano_seconds)).and_then(uint),
+        // Only when every container has a rate (each needs two samples).
+        usage_nano_cores: cpus
+            .iter()
+            .all(|c| c.usage_nano_cores.is_some())
+            .then(|| sum(&cpus, |c| v(&c.usage_nano_cores)))
+            .flatten()
+            .and_then(uint),
+    });
+    let memory = (!mems.is_empty()).then(|| cri::MemoryUsage {
+        timestamp: now,
+        working_set_bytes: sum(&mems, |m| v(&m.working_set_bytes)).and_then(uint),
+        available_bytes: None,
+        usage_bytes: sum(&mems, |m| v(&m.usage_bytes)).and_then(uint),
+        rss_bytes: sum(&mems, |m| v(&m.rss_bytes)).and_then(uint),
+        page_faults: sum(&mems, |m| v(&m.page_faults)).and_then(uint),
+        major_page_faults: sum(&mems, |m| v(&m.major_page_faults)).and_then(uint),
+    });
+    (cpu, memory)
+}
+
+/// The counters of `s`'s own network namespace (none with the host's network, or once it is gone).
+fn network(now: i64, s: &Sandbox) -> Option<cri::NetworkUsage> {
+    let path = s.record.namespaces.net.as_ref().filter(|_| s.record.ready)?;
+    let all = match netdev::read(path) {
+        Ok(all) => all,
+        Err(e) => {
+            tracing::debug!(sandbox = %s.record.id, "reading its network counters: {e}");
+            return None;
+        }
+    };
+    let usage = |c: &netdev::Counters| cri::NetworkInterfaceUsage {
+        name: c.name.clone(),
+        rx_bytes: uint(c.rx_bytes),
+        rx_errors: uint(c.rx_errors),
+        tx_bytes: uint(c.tx_bytes),
+        tx_errors: uint(c.tx_errors),
+    };
+    Some(cri::NetworkUsage {
+        timestamp: now,
+        default_interface: all.iter().find(|c| c.name == "eth0").map(usage),
+        interfaces: all.iter().map(usage).collect(),
+    })
+}
+
+impl Runtime {
+    /// PodSandboxStats of sandbox `id`.
+    pub fn pod_stats(&self, id: &str) -> Result<cri::PodSandboxStats> {
+        let s = self.pods.get("PodSandboxStats", id)?;
+        Ok(self.stats_of(&s))
+    }
+
+    /// ListPodSandboxStats: the READY sandboxes `filter` selects.
+    pub fn list_pod_stats(&self, filter: Option<&cri::PodSandboxStatsFilter>) -> Vec<cri::PodSandboxStats> {
+        self.pods
+            .sandboxes
+            .list()
+            .into_iter()
+            .filter(|s| s.record.ready)
+            .filter(|s| {
+                filter.is_none_or(|f| {
+                    s.record.id.starts_with(&f.id)
+                        && f.label_selector
+                            .iter()
+                            .all(|(k, v)| s.config.labels.get(k) == Some(v))
+                })
+            })
+            .map(|s| self.stats_of(&s))
+            .collect()
+    }
+
+    fn stats_of(&self, s: &Sandbox) -> cri::PodSandboxStats {
+        let now = now_ns();
+        let samples: Vec<_> = self
+            .containers
+            .of_sandbox(&s.record.id)
+            .into_iter()
+            .filter(|c| c.record.state() == State::Running)
+            .map(|c| self.containers.sample(&c))
+            .collect();
+        let pids = samples.iter().filter_map(|(_, m)| m.map(|m| m.pids)).sum();
+        let containers: Vec<cri::ContainerStats> = samples.into_iter().map(|(c, _)| c).collect();
+        let (cpu, memory) = totals(now, &containers);
+        cri::PodSandboxStats {
+            attributes: Some(cri::PodSandboxAttributes {
+                id: s.record.id.clone(),
+                metadata: s.config.metadata.clone(),
+                labels: s.config.labels.clone(),
+                annotations: s.config.annotations.clone(),
+            }),
+            linux: Some(cri::LinuxPodSandboxStats {
+                cpu,
+                memory,
+                network: network(now, s),
+                process: Some(cri::ProcessUsage {
+                    timestamp: now,
+                    process_count: uint(pids),
+                }),
+                containers,
+            }),
+            windows: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(cpu: u64, rate: Option<u64>, mem: u64) -> cri::ContainerStats {
+        cri::ContainerStats {
+            cpu: Some(cri::CpuUsage {
+                usage_core_nano_seconds: uint(cpu),
+                usage_nano_cores: rate.and_then(uint),
+                ..Default::default()
+            }),
+            memory: Some(cri::MemoryUsage {
+                working_set_bytes: uint(mem),
+                usage_bytes: uint(mem * 2),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_pod_uses_what_its_containers_use() {
+        let (cpu, mem) = totals(7, &[stats(10, Some(3), 100), stats(5, Some(1), 50)]);
+        let (cpu, mem) = (cpu.unwrap(), mem.unwrap());
+        assert_eq!(cpu.timestamp, 7);
+        assert_eq!(cpu.usage_core_nano_seconds.unwrap().value, 15);
+        assert_eq!(cpu.usage_nano_cores.unwrap().value, 4);
+        assert_eq!(mem.working_set_bytes.unwrap().value, 150);
+        assert_eq!(mem.usage_bytes.unwrap().value, 300);
+        assert!(mem.rss_bytes.is_none(), "no container said");
+        let (cpu, _) = totals(7, &[stats(10, Some(3), 100), stats(5, None, 50)]);
+        assert!(
+            cpu.unwrap().usage_nano_cores.is_none(),
+            "a rate needs every container's"
+        );
+        assert_eq!(totals(7, &[]), (None, None));
+    }
+}
