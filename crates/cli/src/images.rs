@@ -1,4 +1,4 @@
-//! `crius images`: pull (with progress), import, ls, inspect, rm.
+//! `crius images`: pull (with progress), import (a path, or `-` for an archive on stdin), tag, ls, inspect, rm.
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -24,10 +24,18 @@ pub enum Images {
         #[arg(short, long)]
         quiet: bool,
     },
-    /// Import an OCI layout directory, an OCI archive or a docker-archive (criusd reads the path).
+    /// Import an OCI layout directory, an OCI archive or a docker-archive (criusd reads the path; `-` reads an
+    /// archive from stdin, as `kind load` and `docker save | ...` give it).
     Import {
-        /// Path of the archive or layout.
+        /// Path of the archive or layout, or `-`.
         path: std::path::PathBuf,
+    },
+    /// Give an image another name (moved from any image that had it).
+    Tag {
+        /// The image: id, name or repo@digest.
+        source: String,
+        /// The new name, `repo[:tag]`.
+        target: String,
     },
     /// List images.
     #[command(visible_alias = "list")]
@@ -53,6 +61,25 @@ pub enum Images {
         #[arg(required = true)]
         references: Vec<String>,
     },
+}
+
+/// Stdin copied to a private temporary file (removed when dropped).
+async fn spool_stdin() -> Result<tempfile::NamedTempFile, String> {
+    tokio::task::spawn_blocking(|| {
+        let mut f = tempfile::Builder::new()
+            .prefix("crius-import-")
+            .suffix(".tar")
+            .tempfile()
+            .map_err(|e| format!("a temporary file for stdin: {e}"))?;
+        let n = std::io::copy(&mut std::io::stdin().lock(), f.as_file_mut())
+            .map_err(|e| format!("reading the archive from stdin: {e}"))?;
+        if n == 0 {
+            return Err("import -: stdin is empty (pipe an OCI archive or a docker-archive to it)".into());
+        }
+        Ok(f)
+    })
+    .await
+    .map_err(|e| e.to_string())?
 }
 
 fn grpc(e: tonic::Status) -> String {
@@ -86,7 +113,16 @@ pub async fn run(address: &str, cmd: Images) -> Result<(), String> {
             pull(channel, req, quiet).await
         }
         Images::Import { path } => {
-            let path = std::path::absolute(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            // An archive on stdin is put where criusd, on the same node, can read it, for the call's length.
+            let spooled = if path.as_os_str() == "-" {
+                Some(spool_stdin().await?)
+            } else {
+                None
+            };
+            let path = match &spooled {
+                Some(f) => f.path().to_path_buf(),
+                None => std::path::absolute(&path).map_err(|e| format!("{}: {e}", path.display()))?,
+            };
             let resp = api::images_client::ImagesClient::new(channel)
                 .import(api::ImportRequest {
                     path: path.display().to_string(),
@@ -94,9 +130,19 @@ pub async fn run(address: &str, cmd: Images) -> Result<(), String> {
                 .await
                 .map_err(grpc)?
                 .into_inner();
+            drop(spooled);
             for i in resp.images {
                 println!("{} {}", i.image_id, i.repo_tags.join(" "));
             }
+            Ok(())
+        }
+        Images::Tag { source, target } => {
+            let resp = api::images_client::ImagesClient::new(channel)
+                .tag(api::TagRequest { source, target })
+                .await
+                .map_err(grpc)?
+                .into_inner();
+            println!("{} {}", resp.image_id, resp.repo_tags.join(" "));
             Ok(())
         }
         Images::Ls {

@@ -285,6 +285,19 @@ impl Store {
         Ok(rec)
     }
 
+    /// Gives the image `source` names the name `target` (`repo[:tag]`, normalized), moving it from any image
+    /// that had it.
+    pub fn tag(&self, source: &str, target: &str) -> Result<ImageRecord> {
+        let n = crate::reference::normalize(target)?;
+        let (None, Some(name)) = (&n.digest, n.tagged()) else {
+            return Err(Error::InvalidArgument(format!(
+                "tag target {target:?}: use repo[:tag], not a digest"
+            )));
+        };
+        let src = self.find(source)?;
+        self.record_image(src.id, src.manifest, src.diff_ids, src.layer_blobs, Some(name))
+    }
+
     /// Removes those of `blobs` that no image record refers to.
     pub fn remove_unreferenced(&self, blobs: &[Digest]) {
         let images = self.images().unwrap_or_default();

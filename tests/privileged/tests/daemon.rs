@@ -568,3 +568,67 @@ fn cli_pulls_with_progress_imports_lists_inspects_and_removes() {
     d.cli_ok(&["images", "rm", &imgs.tp.config]);
     assert_eq!(d.cli_ok(&["images", "ls", "-q"]), "");
 }
+
+/// `crius images` with `stdin` as its standard input: (exit success, stdout, stderr).
+fn cli_with_stdin(d: &Daemon, args: &[&str], stdin: std::process::Stdio) -> (bool, String, String) {
+    let out = Command::new(built_binary("crius"))
+        .env("CRIUS_ADDRESS", d.socket())
+        .args(args)
+        .stdin(stdin)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn cli_imports_an_archive_from_stdin_and_tags_images_as_kind_load_needs() {
+    require_root();
+    let d = Daemon::start(&[]);
+    let layout = d.dir().join("tp-layout");
+    let archive = d.dir().join("tp.tar");
+    image::testprog(&layout, "example.test/crius-testprog:v1", &testprog_binary()).unwrap();
+    image::write_archive(&layout, &archive).unwrap();
+    let file = std::fs::File::open(&archive).unwrap();
+    let (ok, out, err) = cli_with_stdin(&d, &["images", "import", "-"], file.into());
+    assert!(ok, "{err}\n{}", d.log());
+    let id = out.split_whitespace().next().unwrap().to_string();
+    assert!(out.contains("example.test/crius-testprog:v1"), "{out}");
+    let spooled = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("crius-import-"))
+        .count();
+    assert_eq!(spooled, 0, "the spooled archive is removed");
+    let (ok, _, err) = cli_with_stdin(&d, &["images", "import", "-"], std::process::Stdio::null());
+    assert!(!ok && err.contains("stdin is empty"), "{err}");
+
+    let out = d.cli_ok(&[
+        "images",
+        "tag",
+        "example.test/crius-testprog:v1",
+        "kind.local/app:dev",
+    ]);
+    assert!(
+        out.starts_with(&id) && out.contains("kind.local/app:dev"),
+        "{out}"
+    );
+    let out = d.cli_ok(&["images", "tag", &id, "short"]);
+    assert!(out.contains("docker.io/library/short:latest"), "{out}");
+    let ls = d.cli_ok(&["images", "ls"]);
+    assert!(ls.contains("kind.local/app") && ls.contains("dev"), "{ls}");
+    let missing = d.cli(&["images", "tag", "nope:1", "x:1"]);
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        !missing.status.success() && err.contains("NotFound") && err.contains("nope:1"),
+        "{err}"
+    );
+    let digest = format!("x@sha256:{}", "a".repeat(64));
+    let bad = d.cli(&["images", "tag", &id, &digest]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("InvalidArgument"), "{err}");
+}

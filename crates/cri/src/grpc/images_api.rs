@@ -166,4 +166,25 @@ impl api::images_server::Images for ImagesApi {
                 .collect(),
         }))
     }
+
+    async fn tag(&self, request: Request<api::TagRequest>) -> Result<Response<api::TagResponse>, Status> {
+        let req = request.into_inner();
+        let store = self.images.store().clone();
+        let (source, target) = (req.source.clone(), req.target.clone());
+        let rec = match tokio::task::spawn_blocking(move || store.tag(&source, &target)).await {
+            Ok(r) => r.map_err(|source| Error::Image { call: "Tag", source })?,
+            Err(e) => {
+                return Err(Error::TaskFailed {
+                    call: "Tag",
+                    reason: e.to_string(),
+                }
+                .into());
+            }
+        };
+        tracing::info!(id = %rec.id, source = %req.source, target = %req.target, "tagged");
+        Ok(Response::new(api::TagResponse {
+            image_id: rec.id.to_string(),
+            repo_tags: rec.names,
+        }))
+    }
 }
