@@ -11,6 +11,8 @@ pub struct Mount {
     pub fs_type: String,
     /// Its source (`none`, a device, ...).
     pub source: String,
+    /// It is in a peer group (`shared:N` among its optional fields): mounts under it propagate.
+    pub shared: bool,
 }
 
 /// Undoes mountinfo's octal escapes (space, tab, newline, backslash).
@@ -40,14 +42,25 @@ pub fn parse(text: &str) -> Vec<Mount> {
             // id parent maj:min root mountpoint opts [optional...] - fstype source superopts
             let (left, right) = line.split_once(" - ")?;
             let mount_point = left.split(' ').nth(4)?;
+            let shared = left.split(' ').skip(6).any(|f| f.starts_with("shared:"));
             let mut r = right.split(' ');
             Some(Mount {
                 mount_point: PathBuf::from(unescape(mount_point)),
                 fs_type: r.next()?.to_string(),
                 source: r.next().unwrap_or_default().to_string(),
+                shared,
             })
         })
         .collect()
+}
+
+/// The mount among `mounts` that holds `path` (the one with the longest mount point above it; the last one
+/// mounted there, when several are).
+pub fn holding<'a>(mounts: &'a [Mount], path: &Path) -> Option<&'a Mount> {
+    mounts
+        .iter()
+        .filter(|m| path.starts_with(&m.mount_point))
+        .max_by_key(|m| m.mount_point.as_os_str().len())
 }
 
 /// This process's mounts.
@@ -91,6 +104,7 @@ bad line
         assert_eq!(cgroup2_in(&m), Some(PathBuf::from("/sys/fs/cgroup/unified")));
         assert_eq!(m[4].mount_point, PathBuf::from("/run/my dir"));
         assert_eq!((m[4].fs_type.as_str(), m[4].source.as_str()), ("tmpfs", "none"));
+        assert!(m[0].shared && !m[4].shared, "shared:N among the optional fields");
         let pure = "30 1 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n\
                     31 1 0:27 / /mnt/v2 rw - cgroup2 cgroup2 rw\n";
         assert_eq!(cgroup2_in(&parse(pure)), Some(PathBuf::from("/sys/fs/cgroup")));

@@ -338,6 +338,20 @@ fn setup_dev(rootfs: &Path, spec: &Spec, userns: bool) -> Result<()> {
     Ok(())
 }
 
+/// pivot_root refuses a new root that is shared or whose parent mount is (EINVAL), as they are once
+/// rootfsPropagation is `rshared`. The mount holding the rootfs (the rootfs itself when it is a mount point,
+/// as an overlay snapshot is) is made private in the container's mount namespace, as runc does, before the
+/// rootfs is bound onto itself (a bind of a private mount is private). Mounts made below it afterwards keep
+/// their own propagation, so a Bidirectional mount still reaches the host.
+fn rootfs_mount_private(rootfs: &Path) -> Result<()> {
+    let rootfs = std::fs::canonicalize(rootfs).unwrap_or_else(|_| rootfs.to_path_buf());
+    let mounts = crius_common::mountinfo::mounts().map_err(|e| err!("reading the mount table: {e}"))?;
+    match crius_common::mountinfo::holding(&mounts, &rootfs) {
+        Some(m) if m.shared => mnt(None, &m.mount_point, None, MsFlags::MS_PRIVATE, None),
+        _ => Ok(()),
+    }
+}
+
 /// Before pivot_root: propagation, the rootfs as a mount point, the config's mounts and /dev.
 pub fn prepare(spec: &Spec, rootfs: &Path, bundle: &Path, userns: bool) -> Result<()> {
     let linux = spec.linux().as_ref();
@@ -350,6 +364,7 @@ pub fn prepare(spec: &Spec, rootfs: &Path, bundle: &Path, userns: bool) -> Resul
         .transpose()?
         .unwrap_or(MsFlags::MS_SLAVE | MsFlags::MS_REC);
     mnt(None, Path::new("/"), None, prop, None)?;
+    rootfs_mount_private(rootfs)?;
     mnt(
         Some(rootfs),
         rootfs,

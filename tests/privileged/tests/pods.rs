@@ -1173,3 +1173,115 @@ async fn pod_sandbox_stats_sum_the_containers_and_count_the_pods_network() {
         .unwrap_err();
     assert_eq!(unknown.code(), Code::NotFound, "{unknown:?}");
 }
+
+/// A directory of the test's own made a shared mount (as kubelet's Bidirectional volumes must be), unmounted
+/// with what was mounted under it when dropped.
+struct SharedDir(tempfile::TempDir);
+
+impl SharedDir {
+    fn new() -> SharedDir {
+        let d = tempfile::tempdir().unwrap();
+        let run = |args: &[&str]| {
+            let out = Command::new("mount").args(args).output().unwrap();
+            assert!(
+                out.status.success(),
+                "mount {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let p = d.path().to_str().unwrap().to_string();
+        run(&["--bind", &p, &p]);
+        run(&["--make-shared", &p]);
+        SharedDir(d)
+    }
+}
+
+impl Drop for SharedDir {
+    fn drop(&mut self) {
+        for m in crius_test_support::containerd::mounts_under(self.0.path()) {
+            let _ = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn a_bidirectional_mount_propagates_both_ways_and_host_to_container_one_way() {
+    require_root();
+    let mut p = Pod::on_host_network("propagation").await;
+    let (shared, slave) = (SharedDir::new(), SharedDir::new());
+    let mount = |host: &Path, at: &str, prop: cri::MountPropagation| cri::Mount {
+        container_path: at.into(),
+        host_path: host.display().to_string(),
+        propagation: prop as i32,
+        ..Default::default()
+    };
+    let mut c = container(
+        "mounter",
+        "busybox",
+        "mount -t tmpfs tmpfs /shared/from-container && mount -t tmpfs tmpfs /slave/from-container && \
+         echo mounted; sleep 3600",
+    );
+    c.mounts = vec![
+        mount(
+            shared.0.path(),
+            "/shared",
+            cri::MountPropagation::PropagationBidirectional,
+        ),
+        mount(
+            slave.0.path(),
+            "/slave",
+            cri::MountPropagation::PropagationHostToContainer,
+        ),
+    ];
+    c.linux = Some(cri::LinuxContainerConfig {
+        security_context: Some(cri::LinuxContainerSecurityContext {
+            privileged: true,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    for d in [&shared, &slave] {
+        std::fs::create_dir(d.0.path().join("from-container")).unwrap();
+        std::fs::create_dir(d.0.path().join("from-host")).unwrap();
+    }
+    let id = p.started(c).await;
+    p.wait_for_log("mounter", "mounted").await;
+    let host_mounts = || crius_test_support::containerd::mounts_under(Path::new("/"));
+    let on_host =
+        |d: &SharedDir| host_mounts().contains(&d.0.path().join("from-container").display().to_string());
+    assert!(
+        on_host(&shared),
+        "the container's mount reached the host through the Bidirectional mount"
+    );
+    assert!(!on_host(&slave), "a HostToContainer mount carries nothing back");
+    for d in [&shared, &slave] {
+        let to = d.0.path().join("from-host");
+        nix::mount::mount(
+            Some("tmpfs"),
+            &to,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .unwrap();
+    }
+    let r =
+        p.c.exec_sync(cri::ExecSyncRequest {
+            container_id: id.clone(),
+            cmd: vec!["cat".into(), "/proc/mounts".into()],
+            timeout: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let inside = String::from_utf8_lossy(&r.stdout);
+    for at in ["/shared/from-host", "/slave/from-host"] {
+        assert!(
+            inside.contains(&format!(" {at} ")),
+            "the host's mount reaches {at}: {inside}"
+        );
+    }
+    cstop(&mut p.c, &id, 0).await;
+    cremove(&mut p.c, &id).await;
+}

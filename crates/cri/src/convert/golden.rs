@@ -642,7 +642,8 @@ fn convert_gives_the_golden_specs() {
             },
             &case.facts.host(),
         );
-        if let (Ok(spec), Ok(want)) = (&spec, golden(case.name)) {
+        // (Blessing rewrites the files first: the check of the old ones would stop it.)
+        if let (Ok(spec), Ok(want), None) = (&spec, golden(case.name), std::env::var_os("CRIUS_BLESS")) {
             let read: oci_spec::runtime::Spec = serde_json::from_value(want).unwrap();
             assert_eq!(&read, spec, "{}: the golden file read as a Spec", case.name);
         }

@@ -173,6 +173,7 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     };
     linux.set_masked_paths(masked);
     linux.set_readonly_paths(readonly);
+    linux.set_rootfs_propagation(mounts::rootfs_propagation(&c.mounts));
     let sysctls = pod_linux.map(|l| l.sysctls.clone()).unwrap_or_default();
     if !sysctls.is_empty() {
         linux.set_sysctl(Some(sysctls));

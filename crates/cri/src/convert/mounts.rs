@@ -29,6 +29,20 @@ fn propagation(p: i32) -> &'static str {
     }
 }
 
+/// The propagation of the container's root mount, as containerd sets it: `rshared` when a mount is
+/// Bidirectional (its mounts reach the host through the root's peer group), `rslave` when one is
+/// HostToContainer; else the runtime's default (rslave too, for runc and crius-runc).
+pub(super) fn rootfs_propagation(mounts: &[cri::Mount]) -> Option<String> {
+    let has = |p: cri::MountPropagation| mounts.iter().any(|m| m.propagation == p as i32);
+    if has(cri::MountPropagation::PropagationBidirectional) {
+        Some("rshared".into())
+    } else if has(cri::MountPropagation::PropagationHostToContainer) {
+        Some("rslave".into())
+    } else {
+        None
+    }
+}
+
 /// The container's mounts. `privileged` gets /sys and its cgroups read-write; `pod_ipc` (the container
 /// shares the pod's IPC namespace) binds the pod's /dev/shm, if it has one, instead of a private tmpfs.
 pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly: bool) -> Result<Vec<Mount>> {
