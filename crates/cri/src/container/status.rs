@@ -111,7 +111,7 @@ pub fn list(all: &Containers, filter: Option<&cri::ContainerFilter>) -> Vec<cri:
                 created_at: c.record.created_at,
                 labels: c.config.labels.clone(),
                 annotations: c.config.annotations.clone(),
-                ..Default::default()
+                image_id: c.record.image_id.clone(),
             })
         })
         .collect()

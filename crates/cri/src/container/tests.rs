@@ -721,6 +721,13 @@ fn listing_a_thousand_containers_asks_no_shim() {
     let before = w.shim.calls().len();
     let all = crate::container::list(&w.containers, None);
     assert_eq!(all.len(), 1000);
+    // The image id as ContainerStatus and ImageStatus give it (critest's image identifier consistency).
+    let st = crate::container::status::status(&w.containers.get(&all[0].id).unwrap());
+    assert!(!all[0].image_id.is_empty());
+    assert_eq!(
+        (all[0].image_id.as_str(), all[0].image_ref.as_str()),
+        (st.image_id.as_str(), st.image_ref.as_str())
+    );
     let running = cri::ContainerFilter {
         state: Some(cri::ContainerStateValue {
             state: cri::ContainerState::ContainerRunning as i32,
