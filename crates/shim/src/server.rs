@@ -28,6 +28,10 @@ pub(crate) const TYPE_REQUEST: u8 = 1;
 pub(crate) const TYPE_RESPONSE: u8 = 2;
 /// How long an idle worker thread waits for work before it ends.
 pub(crate) const WORKER_IDLE: Duration = Duration::from_secs(2);
+/// How long a reply may wait for a client to read. Replies are written blocking, some from the loop thread: a
+/// client that sent requests and never read the answers stopped the whole shim (found by the server's
+/// property test). Past this the connection is shut down; its later replies fail at once.
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most worker threads at once (requests beyond wait in the queue).
 const MAX_WORKERS: usize = 32;
 
@@ -83,8 +87,11 @@ impl Conn {
     fn write_frame(&self, stream_id: u32, kind: u8, payload: &[u8]) {
         let f = frame(stream_id, kind, payload);
         let _guard = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        // A client that went away loses its reply; nothing else to do.
-        let _ = (&self.stream).write_all(&f);
+        // A client that went away loses its reply; one that does not read (the write timed out, maybe half
+        // written) loses its connection.
+        if (&self.stream).write_all(&f).is_err() {
+            let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        }
     }
 
     fn send(&self, stream_id: u32, res: &Response) {
@@ -179,8 +186,9 @@ impl Server {
     }
 
     fn serve(self: &Arc<Self>, reactor: &Reactor, stream: UnixStream) -> std::io::Result<()> {
-        // Blocking for the replies; reads never wait (MSG_DONTWAIT).
+        // Blocking for the replies, within WRITE_TIMEOUT; reads never wait (MSG_DONTWAIT).
         stream.set_nonblocking(false)?;
+        stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
         let conn = Arc::new(Conn {
             stream,
             out: Mutex::new(()),

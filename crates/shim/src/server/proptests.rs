@@ -17,7 +17,7 @@ use containerd_shim_protos::protobuf::Message;
 use containerd_shim_protos::ttrpc::{Request, Response};
 use proptest::prelude::*;
 
-use super::{MAX_FRAME, TYPE_REQUEST, TYPE_RESPONSE, frame, take_frame};
+use super::{MAX_FRAME, TYPE_REQUEST, TYPE_RESPONSE, WRITE_TIMEOUT, frame, take_frame};
 use crate::reactor::Reactor;
 use crate::task::Tasks;
 
@@ -32,7 +32,9 @@ fn server() -> &'static PathBuf {
             let sock = dir.path().join("shim.sock");
             let reactor = Reactor::new().unwrap();
             let (tx, _events) = std::sync::mpsc::channel();
-            let reaper = crate::reaper::Reaper::start().unwrap();
+            // Installed but not driven: no call here starts a process, and a second reaping thread would take
+            // the exits the task tests' reaper waits for.
+            let reaper = crate::reaper::Reaper::install().unwrap();
             let tasks = Tasks::new("proptest", reaper, Arc::new(tx), reactor.clone());
             crate::service::server(tasks)
                 .listen(&reactor, UnixListener::bind(&sock).unwrap())
@@ -289,4 +291,24 @@ fn announced_lengths_are_not_reserved() {
     // Reserving one announced 4 GiB frame would be 4 GiB; other tests' threads in this binary stay far below 1.
     assert!(grown < 1 << 30, "the peak virtual size grew by {grown} bytes");
     drop(conns);
+}
+
+/// A client that sends requests and never reads the replies: once its socket is full, the server stops
+/// writing to it after WRITE_TIMEOUT and serves others. Before, the loop thread blocked in the write for good.
+#[test]
+fn a_client_that_never_reads_does_not_stop_the_server() {
+    let mut s = UnixStream::connect(server()).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+    // Undecodable requests: each is answered from the loop thread.
+    let f = frame(1, TYPE_REQUEST, &[0xff, 0xff]);
+    for _ in 0..100_000 {
+        if s.write_all(&f).is_err() {
+            break;
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(connect_works()));
+    let fresh = rx.recv_timeout(WRITE_TIMEOUT * 3);
+    assert!(matches!(fresh, Ok(Ok(()))), "{fresh:?}");
+    drop(s);
 }
