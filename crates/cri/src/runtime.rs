@@ -52,7 +52,9 @@ impl Runtime {
             &setup.root.join("sandboxes"),
             setup.state.join("ns"),
             Arc::new(setup.cni.clone()),
-            Arc::new(Pinner),
+            Arc::new(Pinner {
+                shim: setup.shim.clone(),
+            }),
             intents.clone(),
         )
         .map_err(io("opening the sandbox records"))?;

@@ -44,6 +44,7 @@ mod error;
 mod events;
 mod mounts;
 mod oom;
+mod pidinit;
 mod publisher;
 mod pump;
 mod reactor;

@@ -41,8 +41,9 @@ pub(crate) fn run(args: impl IntoIterator<Item = String>) -> i32 {
     let r = match flags.action.as_str() {
         "start" => start(&flags),
         "delete" => delete(&flags),
+        "pid-init" => crate::pidinit::start(),
         "" => serve(&flags),
-        other => Err(format!("unknown action {other:?}: use start or delete")),
+        other => Err(format!("unknown action {other:?}: use start, delete or pid-init")),
     };
     match r {
         Ok(()) => 0,

@@ -42,6 +42,8 @@ pub fn host_network(mut config: cri::PodSandboxConfig) -> cri::PodSandboxConfig 
         security_context: Some(cri::LinuxSandboxSecurityContext {
             namespace_options: Some(cri::NamespaceOption {
                 network: cri::NamespaceMode::Node as i32,
+                // As kubelet asks for a pod that does not share its process namespace.
+                pid: cri::NamespaceMode::Container as i32,
                 ..Default::default()
             }),
             ..Default::default()

@@ -1285,3 +1285,85 @@ async fn a_bidirectional_mount_propagates_both_ways_and_host_to_container_one_wa
     cstop(&mut p.c, &id, 0).await;
     cremove(&mut p.c, &id).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn a_pod_sharing_its_pid_namespace_has_an_init_of_its_own_and_sees_every_container() {
+    require_root();
+    let mut conf = host_network(config("sharepid", "uid-sharepid"));
+    let ns = conf
+        .linux
+        .as_mut()
+        .and_then(|l| l.security_context.as_mut())
+        .and_then(|s| s.namespace_options.as_mut())
+        .unwrap();
+    ns.pid = cri::NamespaceMode::Pod as i32;
+    let d = Daemon::start(&[]);
+    import_busybox(&d);
+    let mut c = client(&d).await;
+    conf.log_directory = d.dir().join("logs").display().to_string();
+    let pod = run(&mut c, conf).await.unwrap();
+    let sleeper = format!("sleep {}", 3000 + std::process::id() % 1000);
+    let ids = [
+        create(&mut c, &pod, container("first", "busybox", &sleeper))
+            .await
+            .unwrap(),
+        create(&mut c, &pod, container("second", "busybox", "sleep 3600"))
+            .await
+            .unwrap(),
+    ];
+    for id in &ids {
+        start(&mut c, id).await;
+        wait_state(&mut c, id, cri::ContainerState::ContainerRunning).await;
+    }
+    let exec = |id: &str, cmd: &[&str]| cri::ExecSyncRequest {
+        container_id: id.into(),
+        cmd: cmd.iter().map(|s| s.to_string()).collect(),
+        timeout: 10,
+    };
+    let out = |r: cri::ExecSyncResponse| String::from_utf8_lossy(&r.stdout).into_owned();
+    let init = out(c
+        .exec_sync(exec(&ids[1], &["cat", "/proc/1/cmdline"]))
+        .await
+        .unwrap()
+        .into_inner());
+    assert!(
+        init.contains("pid-init"),
+        "pid 1 is the pod's init, not a container's process: {init:?}"
+    );
+    let ps = out(c
+        .exec_sync(exec(&ids[1], &["ps", "-o", "args"]))
+        .await
+        .unwrap()
+        .into_inner());
+    assert!(
+        ps.contains(&sleeper),
+        "the second container sees the first's process: {ps}"
+    );
+    let holder = shim_pids_of("pid-init");
+    assert_eq!(holder.len(), 1, "one init for the pod: {holder:?}");
+    stop(&mut c, &pod).await.unwrap();
+    remove(&mut c, &pod).await.unwrap();
+    eventually(
+        in_20s(),
+        || format!("the pod's init and {sleeper} are gone"),
+        || shim_pids_of("pid-init").is_empty() && pids_running(&sleeper).is_empty(),
+    )
+    .await;
+    assert!(entries(&d.state().join("ns")).is_empty());
+}
+
+/// Pids of the shim binary's processes whose command line has `needle` (crius-test-support looks for shims).
+fn shim_pids_of(needle: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let c = String::from_utf8_lossy(&c).replace('\0', " ");
+                c.contains("containerd-shim-crius-v2") && c.contains(needle)
+            })
+        })
+        .collect()
+}

@@ -97,6 +97,7 @@ fn pod() -> Sandbox {
                 ipc: Some(format!("{dir}/ipc").into()),
                 uts: Some(format!("{dir}/uts").into()),
                 shm: Some(format!("{dir}/shm").into()),
+                pid: None,
             },
             ips: vec!["10.88.0.7".into()],
             ..Default::default()

@@ -122,8 +122,13 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     let ctr_ns = sc.and_then(|s| s.namespace_options.clone()).unwrap_or(pod_ns);
     let pins = &inp.sandbox.record.namespaces;
     let mut namespaces = vec![namespace(LinuxNamespaceType::Mount, None)?];
-    if ns_mode(&ctr_ns, |o| o.pid) != cri::NamespaceMode::Node {
-        namespaces.push(namespace(LinuxNamespaceType::Pid, None)?);
+    // PID: the host's; the pod's shared one (when the pod holds one); else the container's own.
+    match (ns_mode(&ctr_ns, |o| o.pid), &pins.pid) {
+        (cri::NamespaceMode::Node, _) => {}
+        (cri::NamespaceMode::Pod, Some(pin)) => {
+            namespaces.push(namespace(LinuxNamespaceType::Pid, Some(pin))?);
+        }
+        _ => namespaces.push(namespace(LinuxNamespaceType::Pid, None)?),
     }
     for (typ, pin) in [
         (LinuxNamespaceType::Network, &pins.net),

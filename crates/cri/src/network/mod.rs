@@ -1,9 +1,9 @@
 //! Pod networking and namespaces, behind two seams the sandbox lifecycle takes: [`Network`] (attaching a pod to
 //! the node's network: CNI ADD, CHECK and DEL, through the plugins in [`cni`]) and [`Namespaces`] (making and
-//! pinning a pod's network, IPC and UTS namespaces, [`netns`]). Both need root in their real form; the fakes
+//! pinning a pod's network, IPC and UTS namespaces, [`netns`], and holding a shared PID namespace, [`pidns`]). Both need root in their real form; the fakes
 //! (`fake`, tests only) let the sandbox lifecycle be tested without it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -12,6 +12,7 @@ pub mod cni;
 pub mod fake;
 pub mod netdev;
 pub mod netns;
+pub mod pidns;
 
 pub use cni::{Attachment, Cni, NetConf, PortMapping};
 
@@ -20,12 +21,12 @@ pub use cni::{Attachment, Cni, NetConf, PortMapping};
 pub enum NetError {
     /// The config directory holds no network config (kubelet's NetworkReady=false).
     #[error("no network config found in {}", .0.display())]
-    NoConfig(std::path::PathBuf),
+    NoConfig(PathBuf),
     /// A network config that cannot be used.
     #[error("CNI config {}: {reason}", file.display())]
     BadConfig {
         /// The file.
-        file: std::path::PathBuf,
+        file: PathBuf,
         /// What is wrong with it.
         reason: String,
     },
@@ -135,16 +136,31 @@ pub trait Namespaces: Send + Sync {
     fn alive(&self, p: &Pinned) -> bool;
 }
 
-/// The kernel's namespaces, pinned by nsfs bind mounts ([`netns`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Pinner;
+/// The kernel's namespaces, pinned by nsfs bind mounts ([`netns`]); a shared PID namespace is held by the
+/// shim binary's `pid-init` ([`pidns`]).
+#[derive(Debug, Clone, Default)]
+pub struct Pinner {
+    /// The shim binary (its `pid-init` action holds PID namespaces).
+    pub shim: PathBuf,
+}
 
 impl Namespaces for Pinner {
     fn pin(&self, dir: &Path, want: &Wanted) -> Result<Pinned, NetError> {
-        netns::create(dir, want)
+        let mut pinned = netns::create(dir, want)?;
+        if want.pid {
+            match pidns::create(dir, &self.shim) {
+                Ok(pin) => pinned.pid = Some(pin),
+                Err(e) => {
+                    netns::remove(dir);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(pinned)
     }
 
     fn unpin(&self, dir: &Path) {
+        pidns::remove(dir);
         netns::remove(dir);
     }
 

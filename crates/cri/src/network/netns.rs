@@ -23,6 +23,9 @@ pub struct Wanted {
     pub uts: bool,
     /// The pod's hostname, set in its UTS namespace.
     pub hostname: String,
+    /// A PID namespace shared by the pod's containers (PID mode POD), held by a process of its own
+    /// ([`super::pidns`]).
+    pub pid: bool,
 }
 
 /// Pinned namespaces: the paths of the pins made (None: the host's namespace).
@@ -37,6 +40,9 @@ pub struct Pinned {
     /// The pod's /dev/shm (with its IPC namespace).
     #[serde(default)]
     pub shm: Option<PathBuf>,
+    /// The pod's shared PID namespace's pin (PID mode POD).
+    #[serde(default)]
+    pub pid: Option<PathBuf>,
 }
 
 impl Pinned {
@@ -46,6 +52,7 @@ impl Pinned {
             .into_iter()
             .flatten()
             .all(|p| is_nsfs(p))
+            && self.pid.as_deref().is_none_or(super::pidns::alive)
     }
 }
 
@@ -143,6 +150,7 @@ pub fn create(dir: &Path, want: &Wanted) -> Result<Pinned, NetError> {
         ipc: want.ipc.then(|| dir.join("ipc")),
         uts: want.uts.then(|| dir.join("uts")),
         shm: None,
+        pid: None,
     };
     let shm = || -> Result<PathBuf, NetError> {
         let p = dir.join("shm");

@@ -50,6 +50,17 @@ pub(crate) fn namespace_options(c: &cri::PodSandboxConfig) -> cri::NamespaceOpti
         .unwrap_or_default()
 }
 
+/// Whether the pod's containers share a PID namespace: its config says PID mode POD, as kubelet does for
+/// `shareProcessNamespace`. A config without namespace options gets a PID namespace per container, as kubelet
+/// asks for every other pod (the field's zero value, POD, is not taken for a request).
+pub(crate) fn shares_pid(c: &cri::PodSandboxConfig) -> bool {
+    c.linux
+        .as_ref()
+        .and_then(|l| l.security_context.as_ref())
+        .and_then(|s| s.namespace_options.as_ref())
+        .is_some_and(|o| o.pid == cri::NamespaceMode::Pod as i32)
+}
+
 /// resolv.conf for the pod: kubelet's DNS config, else the host's file.
 fn resolv_conf(dns: Option<&cri::DnsConfig>) -> String {
     match dns {
@@ -259,6 +270,7 @@ impl Pods {
             ipc: ns.ipc != NODE,
             uts: !host_net,
             hostname,
+            pid: shares_pid(&s.config),
         };
         // Without a network config there is no pod network to give: say so before making anything.
         let net = if host_net {

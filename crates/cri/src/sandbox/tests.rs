@@ -287,3 +287,25 @@ fn resolv_conf_follows_kubelet_else_the_host() {
     assert_eq!(resolv_conf(None), host);
     assert_eq!(resolv_conf(Some(&cri::DnsConfig::default())), host);
 }
+
+#[test]
+fn only_a_pod_that_asks_for_pid_mode_pod_shares_a_pid_namespace() {
+    let with = |pid: Option<cri::NamespaceMode>| {
+        let mut c = config("p");
+        c.linux = pid.map(|m| cri::LinuxPodSandboxConfig {
+            security_context: Some(cri::LinuxSandboxSecurityContext {
+                namespace_options: Some(cri::NamespaceOption {
+                    pid: m as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        shares_pid(&c)
+    };
+    assert!(with(Some(cri::NamespaceMode::Pod)));
+    assert!(!with(Some(cri::NamespaceMode::Container)));
+    assert!(!with(Some(cri::NamespaceMode::Node)));
+    assert!(!with(None), "no options: a namespace per container");
+}

@@ -1,0 +1,92 @@
+//! A pod's shared PID namespace (PID mode POD, `shareProcessNamespace`). Unlike the other namespaces it
+//! needs a process: a PID namespace lives as long as its first process. That is the shim binary's `pid-init`
+//! action (see crius-shim), started in a session of its own, so it outlives criusd as the pod's shim does. Its
+//! namespace is pinned at `<dir>/pid` and its pid kept in `<dir>/pid.init`; removal SIGKILLs it, which ends
+//! every process left in the namespace.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use nix::mount::{MntFlags, MsFlags};
+
+use super::NetError;
+
+const PIN: &str = "pid";
+const INIT: &str = "pid.init";
+
+/// Starts the namespace's init with `holder` (the shim binary) and pins the namespace under `dir`; its pin.
+pub fn create(dir: &Path, holder: &Path) -> Result<PathBuf, NetError> {
+    std::fs::create_dir_all(dir).map_err(|e| NetError::io(format!("creating {}", dir.display()), e))?;
+    let out = Command::new(holder)
+        .arg("pid-init")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| NetError::io(format!("starting {} pid-init", holder.display()), e))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pid: i32 = match text.trim().parse() {
+        Ok(p) if out.status.success() => p,
+        _ => {
+            return Err(NetError::io(
+                "making the pod's PID namespace",
+                std::io::Error::other(format!(
+                    "{} pid-init: {}: {}",
+                    holder.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )),
+            ));
+        }
+    };
+    std::fs::write(dir.join(INIT), pid.to_string())
+        .map_err(|e| NetError::io(format!("writing {}", dir.join(INIT).display()), e))?;
+    let pin = dir.join(PIN);
+    let pinned = std::fs::File::create(&pin).and_then(|_| {
+        nix::mount::mount(
+            Some(format!("/proc/{pid}/ns/pid").as_str()),
+            &pin,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(std::io::Error::from)
+    });
+    if let Err(e) = pinned {
+        remove(dir);
+        return Err(NetError::io(
+            format!("pinning the PID namespace of {pid} at {}", pin.display()),
+            e,
+        ));
+    }
+    Ok(pin)
+}
+
+/// The init of the namespace pinned at `pin`, if it still runs (the pid in `pid.init` is in that namespace:
+/// not a reused pid).
+fn init_of(pin: &Path) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(pin.with_file_name(INIT))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let ns = std::fs::metadata(format!("/proc/{pid}/ns/pid")).ok()?;
+    let pinned = std::fs::metadata(pin).ok()?;
+    (ns.ino() == pinned.ino() && ns.dev() == pinned.dev()).then_some(pid)
+}
+
+/// Whether the namespace pinned at `pin` can still be joined (its init runs).
+pub fn alive(pin: &Path) -> bool {
+    init_of(pin).is_some()
+}
+
+/// Ends the namespace under `dir` (its init SIGKILLed, with every process in it) and unpins it. Idempotent.
+pub fn remove(dir: &Path) {
+    let pin = dir.join(PIN);
+    if let Some(pid) = init_of(&pin) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
+    let _ = nix::mount::umount2(&pin, MntFlags::MNT_DETACH);
+    let _ = std::fs::remove_file(&pin);
+    let _ = std::fs::remove_file(dir.join(INIT));
+}
