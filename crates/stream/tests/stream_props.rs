@@ -291,7 +291,8 @@ proptest! {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 1000,
+        // Fewer: each case runs a process for its fresh session.
+        cases: 600,
         max_shrink_iters: 100,
         failure_persistence: None,
         ..ProptestConfig::default()
