@@ -3,6 +3,7 @@
 //! key.
 
 mod config;
+mod memory;
 mod serve;
 
 use std::path::PathBuf;
@@ -130,6 +131,7 @@ impl Cli {
 }
 
 fn main() -> std::process::ExitCode {
+    memory::limit_arenas();
     let cli = Cli::parse();
     let config = match cli.config() {
         Ok(c) => c,

@@ -115,6 +115,7 @@ pub fn run(c: Config) -> Result<(), String> {
         .build()
         .map_err(|e| format!("starting the async runtime: {e}"))?;
     let result = rt.block_on(async {
+        crate::memory::spawn_trimmer();
         let listener = bind(&c)?;
         let images = crius_cri::grpc::image::ImageService::new(store, c.image_config());
         let api = crius_cri::grpc::images_api::ImagesApi::new(images.clone());
