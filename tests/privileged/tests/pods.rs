@@ -1367,3 +1367,80 @@ fn shim_pids_of(needle: &str) -> Vec<i32> {
         })
         .collect()
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn a_localhost_seccomp_profile_is_applied_and_a_missing_one_is_refused_naming_it() {
+    require_root();
+    let mut p = Pod::on_host_network("seccomp").await;
+    let profile = p.d.dir().join("block-chmod.json");
+    std::fs::write(
+        &profile,
+        r#"{"defaultAction": "SCMP_ACT_ALLOW",
+            "syscalls": [{"names": ["chmod", "fchmodat", "fchmodat2"], "action": "SCMP_ACT_ERRNO"}]}"#,
+    )
+    .unwrap();
+    let with = |name: &str, profile: Option<cri::SecurityProfile>| {
+        let mut c = container(name, "busybox", "sleep 3600");
+        c.linux = Some(cri::LinuxContainerConfig {
+            security_context: Some(cri::LinuxContainerSecurityContext {
+                seccomp: profile,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        c
+    };
+    let localhost = |path: &Path| cri::SecurityProfile {
+        profile_type: cri::security_profile::ProfileType::Localhost as i32,
+        localhost_ref: path.display().to_string(),
+    };
+    let confined = p.started(with("confined", Some(localhost(&profile)))).await;
+    let free = p.started(with("free", None)).await;
+    let run = |id: &str, cmd: &[&str]| cri::ExecSyncRequest {
+        container_id: id.into(),
+        cmd: cmd.iter().map(|s| s.to_string()).collect(),
+        timeout: 10,
+    };
+    for (id, mode, chmod_ok) in [(&confined, "2", false), (&free, "0", true)] {
+        wait_state(&mut p.c, id, cri::ContainerState::ContainerRunning).await;
+        let st =
+            p.c.exec_sync(run(id, &["grep", "Seccomp:", "/proc/self/status"]))
+                .await
+                .unwrap()
+                .into_inner();
+        let st = String::from_utf8_lossy(&st.stdout);
+        assert!(st.contains(&format!("Seccomp:\t{mode}")), "{st}");
+        let r =
+            p.c.exec_sync(run(id, &["chmod", "400", "/tmp"]))
+                .await
+                .unwrap()
+                .into_inner();
+        assert_eq!(
+            r.exit_code == 0,
+            chmod_ok,
+            "{}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        if !chmod_ok {
+            assert!(String::from_utf8_lossy(&r.stderr).contains("Operation not permitted"));
+        }
+    }
+    let gone = p.d.dir().join("no-such-profile.json");
+    let e = p
+        .create(with("missing", Some(localhost(&gone))))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains(&gone.display().to_string()), "{e:?}");
+    std::fs::write(&gone, "{not json").unwrap();
+    let e = p
+        .create(with("invalid", Some(localhost(&gone))))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    for id in [&confined, &free] {
+        cstop(&mut p.c, id, 0).await;
+        cremove(&mut p.c, id).await;
+    }
+}

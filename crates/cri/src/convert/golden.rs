@@ -620,6 +620,7 @@ impl Facts {
             hostname: self.hostname.clone().unwrap_or_default(),
             passwd: self.passwd.clone().unwrap_or_default(),
             group: self.group.clone().unwrap_or_default(),
+            seccomp_file: None,
         }
     }
 }

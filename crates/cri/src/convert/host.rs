@@ -23,6 +23,8 @@ pub struct Host {
     pub passwd: String,
     /// The image's `/etc/group` (empty if it has none).
     pub group: String,
+    /// The Localhost seccomp profile the container asks for: the file's text, or why it could not be read.
+    pub seccomp_file: Option<std::result::Result<String, String>>,
 }
 
 impl Host {
@@ -40,8 +42,39 @@ impl Host {
             },
             passwd: read(&input.rootfs.join("etc/passwd")),
             group: read(&input.rootfs.join("etc/group")),
+            seccomp_file: match super::seccomp::wanted(
+                input
+                    .config
+                    .linux
+                    .as_ref()
+                    .and_then(|l| l.security_context.as_ref()),
+            ) {
+                Ok(super::seccomp::Wanted::Localhost(p)) => {
+                    // Capped: a profile is kilobytes; a FIFO or /dev/zero must not hold criusd.
+                    Some(read_capped(&p, 1 << 20))
+                }
+                _ => None,
+            },
         }
     }
+}
+
+/// The regular file at `p`, at most `max` bytes (a larger one, or not a regular file, is refused).
+fn read_capped(p: &Path, max: u64) -> std::result::Result<String, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(p).map_err(|e| e.to_string())?;
+    let meta = f.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut text = String::new();
+    f.take(max + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > max {
+        return Err(format!("larger than {max} bytes"));
+    }
+    Ok(text)
 }
 
 /// criusd's capability bounding set (`CapBnd` of /proc/self/status); every capability if it cannot be read.

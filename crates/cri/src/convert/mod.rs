@@ -22,6 +22,7 @@ mod host;
 mod mounts;
 mod process;
 mod resources;
+mod seccomp;
 
 #[cfg(test)]
 mod golden;
@@ -179,6 +180,18 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     linux.set_masked_paths(masked);
     linux.set_readonly_paths(readonly);
     linux.set_rootfs_propagation(mounts::rootfs_propagation(&c.mounts));
+    let caps: Vec<String> = process
+        .capabilities()
+        .as_ref()
+        .and_then(|c| c.bounding().as_ref())
+        .map(|b| b.iter().map(|c| format!("CAP_{c}")).collect())
+        .unwrap_or_default();
+    linux.set_seccomp(seccomp::profile(
+        &seccomp::wanted(sc)?,
+        privileged,
+        &caps,
+        host.seccomp_file.as_ref(),
+    )?);
     let sysctls = pod_linux.map(|l| l.sysctls.clone()).unwrap_or_default();
     if !sysctls.is_empty() {
         linux.set_sysctl(Some(sysctls));

@@ -292,6 +292,7 @@ fn host() -> BoxedStrategy<Host> {
             hostname,
             passwd: passwd.join("\n"),
             group: group.join("\n"),
+            seccomp_file: None,
         })
         .boxed()
 }

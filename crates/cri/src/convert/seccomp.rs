@@ -1,0 +1,264 @@
+//! A container's seccomp profile, from its security context's `seccomp` (or the deprecated
+//! `seccomp_profile_path`: `unconfined`, `runtime/default`, `docker/default`, `localhost/<path>`).
+//!
+//! - Unconfined, nothing asked, or a privileged container: no filter.
+//! - Localhost: the JSON profile at the path (read by [`super::Host::probe`]), in the OCI form or Docker's
+//!   (its `archMap`, and rules `includes`/`excludes` by capability or architecture, resolved here against the
+//!   container's capabilities). A missing or invalid file is InvalidArgument naming the path.
+//! - RuntimeDefault: no default profile of crius's own exists yet; the container runs unconfined and criusd
+//!   says so in its log (the security issue's work).
+
+use std::path::PathBuf;
+
+use k8s_cri::v1 as cri;
+use oci_spec::runtime::LinuxSeccomp;
+use serde_json::Value;
+
+use super::CALL;
+use crate::error::{Error, Result};
+
+/// What the container asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wanted {
+    /// No filter.
+    Unconfined,
+    /// The runtime's default profile.
+    RuntimeDefault,
+    /// The profile in this file.
+    Localhost(PathBuf),
+}
+
+/// The profile `sc` asks for. (`seccomp_profile_path` is deprecated in the CRI, and still sent by older
+/// clients: it is read on purpose.)
+#[allow(deprecated)]
+pub fn wanted(sc: Option<&cri::LinuxContainerSecurityContext>) -> Result<Wanted> {
+    use cri::security_profile::ProfileType;
+    let Some(sc) = sc else {
+        return Ok(Wanted::Unconfined);
+    };
+    let localhost = |field: &'static str, p: &str| {
+        if p.starts_with('/') {
+            Ok(Wanted::Localhost(PathBuf::from(p)))
+        } else {
+            Err(Error::invalid(
+                CALL,
+                field,
+                format!("{p:?} is not an absolute path"),
+            ))
+        }
+    };
+    if let Some(p) = &sc.seccomp {
+        return match ProfileType::try_from(p.profile_type) {
+            Ok(ProfileType::RuntimeDefault) => Ok(Wanted::RuntimeDefault),
+            Ok(ProfileType::Unconfined) => Ok(Wanted::Unconfined),
+            Ok(ProfileType::Localhost) => localhost("seccomp.localhost_ref", &p.localhost_ref),
+            Err(_) => Err(Error::invalid(
+                CALL,
+                "seccomp.profile_type",
+                format!("{} is not a profile type", p.profile_type),
+            )),
+        };
+    }
+    match sc.seccomp_profile_path.as_str() {
+        "" | "unconfined" => Ok(Wanted::Unconfined),
+        "runtime/default" | "docker/default" => Ok(Wanted::RuntimeDefault),
+        p => match p.strip_prefix("localhost/") {
+            Some(path) => localhost("seccomp_profile_path", path),
+            None => Err(Error::invalid(
+                CALL,
+                "seccomp_profile_path",
+                format!("{p:?}: use unconfined, runtime/default or localhost/<absolute path>"),
+            )),
+        },
+    }
+}
+
+/// This machine's architecture as Docker profiles name it.
+fn docker_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// Whether a Docker rule's `includes`/`excludes` let it apply to a container with capabilities `caps`.
+fn applies(rule: &Value, caps: &[String]) -> bool {
+    let list = |v: &Value, key: &str| -> Vec<String> {
+        v[key]
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    };
+    let has_cap = |c: &String| caps.contains(c);
+    let (inc, exc) = (&rule["includes"], &rule["excludes"]);
+    let arch = docker_arch().to_string();
+    let inc_caps = list(inc, "caps");
+    let inc_arches = list(inc, "arches");
+    inc_caps.iter().all(has_cap)
+        && (inc_arches.is_empty() || inc_arches.contains(&arch))
+        && !list(exc, "caps").iter().any(has_cap)
+        && !list(exc, "arches").contains(&arch)
+}
+
+/// The OCI form of a profile file's text `text` (at `path`) for a container with capabilities `caps`.
+pub fn parse(path: &str, text: &str, caps: &[String]) -> Result<LinuxSeccomp> {
+    let bad = |why: String| Error::invalid(CALL, "seccomp profile", format!("{path}: {why}"));
+    let mut v: Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let obj = v.as_object_mut().ok_or_else(|| bad("not a JSON object".into()))?;
+    if let Some(map) = obj.remove("archMap") {
+        let arches: Vec<Value> = map
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|m| {
+                std::iter::once(m["architecture"].clone())
+                    .chain(m["subArchitectures"].as_array().cloned().unwrap_or_default())
+            })
+            .filter(Value::is_string)
+            .collect();
+        obj.entry("architectures").or_insert(Value::Array(arches));
+    }
+    if let Some(Value::Array(rules)) = obj.get_mut("syscalls") {
+        rules.retain(|r| applies(r, caps));
+        for r in rules.iter_mut().filter_map(Value::as_object_mut) {
+            for k in ["includes", "excludes", "comment"] {
+                r.remove(k);
+            }
+        }
+    }
+    for k in ["defaultErrno", "comment"] {
+        if obj.get(k).is_some_and(|e| !e.is_number()) {
+            obj.remove(k);
+        }
+    }
+    serde_json::from_value(v).map_err(|e| bad(format!("not a seccomp profile: {e}")))
+}
+
+/// The filter the container gets: `file` is what [`super::Host::probe`] read of a Localhost profile.
+pub fn profile(
+    wanted: &Wanted,
+    privileged: bool,
+    caps: &[String],
+    file: Option<&std::result::Result<String, String>>,
+) -> Result<Option<LinuxSeccomp>> {
+    match wanted {
+        _ if privileged => Ok(None),
+        Wanted::Unconfined => Ok(None),
+        Wanted::RuntimeDefault => {
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| {
+                tracing::warn!("seccomp RuntimeDefault asked for: crius has no default profile yet, containers run unconfined")
+            });
+            Ok(None)
+        }
+        Wanted::Localhost(path) => {
+            let shown = path.display().to_string();
+            match file {
+                Some(Ok(text)) => parse(&shown, text, caps).map(Some),
+                Some(Err(e)) => Err(Error::invalid(CALL, "seccomp profile", format!("{shown}: {e}"))),
+                None => Err(Error::invalid(
+                    CALL,
+                    "seccomp profile",
+                    format!("{shown}: not read"),
+                )),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(deprecated)]
+    fn ctx(path: &str, profile: Option<(i32, &str)>) -> cri::LinuxContainerSecurityContext {
+        cri::LinuxContainerSecurityContext {
+            seccomp_profile_path: path.into(),
+            seccomp: profile.map(|(t, r)| cri::SecurityProfile {
+                profile_type: t,
+                localhost_ref: r.into(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_profile_asked_for_by_either_field() {
+        use cri::security_profile::ProfileType as T;
+        let w = |c: cri::LinuxContainerSecurityContext| wanted(Some(&c));
+        assert_eq!(wanted(None).unwrap(), Wanted::Unconfined);
+        assert_eq!(w(ctx("", None)).unwrap(), Wanted::Unconfined);
+        assert_eq!(w(ctx("runtime/default", None)).unwrap(), Wanted::RuntimeDefault);
+        assert_eq!(w(ctx("docker/default", None)).unwrap(), Wanted::RuntimeDefault);
+        assert_eq!(
+            w(ctx("localhost//p/x.json", None)).unwrap(),
+            Wanted::Localhost("/p/x.json".into())
+        );
+        assert_eq!(
+            w(ctx("", Some((T::RuntimeDefault as i32, "")))).unwrap(),
+            Wanted::RuntimeDefault
+        );
+        assert_eq!(
+            w(ctx("unconfined", Some((T::Localhost as i32, "/p/y.json")))).unwrap(),
+            Wanted::Localhost("/p/y.json".into()),
+            "the field wins over the deprecated path"
+        );
+        for bad in [
+            ctx("localhost/rel.json", None),
+            ctx("weird", None),
+            ctx("", Some((9, ""))),
+        ] {
+            let e = w(bad).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+        }
+    }
+
+    #[test]
+    fn docker_profiles_are_resolved_for_the_container() {
+        let text = r#"{
+            "defaultAction": "SCMP_ACT_ERRNO",
+            "archMap": [{"architecture": "SCMP_ARCH_X86_64", "subArchitectures": ["SCMP_ARCH_X86"]}],
+            "syscalls": [
+                {"names": ["read"], "action": "SCMP_ACT_ALLOW"},
+                {"names": ["mount"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_ADMIN"]}},
+                {"names": ["clone"], "action": "SCMP_ACT_ALLOW", "excludes": {"caps": ["CAP_SYS_ADMIN"]},
+                 "comment": "no new namespaces"}
+            ]
+        }"#;
+        let names = |s: &LinuxSeccomp| -> Vec<String> {
+            s.syscalls()
+                .iter()
+                .flatten()
+                .flat_map(|r| r.names().clone())
+                .collect()
+        };
+        let plain = parse("/p", text, &["CAP_CHOWN".into()]).unwrap();
+        assert_eq!(names(&plain), ["read", "clone"]);
+        assert_eq!(plain.architectures().as_ref().map(Vec::len), Some(2));
+        let admin = parse("/p", text, &["CAP_SYS_ADMIN".into()]).unwrap();
+        assert_eq!(names(&admin), ["read", "mount"]);
+        for bad in ["nope", "[1]", r#"{"defaultAction": "SCMP_ACT_WHAT"}"#] {
+            let e = parse("/p/bad.json", bad, &[]).unwrap_err();
+            assert!(e.to_string().contains("/p/bad.json"), "{e}");
+            assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        }
+        let missing = profile(
+            &Wanted::Localhost("/p/gone.json".into()),
+            false,
+            &[],
+            Some(&Err("no such file".into())),
+        );
+        assert!(
+            missing
+                .unwrap_err()
+                .to_string()
+                .contains("/p/gone.json: no such file")
+        );
+        assert_eq!(
+            profile(&Wanted::Localhost("/p".into()), true, &[], None).unwrap(),
+            None,
+            "privileged"
+        );
+    }
+}
