@@ -148,7 +148,7 @@ pub fn profile(
         Wanted::RuntimeDefault => {
             static ONCE: std::sync::Once = std::sync::Once::new();
             ONCE.call_once(|| {
-                tracing::warn!("seccomp RuntimeDefault asked for: crius has no default profile yet, containers run unconfined")
+                tracing::warn!("seccomp RuntimeDefault asked for: crius has no default profile yet, containers run unconfined");
             });
             Ok(None)
         }
