@@ -1370,7 +1370,7 @@ fn shim_pids_of(needle: &str) -> Vec<i32> {
 
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root: run through hack/test.sh"]
-async fn a_localhost_seccomp_profile_is_applied_and_a_missing_one_is_refused_naming_it() {
+async fn seccomp_localhost_and_runtime_default_profiles_apply_and_a_missing_one_is_refused_naming_it() {
     require_root();
     let mut p = Pod::on_host_network("seccomp").await;
     let profile = p.d.dir().join("block-chmod.json");
@@ -1397,12 +1397,21 @@ async fn a_localhost_seccomp_profile_is_applied_and_a_missing_one_is_refused_nam
     };
     let confined = p.started(with("confined", Some(localhost(&profile)))).await;
     let free = p.started(with("free", None)).await;
+    let default = p
+        .started(with(
+            "default",
+            Some(cri::SecurityProfile {
+                profile_type: cri::security_profile::ProfileType::RuntimeDefault as i32,
+                localhost_ref: String::new(),
+            }),
+        ))
+        .await;
     let run = |id: &str, cmd: &[&str]| cri::ExecSyncRequest {
         container_id: id.into(),
         cmd: cmd.iter().map(|s| s.to_string()).collect(),
         timeout: 10,
     };
-    for (id, mode, chmod_ok) in [(&confined, "2", false), (&free, "0", true)] {
+    for (id, mode, chmod_ok) in [(&confined, "2", false), (&free, "0", true), (&default, "2", true)] {
         wait_state(&mut p.c, id, cri::ContainerState::ContainerRunning).await;
         let st =
             p.c.exec_sync(run(id, &["grep", "Seccomp:", "/proc/self/status"]))
@@ -1426,6 +1435,32 @@ async fn a_localhost_seccomp_profile_is_applied_and_a_missing_one_is_refused_nam
             assert!(String::from_utf8_lossy(&r.stderr).contains("Operation not permitted"));
         }
     }
+    // RuntimeDefault: ordinary work goes on; a new user namespace (no capability needed) is refused.
+    let r =
+        p.c.exec_sync(run(
+            &default,
+            &["sh", "-c", "ls / >/dev/null && date >/dev/null && echo fine"],
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "fine\n",
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let r =
+        p.c.exec_sync(run(&default, &["unshare", "-U", "true"]))
+            .await
+            .unwrap()
+            .into_inner();
+    assert_ne!(r.exit_code, 0, "RuntimeDefault refuses unshare");
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("Operation not permitted"),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
     let gone = p.d.dir().join("no-such-profile.json");
     let e = p
         .create(with("missing", Some(localhost(&gone))))
@@ -1439,7 +1474,7 @@ async fn a_localhost_seccomp_profile_is_applied_and_a_missing_one_is_refused_nam
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
-    for id in [&confined, &free] {
+    for id in [&confined, &free, &default] {
         cstop(&mut p.c, id, 0).await;
         cremove(&mut p.c, id).await;
     }

@@ -23,6 +23,7 @@ mod mounts;
 mod process;
 mod resources;
 mod seccomp;
+mod seccomp_default;
 
 #[cfg(test)]
 mod golden;

@@ -5,8 +5,8 @@
 //! - Localhost: the JSON profile at the path (read by [`super::Host::probe`]), in the OCI form or Docker's
 //!   (its `archMap`, and rules `includes`/`excludes` by capability or architecture, resolved here against the
 //!   container's capabilities). A missing or invalid file is InvalidArgument naming the path.
-//! - RuntimeDefault: no default profile of crius's own exists yet; the container runs unconfined and criusd
-//!   says so in its log (the security issue's work).
+//! - RuntimeDefault (also `runtime/default`, `docker/default`): crius's own default profile
+//!   ([`super::seccomp_default`]), resolved against the container's capabilities.
 
 use std::path::PathBuf;
 
@@ -145,13 +145,12 @@ pub fn profile(
     match wanted {
         _ if privileged => Ok(None),
         Wanted::Unconfined => Ok(None),
-        Wanted::RuntimeDefault => {
-            static ONCE: std::sync::Once = std::sync::Once::new();
-            ONCE.call_once(|| {
-                tracing::warn!("seccomp RuntimeDefault asked for: crius has no default profile yet, containers run unconfined");
-            });
-            Ok(None)
-        }
+        Wanted::RuntimeDefault => parse(
+            "RuntimeDefault",
+            &super::seccomp_default::profile().to_string(),
+            caps,
+        )
+        .map(Some),
         Wanted::Localhost(path) => {
             let shown = path.display().to_string();
             match file {
