@@ -128,6 +128,9 @@ async fn two_hundred_pods_three_times_over_leave_criusd_s_memory_and_the_node_as
             "round {round} left: {left:#?}\ncriusd log:\n{}",
             d.log()
         );
+        // criusd gives free memory back every 5 s (crates/daemon/src/memory.rs): sample after a trim has run, so
+        // every round is measured in the same state rather than at a random point of the trim cycle.
+        tokio::time::sleep(std::time::Duration::from_secs(6)).await;
         let rss = rss_kib(d.pid());
         let (threads, fds) = threads_and_fds(d.pid());
         say(&format!(
