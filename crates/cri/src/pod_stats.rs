@@ -86,14 +86,7 @@ impl Runtime {
             .list()
             .into_iter()
             .filter(|s| s.record.ready)
-            .filter(|s| {
-                filter.is_none_or(|f| {
-                    s.record.id.starts_with(&f.id)
-                        && f.label_selector
-                            .iter()
-                            .all(|(k, v)| s.config.labels.get(k) == Some(v))
-                })
-            })
+            .filter(|s| filter.is_none_or(|f| crate::sandbox::status::selected(s, &f.id, &f.label_selector)))
             .map(|s| self.stats_of(&s))
             .collect()
     }

@@ -39,16 +39,9 @@ pub fn parse(text: &str) -> Vec<Counters> {
 
 /// The counters of the interfaces in the network namespace pinned at `netns`.
 pub fn read(netns: &Path) -> std::io::Result<Vec<Counters>> {
-    let ns = std::fs::File::open(netns)?;
-    std::thread::Builder::new()
-        .name("pod-netdev".into())
-        .spawn(move || {
-            // This thread alone joins the pod's namespace; it ends after one read.
-            nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)?;
-            std::fs::read_to_string("/proc/thread-self/net/dev").map(|t| parse(&t))
-        })?
-        .join()
-        .unwrap_or_else(|_| Err(std::io::Error::other("the netdev thread panicked")))
+    super::netns::within(Some(netns), "pod-netdev", || {
+        std::fs::read_to_string("/proc/thread-self/net/dev").map(|t| parse(&t))
+    })
 }
 
 #[cfg(test)]

@@ -201,3 +201,23 @@ pub fn remove(dir: &Path) {
     }
     let _ = std::fs::remove_dir(dir);
 }
+
+/// Runs `f` in the network namespace pinned at `netns` (None: criusd's own), on a short-lived thread named `name`
+/// that alone enters the namespace and then ends, so no thread of criusd's pools ever changes namespace.
+pub fn within<T: Send + 'static>(
+    netns: Option<&Path>,
+    name: &str,
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    let ns = netns.map(std::fs::File::open).transpose()?;
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            if let Some(ns) = &ns {
+                nix::sched::setns(ns, CloneFlags::CLONE_NEWNET)?;
+            }
+            f()
+        })?
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other(format!("the {name} thread panicked"))))
+}

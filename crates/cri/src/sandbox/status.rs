@@ -54,16 +54,18 @@ pub fn status_of(s: &Sandbox, verbose: bool) -> cri::PodSandboxStatusResponse {
     }
 }
 
+/// Whether sandbox `s` has an id starting with `id` (any, when empty) and every label of `labels`: the part of a
+/// filter that ListPodSandbox and ListPodSandboxStats share.
+pub fn selected(s: &Sandbox, id: &str, labels: &HashMap<String, String>) -> bool {
+    s.record.id.starts_with(id) && labels.iter().all(|(k, v)| s.config.labels.get(k) == Some(v))
+}
+
 /// The sandboxes `filter` selects, as ListPodSandbox returns them.
 pub fn list(all: Vec<Sandbox>, filter: Option<&cri::PodSandboxFilter>) -> Vec<cri::PodSandbox> {
     all.into_iter()
         .filter(|s| {
             let Some(f) = filter else { return true };
-            (f.id.is_empty() || s.record.id.starts_with(&f.id))
-                && f.state.as_ref().is_none_or(|st| st.state == state_of(s))
-                && f.label_selector
-                    .iter()
-                    .all(|(k, v)| s.config.labels.get(k) == Some(v))
+            selected(s, &f.id, &f.label_selector) && f.state.as_ref().is_none_or(|st| st.state == state_of(s))
         })
         .map(|s| cri::PodSandbox {
             id: s.record.id.clone(),

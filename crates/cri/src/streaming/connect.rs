@@ -1,31 +1,21 @@
 //! Port-forward's connection: made inside the pod's network namespace, on a thread of its own.
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Connects to 127.0.0.1:`port` in the network namespace pinned at `netns` (None: the host's). The socket is
-/// made on a thread of its own that enters the namespace and then ends, so no thread of criusd's pools ever
-/// changes namespace.
+/// Connects to 127.0.0.1:`port` in the network namespace pinned at `netns` (None: the host's), on a thread of its
+/// own ([`crate::network::netns::within`]).
 pub(super) fn connect_in(netns: Option<PathBuf>, port: u16) -> Result<std::net::TcpStream, String> {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let timeout = Duration::from_secs(10);
-    let connect = move || -> Result<std::net::TcpStream, String> {
-        if let Some(pin) = &netns {
-            let f = File::open(pin)
-                .map_err(|e| format!("opening the pod's network namespace {}: {e}", pin.display()))?;
-            nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET)
-                .map_err(|e| format!("entering the pod's network namespace {}: {e}", pin.display()))?;
-        }
+    let connect = move || {
         let s = std::net::TcpStream::connect_timeout(&addr, timeout)
-            .map_err(|e| format!("connecting to {addr}: {e}"))?;
-        s.set_nonblocking(true).map_err(|e| format!("port {port}: {e}"))?;
+            .map_err(|e| std::io::Error::new(e.kind(), format!("connecting to {addr}: {e}")))?;
+        s.set_nonblocking(true)?;
         Ok(s)
     };
-    std::thread::Builder::new()
-        .name("crius-portfwd".into())
-        .spawn(connect)
-        .map_err(|e| format!("a thread for the connection: {e}"))?
-        .join()
-        .map_err(|_| "the connecting thread failed".to_string())?
+    crate::network::netns::within(netns.as_deref(), "crius-portfwd", connect).map_err(|e| match &netns {
+        Some(pin) => format!("in the pod's network namespace {}: {e}", pin.display()),
+        None => e.to_string(),
+    })
 }
