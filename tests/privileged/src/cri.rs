@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::leftovers::CgroupParent;
 use crius_test_support::cni::Network;
 use crius_test_support::daemon::Daemon;
 use k8s_cri::v1 as cri;
@@ -252,17 +253,6 @@ pub struct Pod {
     args: Vec<String>,
 }
 
-/// A cgroup parent of a pod's own, `/<unique>`, removed when dropped (criusd's default, `/crius`, is shared by
-/// every criusd: pods of cases running at once would race in it).
-struct CgroupParent(String);
-
-impl Drop for CgroupParent {
-    fn drop(&mut self) {
-        let dir = crius_test_support::cgroup2_mount().join(self.0.trim_start_matches('/'));
-        let _ = std::fs::remove_dir(dir);
-    }
-}
-
 impl Pod {
     /// Pod `name` on a CNI network of the test's own.
     pub async fn on_network(name: &str) -> Pod {
@@ -280,7 +270,7 @@ impl Pod {
     /// Pod `name` for the VM: in the host's network namespace (the VM has no CNI), and in a cgroup parent of its
     /// own (see [`Pod::cgroup`]).
     pub async fn in_the_vm(name: &str) -> Pod {
-        let parent = CgroupParent(format!("/{}", crius_test_support::unique("crius-test-pod")));
+        let parent = CgroupParent::new("crius-test-pod");
         let mut conf = host_network(config(name, &format!("uid-{name}")));
         conf.linux.as_mut().expect("set by host_network").cgroup_parent = parent.0.clone();
         Pod::start(conf, Vec::new(), None, Some(parent)).await

@@ -1340,34 +1340,20 @@ async fn a_pod_sharing_its_pid_namespace_has_an_init_of_its_own_and_sees_every_c
         ps.contains(&sleeper),
         "the second container sees the first's process: {ps}"
     );
-    let holder = shim_pids_of("pid-init");
+    let holder = shim_pids("pid-init");
     assert_eq!(holder.len(), 1, "one init for the pod: {holder:?}");
     stop(&mut c, &pod).await.unwrap();
     remove(&mut c, &pod).await.unwrap();
     eventually(
         in_20s(),
         || format!("the pod's init and {sleeper} are gone"),
-        || shim_pids_of("pid-init").is_empty() && pids_running(&sleeper).is_empty(),
+        || shim_pids("pid-init").is_empty() && pids_running(&sleeper).is_empty(),
     )
     .await;
     assert!(entries(&d.state().join("ns")).is_empty());
 }
 
 /// Pids of the shim binary's processes whose command line has `needle` (crius-test-support looks for shims).
-fn shim_pids_of(needle: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                let c = String::from_utf8_lossy(&c).replace('\0', " ");
-                c.contains("containerd-shim-crius-v2") && c.contains(needle)
-            })
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root: run through hack/test.sh"]
 async fn seccomp_localhost_and_runtime_default_profiles_apply_and_a_missing_one_is_refused_naming_it() {
