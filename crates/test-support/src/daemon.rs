@@ -118,10 +118,15 @@ impl Daemon {
 
     /// Runs the `crius` CLI against this daemon.
     pub fn cli(&self, args: &[&str]) -> Output {
+        self.cli_with_stdin(args, Stdio::null())
+    }
+
+    /// Runs the CLI against this daemon with `stdin` as its standard input (a file, for `images import -`).
+    pub fn cli_with_stdin(&self, args: &[&str], stdin: impl Into<Stdio>) -> Output {
         Command::new(built_binary("crius"))
             .env("CRIUS_ADDRESS", self.socket())
             .args(args)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .output()
             .expect("running crius")
     }

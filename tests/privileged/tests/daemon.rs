@@ -569,21 +569,6 @@ fn cli_pulls_with_progress_imports_lists_inspects_and_removes() {
     assert_eq!(d.cli_ok(&["images", "ls", "-q"]), "");
 }
 
-/// `crius images` with `stdin` as its standard input: (exit success, stdout, stderr).
-fn cli_with_stdin(d: &Daemon, args: &[&str], stdin: std::process::Stdio) -> (bool, String, String) {
-    let out = Command::new(built_binary("crius"))
-        .env("CRIUS_ADDRESS", d.socket())
-        .args(args)
-        .stdin(stdin)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
 fn cli_imports_an_archive_from_stdin_and_tags_images_as_kind_load_needs() {
@@ -594,8 +579,14 @@ fn cli_imports_an_archive_from_stdin_and_tags_images_as_kind_load_needs() {
     image::testprog(&layout, "example.test/crius-testprog:v1", &testprog_binary()).unwrap();
     image::write_archive(&layout, &archive).unwrap();
     let file = std::fs::File::open(&archive).unwrap();
-    let (ok, out, err) = cli_with_stdin(&d, &["images", "import", "-"], file.into());
-    assert!(ok, "{err}\n{}", d.log());
+    let out = d.cli_with_stdin(&["images", "import", "-"], file);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        d.log()
+    );
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
     let id = out.split_whitespace().next().unwrap().to_string();
     assert!(out.contains("example.test/crius-testprog:v1"), "{out}");
     let spooled = std::fs::read_dir(std::env::temp_dir())
@@ -604,8 +595,9 @@ fn cli_imports_an_archive_from_stdin_and_tags_images_as_kind_load_needs() {
         .filter(|e| e.file_name().to_string_lossy().starts_with("crius-import-"))
         .count();
     assert_eq!(spooled, 0, "the spooled archive is removed");
-    let (ok, _, err) = cli_with_stdin(&d, &["images", "import", "-"], std::process::Stdio::null());
-    assert!(!ok && err.contains("stdin is empty"), "{err}");
+    let empty = d.cli(&["images", "import", "-"]);
+    let err = String::from_utf8_lossy(&empty.stderr);
+    assert!(!empty.status.success() && err.contains("stdin is empty"), "{err}");
 
     let out = d.cli_ok(&[
         "images",
