@@ -234,7 +234,7 @@ fn image_code(e: &crius_image::Error) -> tonic::Code {
         E::NotFound(_) => Code::NotFound,
         E::Unauthenticated(_) => Code::Unauthenticated,
         E::Unavailable(_) => Code::Unavailable,
-        E::DigestMismatch { .. } => Code::DataLoss,
+        E::DigestMismatch { .. } | E::SizeMismatch { .. } => Code::DataLoss,
         E::Io(_) => Code::Internal,
     }
 }

@@ -22,6 +22,17 @@ pub enum Error {
         /// The digest it has.
         actual: String,
     },
+    /// A blob is larger (or smaller) than its descriptor says; nothing was stored, and no more than its size
+    /// and one byte was read.
+    #[error("size mismatch for {what}: its descriptor says {expected} bytes, it has {actual}")]
+    SizeMismatch {
+        /// The blob.
+        what: String,
+        /// The size its descriptor gives.
+        expected: u64,
+        /// What it has ("more" when reading stopped at the size and one byte).
+        actual: String,
+    },
     /// A layer tries to write outside its directory or is otherwise unsafe; nothing outside was written.
     #[error("unsafe layer entry {path:?}: {why}")]
     UnsafeEntry {

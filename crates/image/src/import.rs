@@ -5,12 +5,33 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::bounded::{MAX_CONFIG, MAX_MANIFEST, descriptor_size, read_capped, size_mismatch, store_file};
 use crate::error::io;
 use crate::{Digest, Error, ImageRecord, Result, Store};
 
-fn read_layout_blob(layout: &Path, d: &Digest) -> Result<Vec<u8>> {
-    std::fs::read(layout.join("blobs/sha256").join(d.hex()))
-        .map_err(|e| io(format!("reading blob {d} of the archive"), e))
+fn layout_blob(layout: &Path, d: &Digest) -> std::path::PathBuf {
+    layout.join("blobs/sha256").join(d.hex())
+}
+
+/// A manifest, index or config of the layout, `size` bytes as its descriptor says (at most
+/// [`MAX_MANIFEST`]): at most that and one byte is read.
+fn read_layout_blob(layout: &Path, d: &Digest, size: u64) -> Result<Vec<u8>> {
+    let what = format!("blob {d} of the archive");
+    if size > MAX_MANIFEST {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: its descriptor says {size} bytes, more than the {MAX_MANIFEST} a manifest or config may have"
+        )));
+    }
+    let bytes = read_capped(&layout_blob(layout, d), size + 1, &what)?;
+    if bytes.len() as u64 != size {
+        let actual = if bytes.len() as u64 > size {
+            "more".to_string()
+        } else {
+            bytes.len().to_string()
+        };
+        return Err(size_mismatch(what, size, actual));
+    }
+    Ok(bytes)
 }
 
 fn descriptor_digest(v: &Value, what: &str) -> Result<Digest> {
@@ -23,8 +44,11 @@ fn descriptor_digest(v: &Value, what: &str) -> Result<Digest> {
 /// Imports every named image of the OCI layout at `layout`; returns the records (with all their names).
 pub fn import_layout(store: &Store, layout: &Path) -> Result<Vec<ImageRecord>> {
     let _busy = crate::gc::Busy::enter(store);
-    let index_bytes = std::fs::read(layout.join("index.json"))
-        .map_err(|e| io(format!("reading {}/index.json", layout.display()), e))?;
+    let index_bytes = read_capped(
+        &layout.join("index.json"),
+        MAX_MANIFEST,
+        &format!("{}/index.json", layout.display()),
+    )?;
     let index: Value = serde_json::from_slice(&index_bytes)
         .map_err(|e| Error::InvalidArgument(format!("{}/index.json: {e}", layout.display())))?;
     let mut out: Vec<ImageRecord> = Vec::new();
@@ -33,13 +57,22 @@ pub fn import_layout(store: &Store, layout: &Path) -> Result<Vec<ImageRecord>> {
             .as_str()
             .map(str::to_string);
         let mut digest = descriptor_digest(desc, "index.json")?;
-        let mut bytes = read_layout_blob(layout, &digest)?;
+        let mut bytes = read_layout_blob(layout, &digest, descriptor_size(desc, "index.json")?)?;
         store.put_blob(&digest, &bytes, "manifest")?;
         let mut manifest: Value = serde_json::from_slice(&bytes)
             .map_err(|e| Error::InvalidArgument(format!("manifest {digest}: {e}")))?;
         if crate::manifest::is_index(&manifest) {
-            digest = crate::manifest::pick_linux_amd64(&manifest, &format!("index {digest}"))?;
-            bytes = read_layout_blob(layout, &digest)?;
+            let index = format!("index {digest}");
+            digest = crate::manifest::pick_linux_amd64(&manifest, &index)?;
+            let size = manifest["manifests"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|m| m["digest"].as_str() == Some(digest.as_str()))
+                .map(|m| descriptor_size(m, &index))
+                .transpose()?
+                .unwrap_or_default();
+            bytes = read_layout_blob(layout, &digest, size)?;
             store.put_blob(&digest, &bytes, "manifest")?;
             manifest = serde_json::from_slice(&bytes)
                 .map_err(|e| Error::InvalidArgument(format!("manifest {digest}: {e}")))?;
@@ -67,7 +100,11 @@ fn import_manifest(
     name: Option<String>,
 ) -> Result<ImageRecord> {
     let cfg_digest = descriptor_digest(&m["config"], "manifest config")?;
-    let cfg_bytes = read_layout_blob(layout, &cfg_digest)?;
+    let cfg_bytes = read_layout_blob(
+        layout,
+        &cfg_digest,
+        descriptor_size(&m["config"], "manifest config")?,
+    )?;
     store.put_blob(&cfg_digest, &cfg_bytes, "image config")?;
     let cfg: Value = serde_json::from_slice(&cfg_bytes)
         .map_err(|e| Error::InvalidArgument(format!("config {cfg_digest}: {e}")))?;
@@ -83,10 +120,8 @@ fn import_manifest(
     let mut layer_blobs = Vec::new();
     for (l, diff_id) in layers.iter().zip(&diff_ids) {
         let d = descriptor_digest(l, "manifest layer")?;
-        if !store.has_blob(&d) {
-            let bytes = read_layout_blob(layout, &d)?;
-            store.put_blob(&d, &bytes, "layer")?;
-        }
+        let size = descriptor_size(l, "manifest layer")?;
+        store_file(store, &layout_blob(layout, &d), &d, size, &format!("layer {d}"))?;
         store.ensure_layer(&d, diff_id)?;
         layer_blobs.push(d);
     }
@@ -157,7 +192,7 @@ pub fn import_any(store: &Store, path: &Path) -> Result<Vec<ImageRecord>> {
 fn import_docker_dir(store: &Store, tmp: &Path, archive: &Path) -> Result<Vec<ImageRecord>> {
     let _busy = crate::gc::Busy::enter(store);
     {
-        let read = |name: &str| -> Result<Vec<u8>> {
+        let path_of = |name: &str| -> Result<std::path::PathBuf> {
             let rel = crate::unpack::clean(Path::new(name))?;
             let path = tmp
                 .join(rel)
@@ -169,13 +204,16 @@ fn import_docker_dir(store: &Store, tmp: &Path, archive: &Path) -> Result<Vec<Im
                     why: "points outside the archive",
                 });
             }
-            std::fs::read(&path).map_err(|e| io(format!("reading {name} from the archive"), e))
+            Ok(path)
         };
-        let manifest: Value = serde_json::from_slice(&read("manifest.json")?)
+        let read = |name: &str, max: u64| -> Result<Vec<u8>> {
+            read_capped(&path_of(name)?, max, &format!("{name} of the archive"))
+        };
+        let manifest: Value = serde_json::from_slice(&read("manifest.json", MAX_MANIFEST)?)
             .map_err(|e| Error::InvalidArgument(format!("{}: manifest.json: {e}", archive.display())))?;
         let mut out = Vec::new();
         for entry in manifest.as_array().into_iter().flatten() {
-            let cfg_bytes = read(entry["Config"].as_str().unwrap_or_default())?;
+            let cfg_bytes = read(entry["Config"].as_str().unwrap_or_default(), MAX_CONFIG)?;
             let cfg_digest = Digest::of(&cfg_bytes);
             store.put_blob(&cfg_digest, &cfg_bytes, "image config")?;
             let cfg: Value = serde_json::from_slice(&cfg_bytes)
@@ -198,12 +236,21 @@ fn import_docker_dir(store: &Store, tmp: &Path, archive: &Path) -> Result<Vec<Im
             let mut layer_blobs = Vec::new();
             let mut descriptors = Vec::new();
             for (file, diff_id) in layer_files.iter().zip(&diff_ids) {
-                let bytes = read(file)?;
-                let d = Digest::of(&bytes);
-                store.put_blob(&d, &bytes, "layer")?;
+                // Streamed: hashed first, then stored (checked again) without being held in memory.
+                let path = path_of(file)?;
+                let what = format!("{file} of the archive");
+                let (f, size) = crate::bounded::open_regular(&path, &what)?;
+                let mut hasher = sha2::Sha256::default();
+                std::io::copy(
+                    &mut std::io::Read::take(f, size + 1),
+                    &mut HashWriter(&mut hasher),
+                )
+                .map_err(|e| io(format!("reading {what}"), e))?;
+                let d = Digest::from_hasher(hasher);
+                store_file(store, &path, &d, size, &what)?;
                 store.ensure_layer(&d, diff_id)?;
                 descriptors.push(serde_json::json!({
-                    "mediaType": "application/vnd.docker.image.rootfs.diff.tar", "digest": d, "size": bytes.len()}));
+                    "mediaType": "application/vnd.docker.image.rootfs.diff.tar", "digest": d, "size": size}));
                 layer_blobs.push(d);
             }
             let m = serde_json::json!({
@@ -241,5 +288,19 @@ fn import_docker_dir(store: &Store, tmp: &Path, archive: &Path) -> Result<Vec<Im
             )));
         }
         Ok(out)
+    }
+}
+
+/// A writer into a sha256 hasher.
+struct HashWriter<'a>(&'a mut sha2::Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        sha2::Digest::update(self.0, buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }

@@ -122,6 +122,18 @@ fn map_err(what: &str, e: OciDistributionError) -> Error {
     }
 }
 
+/// A manifest or index of more than [`crate::bounded::MAX_MANIFEST`] is refused.
+fn too_big(bytes: &[u8], whole: &str) -> Result<()> {
+    let max = crate::bounded::MAX_MANIFEST;
+    if bytes.len() as u64 > max {
+        return Err(Error::InvalidArgument(format!(
+            "manifest of {whole}: {} bytes, more than the {max} a manifest may have",
+            bytes.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Pulls `reference` into `store`; the image gets the normalized name (`docker.io/library/busybox:latest`).
 pub async fn pull(store: &Store, reference: &str, opts: &PullOptions) -> Result<PullReport> {
     pull_with_progress(store, reference, opts, &|_| {}).await
@@ -159,6 +171,7 @@ pub async fn pull_with_progress(
         .pull_manifest_raw(&image, &auth, MANIFEST_TYPES)
         .await
         .map_err(|e| map_err(&whole, e))?;
+    too_big(&bytes, &whole)?;
     let mut manifest_digest = Digest::of(&bytes);
     if let Some(want) = image.digest()
         && want != manifest_digest.as_str()
@@ -179,6 +192,7 @@ pub async fn pull_with_progress(
             .pull_manifest_raw(&by_digest, &auth, MANIFEST_TYPES)
             .await
             .map_err(|e| map_err(&whole, e))?;
+        too_big(&b, &whole)?;
         manifest_digest = Digest::of(&b);
         if manifest_digest != d {
             return Err(Error::DigestMismatch {
@@ -194,7 +208,7 @@ pub async fn pull_with_progress(
     let descriptor = |v: &Value| -> Result<(Digest, u64)> {
         Ok((
             Digest::parse(v["digest"].as_str().unwrap_or_default())?,
-            v["size"].as_u64().unwrap_or(0),
+            crate::bounded::descriptor_size(v, &format!("manifest of {whole}"))?,
         ))
     };
     let config = descriptor(&manifest["config"])?;
@@ -213,17 +227,17 @@ pub async fn pull_with_progress(
             (d, size, have)
         })
         .collect();
-    let missing: Vec<Digest> = blobs
+    let missing: Vec<(Digest, u64)> = blobs
         .iter()
         .filter(|(_, _, have)| !have)
-        .map(|(d, _, _)| d.clone())
+        .map(|(d, size, _)| (d.clone(), *size))
         .collect();
     progress(Progress::Resolved {
         manifest: manifest_digest.clone(),
         blobs,
     });
     let result = async {
-        let fetches = missing.iter().map(|d| {
+        let fetches = missing.iter().map(|(d, size)| {
             let (client, image, whole) = (&client, &image, &whole);
             async move {
                 // One download per blob, however many pulls want it at once.
@@ -238,12 +252,19 @@ pub async fn pull_with_progress(
                     digest: d,
                     done: 0,
                     reported: 0,
+                    limit: *size,
                     progress,
                 };
-                client
-                    .pull_blob(image, d.as_str(), &mut w)
-                    .await
-                    .map_err(|e| map_err(&format!("blob {d} of {whole}"), e))?;
+                let pulled = client.pull_blob(image, d.as_str(), &mut w).await;
+                if w.done > *size {
+                    // Cut off at its size and one byte: the rest was never read, nothing is stored.
+                    return Err(crate::bounded::size_mismatch(
+                        format!("blob {d} of {whole}"),
+                        *size,
+                        "more",
+                    ));
+                }
+                pulled.map_err(|e| map_err(&format!("blob {d} of {whole}"), e))?;
                 progress(Progress::Downloading {
                     digest: d.clone(),
                     done: w.done,
@@ -300,6 +321,7 @@ pub async fn pull_with_progress(
     // Nothing of a failed pull stays: blobs it stored that no image uses are removed again — unless another pull
     // into this store is running, which may be counting on them (they are valid blobs; they stay).
     if result.is_err() && active.alone() {
+        let missing: Vec<Digest> = missing.into_iter().map(|(d, _)| d).collect();
         store.remove_unreferenced(&missing);
     }
     result
@@ -311,6 +333,8 @@ struct Counting<'a> {
     digest: &'a Digest,
     done: u64,
     reported: u64,
+    /// The descriptor's size: a write past it fails (and `done` goes past it, by at most one byte).
+    limit: u64,
     progress: &'a (dyn Fn(Progress) + Send + Sync),
 }
 
@@ -321,6 +345,14 @@ impl tokio::io::AsyncWrite for Counting<'_> {
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
         let this = self.get_mut();
+        if this.done + buf.len() as u64 > this.limit {
+            // Its one byte more is counted, not written.
+            this.done = this.limit + 1;
+            return std::task::Poll::Ready(Err(std::io::Error::other(format!(
+                "blob {} is larger than its descriptor's {} bytes",
+                this.digest, this.limit
+            ))));
+        }
         let r = std::pin::Pin::new(&mut this.inner).poll_write(cx, buf);
         if let std::task::Poll::Ready(Ok(n)) = r {
             this.done += n as u64;

@@ -15,10 +15,20 @@ use crate::store::container::Container;
 
 const CALL: &str = "ExecSync";
 
+/// The longest a call waits for a process, whatever the timeout asked (a year: "no timeout", kept finite so
+/// that a deadline computed from it cannot overflow).
+pub(super) const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How long a CRI timeout of `secs` seconds lets a call wait: None for 0 or less (no timeout), else at most
+/// [`LONGEST`]. Every i64 is valid input: `i64::MAX` is a year.
+pub(super) fn limit(secs: i64) -> Option<Duration> {
+    (secs > 0).then(|| Duration::from_secs(secs.unsigned_abs()).min(LONGEST))
+}
+
 impl Containers {
     /// ExecSync: runs `cmd` in the running container (its process settings, these arguments) and returns its
-    /// stdout, stderr and exit code. `timeout` seconds (0: none) over, the process is killed and the call is
-    /// DeadlineExceeded.
+    /// stdout, stderr and exit code. `timeout` seconds (0: none; capped at [`LONGEST`]) over, the process is
+    /// killed and the call is DeadlineExceeded.
     pub fn exec_sync(&self, id: &str, cmd: &[String], timeout: i64) -> Result<cri::ExecSyncResponse> {
         let c = self.get_or_not_found(CALL, id)?;
         if cmd.is_empty() {
@@ -79,14 +89,9 @@ impl Containers {
         self.shims.exec(sandbox, id, task).map_err(shim_err)?;
         self.shims.start(sandbox, id, &task.exec_id).map_err(shim_err)?;
         out.started();
-        let secs = if timeout > 0 {
-            timeout as u64
-        } else {
-            365 * 24 * 3600
-        };
         match self
             .shims
-            .wait(sandbox, id, &task.exec_id, Duration::from_secs(secs))
+            .wait(sandbox, id, &task.exec_id, limit(timeout).unwrap_or(LONGEST))
         {
             Ok(exit) => Ok(exit.status as i32),
             Err(ShimError::Timeout(_)) => {
@@ -129,7 +134,18 @@ pub(crate) fn cannot_run(message: &str) -> Option<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::cannot_run;
+    use super::{LONGEST, cannot_run, limit};
+
+    #[test]
+    fn every_timeout_is_valid_and_capped() {
+        assert_eq!(limit(0), None);
+        assert_eq!(limit(-1), None);
+        assert_eq!(limit(i64::MIN), None);
+        assert_eq!(limit(3), Some(std::time::Duration::from_secs(3)));
+        assert_eq!(limit(i64::MAX), Some(LONGEST));
+        // A deadline from the longest wait does not overflow.
+        assert!(std::time::Instant::now().checked_add(LONGEST).is_some());
+    }
 
     #[test]
     fn runtimes_refusals_to_run_a_command() {

@@ -106,11 +106,11 @@ impl Containers {
         if c.record.state() != State::Running {
             return Ok(());
         }
-        if timeout > 0 {
+        if let Some(grace) = super::exec::limit(timeout) {
             let image = crius_image::Digest::parse(&c.record.image_id).ok();
             let signal = image.map(|d| stop_signal(&self.images.config(&d))).unwrap_or(15);
             self.kill(CALL, &c, signal)?;
-            if let Some(exit) = self.wait(CALL, &c, Duration::from_secs(timeout as u64))? {
+            if let Some(exit) = self.wait(CALL, &c, grace)? {
                 return self.finished(&c, exit);
             }
         }

@@ -266,7 +266,7 @@ impl Containers {
                 image_config: &image_config,
                 rootfs: &rootfs,
             };
-            let spec = crate::convert::spec(&input, &crate::convert::Host::probe(&input))?;
+            let spec = crate::convert::spec(&input, &crate::convert::Host::probe(&input)?)?;
             crate::convert::create_mount_sources(&config)?;
             let spec =
                 serde_json::to_vec(&spec).map_err(|e| Error::io("serializing config.json", e.into()))?;

@@ -30,18 +30,24 @@ pub struct Host {
 impl Host {
     /// Reads the facts for `input`: criusd's bounding set, the cgroup2 cpu controller, the pod's hostname
     /// file (when the pod has a UTS namespace of its own, the only time the spec names a hostname) and the
-    /// rootfs's passwd and group files.
-    pub fn probe(input: &Input<'_>) -> Host {
+    /// rootfs's passwd and group files. Those are the image's: read inside the rootfs, capped, and only if
+    /// regular files ([`super::image_files`]); one that is not (a FIFO, a symlink to /dev/zero, a huge file) is
+    /// InvalidArgument naming it, at once.
+    pub fn probe(input: &Input<'_>) -> Result<Host> {
         let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-        Host {
+        let image_file = |rel: &str| {
+            super::image_files::read_in_root(input.rootfs, rel, super::image_files::MAX_IMAGE_FILE)
+                .map_err(|why| Error::invalid(CALL, format!("the image's /{rel}"), why))
+        };
+        Ok(Host {
             bounding: bounding_set(),
             cpu_controller: cpu_controller(),
             hostname: match input.sandbox.record.namespaces.uts {
                 Some(_) => read(&input.sandbox_files.join("hostname")),
                 None => String::new(),
             },
-            passwd: read(&input.rootfs.join("etc/passwd")),
-            group: read(&input.rootfs.join("etc/group")),
+            passwd: image_file("etc/passwd")?,
+            group: image_file("etc/group")?,
             seccomp_file: match super::seccomp::wanted(
                 input
                     .config
@@ -51,30 +57,12 @@ impl Host {
             ) {
                 Ok(super::seccomp::Wanted::Localhost(p)) => {
                     // Capped: a profile is kilobytes; a FIFO or /dev/zero must not hold criusd.
-                    Some(read_capped(&p, 1 << 20))
+                    Some(super::image_files::read_capped(&p, 1 << 20))
                 }
                 _ => None,
             },
-        }
+        })
     }
-}
-
-/// The regular file at `p`, at most `max` bytes (a larger one, or not a regular file, is refused).
-fn read_capped(p: &Path, max: u64) -> std::result::Result<String, String> {
-    use std::io::Read;
-    let f = std::fs::File::open(p).map_err(|e| e.to_string())?;
-    let meta = f.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    let mut text = String::new();
-    f.take(max + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    if text.len() as u64 > max {
-        return Err(format!("larger than {max} bytes"));
-    }
-    Ok(text)
 }
 
 /// criusd's capability bounding set (`CapBnd` of /proc/self/status); every capability if it cannot be read.

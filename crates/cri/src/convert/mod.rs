@@ -19,6 +19,7 @@
 
 mod caps;
 mod host;
+mod image_files;
 mod mounts;
 mod process;
 mod resources;

@@ -368,6 +368,7 @@ fn the_host_is_read_before_the_conversion() {
             image_config: &Value::Null,
             rootfs: &rootfs,
         })
+        .unwrap()
     };
     let host = probe(&sandbox);
     assert_eq!(

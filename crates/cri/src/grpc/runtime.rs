@@ -263,8 +263,11 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         req: Request<cri::StopContainerRequest>,
     ) -> Reply<cri::StopContainerResponse> {
         let req = req.into_inner();
-        self.blocking(move |r| r.containers.stop(&req.container_id, req.timeout))
-            .await?;
+        let r = self.runtime.clone();
+        super::waiting::on_own_thread("StopContainer", move || {
+            r.containers.stop(&req.container_id, req.timeout)
+        })
+        .await?;
         Ok(Response::new(cri::StopContainerResponse {}))
     }
 
@@ -273,7 +276,8 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         req: Request<cri::RemoveContainerRequest>,
     ) -> Reply<cri::RemoveContainerResponse> {
         let id = req.into_inner().container_id;
-        self.blocking(move |r| r.containers.remove(&id)).await?;
+        let r = self.runtime.clone();
+        super::waiting::on_own_thread("RemoveContainer", move || r.containers.remove(&id)).await?;
         Ok(Response::new(cri::RemoveContainerResponse {}))
     }
 
@@ -321,9 +325,11 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
 
     async fn exec_sync(&self, req: Request<cri::ExecSyncRequest>) -> Reply<cri::ExecSyncResponse> {
         let req = req.into_inner();
-        let out = self
-            .blocking(move |r| r.containers.exec_sync(&req.container_id, &req.cmd, req.timeout))
-            .await?;
+        let r = self.runtime.clone();
+        let out = super::waiting::on_own_thread("ExecSync", move || {
+            r.containers.exec_sync(&req.container_id, &req.cmd, req.timeout)
+        })
+        .await?;
         Ok(Response::new(out))
     }
 
