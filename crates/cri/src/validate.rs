@@ -89,7 +89,19 @@ fn beneath(call: &'static str, field: &'static str, path: &str) -> Result<()> {
         ));
     }
     no_parent(call, field, path, ": it must stay under the pod's log_directory")?;
-    no_nul(call, || field.into(), path)
+    no_nul(call, || field.into(), path)?;
+    // Path::components hides these ("a//b", "a/./b", "a/" read as clean): the raw string is checked, as the
+    // shim opens it component by component.
+    if path.split('/').any(|c| c.is_empty() || c == ".") {
+        return Err(Error::invalid(
+            call,
+            field,
+            format!(
+                "{path:?} is not a clean path (an empty or \".\" component): it names a file under the pod's log_directory"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A path without a `..` component (`why` ends the message).
@@ -239,6 +251,101 @@ pub fn sandbox_config(c: &cri::PodSandboxConfig) -> Result<()> {
             no_nul(CALL, || "linux.sysctls".into(), k)?;
             no_nul(CALL, || format!("linux.sysctls[{k:?}]"), v)?;
         }
+        let ns = crate::sandbox::namespace_options(c);
+        let node = cri::NamespaceMode::Node as i32;
+        let own = Own {
+            net: ns.network != node,
+            ipc: ns.ipc != node,
+            // A pod on the host's network has the host's UTS namespace too (RunPodSandbox pins none).
+            uts: ns.network != node,
+        };
+        sysctls(CALL, &l.sysctls, own)?;
+    }
+    Ok(())
+}
+
+/// The namespaces a pod has of its own (not the host's): what decides which sysctls it may set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Own {
+    /// A network namespace of its own.
+    pub net: bool,
+    /// An IPC namespace of its own.
+    pub ipc: bool,
+    /// A UTS namespace of its own.
+    pub uts: bool,
+}
+
+/// The IPC namespace's sysctls besides `fs.mqueue.*`.
+const IPC_SYSCTLS: &[&str] = &[
+    "kernel.msgmax",
+    "kernel.msgmnb",
+    "kernel.msgmni",
+    "kernel.sem",
+    "kernel.shmall",
+    "kernel.shmmax",
+    "kernel.shmmni",
+    "kernel.shm_rmid_forced",
+];
+
+/// A sysctl name in dotted form: `net/ipv4/conf/eth0.100/rp_filter` (sysctl(8)'s other form, slashes
+/// first) becomes `net.ipv4.conf.eth0/100.rp_filter`.
+fn dotted(name: &str) -> String {
+    match name.find(['.', '/']) {
+        Some(at) if name.as_bytes()[at] == b'/' => name
+            .chars()
+            .map(|c| match c {
+                '/' => '.',
+                '.' => '/',
+                c => c,
+            })
+            .collect(),
+        _ => name.to_string(),
+    }
+}
+
+/// The pod's sysctls, as runc judges them: only a namespaced one, in a namespace the pod has of its own
+/// (`own`), is written; anything else would set the host's value (or is not namespaced at all) and is
+/// refused naming it. IPC: kernel.msg*, kernel.sem, kernel.shm*, fs.mqueue.*; network: net.*; UTS:
+/// kernel.domainname (kernel.hostname is the pod's `hostname` field).
+pub fn sysctls(
+    call: &'static str,
+    sysctls: &std::collections::HashMap<String, String>,
+    own: Own,
+) -> Result<()> {
+    let mut names: Vec<&String> = sysctls.keys().collect();
+    names.sort();
+    for name in names {
+        let field = || format!("linux.sysctls[{name:?}]");
+        let s = dotted(name);
+        let refuse = |why: String| Err(Error::invalid(call, field(), why));
+        if IPC_SYSCTLS.contains(&s.as_str()) || s.starts_with("fs.mqueue.") {
+            if !own.ipc {
+                return refuse(format!(
+                    "{s} is an IPC namespace's and the pod uses the host's (namespace_options.ipc NODE): it would set the host's"
+                ));
+            }
+        } else if s.starts_with("net.") {
+            if !own.net {
+                return refuse(format!(
+                    "{s} is a network namespace's and the pod uses the host's (namespace_options.network NODE): it would set the host's"
+                ));
+            }
+        } else if s == "kernel.domainname" || s == "kernel.hostname" {
+            if !own.uts {
+                return refuse(format!(
+                    "{s} is a UTS namespace's and the pod uses the host's (on the host's network): it would set the host's"
+                ));
+            }
+            if s == "kernel.hostname" {
+                return refuse(
+                    "kernel.hostname conflicts with the pod's hostname field: set that instead".into(),
+                );
+            }
+        } else {
+            return refuse(format!(
+                "{s} is not in a namespace of the pod's own: it would set the host's value (only kernel.msg*, kernel.sem, kernel.shm*, fs.mqueue.*, net.* and kernel.domainname are namespaced)"
+            ));
+        }
     }
     Ok(())
 }
@@ -313,6 +420,120 @@ pub(crate) mod tests {
             assert!(e.to_string().contains(&format!("{field} has a NUL")), "{e}");
         }
         assert!(sandbox_config(&pod("/kubepods", ("net.ipv4.ip_forward", "1"))).is_ok());
+    }
+
+    #[test]
+    fn log_paths_must_be_clean_and_relative() {
+        let with = |log_path: &str| cri::ContainerConfig {
+            image: Some(cri::ImageSpec {
+                image: "busybox".into(),
+                ..Default::default()
+            }),
+            log_path: log_path.into(),
+            ..Default::default()
+        };
+        for bad in [
+            "../x",
+            "/var/log/x",
+            "a/../../x",
+            "a//b.log",
+            "a/",
+            "./a.log",
+            "a/./b.log",
+            "a\0b",
+        ] {
+            let e = container_config(&with(bad)).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{bad}");
+            assert!(e.to_string().contains("log_path"), "{e}");
+        }
+        for ok in ["c/0.log", "0.log", "a.b/c..d/0.log"] {
+            container_config(&with(ok)).unwrap();
+        }
+    }
+
+    fn own(net: bool, ipc: bool, uts: bool) -> Own {
+        Own { net, ipc, uts }
+    }
+
+    fn one(k: &str) -> std::collections::HashMap<String, String> {
+        [(k.to_string(), "1".to_string())].into()
+    }
+
+    #[test]
+    fn sysctls_as_runc_judges_them() {
+        let all = own(true, true, true);
+        for ok in [
+            "kernel.shmmax",
+            "kernel.shm_rmid_forced",
+            "kernel.msgmax",
+            "kernel.sem",
+            "fs.mqueue.msg_max",
+            "net.ipv4.ip_forward",
+            "net/ipv4/conf/eth0.100/rp_filter",
+            "kernel.domainname",
+        ] {
+            sysctls("RunPodSandbox", &one(ok), all).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for (bad, ns, why) in [
+            ("kernel.panic", all, "not in a namespace"),
+            ("vm.swappiness", all, "not in a namespace"),
+            ("kernel.shmmaxx", all, "not in a namespace"),
+            ("kernel.hostname", all, "hostname field"),
+            (
+                "net.ipv4.ip_forward",
+                own(false, true, false),
+                "namespace_options.network NODE",
+            ),
+            (
+                "net/ipv4/ip_forward",
+                own(false, true, false),
+                "namespace_options.network NODE",
+            ),
+            (
+                "kernel.shmmax",
+                own(true, false, true),
+                "namespace_options.ipc NODE",
+            ),
+            (
+                "fs.mqueue.queues_max",
+                own(true, false, true),
+                "namespace_options.ipc NODE",
+            ),
+            ("kernel.domainname", own(false, true, false), "UTS"),
+        ] {
+            let e = sysctls("RunPodSandbox", &one(bad), ns).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument);
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!("linux.sysctls[{bad:?}]")) && msg.contains(why),
+                "{bad}: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pods_sysctls_are_judged_by_its_namespace_options() {
+        let pod = |network: cri::NamespaceMode, ipc: cri::NamespaceMode, k: &str| cri::PodSandboxConfig {
+            linux: Some(cri::LinuxPodSandboxConfig {
+                sysctls: one(k),
+                security_context: Some(cri::LinuxSandboxSecurityContext {
+                    namespace_options: Some(cri::NamespaceOption {
+                        network: network as i32,
+                        ipc: ipc as i32,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        use cri::NamespaceMode::{Node, Pod};
+        assert!(sandbox_config(&pod(Pod, Pod, "net.ipv4.ip_forward")).is_ok());
+        assert!(sandbox_config(&pod(Node, Pod, "net.ipv4.ip_forward")).is_err());
+        assert!(sandbox_config(&pod(Node, Pod, "kernel.shmmax")).is_ok());
+        assert!(sandbox_config(&pod(Pod, Node, "kernel.shmmax")).is_err());
+        assert!(sandbox_config(&pod(Pod, Pod, "kernel.panic")).is_err());
     }
 
     #[test]

@@ -38,6 +38,7 @@
 //! - `events`, `publisher`: task events and their wire form, and sending them to the owner.
 
 mod args;
+pub mod beneath;
 pub mod client;
 mod console;
 mod error;

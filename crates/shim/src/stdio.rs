@@ -5,10 +5,14 @@
 //!   itself, both streams into that file: `<RFC3339Nano> <stdout|stderr> <P|F> <text>`, one line per line of
 //!   output, with lines longer than 16 KiB, and a line still unfinished at the end of a read (a prompt,
 //!   `echo -n`), written as `P` (partial) records ended by an `F` record. The file is reopened (after kubelet rotated it) on an Update whose annotations hold `io.crius.log.reopen`.
+//!   criusd writes it `crius-log://<log_directory>//<log_path>`: the file is opened beneath the log directory
+//!   without following a symlink on the way (`crate::beneath`), so one planted there writes nothing elsewhere.
 
+use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -38,16 +42,26 @@ pub(crate) struct CriLog {
     cap: Option<u64>,
 }
 
+/// Opens (appending, creating it 0640) the log `path` names: `DIR//REL` is REL beneath DIR, REL's
+/// directories made and no symlink in REL followed (see [`crate::beneath`]); a path without `//` is its file
+/// name beneath its parent (made when missing), the file itself not followed if a symlink.
 fn open_log(path: &Path) -> Result<File, String> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    }
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o640)
-        .open(path)
-        .map_err(|e| format!("opening log {}: {e}", path.display()))
+    let raw = path.as_os_str().as_bytes();
+    let (base, rel) = match raw.windows(2).rposition(|w| w == b"//") {
+        Some(at) => (
+            Path::new(OsStr::from_bytes(&raw[..at.max(1)])),
+            Path::new(OsStr::from_bytes(&raw[at + 2..])),
+        ),
+        None => {
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            (dir, Path::new(path.file_name().unwrap_or_default()))
+        }
+    };
+    crate::beneath::open_append(base, rel, 0o640).map_err(|e| format!("opening log {}: {e}", path.display()))
 }
 
 impl CriLog {

@@ -201,6 +201,17 @@ impl Containers {
                 reason: "is not ready".into(),
             });
         }
+        // The pod's sysctls go into every container's config.json: judged again against the namespaces the
+        // container joins (a pod recorded before RunPodSandbox judged them).
+        if let Some(l) = &sandbox.config.linux {
+            let pins = &sandbox.record.namespaces;
+            let own = crate::validate::Own {
+                net: pins.net.is_some(),
+                ipc: pins.ipc.is_some(),
+                uts: pins.uts.is_some(),
+            };
+            crate::validate::sysctls(CALL, &l.sysctls, own)?;
+        }
         let id = random_id().map_err(|e| Error::io("reading /dev/urandom", e))?;
         // The name is taken here, before anything is made: a concurrent create of the same name with another
         // config fails now, and a retry of this one (the same config) gets the container the first call makes.
@@ -274,8 +285,16 @@ impl Containers {
             std::fs::create_dir_all(&bundle).map_err(io(format!("creating {}", bundle.display())))?;
             std::fs::write(bundle.join("config.json"), spec)
                 .map_err(io(format!("writing {}/config.json", bundle.display())))?;
-            if let Some(dir) = Path::new(&log_path).parent().filter(|_| !log_path.is_empty()) {
-                std::fs::create_dir_all(dir).map_err(io(format!("creating log dir {}", dir.display())))?;
+            // The log's directories are made beneath log_directory, a symlink planted on the way or in the
+            // file's place refused; the shim opens it the same way (`log_directory//log_path`).
+            let log_dir = &sandbox.config.log_directory;
+            if !log_path.is_empty() {
+                std::fs::create_dir_all(log_dir).map_err(io(format!("creating log dir {log_dir}")))?;
+                crius_shim::beneath::prepare(Path::new(log_dir), Path::new(&config.log_path), 0o755)
+                    .map_err(|e| match e.kind() {
+                        std::io::ErrorKind::InvalidInput => Error::invalid(CALL, "log_path", e.to_string()),
+                        _ => Error::io(format!("preparing the log under {log_dir}"), e),
+                    })?;
             }
             let task = CreateTask {
                 id: id.clone(),
@@ -285,7 +304,7 @@ impl Containers {
                 log_path: Some(if log_path.is_empty() {
                     bundle.join(stream::ATTACH_LOG)
                 } else {
-                    PathBuf::from(&log_path)
+                    PathBuf::from(format!("{}//{}", log_dir.trim_end_matches('/'), config.log_path))
                 }),
                 capped_log: log_path.is_empty(),
                 stdin: if config.stdin {
