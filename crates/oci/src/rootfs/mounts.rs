@@ -1,0 +1,147 @@
+//! The config's mounts, made inside the rootfs by fd. Each destination is opened (and made when missing) with
+//! [`crius_common::inroot`] from an fd of the rootfs, so a symlink or `..` in it, even one swapped in by another
+//! container while the runtime works (CVE-2021-30465), resolves inside the rootfs; the mount then goes onto
+//! that fd, never onto the path again. Bind mounts are cloned (`open_tree`), given their flags while detached
+//! and attached with `move_mount`; other filesystems are mounted onto `/proc/self/fd/N` of the destination.
+//! Destinations at or under /proc are refused but a procfs on /proc and the files lxcfs emulates.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use crius_common::inroot::{self, ProcPlace};
+use nix::mount::MsFlags;
+use oci_spec::runtime::Mount;
+
+use super::mountapi::{self, attach, clone_tree, open_source};
+use super::options::parse_options;
+use super::{locked_flags, mnt};
+use crate::{Result, err};
+
+/// The rootfs, open: mounts and files are made from this fd.
+pub struct Root {
+    /// An fd of the rootfs directory (on the rootfs's own bind mount).
+    pub fd: OwnedFd,
+    /// Its path as the kernel names it, to tell where an fd inside it is.
+    pub path: PathBuf,
+}
+
+impl Root {
+    /// Opens directory `path` as a root.
+    pub fn open(path: &Path) -> Result<Root> {
+        let fd = open_source(path)?;
+        let path = inroot::real_path(&fd).map_err(|e| err!("{}: {e}", path.display()))?;
+        Ok(Root { fd, path })
+    }
+
+    /// Where `fd` (opened inside the root) is, as a path in the container.
+    pub fn place_of(&self, fd: &OwnedFd, what: &str) -> Result<PathBuf> {
+        let real = inroot::real_path(fd).map_err(|e| err!("{what}: {e}"))?;
+        let rel = real
+            .strip_prefix(&self.path)
+            .map_err(|_| err!("{what}: resolved to {}, outside the rootfs", real.display()))?;
+        Ok(Path::new("/").join(rel))
+    }
+}
+
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+
+fn is_procfs(fd: &OwnedFd) -> bool {
+    nix::sys::statfs::fstatfs(fd.as_fd()).is_ok_and(|s| s.filesystem_type().0 == PROC_SUPER_MAGIC)
+}
+
+/// Refuses a destination at `place` (a path in the container) for a mount of `fstype` (a bind of `source`).
+fn check_proc(dest: &Path, place: &Path, fstype: &str, source: Option<&OwnedFd>) -> Result<()> {
+    let named = if dest == place {
+        String::new()
+    } else {
+        format!(" (it resolves to {})", place.display())
+    };
+    match inroot::proc_place(place) {
+        ProcPlace::Outside | ProcPlace::Allowed => Ok(()),
+        ProcPlace::Proc if fstype == "proc" || source.is_some_and(is_procfs) => Ok(()),
+        ProcPlace::Proc => Err(err!(
+            "mount {}{named}: only a procfs may be mounted on /proc (this is {fstype})",
+            dest.display()
+        )),
+        ProcPlace::Inside => Err(err!(
+            "mount {}{named}: destination is inside /proc, where only {} may be mounted over",
+            dest.display(),
+            inroot::PROC_FILES.join(", ")
+        )),
+    }
+}
+
+/// Makes mount `m` inside `root`. A relative source is relative to `bundle`.
+pub fn mount_one(root: &Root, bundle: &Path, m: &Mount, userns: bool) -> Result<()> {
+    let dest = Path::new("/").join(inroot::clean(m.destination()));
+    let what = format!("mount {}", m.destination().display());
+    let o = parse_options(m.options().as_deref().unwrap_or_default());
+    let mut fstype = m.typ().clone().unwrap_or_else(|| "none".into());
+    if fstype == "cgroup" {
+        fstype = "cgroup2".into();
+    }
+    let source = m.source().as_ref().map(|s| {
+        if s.is_absolute() {
+            s.clone()
+        } else {
+            bundle.join(s)
+        }
+    });
+    let bind = o.bind || fstype == "bind";
+    let src_fd = if bind {
+        let src = source
+            .as_ref()
+            .ok_or_else(|| err!("{what}: a bind mount needs a source"))?;
+        Some(open_source(src).map_err(|e| err!("{what}: {e}"))?)
+    } else {
+        None
+    };
+    check_proc(&dest, &dest, &fstype, src_fd.as_ref())?;
+    let is_dir = match &src_fd {
+        Some(fd) => nix::sys::stat::fstat(fd.as_fd())
+            .map(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR)
+            .map_err(|e| err!("{what}: source: {e}"))?,
+        None => true,
+    };
+    let target = inroot::create(root.fd.as_fd(), &dest, is_dir)
+        .map_err(|e| err!("{what}: making the mount point in the rootfs: {e}"))?;
+    check_proc(&dest, &root.place_of(&target, &what)?, &fstype, src_fd.as_ref())?;
+    if let Some(src) = &src_fd {
+        let tree = clone_tree(src, o.flags.contains(MsFlags::MS_REC), &what)?;
+        let extra = o.flags & !(MsFlags::MS_BIND | MsFlags::MS_REC | MsFlags::MS_REMOUNT);
+        if !extra.is_empty() {
+            let keep = if userns {
+                mountapi::attrs(locked_flags(src))
+            } else {
+                0
+            };
+            mountapi::set_flags(&tree, mountapi::attrs(extra), keep, false, &what)?;
+        }
+        attach(&tree, &target, &what)?;
+        if !o.propagation.is_empty() {
+            mountapi::set_propagation(&tree, o.propagation, &what)?;
+        }
+        return Ok(());
+    }
+    let on = inroot::fd_path(&target);
+    let data = (!o.data.is_empty()).then_some(o.data.as_str());
+    let src = source.unwrap_or_else(|| PathBuf::from(&fstype));
+    match mnt(Some(&src), &on, Some(&fstype), o.flags, data) {
+        // Without its own network namespace a user namespace may not mount sysfs: bind the host's.
+        Err(_) if fstype == "sysfs" && userns => {
+            let tree = clone_tree(&open_source(Path::new("/sys"))?, true, &what)?;
+            attach(&tree, &target, &what)?;
+        }
+        r => r.map_err(|e| err!("{what}: {e}"))?,
+    }
+    if !o.propagation.is_empty() {
+        // The new mount is on top of the fd's: open it again, inside the root, and make sure it is another.
+        let top = inroot::open(root.fd.as_fd(), &dest).map_err(|e| err!("{what}: reopening: {e}"))?;
+        let before = inroot::mount_id(&target).map_err(|e| err!("{what}: {e}"))?;
+        if inroot::mount_id(&top).map_err(|e| err!("{what}: {e}"))? == before {
+            return Err(err!("{what}: the destination changed while it was mounted"));
+        }
+        mountapi::set_propagation(&top, o.propagation, &what)?;
+    }
+    Ok(())
+}
