@@ -255,6 +255,8 @@ $B ln -sf pts/ptmx $N/dev/ptmx 2>/dev/null
 $B mount -t tmpfs -o mode=1777,nosuid,nodev shm $N/dev/shm
 $B mount -t mqueue mqueue $N/dev/mqueue
 $B mount -t cgroup2 -o nsdelegate,memory_recursiveprot cgroup2 $N/sys/fs/cgroup || fail "cgroup2"
+# securityfs: AppArmor's policy interface (/sys/kernel/security/apparmor), where the kernel has it
+$B mount -t securityfs securityfs $N/sys/kernel/security 2>/dev/null || :
 # tmpfs (/tmp /run /var/tmp + RUN_IN_VM_TMPFS) and write-through binds from the host, sorted
 # by path so parents are mounted first: a checkout under /tmp lands on top of the guest's /tmp
 TAB=$($B printf '\t')

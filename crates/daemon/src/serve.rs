@@ -95,6 +95,19 @@ pub fn run(c: Config) -> Result<(), String> {
     mkdir(&c.root, 0o711)?;
     mkdir(&c.state, 0o711)?;
     let _lock = lock(&c.state)?;
+    // crius's AppArmor profile for RuntimeDefault containers, where the kernel has AppArmor. Without it those
+    // containers are refused (each create tries to load it again), the others run: not fatal.
+    match crius_cri::convert::load_apparmor_default() {
+        Ok(true) => tracing::info!(
+            "loaded the AppArmor profile {}",
+            crius_cri::convert::APPARMOR_DEFAULT_PROFILE
+        ),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(
+            "loading the AppArmor profile {}: {e}",
+            crius_cri::convert::APPARMOR_DEFAULT_PROFILE
+        ),
+    }
     let store = crius_image::Store::open(&c.root.join("images"))
         .map_err(|e| format!("opening the image store: {e}"))?;
     let runtime = crius_cri::runtime::Runtime::open(

@@ -163,6 +163,9 @@ pub fn check_process(file: &str, p: &oci_spec::runtime::Process) -> Result<()> {
             return bad(&format!("process.env[{i}]"), "must have the form NAME=value");
         }
     }
+    if let Some(profile) = p.apparmor_profile() {
+        crate::apparmor::check(file, profile)?;
+    }
     if let Some(c) = p.capabilities() {
         let sets = crate::caps::Sets::from_oci(c)?;
         let left = sets.unraisable_ambient();

@@ -14,6 +14,7 @@
 //! v2 only ([`cgroup`]). The library forks; callers must be single-threaded when they call [`create`] or
 //! [`exec::exec`].
 
+pub mod apparmor;
 pub mod caps;
 pub mod cgroup;
 mod channel;

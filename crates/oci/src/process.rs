@@ -215,6 +215,8 @@ pub fn finish(p: &Process, prep: Prepared) -> Result<std::convert::Infallible> {
             crate::seccomp::load(f)?;
         }
     }
+    // The AppArmor profile takes hold at this execve (the request needs no privilege of its own).
+    crate::apparmor::apply(p.apparmor_profile().as_deref())?;
     let e = nix::unistd::execve(&prep.exe, &prep.argv, &prep.envp).unwrap_err();
     Err(err!("exec {:?}: {e}", prep.exe))
 }

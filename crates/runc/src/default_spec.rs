@@ -74,7 +74,7 @@ pub fn features() -> Value {
                 "knownFlags": ["SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW"],
                 "supportedFlags": ["SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW"]
             },
-            "apparmor": {"enabled": false},
+            "apparmor": {"enabled": true},
             "selinux": {"enabled": false},
             "intelRdt": {"enabled": false}
         },

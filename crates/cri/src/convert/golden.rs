@@ -621,6 +621,7 @@ impl Facts {
             passwd: self.passwd.clone().unwrap_or_default(),
             group: self.group.clone().unwrap_or_default(),
             seccomp_file: None,
+            apparmor: None,
         }
     }
 }

@@ -25,6 +25,8 @@ pub struct Host {
     pub group: String,
     /// The Localhost seccomp profile the container asks for: the file's text, or why it could not be read.
     pub seccomp_file: Option<std::result::Result<String, String>>,
+    /// The node's loaded AppArmor profiles; `None` where it has no AppArmor ([`super::apparmor::probe`]).
+    pub apparmor: Option<Vec<String>>,
 }
 
 impl Host {
@@ -61,6 +63,7 @@ impl Host {
                 }
                 _ => None,
             },
+            apparmor: super::apparmor::probe(input.config),
         })
     }
 }

@@ -17,6 +17,8 @@
 //!
 //! The specs are pinned by golden files (`golden/<case>.json`, see `golden.rs`).
 
+mod apparmor;
+mod apparmor_default;
 mod caps;
 mod host;
 mod image_files;
@@ -43,6 +45,7 @@ use oci_spec::runtime::{
 };
 use serde_json::Value;
 
+pub use apparmor::{DEFAULT_PROFILE as APPARMOR_DEFAULT_PROFILE, load_default as load_apparmor_default};
 pub use caps::{ALL_CAPS, DEFAULT_CAPS};
 pub use host::{Host, bounding_set, cpu_controller, create_mount_sources};
 pub use process::{args, env, user};
@@ -117,7 +120,12 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     let c = inp.config;
     let sc = c.linux.as_ref().and_then(|l| l.security_context.as_ref());
     let privileged = sc.is_some_and(|s| s.privileged);
-    let process = process::process(c, sc, inp.image_config, host)?;
+    let mut process = process::process(c, sc, inp.image_config, host)?;
+    process.set_apparmor_profile(apparmor::profile(
+        &apparmor::wanted(sc)?,
+        privileged,
+        host.apparmor.as_deref(),
+    )?);
 
     // The container's own namespace options, else the pod's: a PID option of NODE means the host's PID
     // namespace; the pod's pinned namespaces are joined whatever the container's options say.

@@ -293,6 +293,7 @@ fn host() -> BoxedStrategy<Host> {
             passwd: passwd.join("\n"),
             group: group.join("\n"),
             seccomp_file: None,
+            apparmor: None,
         })
         .boxed()
 }

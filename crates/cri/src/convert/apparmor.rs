@@ -1,0 +1,293 @@
+//! A container's AppArmor profile (`process.apparmorProfile`), from its security context's `apparmor` (or the
+//! deprecated `apparmor_profile`: `runtime/default`, `unconfined`, `localhost/<name>`), as containerd chooses
+//! it:
+//!
+//! - RuntimeDefault, and nothing asked (the CRI says `runtime/default` is the same as no profile): crius's
+//!   own [`super::apparmor_default`] profile, which criusd loads at start-up ([`load_default`]); none for a
+//!   privileged container, and none on a node without AppArmor.
+//! - Localhost: the loaded profile of that name (a `localhost/` prefix is dropped), privileged or not. A
+//!   profile that is not loaded, or a node without AppArmor, is InvalidArgument naming the profile.
+//! - Unconfined: none.
+//!
+//! The node's AppArmor state (on or off, the loaded profiles) is read by [`super::Host::probe`].
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use k8s_cri::v1 as cri;
+
+use super::CALL;
+pub use super::apparmor_default::NAME as DEFAULT_PROFILE;
+use crate::error::{Error, Result};
+
+/// What the container asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wanted {
+    /// No profile.
+    Unconfined,
+    /// The runtime's default profile.
+    RuntimeDefault,
+    /// The loaded profile of this name.
+    Localhost(String),
+}
+
+/// The profile `sc` asks for. (`apparmor_profile` is deprecated in the CRI, and still sent by older clients:
+/// it is read on purpose.)
+#[allow(deprecated)]
+pub fn wanted(sc: Option<&cri::LinuxContainerSecurityContext>) -> Result<Wanted> {
+    use cri::security_profile::ProfileType;
+    let Some(sc) = sc else {
+        return Ok(Wanted::RuntimeDefault);
+    };
+    let localhost = |field: &'static str, name: &str| {
+        let name = name.strip_prefix("localhost/").unwrap_or(name);
+        if name.is_empty() || name.contains(['\0', '\n']) {
+            Err(Error::invalid(
+                CALL,
+                field,
+                format!("{name:?} is not an AppArmor profile name"),
+            ))
+        } else {
+            Ok(Wanted::Localhost(name.to_string()))
+        }
+    };
+    if let Some(p) = &sc.apparmor {
+        return match ProfileType::try_from(p.profile_type) {
+            Ok(ProfileType::RuntimeDefault) => Ok(Wanted::RuntimeDefault),
+            Ok(ProfileType::Unconfined) => Ok(Wanted::Unconfined),
+            Ok(ProfileType::Localhost) => localhost("apparmor.localhost_ref", &p.localhost_ref),
+            Err(_) => Err(Error::invalid(
+                CALL,
+                "apparmor.profile_type",
+                format!("{} is not a profile type", p.profile_type),
+            )),
+        };
+    }
+    match sc.apparmor_profile.as_str() {
+        "" | "runtime/default" => Ok(Wanted::RuntimeDefault),
+        "unconfined" => Ok(Wanted::Unconfined),
+        p => match p.strip_prefix("localhost/") {
+            Some(name) => localhost("apparmor_profile", name),
+            None => Err(Error::invalid(
+                CALL,
+                "apparmor_profile",
+                format!("{p:?}: use runtime/default, unconfined or localhost/<profile name>"),
+            )),
+        },
+    }
+}
+
+/// The profile the container gets: `loaded` is the node's loaded profiles, `None` where it has no AppArmor.
+pub fn profile(wanted: &Wanted, privileged: bool, loaded: Option<&[String]>) -> Result<Option<String>> {
+    match (wanted, loaded) {
+        (Wanted::Unconfined, _) => Ok(None),
+        (Wanted::RuntimeDefault, None) => Ok(None),
+        (Wanted::RuntimeDefault, Some(_)) if privileged => Ok(None),
+        (Wanted::RuntimeDefault, Some(list)) => {
+            if list.iter().any(|p| p == DEFAULT_PROFILE) {
+                Ok(Some(DEFAULT_PROFILE.to_string()))
+            } else {
+                Err(Error::invalid(
+                    CALL,
+                    "apparmor (RuntimeDefault)",
+                    format!(
+                        "needs crius's profile {DEFAULT_PROFILE:?}, which is not loaded and could not be \
+                         (criusd loads it with apparmor_parser: see its log)"
+                    ),
+                ))
+            }
+        }
+        (Wanted::Localhost(name), None) => Err(Error::invalid(
+            CALL,
+            "apparmor",
+            format!("profile {name:?} asked for, but AppArmor is not enabled on this node"),
+        )),
+        (Wanted::Localhost(name), Some(list)) => {
+            if list.iter().any(|p| p == name) {
+                Ok(Some(name.clone()))
+            } else {
+                Err(Error::invalid(
+                    CALL,
+                    "apparmor",
+                    format!(
+                        "profile {name:?} is not loaded on this node (not in {})",
+                        crius_common::apparmor::PROFILES
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+/// The node's loaded profiles for a container of `config` (`None`: no AppArmor). One that wants the default
+/// profile while it is not loaded (removed since criusd started) gets it loaded again first.
+pub fn probe(config: &cri::ContainerConfig) -> Option<Vec<String>> {
+    let list = crius_common::apparmor::loaded()?;
+    let sc = config.linux.as_ref().and_then(|l| l.security_context.as_ref());
+    let default = matches!(wanted(sc), Ok(Wanted::RuntimeDefault)) && !sc.is_some_and(|s| s.privileged);
+    if !default || list.iter().any(|p| p == DEFAULT_PROFILE) {
+        return Some(list);
+    }
+    match load_default() {
+        Ok(_) => tracing::info!("loaded the AppArmor profile {DEFAULT_PROFILE}"),
+        Err(e) => tracing::warn!("loading the AppArmor profile {DEFAULT_PROFILE}: {e}"),
+    }
+    crius_common::apparmor::loaded()
+}
+
+/// Loads crius's default profile with `apparmor_parser` when the kernel has AppArmor and the profile is not
+/// loaded yet. `Ok(false)`: nothing to do (AppArmor off, or the profile already there).
+pub fn load_default() -> std::result::Result<bool, String> {
+    let Some(list) = crius_common::apparmor::loaded() else {
+        return Ok(false);
+    };
+    if list.iter().any(|p| p == DEFAULT_PROFILE) {
+        return Ok(false);
+    }
+    // -K: no cache file written; -r: replace (another criusd may have loaded it meanwhile). From stdin.
+    let mut child = Command::new("apparmor_parser")
+        .args(["-K", "-r"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            format!("running apparmor_parser (install AppArmor's tools: apt-get install apparmor): {e}")
+        })?;
+    let text = super::apparmor_default::profile();
+    let wrote = child.stdin.take().map(|mut i| i.write_all(text.as_bytes()));
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("waiting for apparmor_parser: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "apparmor_parser failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    if let Some(Err(e)) = wrote {
+        return Err(format!("writing the profile to apparmor_parser: {e}"));
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(deprecated)]
+    fn ctx(old: &str, profile: Option<(i32, &str)>) -> cri::LinuxContainerSecurityContext {
+        cri::LinuxContainerSecurityContext {
+            apparmor_profile: old.into(),
+            apparmor: profile.map(|(t, r)| cri::SecurityProfile {
+                profile_type: t,
+                localhost_ref: r.into(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_profile_asked_for_by_either_field() {
+        use cri::security_profile::ProfileType as T;
+        let w = |c: cri::LinuxContainerSecurityContext| wanted(Some(&c));
+        assert_eq!(wanted(None).unwrap(), Wanted::RuntimeDefault);
+        assert_eq!(w(ctx("", None)).unwrap(), Wanted::RuntimeDefault);
+        assert_eq!(w(ctx("runtime/default", None)).unwrap(), Wanted::RuntimeDefault);
+        assert_eq!(w(ctx("unconfined", None)).unwrap(), Wanted::Unconfined);
+        assert_eq!(
+            w(ctx("localhost/my-prof", None)).unwrap(),
+            Wanted::Localhost("my-prof".into())
+        );
+        // The typed field wins over the deprecated string; its localhost_ref may carry the prefix too.
+        assert_eq!(
+            w(ctx("unconfined", Some((T::Localhost as i32, "localhost/p")))).unwrap(),
+            Wanted::Localhost("p".into())
+        );
+        assert_eq!(
+            w(ctx("", Some((T::Localhost as i32, "p")))).unwrap(),
+            Wanted::Localhost("p".into())
+        );
+        assert_eq!(
+            w(ctx("", Some((T::Unconfined as i32, "")))).unwrap(),
+            Wanted::Unconfined
+        );
+        assert_eq!(
+            w(ctx("", Some((T::RuntimeDefault as i32, "")))).unwrap(),
+            Wanted::RuntimeDefault
+        );
+        for (c, field) in [
+            (ctx("docker-default", None), "apparmor_profile"),
+            (ctx("localhost/", None), "apparmor_profile"),
+            (ctx("", Some((T::Localhost as i32, ""))), "apparmor.localhost_ref"),
+            (ctx("", Some((9, ""))), "apparmor.profile_type"),
+        ] {
+            let e = w(c).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument);
+            assert!(e.to_string().contains(field), "{e}");
+        }
+    }
+
+    #[test]
+    fn runtime_default_is_nothing_without_apparmor_and_localhost_fails() {
+        let local = Wanted::Localhost("my-prof".into());
+        assert_eq!(profile(&Wanted::RuntimeDefault, false, None).unwrap(), None);
+        assert_eq!(profile(&Wanted::Unconfined, false, None).unwrap(), None);
+        let e = profile(&local, false, None).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        let msg = e.to_string();
+        assert!(
+            msg.contains("\"my-prof\"") && msg.contains("not enabled"),
+            "{msg}"
+        );
+    }
+
+    /// On a node without AppArmor (this host, not the VM): what the probe finds, and what comes of it.
+    #[test]
+    fn this_node_without_apparmor_runs_runtime_default_unconfined_and_refuses_localhost() {
+        if crius_common::apparmor::enabled() {
+            return; // the VM's test (tests/privileged/tests/vm_apparmor.rs) covers such a node
+        }
+        use cri::security_profile::ProfileType as T;
+        let config = |t: T, r: &str| cri::ContainerConfig {
+            linux: Some(cri::LinuxContainerConfig {
+                security_context: Some(ctx("", Some((t as i32, r)))),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let of = |c: &cri::ContainerConfig| {
+            let sc = c.linux.as_ref().and_then(|l| l.security_context.as_ref());
+            profile(&wanted(sc)?, false, probe(c).as_deref())
+        };
+        assert_eq!(probe(&config(T::RuntimeDefault, "")), None);
+        assert_eq!(of(&config(T::RuntimeDefault, "")).unwrap(), None);
+        assert_eq!(of(&cri::ContainerConfig::default()).unwrap(), None);
+        let e = of(&config(T::Localhost, "my-prof")).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(e.to_string().contains("\"my-prof\""), "{e}");
+    }
+
+    #[test]
+    fn with_apparmor_the_default_or_a_loaded_profile() {
+        let list = vec![DEFAULT_PROFILE.to_string(), "my-prof".to_string()];
+        let on = Some(list.as_slice());
+        let local = |n: &str| Wanted::Localhost(n.into());
+        assert_eq!(
+            profile(&Wanted::RuntimeDefault, false, on).unwrap().as_deref(),
+            Some(DEFAULT_PROFILE)
+        );
+        assert_eq!(profile(&Wanted::RuntimeDefault, true, on).unwrap(), None);
+        assert_eq!(profile(&Wanted::Unconfined, false, on).unwrap(), None);
+        assert_eq!(
+            profile(&local("my-prof"), true, on).unwrap().as_deref(),
+            Some("my-prof")
+        );
+        let e = profile(&local("gone"), false, on).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(e.to_string().contains("\"gone\" is not loaded"), "{e}");
+        let e = profile(&Wanted::RuntimeDefault, false, Some(&[])).unwrap_err();
+        assert!(e.to_string().contains(DEFAULT_PROFILE), "{e}");
+    }
+}
