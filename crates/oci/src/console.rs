@@ -21,7 +21,7 @@ pub fn setup(sock: &UnixStream, size: Option<&ConsoleSize>) -> Result<()> {
     let name = ptsname_r(&master).map_err(|e| err!("ptsname: {e}"))?;
     let slave = nix::fcntl::open(
         name.as_str(),
-        OFlag::O_RDWR | OFlag::O_NOCTTY,
+        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
         nix::sys::stat::Mode::empty(),
     )
     .map_err(|e| err!("opening {name}: {e}"))?;

@@ -34,6 +34,8 @@ pub struct CreateOptions {
     pub pid_file: Option<PathBuf>,
     /// Unix socket that receives the pty master when `process.terminal` is set.
     pub console_socket: Option<PathBuf>,
+    /// Descriptors 3 to 3+N-1 of the caller that the container's process gets (runc's `--preserve-fds`).
+    pub preserve_fds: u32,
 }
 
 /// Removes what a failed create made.
@@ -131,7 +133,7 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
     let stage1 = match crate::spawn::fork_into_cgroup(&cg)? {
         ForkResult::Child => {
             drop(parent);
-            let e = stage1(id, &bundle, &child, &fifo, console).unwrap_err();
+            let e = stage1(id, &bundle, &child, &fifo, console, opts.preserve_fds).unwrap_err();
             let _ = child.send(&format!("error {e}"));
             // SAFETY: leave without running destructors that belong to the parent.
             unsafe { libc::_exit(1) }
@@ -257,6 +259,7 @@ fn stage1(
     ch: &Channel,
     fifo: &OwnedFd,
     console: Option<UnixStream>,
+    preserve_fds: u32,
 ) -> Result<()> {
     let linux = bundle.spec.linux().as_ref().expect("checked");
     let (join, new) = crate::namespaces::split(linux.namespaces().as_deref().unwrap_or_default());
@@ -283,7 +286,7 @@ fn stage1(
     // SAFETY: single-threaded; the child runs init and never returns.
     match unsafe { fork() }.map_err(|e| err!("fork: {e}"))? {
         ForkResult::Child => {
-            let e = crate::init::run(id, bundle, ch, fifo, console, userns).unwrap_err();
+            let e = crate::init::run(id, bundle, ch, fifo, console, userns, preserve_fds).unwrap_err();
             let _ = ch.send(&format!("error {e}"));
             // SAFETY: as above.
             unsafe { libc::_exit(1) }

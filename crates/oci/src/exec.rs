@@ -24,6 +24,8 @@ pub struct ExecOptions {
     pub pid_file: Option<PathBuf>,
     /// Socket that receives the pty master when `process.terminal` is set.
     pub console_socket: Option<PathBuf>,
+    /// Descriptors 3 to 3+N-1 of the caller that the process gets (runc's `--preserve-fds`).
+    pub preserve_fds: u32,
 }
 
 /// Namespace join order: the user namespace first (it owns the others), the mount namespace last.
@@ -175,6 +177,7 @@ fn run_process(
         crate::console::setup(&sock, p.console_size().as_ref())?;
     }
     nix::unistd::chdir(p.cwd()).map_err(|e| err!("process.cwd {}: {e}", p.cwd().display()))?;
+    crate::process::check_cwd(p.cwd())?;
     let prepared = crate::process::prepare(p, seccomp)?;
-    match crate::process::finish(p, prepared)? {}
+    match crate::process::finish(p, prepared, opts.preserve_fds)? {}
 }

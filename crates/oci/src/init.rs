@@ -19,6 +19,7 @@ pub fn run(
     fifo: &OwnedFd,
     console: Option<UnixStream>,
     userns: bool,
+    preserve_fds: u32,
 ) -> Result<()> {
     let spec = &b.spec;
     let process = spec.process().as_ref().expect("checked");
@@ -47,6 +48,7 @@ pub fn run(
     let cwd = process.cwd();
     let _ = std::fs::create_dir_all(cwd);
     nix::unistd::chdir(cwd).map_err(|e| err!("process.cwd {}: {e}", cwd.display()))?;
+    crate::process::check_cwd(cwd)?;
     let seccomp = spec.linux().as_ref().and_then(|l| l.seccomp().as_ref());
     crate::process::set_personality(spec.linux().as_ref().and_then(|l| l.personality().as_ref()))?;
     let prepared = crate::process::prepare(process, seccomp)?;
@@ -69,7 +71,7 @@ pub fn run(
     if let Err(e) = start {
         fail(e)
     }
-    match crate::process::finish(process, prepared) {
+    match crate::process::finish(process, prepared, preserve_fds) {
         Ok(never) => match never {},
         Err(e) => fail(e),
     }

@@ -1,5 +1,10 @@
 //! The last steps before the user's program runs, shared by a container's init and by `exec`: resolve the
 //! executable, set rlimits, user and groups, capabilities, no_new_privs and seccomp, then `execve`.
+//!
+//! Only stdin, stdout, stderr and the `--preserve-fds` ones (3 to 3+N-1) cross that `execve` (CVE-2024-21626):
+//! every other descriptor, whoever opened it and however (one opened without O_CLOEXEC), is marked
+//! close-on-exec first, with `close_range(3+N, ~0, CLOSE_RANGE_CLOEXEC)`. The working directory is checked
+//! too ([`check_cwd`]): after `chdir` it must lie beneath the container's root.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -170,8 +175,15 @@ pub fn set_rlimits(p: &Process) -> Result<()> {
     Ok(())
 }
 
-/// Applies user, groups, capabilities, no_new_privs and seccomp, then executes the program. Returns only on error.
-pub fn finish(p: &Process, prep: Prepared) -> Result<std::convert::Infallible> {
+/// Applies user, groups, capabilities, no_new_privs and seccomp, then executes the program with stdio and the
+/// `preserve_fds` descriptors after them, nothing else. Returns only on error.
+pub fn finish(p: &Process, prep: Prepared, preserve_fds: u32) -> Result<std::convert::Infallible> {
+    // First, while seccomp cannot refuse close_range or the /proc reads of the fallback yet.
+    for fd in 3..3 + preserve_fds as i32 {
+        // SAFETY: fcntl on a descriptor number; the caller passed it on purpose.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+    }
+    cloexec_from(3 + preserve_fds)?;
     if let Some(mask) = p.user().umask() {
         nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(mask));
     }
@@ -219,4 +231,51 @@ pub fn finish(p: &Process, prep: Prepared) -> Result<std::convert::Infallible> {
     crate::apparmor::apply(p.apparmor_profile().as_deref())?;
     let e = nix::unistd::execve(&prep.exe, &prep.argv, &prep.envp).unwrap_err();
     Err(err!("exec {:?}: {e}", prep.exe))
+}
+
+/// Marks every descriptor from `first` up close-on-exec: `close_range(CLOSE_RANGE_CLOEXEC)`, or on kernels
+/// before 5.11 each descriptor listed in /proc/self/fd.
+pub fn cloexec_from(first: u32) -> Result<()> {
+    // SAFETY: close_range with integer arguments; CLOSE_RANGE_CLOEXEC only changes flags.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    if r == 0 {
+        return Ok(());
+    }
+    let dir = std::fs::read_dir("/proc/self/fd")
+        .map_err(|e| err!("listing /proc/self/fd to close inherited descriptors: {e}"))?;
+    let fds: Vec<i32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+        .filter(|&fd: &i32| fd >= first as i32)
+        .collect();
+    for fd in fds {
+        // SAFETY: fcntl on a descriptor number; one that closed meanwhile (the listing's own) gives EBADF.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
+}
+
+/// Checks, after `chdir`, that the working directory lies beneath the process's root: a `process.cwd` that
+/// walks out through a descriptor (`/proc/self/fd/N` of a directory outside the container) fails here, since
+/// the kernel's getcwd then answers a path that does not start with `/` ("(unreachable)/...").
+pub fn check_cwd(cwd: &Path) -> Result<()> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: the raw getcwd syscall (not libc's, which hides the "(unreachable)" answer) into a live buffer.
+    let n = unsafe { libc::syscall(libc::SYS_getcwd, buf.as_mut_ptr(), buf.len()) };
+    if n < 0 {
+        return Err(err!(
+            "process.cwd {}: cannot tell where it leads: {}",
+            cwd.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    let got = &buf[..(n as usize).saturating_sub(1)];
+    if !got.starts_with(b"/") {
+        return Err(err!(
+            "process.cwd {}: leads outside the container's root ({}); refused",
+            cwd.display(),
+            String::from_utf8_lossy(got)
+        ));
+    }
+    Ok(())
 }

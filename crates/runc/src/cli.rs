@@ -73,7 +73,7 @@ pub struct CreateArgs {
     /// Accepted for compatibility (no session keyring is created).
     #[arg(long)]
     pub no_new_keyring: bool,
-    /// Pass this many extra fds (from 3) to the container (not supported yet unless 0).
+    /// Pass this many extra fds (from 3) to the container; every other fd above stderr is closed.
     #[arg(long, default_value_t = 0)]
     pub preserve_fds: u32,
 }
@@ -219,7 +219,7 @@ pub struct ExecArgs {
     /// Set no_new_privileges.
     #[arg(long)]
     pub no_new_privs: bool,
-    /// Pass this many extra fds to the process (not supported yet unless 0).
+    /// Pass this many extra fds (from 3) to the process; every other fd above stderr is closed.
     #[arg(long, default_value_t = 0)]
     pub preserve_fds: u32,
 }

@@ -1,7 +1,16 @@
 //! `crius-runc`: the crius OCI runtime with runc's command line, so shims and tools that drive runc can drive it.
+//!
+//! The subcommands that enter a container (`create`, `run`, `exec`) protect the host's crius-runc binary
+//! against CVE-2019-5736 before anything else: they re-execute from a sealed memfd copy of themselves
+//! ([`sealed`]), so `/proc/<pid>/exe` of every crius-runc process a container can see is that copy, which
+//! cannot be written; and they make themselves non-dumpable, so a container process without CAP_SYS_PTRACE
+//! cannot open their `/proc/<pid>/` files (exe, fds, memory) while they work in its namespaces (the exec'd
+//! program is dumpable again after its execve, as the kernel resets it). The copy costs one in-kernel copy of
+//! the binary and one extra exec per such command.
 
 mod cli;
 mod default_spec;
+mod sealed;
 
 use std::io::Read;
 use std::path::Path;
@@ -16,6 +25,23 @@ use cli::{Cli, Command, Format};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let preserve = match &cli.command {
+        Command::Create(a) | Command::Run { create: a, .. } => Some(a.preserve_fds),
+        Command::Exec(a) => Some(a.preserve_fds),
+        _ => None,
+    };
+    if let Some(preserve) = preserve {
+        if let Err(e) = sealed::ensure() {
+            eprintln!("crius-runc: protecting the runtime binary (CVE-2019-5736): {e}");
+            return ExitCode::FAILURE;
+        }
+        // Descriptors the caller leaked (CVE-2024-21626) reach neither hooks nor the container, nor serve as a
+        // process.cwd of /proc/self/fd/N; only the --preserve-fds ones stay.
+        // SAFETY: close_range with integer arguments; nothing in this process owns those descriptors yet.
+        unsafe { libc::syscall(libc::SYS_close_range, 3 + preserve, u32::MAX, 0) };
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    }
     let format = match cli.log_format {
         cli::LogFormat::Text => crius_oci::log::Format::Text,
         cli::LogFormat::Json => crius_oci::log::Format::Json,
@@ -38,12 +64,10 @@ fn print_json(v: &impl serde::Serialize) -> Result<()> {
 }
 
 fn create_opts(a: &cli::CreateArgs) -> Result<CreateOptions> {
-    if a.preserve_fds != 0 {
-        return Err(err!("--preserve-fds is not supported yet"));
-    }
     Ok(CreateOptions {
         pid_file: a.pid_file.clone(),
         console_socket: a.console_socket.clone(),
+        preserve_fds: a.preserve_fds,
     })
 }
 
@@ -148,9 +172,6 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 }
 
 fn exec(root: &Path, a: cli::ExecArgs) -> Result<i32> {
-    if a.preserve_fds != 0 {
-        return Err(err!("--preserve-fds is not supported yet"));
-    }
     let process: Process = match &a.process {
         Some(path) => read_json(path)?,
         None => process_from_flags(root, &a)?,
@@ -160,6 +181,7 @@ fn exec(root: &Path, a: cli::ExecArgs) -> Result<i32> {
         detach: a.detach,
         pid_file: a.pid_file,
         console_socket: a.console_socket,
+        preserve_fds: a.preserve_fds,
     };
     crius_oci::exec::exec(root, &a.id, &opts)
 }

@@ -50,8 +50,14 @@ impl ConsoleSocket {
         let mut buf = [0u8; 4096];
         let mut iov = [IoSliceMut::new(&mut buf)];
         let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
-        let msg = recvmsg::<()>(conn.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::empty())
-            .map_err(|e| format!("receiving the terminal: {e}"))?;
+        // Close-on-exec from the start: the master must not reach the runtime processes the shim runs later.
+        let msg = recvmsg::<()>(
+            conn.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .map_err(|e| format!("receiving the terminal: {e}"))?;
         for c in msg.cmsgs().map_err(|e| format!("receiving the terminal: {e}"))? {
             if let ControlMessageOwned::ScmRights(fds) = c
                 && let Some(&fd) = fds.first()

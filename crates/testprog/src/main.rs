@@ -4,7 +4,7 @@
 //! ```text
 //! crius-testprog [--log-every MS] [--log-text T] [--stderr] [--term-delay MS] [--term-exit CODE]
 //!                [--alloc MIB] [--burn THREADS] [--http PORT] [--exit-after MS] [--exit-code N]
-//!                [--print-env] [--write-file PATH TEXT]
+//!                [--print-env] [--write-file PATH TEXT] [--steal-exe] [--overwrite-fd N]
 //! ```
 //! - `--log-every MS`: print `<counter> <text>` every MS milliseconds (stdout, or stderr with `--stderr`).
 //! - `--term-delay MS`: on SIGTERM print `got SIGTERM`, wait MS, then exit with `--term-exit` (default 0).
@@ -12,6 +12,9 @@
 //! - `--burn THREADS`: spin THREADS busy threads.
 //! - `--http PORT`: answer `GET /healthz` and `GET /ready` with 200 `ok`, anything else with 404.
 //! - `--exit-after MS`: exit with `--exit-code` (default 0) after MS milliseconds.
+//! - `--steal-exe`, `--overwrite-fd N`: the CVE-2019-5736 attacker (see `attack.rs`); nothing else runs.
+
+mod attack;
 
 use std::io::{BufRead, BufReader, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,7 +47,7 @@ fn usage(msg: &str) -> ! {
     eprintln!(
         "usage: crius-testprog [--log-every MS] [--log-text T] [--stderr] [--term-delay MS] [--term-exit CODE] \
          [--alloc MIB] [--burn THREADS] [--http PORT] [--exit-after MS] [--exit-code N] [--print-env] \
-         [--write-file PATH TEXT]"
+         [--write-file PATH TEXT] [--steal-exe] [--overwrite-fd N]"
     );
     std::process::exit(2)
 }
@@ -80,6 +83,8 @@ fn parse() -> Opts {
                 let path = val(&a);
                 o.write_file = Some((path, val(&a)));
             }
+            "--steal-exe" => attack::steal(),
+            "--overwrite-fd" => attack::overwrite(num(&a, val(&a)) as i32),
             "--help" | "-h" => usage("a test workload"),
             other => usage(&format!("unknown option {other:?}")),
         }
