@@ -1,0 +1,352 @@
+//! Hostile images against a real criusd, built here and served from the real local registry (Debian's
+//! docker-registry on 127.0.0.1, filled with skopeo) or given to `crius images import`:
+//! - layers holding the whiteouts `.wh.`, `.wh..` and `.wh...` (which would name the layer directory or its
+//!   parent) are refused, naming the entry;
+//! - a layer the registry serves larger than its descriptor's size (1 GiB where busybox's is under 1 MiB) is
+//!   cut off at its size and one byte and refused naming the blob; nothing of it is stored; likewise a layer
+//!   of a layout bigger than its descriptor, and a manifest of more than 4 MiB;
+//! - an image whose /etc/passwd is a symlink to /dev/zero (a device the image ships), or whose /etc/group is a
+//!   FIFO, gets a clear error from CreateContainer at once, instead of a criusd hanging on the read or filling
+//!   its memory.
+//!
+//! After each, criusd still answers Version promptly and its RSS did not balloon.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crius_privileged_tests::cri::{Pod, container};
+use crius_test_support::image::{self, ImageSpec};
+use crius_test_support::registry::Registry;
+use crius_test_support::require_root;
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::image_service_client::ImageServiceClient;
+use serde_json::Value;
+use tonic::Code;
+
+/// A process's resident set, KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+/// criusd answers Version within a second, and its RSS is within 64 MiB of `before` (KiB).
+async fn healthy(p: &mut Pod, before: u64) {
+    let t = Instant::now();
+    p.c.version(cri::VersionRequest::default()).await.unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "Version took {:?}",
+        t.elapsed()
+    );
+    let now = rss_kib(p.d.pid());
+    assert!(
+        now < before + 64 * 1024,
+        "criusd's RSS grew from {before} KiB to {now} KiB"
+    );
+}
+
+/// An image named `name` of one layer, the directory `dir`, written into the layout at `layout`.
+fn one_layer(layout: &Path, name: &str, dir: &Path) -> image::ImageInfo {
+    let spec = ImageSpec {
+        name: name.into(),
+        layers: vec![dir.into()],
+        cmd: vec!["sh".into()],
+        ..Default::default()
+    };
+    image::write_layout(layout, &[spec]).unwrap().remove(0)
+}
+
+/// `crius images import` of `path`: it must fail, promptly; its stderr.
+fn import_fails(p: &Pod, path: &Path) -> String {
+    let t = Instant::now();
+    let out = p.d.cli(&["images", "import", &path.display().to_string()]);
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "import took {:?}",
+        t.elapsed()
+    );
+    assert!(!out.status.success(), "import of {} succeeded", path.display());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+async fn images(p: &Pod) -> ImageServiceClient<tonic::transport::Channel> {
+    let ch = crius_api::connect(&p.d.socket().display().to_string())
+        .await
+        .unwrap();
+    ImageServiceClient::new(ch)
+}
+
+async fn pull(p: &Pod, image: &str) -> Result<String, tonic::Status> {
+    let mut c = images(p).await;
+    c.pull_image(cri::PullImageRequest {
+        image: Some(cri::ImageSpec {
+            image: image.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .map(|r| r.into_inner().image_ref)
+}
+
+/// The blobs criusd's store holds.
+fn stored_blobs(p: &Pod) -> Vec<String> {
+    crius_privileged_tests::cri::entries(&p.d.root().join("images/blobs/sha256"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn whiteouts_of_no_name_dot_or_dot_dot_are_refused() {
+    require_root();
+    let mut p = Pod::on_host_network("whiteouts").await;
+    let before = rss_kib(p.d.pid());
+    let reg = Registry::start();
+    let dir = tempfile::tempdir().unwrap();
+    for (i, wh) in [".wh.", ".wh..", ".wh..."].into_iter().enumerate() {
+        let layer = dir.path().join(format!("layer{i}"));
+        std::fs::create_dir_all(&layer).unwrap();
+        std::fs::write(layer.join("keep"), "x").unwrap();
+        std::fs::write(layer.join(wh), "").unwrap();
+        let layout = dir.path().join(format!("layout{i}"));
+        one_layer(&layout, "wh:latest", &layer);
+        reg.push(&layout, "wh:latest", &format!("wh{i}:latest"));
+
+        let t = Instant::now();
+        let e = pull(&p, &format!("{}/wh{i}:latest", reg.host)).await.unwrap_err();
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "pull took {:?}",
+            t.elapsed()
+        );
+        assert_eq!(e.code(), Code::InvalidArgument, "{wh}: {e:?}");
+        assert!(
+            e.message().contains("unsafe layer entry") && e.message().contains(&format!("{wh:?}")),
+            "{wh}: {e:?}"
+        );
+        let said = import_fails(&p, &layout);
+        assert!(said.contains("unsafe layer entry"), "{wh}: {said}");
+        eprintln!(
+            "attacks_images: {wh}: pull: {}; import: {}",
+            e.message(),
+            said.trim()
+        );
+        healthy(&mut p, before).await;
+    }
+    assert!(
+        p.d.root().join("images/layers").is_dir(),
+        "the layers directory is still there"
+    );
+}
+
+/// Rewrites the manifest of image `name` in the layout at `layout` with `f`; the index follows.
+fn rewrite_manifest(layout: &Path, name: &str, f: impl FnOnce(&mut Value)) {
+    let index_path = layout.join("index.json");
+    let mut index: Value = serde_json::from_slice(&std::fs::read(&index_path).unwrap()).unwrap();
+    let entry = index["manifests"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == name)
+        .unwrap();
+    let old = entry["digest"].as_str().unwrap().to_string();
+    let mut manifest = image::json_blob(layout, &old).unwrap();
+    f(&mut manifest);
+    let bytes = serde_json::to_vec(&manifest).unwrap();
+    let digest = format!("sha256:{}", sha256_hex(&bytes));
+    std::fs::write(
+        layout
+            .join("blobs/sha256")
+            .join(digest.trim_start_matches("sha256:")),
+        &bytes,
+    )
+    .unwrap();
+    entry["digest"] = Value::from(digest);
+    entry["size"] = Value::from(bytes.len());
+    std::fs::write(&index_path, serde_json::to_vec(&index).unwrap()).unwrap();
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn blobs_larger_than_their_descriptors_are_cut_off() {
+    require_root();
+    let mut p = Pod::on_host_network("oversized").await;
+    let before = rss_kib(p.d.pid());
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    let bb = image::busybox(&layout, "big:latest").unwrap();
+    let reg = Registry::start();
+    reg.push(&layout, "big:latest", "big:latest");
+    // The registry now serves 1 GiB for the layer its manifest says is under 1 MiB.
+    let data = reg.blob_data(&bb.layers[0]);
+    let real = std::fs::metadata(&data).unwrap().len();
+    std::fs::File::create(&data).unwrap().set_len(1 << 30).unwrap();
+    let t = Instant::now();
+    let e = pull(&p, &format!("{}/big:latest", reg.host)).await.unwrap_err();
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(20), "pull took {took:?}");
+    eprintln!("attacks_images: pull, 1 GiB layer: {}", e.message());
+    assert_eq!(e.code(), Code::DataLoss, "{e:?}");
+    assert!(
+        e.message().contains("size mismatch") && e.message().contains(&bb.layers[0]),
+        "the error names the blob: {e:?}"
+    );
+    let hex = bb.layers[0].trim_start_matches("sha256:").to_string();
+    assert!(!stored_blobs(&p).contains(&hex), "nothing of it is stored");
+    assert_eq!(
+        crius_privileged_tests::cri::entries(&p.d.root().join("images/ingest")),
+        Vec::<String>::new(),
+        "no partial download left"
+    );
+    healthy(&mut p, before).await;
+    eprintln!("attacks_images: a 1 GiB layer of {real} bytes described refused in {took:?}");
+
+    // A layout's layer bigger than its descriptor says: refused on import, naming it.
+    rewrite_manifest(&layout, "big:latest", |m| {
+        m["layers"][0]["size"] = Value::from(real - 100);
+    });
+    let said = import_fails(&p, &layout);
+    assert!(
+        said.contains("size mismatch") && said.contains(&bb.layers[0]),
+        "{said}"
+    );
+    eprintln!(
+        "attacks_images: import, layer bigger than described: {}",
+        said.trim()
+    );
+    assert!(!stored_blobs(&p).contains(&hex), "nothing of it is stored");
+    // A manifest of more than 4 MiB: refused before it is read.
+    rewrite_manifest(&layout, "big:latest", |m| {
+        m["layers"][0]["size"] = Value::from(real);
+        m["annotations"] = serde_json::json!({"padding": "x".repeat(5 << 20)});
+    });
+    let said = import_fails(&p, &layout);
+    assert!(said.contains("more than the 4194304"), "{said}");
+    eprintln!("attacks_images: import, 5 MiB manifest: {}", said.trim());
+    healthy(&mut p, before).await;
+}
+
+/// A busybox rootfs at `dir`, with `etc` made and `etc/passwd`, `etc/group` removed.
+fn busybox_rootfs(dir: &Path) -> PathBuf {
+    crius_test_support::build_busybox_rootfs(dir).unwrap();
+    std::fs::create_dir_all(dir.join("etc")).unwrap();
+    for f in ["etc/passwd", "etc/group"] {
+        let _ = std::fs::remove_file(dir.join(f));
+    }
+    dir.to_path_buf()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn passwd_a_device_and_group_a_fifo_are_refused_at_once() {
+    require_root();
+    let mut p = Pod::on_host_network("passwd").await;
+    let before = rss_kib(p.d.pid());
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+
+    // /etc/passwd -> /dev/zero, and the image ships /dev/zero (1:5): inside the rootfs, it is a device.
+    let zero = busybox_rootfs(&dir.path().join("zero"));
+    std::fs::create_dir_all(zero.join("dev")).unwrap();
+    nix::sys::stat::mknod(
+        &zero.join("dev/zero"),
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+        nix::sys::stat::makedev(1, 5),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/dev/zero", zero.join("etc/passwd")).unwrap();
+    one_layer(&layout, "zero:latest", &zero);
+    // /etc/group a FIFO (nobody writes to it).
+    let fifo = busybox_rootfs(&dir.path().join("fifo"));
+    std::fs::write(fifo.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
+    nix::unistd::mkfifo(
+        &fifo.join("etc/group"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    one_layer(&layout, "fifo:latest", &fifo);
+    p.d.cli_ok(&["images", "import", &layout.display().to_string()]);
+
+    let mut named = container("zero", "zero:latest", "id");
+    named.linux = Some(cri::LinuxContainerConfig {
+        security_context: Some(cri::LinuxContainerSecurityContext {
+            run_as_username: "app".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let t = Instant::now();
+    let e = p.create(named).await.unwrap_err();
+    eprintln!(
+        "attacks_images: passwd -> /dev/zero: {} ({:?})",
+        e.message(),
+        t.elapsed()
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "CreateContainer took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(
+        e.message().contains("/etc/passwd") && e.message().contains("not a regular file"),
+        "{e:?}"
+    );
+    healthy(&mut p, before).await;
+
+    let mut grouped = container("fifo", "fifo:latest", "id");
+    grouped.linux = Some(cri::LinuxContainerConfig {
+        security_context: Some(cri::LinuxContainerSecurityContext {
+            run_as_username: "root".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let t = Instant::now();
+    let e = p.create(grouped).await.unwrap_err();
+    eprintln!(
+        "attacks_images: group a FIFO: {} ({:?})",
+        e.message(),
+        t.elapsed()
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "CreateContainer took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(
+        e.message().contains("/etc/group") && e.message().contains("FIFO"),
+        "{e:?}"
+    );
+    healthy(&mut p, before).await;
+    // The failed creates left no container behind.
+    let left =
+        p.c.list_containers(cri::ListContainersRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+            .containers;
+    assert!(left.is_empty(), "{left:?}");
+}
