@@ -1,9 +1,10 @@
 //! A container's mounts, in the order the runtime makes them: the usual /proc, /dev and /sys, the pod's
 //! /dev/shm, the pod's hostname, hosts and resolv.conf files (unless kubelet mounts its own), then
-//! kubelet's mounts with their propagation.
+//! kubelet's mounts with their propagation. kubelet's mounts must have absolute paths and stay out of /proc.
 
 use std::path::Path;
 
+use crius_common::inroot::{self, ProcPlace};
 use k8s_cri::v1 as cri;
 use oci_spec::runtime::{Mount, MountBuilder};
 
@@ -19,6 +20,43 @@ fn mount(destination: &str, typ: &str, source: impl AsRef<Path>, options: &[&str
             .options(options.iter().map(|o| o.to_string()).collect::<Vec<_>>())
             .build(),
     )
+}
+
+/// Refuses kubelet's mount `i` unless both paths are absolute and the container's is outside /proc (but
+/// for the files lxcfs emulates, which the runtime allows too). kubelet never sends such mounts; a client that
+/// does is told which field is wrong.
+fn check(i: usize, m: &cri::Mount) -> Result<()> {
+    if m.host_path.is_empty() || m.container_path.is_empty() {
+        return Err(Error::invalid(
+            CALL,
+            "a mount",
+            format!(
+                "needs a host_path and a container_path (got {:?} -> {:?})",
+                m.host_path, m.container_path
+            ),
+        ));
+    }
+    for (field, p) in [("host_path", &m.host_path), ("container_path", &m.container_path)] {
+        if !Path::new(p).is_absolute() {
+            return Err(Error::invalid(
+                CALL,
+                format!("mounts[{i}].{field}"),
+                format!("{p:?} is not an absolute path"),
+            ));
+        }
+    }
+    match inroot::proc_place(Path::new(&m.container_path)) {
+        ProcPlace::Outside | ProcPlace::Allowed => Ok(()),
+        ProcPlace::Proc | ProcPlace::Inside => Err(Error::invalid(
+            CALL,
+            format!("mounts[{i}].container_path"),
+            format!(
+                "{:?} is /proc or inside it: only {} may be mounted there",
+                m.container_path,
+                inroot::PROC_FILES.join(", ")
+            ),
+        )),
+    }
 }
 
 fn propagation(p: i32) -> &'static str {
@@ -103,17 +141,8 @@ pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly:
             )?);
         }
     }
-    for m in &c.mounts {
-        if m.host_path.is_empty() || m.container_path.is_empty() {
-            return Err(Error::invalid(
-                CALL,
-                "a mount",
-                format!(
-                    "needs a host_path and a container_path (got {:?} -> {:?})",
-                    m.host_path, m.container_path
-                ),
-            ));
-        }
+    for (i, m) in c.mounts.iter().enumerate() {
+        check(i, m)?;
         let mode = if m.readonly { "ro" } else { "rw" };
         out.push(mount(
             &m.container_path,
@@ -123,4 +152,62 @@ pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly:
         )?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(host: &str, container: &str) -> cri::Mount {
+        cri::Mount {
+            host_path: host.into(),
+            container_path: container.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn relative_paths_and_proc_destinations_are_refused_by_field() {
+        assert!(check(0, &m("/var/lib/data", "/data")).is_ok());
+        assert!(check(0, &m("/var/lib/lxcfs/proc/cpuinfo", "/proc/cpuinfo")).is_ok());
+        assert!(check(0, &m("/var/lib/lxcfs/proc/net/dev", "/proc/net/../net/dev")).is_ok());
+        for (i, mount, field, says) in [
+            (
+                0,
+                m("data", "/data"),
+                "mounts[0].host_path",
+                "\"data\" is not an absolute path",
+            ),
+            (
+                1,
+                m("/d", "data/x"),
+                "mounts[1].container_path",
+                "not an absolute path",
+            ),
+            (
+                2,
+                m("/d", "/proc"),
+                "mounts[2].container_path",
+                "\"/proc\" is /proc or inside it",
+            ),
+            (
+                3,
+                m("/d", "/proc/sys/kernel"),
+                "mounts[3].container_path",
+                "inside it",
+            ),
+            (
+                4,
+                m("/d", "/x/../proc/1/root"),
+                "mounts[4].container_path",
+                "inside it",
+            ),
+            (5, m("/d", "/proc/"), "mounts[5].container_path", "inside it"),
+        ] {
+            let e = check(i, &mount).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument);
+            let text = e.to_string();
+            assert!(text.contains(field) && text.contains(says), "{text}");
+        }
+    }
 }
