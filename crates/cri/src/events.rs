@@ -4,6 +4,7 @@
 //! they are known even once its shim is gone. Shims queue events while criusd is down and send them when it is
 //! back, so nothing that happened meanwhile is lost.
 
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::sync::Arc;
@@ -16,6 +17,8 @@ use crate::container::Containers;
 pub fn serve(path: &Path, containers: Arc<Containers>) -> std::io::Result<()> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
+    // Root's alone (its directory is 0700 too); the server refuses a peer of another uid besides.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     // Serves for criusd's life: the handle is let go.
     let _ = client::serve_events(listener, move |event| match event {
         Event::Oom { container_id } => {

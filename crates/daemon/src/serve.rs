@@ -2,7 +2,7 @@
 //! clean shutdown on SIGTERM or SIGINT (in-flight calls finish, the socket file is removed).
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use crius_api::images::images_server::ImagesServer;
@@ -34,6 +34,35 @@ fn mkdir(p: &Path, mode: u32) -> Result<(), String> {
         .map_err(|e| format!("setting the mode of {}: {e}", p.display()))
 }
 
+/// The directories criusd keeps under `--root` and `--state`, made 0700 before anything is put in them.
+const PRIVATE_DIRS: &[(&str, &str)] = &[
+    ("root", "containers"),
+    ("root", "sandboxes"),
+    ("root", "intents"),
+    ("root", "images"),
+    ("state", "containers"),
+    ("state", "ns"),
+];
+
+/// Gives every entry directly in `dir` its owner's access alone: directories 0700, files and sockets 0600
+/// (what an older criusd made 0755 or 0644 is tightened at start-up). Symlinks are left alone.
+fn tighten(dir: &Path) -> Result<(), String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+    for e in entries.flatten() {
+        let Ok(t) = e.file_type() else { continue };
+        let mode = if t.is_dir() {
+            crius_cri::store::DIR_MODE
+        } else if t.is_symlink() {
+            continue;
+        } else {
+            crius_cri::store::FILE_MODE
+        };
+        std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(mode))
+            .map_err(|err| format!("setting the mode of {}: {err}", e.path().display()))?;
+    }
+    Ok(())
+}
+
 /// Holds `<state>/criusd.lock` for the daemon's lifetime: a second criusd on the same state dir is refused.
 fn lock(state: &Path) -> Result<Flock<std::fs::File>, String> {
     let path = state.join("criusd.lock");
@@ -42,6 +71,7 @@ fn lock(state: &Path) -> Result<Flock<std::fs::File>, String> {
         .truncate(false)
         .read(true)
         .write(true)
+        .mode(crius_cri::store::FILE_MODE)
         .open(&path)
         .map_err(|e| format!("opening {}: {e}", path.display()))?;
     let mut held = Flock::lock(f, FlockArg::LockExclusiveNonblock).map_err(|_| {
@@ -92,9 +122,15 @@ async fn shutdown_signal() {
 
 /// Runs the daemon until SIGTERM or SIGINT.
 pub fn run(c: Config) -> Result<(), String> {
-    mkdir(&c.root, 0o711)?;
+    // Nothing under root is anyone else's business. State is 0711 so that the socket's group (listen_mode)
+    // reaches a socket kept in it; everything in it is 0700 or 0600.
+    mkdir(&c.root, 0o700)?;
     mkdir(&c.state, 0o711)?;
     let _lock = lock(&c.state)?;
+    for (base, name) in PRIVATE_DIRS {
+        let dir = if *base == "root" { &c.root } else { &c.state }.join(name);
+        crius_cri::store::private_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
     // crius's AppArmor profile for RuntimeDefault containers, where the kernel has AppArmor. Without it those
     // containers are refused (each create tries to load it again), the others run: not fatal.
     match crius_cri::convert::load_apparmor_default() {
@@ -121,6 +157,9 @@ pub fn run(c: Config) -> Result<(), String> {
         store.clone(),
     )
     .map_err(|e| e.to_string())?;
+    for dir in [&c.root, &c.state, &c.root.join("images")] {
+        tighten(dir)?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(16)

@@ -159,6 +159,20 @@ pub(crate) struct Server {
     work: Condvar,
 }
 
+/// Whether the peer of `stream` runs as this process's user (root): the socket's mode and directory keep
+/// others out already; SO_PEERCRED refuses them again should a mode be loosened.
+fn same_user(stream: &UnixStream) -> std::io::Result<()> {
+    let cred = nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)?;
+    let me = nix::unistd::geteuid().as_raw();
+    if cred.uid() != me {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("peer pid {} runs as uid {}, not {me}", cred.pid(), cred.uid()),
+        ));
+    }
+    Ok(())
+}
+
 impl Server {
     /// A server for `methods`; the `deferred` ones are answered through a [`Reply`] instead.
     pub(crate) fn new(methods: Methods, deferred: HashMap<String, Deferred>) -> Arc<Server> {
@@ -176,6 +190,10 @@ impl Server {
         let me = self.clone();
         reactor.add(listener.as_raw_fd(), READ, move |r, _| {
             while let Ok((stream, _)) = listener.accept() {
+                if let Err(e) = same_user(&stream) {
+                    eprintln!("containerd-shim-crius-v2: a ttrpc connection refused: {e}");
+                    continue;
+                }
                 if let Err(e) = me.serve(r, stream) {
                     eprintln!("containerd-shim-crius-v2: a ttrpc connection: {e}");
                 }

@@ -3,6 +3,7 @@
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, IntoRawFd};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -124,6 +125,17 @@ fn launch(f: &Flags, address: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Makes `dir` (a directory of sockets: the shims', their console sockets) 0700, an existing one tightened:
+/// nobody but root reaches a socket in it.
+pub(crate) fn private_dir(dir: &Path) -> Result<(), String> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .and_then(|_| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|e| format!("creating {} (0700): {e}", dir.display()))
+}
+
 trait NonBlock {
     fn custom_flags_nonblock(&mut self) -> &mut Self;
 }
@@ -144,7 +156,7 @@ fn serve(f: &Flags) -> Result<(), String> {
     }
     let path = socket_path(&f.socket);
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        private_dir(dir)?;
     }
     let listener = match UnixListener::bind(&path) {
         Ok(l) => l,
@@ -158,6 +170,8 @@ fn serve(f: &Flags) -> Result<(), String> {
         }
         Err(e) => return Err(format!("listening on {}: {e}", path.display())),
     };
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("setting the mode of {}: {e}", path.display()))?;
     let reactor = Reactor::new().map_err(|e| format!("the event loop: {e}"))?;
     let reaper = Reaper::install().map_err(|e| format!("becoming a subreaper: {e}"))?;
     reaper.attach(&reactor).map_err(|e| format!("reaping: {e}"))?;

@@ -82,7 +82,7 @@ impl Containers {
             let what = format!("opening {}", what.display());
             move |e| Error::io(what, e)
         };
-        std::fs::create_dir_all(&setup.bundles).map_err(io(&setup.bundles))?;
+        crate::store::private_dir(&setup.bundles).map_err(io(&setup.bundles))?;
         let records = Records::open(&setup.records).map_err(io(&setup.records))?;
         let names = NameIndex::default();
         for c in records.list() {
@@ -282,8 +282,8 @@ impl Containers {
             let spec =
                 serde_json::to_vec(&spec).map_err(|e| Error::io("serializing config.json", e.into()))?;
             let io = |what: String| move |e| Error::io(what, e);
-            std::fs::create_dir_all(&bundle).map_err(io(format!("creating {}", bundle.display())))?;
-            std::fs::write(bundle.join("config.json"), spec)
+            crate::store::private_dir(&bundle).map_err(io(format!("creating {}", bundle.display())))?;
+            crate::store::write_private(&bundle.join("config.json"), &spec)
                 .map_err(io(format!("writing {}/config.json", bundle.display())))?;
             // The log's directories are made beneath log_directory, a symlink planted on the way or in the
             // file's place refused; the shim opens it the same way (`log_directory//log_path`).

@@ -115,7 +115,7 @@ impl Records {
     /// The records under `dir` (created if missing). A record that cannot be read is skipped with a warning;
     /// it is not deleted.
     pub fn open(dir: &Path) -> std::io::Result<Records> {
-        std::fs::create_dir_all(dir)?;
+        super::private_dir(dir)?;
         let mut all = HashMap::new();
         for e in std::fs::read_dir(dir)?.flatten() {
             if is_leftover(&e.path(), RECORD) {

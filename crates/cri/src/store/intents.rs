@@ -63,7 +63,7 @@ pub struct Pending<'a> {
 impl Intents {
     /// The intents under `dir` (made if missing).
     pub fn open(dir: &Path) -> std::io::Result<Intents> {
-        std::fs::create_dir_all(dir)?;
+        super::private_dir(dir)?;
         Ok(Intents {
             dir: dir.to_path_buf(),
         })

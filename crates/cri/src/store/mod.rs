@@ -27,7 +27,7 @@ pub mod sandbox;
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
+    let mut f = create_private(&tmp)?;
     f.write_all(bytes)?;
     f.sync_all()?;
     drop(f);
@@ -35,12 +35,46 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
-/// Makes `dir` (a record's directory) if it is missing, its entry in its parent on disk.
+/// The mode of criusd's directories under its root and state: its own user's alone.
+pub const DIR_MODE: u32 = 0o700;
+/// The mode of the files it keeps there (records, intents, config.json).
+pub const FILE_MODE: u32 = 0o600;
+
+/// Creates (truncating) `path` with [`FILE_MODE`], an existing file's mode tightened to it.
+fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(FILE_MODE)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))?;
+    Ok(f)
+}
+
+/// Writes `bytes` to `path` ([`FILE_MODE`]).
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    create_private(path)?.write_all(bytes)
+}
+
+/// Makes `dir` and its missing parents with [`DIR_MODE`]; an existing `dir` is tightened to it.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
+}
+
+/// Makes `dir` (a record's directory, [`DIR_MODE`]) if it is missing, its entry in its parent on disk.
 pub(crate) fn create_dir_durable(dir: &Path) -> std::io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
-    std::fs::create_dir_all(dir)?;
+    private_dir(dir)?;
     sync_dir(dir.parent().unwrap_or(Path::new(".")))
 }
 

@@ -82,7 +82,7 @@ impl Sandboxes {
     /// warning; it is not deleted. A READY sandbox whose pins are no longer `alive` (after a reboot) comes
     /// back NOTREADY.
     pub fn open(dir: &Path, alive: impl Fn(&Pinned) -> bool) -> std::io::Result<Sandboxes> {
-        std::fs::create_dir_all(dir)?;
+        super::private_dir(dir)?;
         let mut all = HashMap::new();
         let names = NameIndex::default();
         for e in std::fs::read_dir(dir)?.flatten() {

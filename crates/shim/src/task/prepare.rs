@@ -13,6 +13,9 @@ use crate::reactor::Reactor;
 use crate::runtime::Runtime;
 use crate::stdio::{self, ProcessIo};
 
+/// Where the runtimes' state roots are made (0700).
+const RUNTIME_ROOTS: &str = "/run/crius/shim";
+
 impl Tasks {
     /// The runtime for a new container: the chosen binary and root when given, else `CRIUS_SHIM_RUNTIME` from
     /// the environment, else crius-runc, under `/run/crius/shim/<binary name>/<namespace>`.
@@ -27,10 +30,12 @@ impl Tasks {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            Path::new("/run/crius/shim")
-                .join(name)
-                .join(&self.inner.namespace)
+            Path::new(RUNTIME_ROOTS).join(name).join(&self.inner.namespace)
         });
+        if choice.root.is_none() {
+            // The runtime's state (each container's config, its exec FIFO) is root's alone.
+            crate::start::private_dir(Path::new(RUNTIME_ROOTS)).map_err(Error::Host)?;
+        }
         std::fs::create_dir_all(&root).map_err(|source| Error::Io {
             context: format!("creating {}", root.display()),
             source,
