@@ -1,10 +1,16 @@
 //! A pod's volumes on this machine, under `<pods_dir>/<uid>/volumes/<name>`: `emptyDir` (a directory, or a
 //! tmpfs for `medium: Memory`), `hostPath` (with its `type` checks and creations), and `configMap`/`secret`
 //! (files written from the manifest's objects). Other volume types need a cluster and are refused by name.
+//! A volumeMount's subPath is resolved inside its volume by fd and bound under `<uid>/subpaths`, which is what
+//! the container mounts.
 
 use std::collections::BTreeMap;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+
+use crius_common::inroot;
 
 use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, KeyToPath, Volume};
@@ -27,6 +33,8 @@ pub struct Volumes {
     dir: PathBuf,
     ready: BTreeMap<String, Ready>,
     tmpfs: Vec<PathBuf>,
+    /// SubPaths bound under `<dir>/subpaths`, unmounted before the directory is deleted.
+    pinned: Mutex<Vec<PathBuf>>,
 }
 
 impl Volumes {
@@ -36,6 +44,7 @@ impl Volumes {
             dir: dir.to_path_buf(),
             ready: BTreeMap::new(),
             tmpfs: Vec::new(),
+            pinned: Mutex::new(Vec::new()),
         };
         std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
         for vol in def.spec.volumes.iter().flatten() {
@@ -134,7 +143,7 @@ impl Volumes {
     pub fn mounts(&self, c: &Container) -> Result<Vec<cri::Mount>, Error> {
         let at = format!("container {:?}", c.name);
         let mut out = Vec::new();
-        for m in c.volume_mounts.iter().flatten() {
+        for (i, m) in c.volume_mounts.iter().flatten().enumerate() {
             let v = self.ready.get(&m.name).ok_or_else(|| {
                 Error::manifest(
                     &at,
@@ -150,11 +159,8 @@ impl Volumes {
                         format!("subPath {sub:?} must be relative, without `..`"),
                     ));
                 }
-                host = host.join(p);
-                if !host.exists() {
-                    std::fs::create_dir_all(&host)
-                        .map_err(Error::io(format!("creating {}", host.display())))?;
-                }
+                let pin = self.dir.join("subpaths").join(&c.name).join(i.to_string());
+                host = self.pin_sub_path(&v.path, p, &pin, &at)?;
             }
             let propagation = match m.mount_propagation.as_deref() {
                 None | Some("None") => cri::MountPropagation::PropagationPrivate,
@@ -173,12 +179,68 @@ impl Volumes {
         Ok(out)
     }
 
+    /// Resolves `sub` inside volume `volume` by fd (made as a directory if missing) and binds what it leads
+    /// to onto `pin`, which the container then mounts: a subPath that is, or is swapped for, a symlink leading
+    /// out of the volume resolves inside it, and the runtime never resolves the subPath's string again (the
+    /// CVE-2017-1002101 class).
+    fn pin_sub_path(&self, volume: &Path, sub: &Path, pin: &Path, at: &str) -> Result<PathBuf, Error> {
+        let fd =
+            resolve_sub_path(volume, sub).map_err(Error::io(format!("{at}: subPath {}", sub.display())))?;
+        let dir = nix::sys::stat::fstat(fd.as_fd())
+            .map(|st| st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR)
+            .map_err(|e| Error::io(format!("{at}: subPath {}", sub.display()))(e.into()))?;
+        // An earlier attempt's pin: the new one is resolved afresh.
+        let _ = nix::mount::umount2(pin, MntFlags::MNT_DETACH);
+        let parent = pin.parent().unwrap_or(pin);
+        std::fs::create_dir_all(parent).map_err(Error::io(format!("{at}: creating {}", parent.display())))?;
+        let _ = std::fs::remove_dir(pin);
+        let _ = std::fs::remove_file(pin);
+        let made = if dir {
+            std::fs::create_dir(pin)
+        } else {
+            std::fs::write(pin, b"")
+        };
+        made.map_err(Error::io(format!("{at}: creating {}", pin.display())))?;
+        nix::mount::mount(
+            Some(&inroot::fd_path(&fd)),
+            pin,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|e| Error::Io {
+            context: format!("{at}: binding subPath {} onto {}", sub.display(), pin.display()),
+            source: e.into(),
+        })?;
+        self.pinned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(pin.to_path_buf());
+        Ok(pin.to_path_buf())
+    }
+
     /// Unmounts and deletes the pod's own directory (hostPath volumes stay).
     pub fn remove(&mut self) {
+        for p in self.pinned.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            let _ = nix::mount::umount2(&p, MntFlags::MNT_DETACH);
+        }
         for t in self.tmpfs.drain(..) {
             let _ = nix::mount::umount2(&t, MntFlags::MNT_DETACH);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Opens `sub` inside `volume` as if the volume were `/` (making it a directory if it is missing), by fd.
+fn resolve_sub_path(volume: &Path, sub: &Path) -> std::io::Result<OwnedFd> {
+    let root = nix::fcntl::open(
+        volume,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    match inroot::open(root.as_fd(), sub) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => inroot::mkdir_all(root.as_fd(), sub, 0o777),
+        r => r,
     }
 }
 
@@ -314,7 +376,6 @@ spec:
     image: busybox
     volumeMounts:
     - {{name: scratch, mountPath: /scratch}}
-    - {{name: scratch, mountPath: /sub, subPath: logs}}
     - {{name: cfg, mountPath: /etc/app}}
     - {{name: host, mountPath: /host, readOnly: true, mountPropagation: HostToContainer}}
   volumes:
@@ -333,10 +394,9 @@ spec:
         assert!(host.is_dir());
         let mounts = v.mounts(&def.spec.containers[0]).unwrap();
         assert_eq!(mounts[0].host_path, dir.join("volumes/scratch").to_str().unwrap());
-        assert!(dir.join("volumes/scratch/logs").is_dir(), "subPath made");
-        assert!(mounts[2].readonly && mounts[3].readonly && !mounts[0].readonly);
+        assert!(mounts[1].readonly && mounts[2].readonly && !mounts[0].readonly);
         assert_eq!(
-            mounts[3].propagation,
+            mounts[2].propagation,
             cri::MountPropagation::PropagationHostToContainer as i32
         );
         let b = dir.join("volumes/cfg/sub/b.conf");
@@ -364,5 +424,117 @@ spec:
                 .unwrap();
         let e = Volumes::prepare(&nfs, &m, &dir).unwrap_err().to_string();
         assert!(e.contains("type nfs is not supported"), "{e}");
+    }
+
+    #[test]
+    fn sub_paths_resolve_inside_their_volume() {
+        let tmp = tempfile::tempdir().unwrap();
+        let vol = tmp.path();
+        std::os::unix::fs::symlink("/", vol.join("slash")).unwrap();
+        std::os::unix::fs::symlink("../../..", vol.join("up")).unwrap();
+        let at = |sub: &str| inroot::real_path(&resolve_sub_path(vol, Path::new(sub)).unwrap()).unwrap();
+        assert_eq!(at("slash"), vol);
+        assert_eq!(at("up"), vol);
+        assert_eq!(at("slash/etc"), vol.join("etc"), "made inside the volume");
+        assert!(vol.join("etc").is_dir());
+        assert_eq!(at("logs/app"), vol.join("logs/app"));
+    }
+
+    /// A container swaps its volume's subPath directory for a symlink to `/` while the engine makes the
+    /// mounts of another container: what the engine hands to CRI is always inside the volume, never the
+    /// host's / (nor a directory made on the host), however late the runtime looks at it. Needs root (bind
+    /// mounts); skipped loudly otherwise.
+    #[test]
+    fn a_sub_path_swapped_for_a_symlink_to_root_never_exposes_the_host() {
+        use std::os::unix::fs::MetadataExt;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: binding subPaths needs root (hack/test.sh runs the unit tests as root)");
+            return;
+        }
+        /// Stops the swapper and unmounts the pins even when an assertion fails.
+        struct Guard(Volumes, std::sync::Arc<AtomicBool>);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                self.1.store(true, Ordering::Relaxed);
+                self.0.remove();
+            }
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let deep = format!("crius-subpath-{}", std::process::id());
+        let m = crate::manifest::parse(
+            &format!(
+                r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: p}}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    volumeMounts:
+    - {{name: scratch, mountPath: /sub, subPath: d}}
+    - {{name: scratch, mountPath: /deep, subPath: d/{deep}}}
+  volumes:
+  - {{name: scratch, emptyDir: {{}}}}
+"#
+            ),
+            "t",
+        )
+        .unwrap();
+        let def = &m.pods[0];
+        let dir = tmp.path().join("pod");
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let g = Guard(Volumes::prepare(def, &m, &dir).unwrap(), stop.clone());
+        let vol = dir.join("volumes/scratch");
+        std::fs::create_dir_all(vol.join("d")).unwrap();
+        let id = |p: &Path| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).unwrap();
+        let host_root = id(Path::new("/"));
+        let swapper = {
+            let (vol, stop) = (vol.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut swaps = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    if std::fs::rename(vol.join("d"), vol.join("t")).is_ok() {
+                        let _ = std::os::unix::fs::symlink("/", vol.join("d"));
+                        let _ = std::fs::remove_file(vol.join("d"));
+                        if std::fs::rename(vol.join("t"), vol.join("d")).is_err() {
+                            // The engine made a fresh d meanwhile: put the real one back.
+                            let _ = std::fs::remove_dir_all(vol.join("d"));
+                            let _ = std::fs::rename(vol.join("t"), vol.join("d"));
+                        }
+                        swaps += 1;
+                    }
+                }
+                swaps
+            })
+        };
+        let (mut pinned, mut failed) = (0, 0);
+        for _ in 0..200 {
+            match g.0.mounts(&def.spec.containers[0]) {
+                Ok(mounts) => {
+                    pinned += 1;
+                    std::thread::yield_now();
+                    for mount in &mounts {
+                        let now = id(Path::new(&mount.host_path));
+                        assert_ne!(now, host_root, "{} is the host's /", mount.host_path);
+                    }
+                }
+                // The subPath was missing or a symlink at the instant it was made: a clean refusal.
+                Err(_) => failed += 1,
+            }
+            assert!(
+                !Path::new("/").join(&deep).exists(),
+                "a subPath was made on the host"
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        let swaps = swapper.join().unwrap();
+        eprintln!("200 tries: {pinned} pinned inside the volume, {failed} refused, {swaps} swaps");
+        assert!(pinned > 0 && swaps > 0);
+        drop(g);
+        let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(!table.contains(dir.to_str().unwrap()), "a subPath mount is left");
+        assert!(!dir.exists());
     }
 }
