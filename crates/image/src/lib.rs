@@ -16,6 +16,7 @@
 pub mod bounded;
 pub mod digest;
 pub mod error;
+mod fetch;
 pub mod gc;
 pub mod import;
 pub mod ingest;

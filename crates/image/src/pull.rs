@@ -1,5 +1,6 @@
 //! Pulling from OCI and Docker registries (oci-client): manifests, manifest lists and indexes (linux/amd64 is
-//! picked), configs and layers, each checked against its digest before it is stored; layers the store already
+//! picked), configs and layers, each checked against its digest before it is stored, and none read past its
+//! descriptor's size and one byte (manifests: past 4 MiB, see `fetch.rs`); layers the store already
 //! has are not downloaded again, the others are downloaded concurrently. A registry on a loopback address, or a
 //! host listed as insecure, is reached over plain http.
 
@@ -102,7 +103,7 @@ fn is_loopback(host: &str) -> bool {
     name == "localhost" || name.starts_with("127.") || name == "[::1]"
 }
 
-fn map_err(what: &str, e: OciDistributionError) -> Error {
+pub(crate) fn map_err(what: &str, e: OciDistributionError) -> Error {
     match e {
         OciDistributionError::ImageManifestNotFoundError(m) => Error::NotFound(format!("{what}: {m}")),
         OciDistributionError::RegistryError { envelope, .. }
@@ -120,18 +121,6 @@ fn map_err(what: &str, e: OciDistributionError) -> Error {
         }
         other => Error::Io(format!("{what}: {other}")),
     }
-}
-
-/// A manifest or index of more than [`crate::bounded::MAX_MANIFEST`] is refused.
-fn too_big(bytes: &[u8], whole: &str) -> Result<()> {
-    let max = crate::bounded::MAX_MANIFEST;
-    if bytes.len() as u64 > max {
-        return Err(Error::InvalidArgument(format!(
-            "manifest of {whole}: {} bytes, more than the {max} a manifest may have",
-            bytes.len()
-        )));
-    }
-    Ok(())
 }
 
 /// Pulls `reference` into `store`; the image gets the normalized name (`docker.io/library/busybox:latest`).
@@ -152,7 +141,8 @@ pub async fn pull_with_progress(
         image.set_mirror_registry(mirror.clone());
     }
     let host = image.resolve_registry().to_string();
-    let protocol = if is_loopback(&host) || opts.insecure.contains(&host) {
+    let plain_http = is_loopback(&host) || opts.insecure.contains(&host);
+    let protocol = if plain_http {
         ClientProtocol::HttpsExcept(vec![host.clone()])
     } else {
         ClientProtocol::Https
@@ -167,11 +157,7 @@ pub async fn pull_with_progress(
         Auth::Bearer(t) => RegistryAuth::Bearer(t.clone()),
     };
     let whole = image.whole();
-    let (bytes, _) = client
-        .pull_manifest_raw(&image, &auth, MANIFEST_TYPES)
-        .await
-        .map_err(|e| map_err(&whole, e))?;
-    too_big(&bytes, &whole)?;
+    let bytes = crate::fetch::manifest(&client, &image, &auth, plain_http, MANIFEST_TYPES).await?;
     let mut manifest_digest = Digest::of(&bytes);
     if let Some(want) = image.digest()
         && want != manifest_digest.as_str()
@@ -184,15 +170,11 @@ pub async fn pull_with_progress(
     }
     let mut manifest: Value = serde_json::from_slice(&bytes)
         .map_err(|e| Error::InvalidArgument(format!("manifest of {whole}: {e}")))?;
-    let mut manifest_bytes = bytes.to_vec();
+    let mut manifest_bytes = bytes;
     if crate::manifest::is_index(&manifest) {
         let d = crate::manifest::pick_linux_amd64(&manifest, &whole)?;
         let by_digest = image.clone_with_digest(d.to_string());
-        let (b, _) = client
-            .pull_manifest_raw(&by_digest, &auth, MANIFEST_TYPES)
-            .await
-            .map_err(|e| map_err(&whole, e))?;
-        too_big(&b, &whole)?;
+        let b = crate::fetch::manifest(&client, &by_digest, &auth, plain_http, MANIFEST_TYPES).await?;
         manifest_digest = Digest::of(&b);
         if manifest_digest != d {
             return Err(Error::DigestMismatch {
@@ -203,7 +185,7 @@ pub async fn pull_with_progress(
         }
         manifest =
             serde_json::from_slice(&b).map_err(|e| Error::InvalidArgument(format!("manifest {d}: {e}")))?;
-        manifest_bytes = b.to_vec();
+        manifest_bytes = b;
     }
     let descriptor = |v: &Value| -> Result<(Digest, u64)> {
         Ok((

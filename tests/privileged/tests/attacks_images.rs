@@ -4,7 +4,8 @@
 //!   parent) are refused, naming the entry;
 //! - a layer the registry serves larger than its descriptor's size (1 GiB where busybox's is under 1 MiB) is
 //!   cut off at its size and one byte and refused naming the blob; nothing of it is stored; likewise a layer
-//!   of a layout bigger than its descriptor, and a manifest of more than 4 MiB;
+//!   of a layout bigger than its descriptor, and a manifest of more than 4 MiB, from a layout or from a
+//!   registry turned hostile (a test server on 127.0.0.1 sending 1 GiB, or zeros without end);
 //! - an image whose /etc/passwd is a symlink to /dev/zero (a device the image ships), or whose /etc/group is a
 //!   FIFO, gets a clear error from CreateContainer at once, instead of a criusd hanging on the read or filling
 //!   its memory.
@@ -244,6 +245,112 @@ async fn blobs_larger_than_their_descriptors_are_cut_off() {
     assert!(said.contains("more than the 4194304"), "{said}");
     eprintln!("attacks_images: import, 5 MiB manifest: {}", said.trim());
     healthy(&mut p, before).await;
+}
+
+/// A registry turned hostile, on 127.0.0.1: `/v2/` answers (no credentials asked), and the manifest of
+/// `sized:latest` is 1 GiB said in its Content-Length, that of `endless:latest` zeros without end and without
+/// a length. What it managed to send is counted.
+struct HostileRegistry {
+    host: String,
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for HostileRegistry {
+    /// Its listener goes: the accepting thread sees `done` at the next connection, this one.
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = std::net::TcpStream::connect(&self.host);
+    }
+}
+
+impl HostileRegistry {
+    fn start() -> HostileRegistry {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = sent.clone();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = done.clone();
+        // Each connection's thread ends with its client's hang-up.
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                let counter = counter.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    let mut out = conn;
+                    loop {
+                        let mut first = String::new();
+                        if reader.read_line(&mut first).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let mut line = String::new();
+                        while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                            line.clear();
+                        }
+                        let path = first.split_whitespace().nth(1).unwrap_or_default().to_string();
+                        let head = if path == "/v2/" {
+                            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_string()
+                        } else if path.starts_with("/v2/sized/") {
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\n\
+                                 Content-Length: {}\r\n\r\n",
+                                1u64 << 30
+                            )
+                        } else if path.starts_with("/v2/endless/") {
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\n\
+                             Connection: close\r\n\r\n"
+                                .to_string()
+                        } else {
+                            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_string()
+                        };
+                        if out.write_all(head.as_bytes()).is_err() {
+                            return;
+                        }
+                        if path.starts_with("/v2/sized/") || path.starts_with("/v2/endless/") {
+                            let zeros = vec![b' '; 64 << 10];
+                            while out.write_all(&zeros).is_ok() {
+                                counter.fetch_add(zeros.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                            }
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        HostileRegistry { host, sent, done }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn a_registry_serving_a_huge_manifest_is_cut_off_at_4_mib() {
+    require_root();
+    let mut p = Pod::on_host_network("manifests").await;
+    let before = rss_kib(p.d.pid());
+    let reg = HostileRegistry::start();
+    for repo in ["sized", "endless"] {
+        let t = Instant::now();
+        let e = pull(&p, &format!("{}/{repo}:latest", reg.host))
+            .await
+            .unwrap_err();
+        let took = t.elapsed();
+        // Whatever the socket buffers took before criusd hung up.
+        let sent = reg.sent.swap(0, std::sync::atomic::Ordering::Relaxed);
+        eprintln!(
+            "attacks_images: pull, {repo} manifest: {} ({took:?}, {sent} bytes sent)",
+            e.message()
+        );
+        assert!(took < Duration::from_secs(20), "pull took {took:?}");
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        assert!(e.message().contains("more than the 4194304"), "{e:?}");
+        assert!(sent < 64 << 20, "criusd read on: {sent} bytes sent");
+        healthy(&mut p, before).await;
+    }
 }
 
 /// A busybox rootfs at `dir`, with `etc` made and `etc/passwd`, `etc/group` removed.

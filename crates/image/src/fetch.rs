@@ -1,0 +1,81 @@
+//! Fetching a manifest or index from a registry with its size capped ([`crate::bounded::MAX_MANIFEST`], as
+//! containerd): the body is read a chunk at a time and the download is dropped as soon as it passes the cap,
+//! so a registry serving gigabytes for a manifest costs criusd 4 MiB at most. oci-client reads a manifest
+//! whole, so this GET is ours; oci-client still negotiates the credentials (its token, or Basic), which its
+//! blob downloads then reuse.
+
+use oci_client::client::Client;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Reference, RegistryOperation};
+
+use crate::bounded::MAX_MANIFEST;
+use crate::{Error, Result};
+
+/// The manifest or index `image` names (its digest, else its tag), at most [`MAX_MANIFEST`] bytes.
+pub(crate) async fn manifest(
+    client: &Client,
+    image: &Reference,
+    auth: &RegistryAuth,
+    plain_http: bool,
+    accept: &[&str],
+) -> Result<Vec<u8>> {
+    let whole = image.whole();
+    let unavailable = |e: reqwest::Error| {
+        if e.is_connect() || e.is_timeout() {
+            Error::Unavailable(format!("{whole}: {e}"))
+        } else {
+            Error::Io(format!("{whole}: {e}"))
+        }
+    };
+    let token = client
+        .auth(image, auth, RegistryOperation::Pull)
+        .await
+        .map_err(|e| crate::pull::map_err(&whole, e))?;
+    let registry = image.resolve_registry();
+    let url = format!(
+        "{scheme}://{registry}/v2/{repository}/manifests/{reference}{ns}",
+        scheme = if plain_http { "http" } else { "https" },
+        repository = image.repository(),
+        reference = image.digest().or(image.tag()).unwrap_or("latest"),
+        ns = image
+            .namespace()
+            .map(|ns| format!("?ns={ns}"))
+            .unwrap_or_default(),
+    );
+    let mut req = reqwest::Client::new()
+        .get(&url)
+        .header(reqwest::header::ACCEPT, accept.join(", "));
+    req = match (token, auth) {
+        (Some(t), _) => req.bearer_auth(t),
+        (None, RegistryAuth::Basic(u, p)) => req.basic_auth(u, Some(p)),
+        (None, _) => req,
+    };
+    let mut resp = req.send().await.map_err(unavailable)?;
+    let status = resp.status();
+    if !status.is_success() {
+        let body = resp.text().await.unwrap_or_default();
+        let said: String = body.chars().take(512).collect();
+        return Err(match status.as_u16() {
+            401 | 403 => Error::Unauthenticated(format!("{whole}: {status}: {said}")),
+            404 => Error::NotFound(format!("{whole}: {status}: {said}")),
+            _ => Error::Io(format!("{whole}: manifest: {status}: {said}")),
+        });
+    }
+    let refuse = |n: u64| {
+        Error::InvalidArgument(format!(
+            "manifest of {whole}: {n} bytes or more, more than the {MAX_MANIFEST} a manifest may have"
+        ))
+    };
+    if let Some(n) = resp.content_length().filter(|&n| n > MAX_MANIFEST) {
+        return Err(refuse(n));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(unavailable)? {
+        body.extend_from_slice(&chunk);
+        if body.len() as u64 > MAX_MANIFEST {
+            // Dropped here: the rest is never read.
+            return Err(refuse(body.len() as u64));
+        }
+    }
+    Ok(body)
+}
