@@ -501,3 +501,105 @@ fn a_cwd_through_a_leaked_descriptor_fails_create_and_exec() {
         "the container wrote into the host dir"
     );
 }
+
+/// The close-on-exec state of every descriptor above stderr of process `pid` (from /proc/<pid>/fdinfo).
+fn inheritable_fds(pid: i32) -> Vec<String> {
+    let mut bad = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.parse::<i32>().is_ok_and(|n| n <= 2) {
+            continue;
+        }
+        let Ok(info) = std::fs::read_to_string(e.path()) else {
+            continue;
+        };
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+            .unwrap_or(0);
+        if flags & libc::O_CLOEXEC as u32 == 0 {
+            let target = std::fs::read_link(format!("/proc/{pid}/fd/{name}")).unwrap_or_default();
+            bad.push(format!("{name} -> {}", target.display()));
+        }
+    }
+    bad
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn crius_only_the_shims_pty_masters_and_sockets_are_close_on_exec() {
+    use crius_privileged_tests::shim::{Cleanup, delete, shim, start};
+    use crius_shim::client;
+    use std::os::unix::fs::OpenOptionsExt;
+    crius_test_support::require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let owner = dir.path().join("owner.sock").display().to_string();
+    let id = unique("shim-fds");
+    let _cleanup = Cleanup {
+        namespace: "test",
+        ids: vec![id.clone()],
+        needle: owner.clone(),
+    };
+    // A task with a terminal: the shim holds its pty master, as well as its sockets and pipes.
+    let mut b = Bundle::new(&["sleep", "1000"]);
+    b.config["process"]["terminal"] = json!(true);
+    b.write();
+    let fifo = dir.path().join("stdout");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let _reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let addr = client::start_shim(&shim(), "test", &owner, "", &id, b.path()).unwrap();
+    let c = client::connect(&addr).unwrap();
+    let req = containerd_shim_protos::api::CreateTaskRequest {
+        id: id.clone(),
+        bundle: b.path().display().to_string(),
+        terminal: true,
+        stdout: fifo.display().to_string(),
+        ..Default::default()
+    };
+    c.create(client::ctx(20), &req).unwrap();
+    start(&c, &id).unwrap();
+    let shims = crius_test_support::shims::shim_pids(&owner);
+    assert_eq!(shims.len(), 1, "one shim: {shims:?}");
+    // The shim finishes setting the task up after Start returns: look until its descriptors settle.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let bad = loop {
+        let bad = inheritable_fds(shims[0]);
+        if bad.is_empty() || Instant::now() > deadline {
+            break bad;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        bad.is_empty(),
+        "the shim's descriptors a runtime it runs would inherit: {bad:?}"
+    );
+    c.kill(
+        client::ctx(10),
+        &containerd_shim_protos::api::KillRequest {
+            id: id.clone(),
+            signal: 9,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let _ = c.wait(
+        client::ctx(20),
+        &containerd_shim_protos::api::WaitRequest {
+            id: id.clone(),
+            ..Default::default()
+        },
+    );
+    delete(&c, &id).unwrap();
+    let _ = c.shutdown(
+        client::ctx(10),
+        &containerd_shim_protos::api::ShutdownRequest::default(),
+    );
+}
