@@ -1,6 +1,7 @@
 //! The container's root filesystem: propagation, the config's mounts, /dev, pivot_root, masked and read-only
 //! paths. Runs inside the container's new mount namespace, before and after `pivot_root`. Every path inside
-//! the rootfs is resolved by fd, inside it ([`crius_common::inroot`]): see [`mounts`], [`dev`] and [`paths`].
+//! the rootfs is resolved by fd, inside it ([`crius_common::inroot`]): see [`mounts`] (and the private `dev`
+//! and `paths` modules).
 
 mod dev;
 mod mountapi;
