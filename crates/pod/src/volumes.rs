@@ -1,8 +1,8 @@
 //! A pod's volumes on this machine, under `<pods_dir>/<uid>/volumes/<name>`: `emptyDir` (a directory, or a
 //! tmpfs for `medium: Memory`), `hostPath` (with its `type` checks and creations), and `configMap`/`secret`
 //! (files written from the manifest's objects). Other volume types need a cluster and are refused by name.
-//! A volumeMount's subPath is resolved inside its volume by fd and bound under `<uid>/subpaths`, which is what
-//! the container mounts.
+//! A volumeMount's subPath is resolved inside its volume by fd and bound under `<uid>/subpaths`, which is
+//! what the container mounts.
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
@@ -180,9 +180,9 @@ impl Volumes {
     }
 
     /// Resolves `sub` inside volume `volume` by fd (made as a directory if missing) and binds what it leads
-    /// to onto `pin`, which the container then mounts: a subPath that is, or is swapped for, a symlink leading
-    /// out of the volume resolves inside it, and the runtime never resolves the subPath's string again (the
-    /// CVE-2017-1002101 class).
+    /// to onto `pin`, which the container then mounts: a subPath that is, or is swapped for, a symlink
+    /// leading out of the volume resolves inside it, and the runtime never resolves the subPath's string
+    /// again (the CVE-2017-1002101 class).
     fn pin_sub_path(&self, volume: &Path, sub: &Path, pin: &Path, at: &str) -> Result<PathBuf, Error> {
         let fd =
             resolve_sub_path(volume, sub).map_err(Error::io(format!("{at}: subPath {}", sub.display())))?;

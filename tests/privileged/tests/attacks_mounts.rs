@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crius_test_support::{Bundle, Runtime, build_busybox_rootfs, unique};
 use serde_json::json;
 
-/// A private busybox rootfs: the mounts of these tests create their mount points in it, whatever they resolve to.
+/// A private busybox rootfs: the mounts of these tests make their mount points in it, wherever they resolve.
 fn private_rootfs(dir: &Path) -> PathBuf {
     let root = dir.join("rootfs");
     build_busybox_rootfs(&root).expect("busybox rootfs");
@@ -125,8 +125,8 @@ fn crius_only_a_volume_directory_swapped_for_a_symlink_to_root_never_mounts_on_t
     rt.wait_status(&sib, "stopped");
     rt.ok(&["delete", &sib]);
     eprintln!(
-        "{ITERATIONS} iterations: {ok} mounted, {refused} failed cleanly, {inside_root} went through the symlink \
-         into the container's root; first errors: {errors:#?}"
+        "{ITERATIONS} iterations: {ok} mounted, {refused} failed cleanly, {inside_root} went through the \
+         symlink into the container's root; first errors: {errors:#?}"
     );
     assert!(ok > 0, "no iteration mounted at all: {errors:#?}");
     for e in &errors {

@@ -23,7 +23,7 @@ fn mount(destination: &str, typ: &str, source: impl AsRef<Path>, options: &[&str
 }
 
 /// Refuses kubelet's mount `i` unless both paths are absolute and the container's is outside /proc (but
-/// for the files lxcfs emulates, which the runtime allows too). kubelet never sends such mounts; a client that
+/// for the files lxcfs emulates, which the runtime allows). kubelet never sends such mounts; a client that
 /// does is told which field is wrong.
 fn check(i: usize, m: &cri::Mount) -> Result<()> {
     if m.host_path.is_empty() || m.container_path.is_empty() {

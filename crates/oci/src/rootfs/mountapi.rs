@@ -1,5 +1,5 @@
 //! The kernel's fd-based mount calls, as the rootfs uses them: `open_tree` clones a tree into a detached
-//! mount, `mount_setattr` sets its flags and propagation before or after it is attached, `move_mount` attaches
+//! mount, `mount_setattr` sets its flags and propagation before or after it is attached, `move_mount` puts it
 //! it onto a destination fd. Nothing here takes a path that is resolved again: sources and destinations are
 //! fds opened beforehand.
 

@@ -1,9 +1,9 @@
 //! The config's mounts, made inside the rootfs by fd. Each destination is opened (and made when missing) with
-//! [`crius_common::inroot`] from an fd of the rootfs, so a symlink or `..` in it, even one swapped in by another
-//! container while the runtime works (CVE-2021-30465), resolves inside the rootfs; the mount then goes onto
-//! that fd, never onto the path again. Bind mounts are cloned (`open_tree`), given their flags while detached
-//! and attached with `move_mount`; other filesystems are mounted onto `/proc/self/fd/N` of the destination.
-//! Destinations at or under /proc are refused but a procfs on /proc and the files lxcfs emulates.
+//! [`crius_common::inroot`] from an fd of the rootfs, so a symlink or `..` in it, even one swapped in by
+//! another container while the runtime works (CVE-2021-30465), resolves inside the rootfs; the mount goes
+//! onto that fd, never onto the path again. Bind mounts are cloned (`open_tree`), given their flags while
+//! detached and attached with `move_mount`; other filesystems are mounted onto `/proc/self/fd/N` of the
+//! destination. Destinations at or under /proc are refused but a procfs on /proc and lxcfs's files.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
