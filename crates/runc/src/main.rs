@@ -5,8 +5,9 @@
 //! ([`sealed`]), so `/proc/<pid>/exe` of every crius-runc process a container can see is that copy, which
 //! cannot be written; and they make themselves non-dumpable, so a container process without CAP_SYS_PTRACE
 //! cannot open their `/proc/<pid>/` files (exe, fds, memory) while they work in its namespaces (the exec'd
-//! program is dumpable again after its execve, as the kernel resets it). The copy costs one in-kernel copy of
-//! the binary and one extra exec per such command.
+//! program is dumpable again after its execve, as the kernel resets it). The price is one in-kernel copy of
+//! the binary (2 ms for the 4 MB release build) and one more exec and start-up per such command: about 8 ms
+//! more per `create` on the loaded 2-core test host (about 85 ms with the 61 MB debug build).
 
 mod cli;
 mod default_spec;

@@ -152,7 +152,7 @@ impl Copied {
 }
 
 /// The attack image: a private copy of the busybox rootfs with the attacker, the runtime's libraries, the
-/// constructor library and a `#!/proc/self/exe` script.
+/// constructor library, a symlink `/entry` to `/proc/self/exe` and a `#!/proc/self/exe` script.
 fn attack_rootfs(runtime: &Path) -> tempfile::TempDir {
     let dir = tempfile::Builder::new()
         .prefix("crius-attack-rootfs-")
@@ -190,6 +190,7 @@ fn attack_rootfs(runtime: &Path) -> tempfile::TempDir {
         .expect("running cc (the attack library is compiled by the test)");
     assert!(cc.status.success(), "cc: {}", String::from_utf8_lossy(&cc.stderr));
     std::fs::write(root.join("attack.sh"), "#!/proc/self/exe\n").unwrap();
+    std::os::unix::fs::symlink("/proc/self/exe", root.join("entry")).unwrap();
     let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
     std::fs::set_permissions(root.join("attack.sh"), mode).unwrap();
     dir
@@ -236,9 +237,9 @@ fn assert_attack_failed(out: &str) {
 fn an_entrypoint_that_execs_the_runtime_cannot_overwrite_it() {
     let c = Copied::new();
     let rootfs = attack_rootfs(&c.rt.bin);
-    // `/proc/self/exe` as the entrypoint, and a script whose interpreter it is: both run the runtime's binary
-    // inside the container, where /attack.so's constructor takes over.
-    for entry in ["/proc/self/exe", "/attack.sh"] {
+    // `/proc/self/exe` as the entrypoint, a symlink to it, and a script whose interpreter it is: each runs the
+    // runtime's binary inside the container, where /attack.so's constructor takes over.
+    for entry in ["/proc/self/exe", "/entry", "/attack.sh"] {
         let b = attack_bundle(rootfs.path(), &[entry], crius_test_support::DEFAULT_CAPS);
         let id = unique("cve5736-entry");
         c.rt.create(&id, &b, &[]);
