@@ -1,7 +1,8 @@
 //! No request starves criusd: with 50 ExecSync `sleep 30` calls in flight (timeout 0, an hour, and i64::MAX,
 //! the largest a request can carry) and a StopContainer with a grace period of i64::MAX seconds on a container
-//! that ignores SIGTERM, Version, ListContainers and ContainerStatus each answer within 100 ms, every time.
-//! The slow calls hold no place in criusd's blocking pool (they wait on threads of their own). Then the
+//! that ignores SIGTERM, and 20 streaming exec sessions (`kubectl exec`) of `sleep 30` open, Version,
+//! ListContainers and ContainerStatus each answer within 100 ms, every time. The slow calls hold no place in
+//! criusd's blocking pool (they wait on threads of their own). Then the
 //! containers are stopped, every slow call returns, and no `sleep` is left.
 //!
 //! Figures (each call's times, the time the 50 execs took to start) are printed.
@@ -10,10 +11,13 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use crius_privileged_tests::cri::{Client, Pod, container, cstatus, cstop};
+use crius_stream::client;
 use crius_test_support::require_root;
 use k8s_cri::v1 as cri;
 
 const SLOW: usize = 50;
+/// Streaming exec sessions open besides: more than criusd's blocking pool (16) holds.
+const SESSIONS: usize = 20;
 const LIMIT: Duration = Duration::from_millis(100);
 
 fn say(line: &str) {
@@ -93,20 +97,51 @@ async fn fifty_slow_calls_leave_criusd_answering() {
         };
         tokio::spawn(async move { c.stop_container(req).await })
     };
+    // And streaming exec sessions (`kubectl exec`), open as long as their process runs.
+    let mut sessions = Vec::new();
+    for _ in 0..SESSIONS {
+        let url =
+            p.c.exec(cri::ExecRequest {
+                container_id: sleeper.clone(),
+                cmd: vec!["sleep".into(), "30".into()],
+                stdout: true,
+                stderr: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .url;
+        sessions.push(tokio::spawn(async move {
+            let (out, _kept) = tokio::io::duplex(1 << 16);
+            let (err, _kept_too) = tokio::io::duplex(1 << 16);
+            let stdio = client::Stdio {
+                stdin: None,
+                stdout: Some(Box::pin(out)),
+                stderr: Some(Box::pin(err)),
+                resize: None,
+            };
+            client::remote_command(&url, client::Transport::Spdy, stdio).await
+        }));
+    }
     // Every exec running: all slow calls are in flight.
     let deadline = Instant::now() + Duration::from_secs(27);
     loop {
         let n = processes(&sleeper, &["sleep", "30"]).len();
-        if n >= SLOW {
+        if n >= SLOW + SESSIONS {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "only {n} of {SLOW} execs started in 27 s"
+            "only {n} of {} execs started in 27 s",
+            SLOW + SESSIONS
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    say(&format!("{SLOW} execs running after {:?}", started.elapsed()));
+    say(&format!(
+        "{SLOW} ExecSync and {SESSIONS} streaming execs running after {:?}",
+        started.elapsed()
+    ));
     assert!(!stop.is_finished(), "StopContainer is still in its grace period");
 
     let figures = quick_calls(&mut p.c, &sleeper, 5).await;
@@ -121,6 +156,8 @@ async fn fifty_slow_calls_leave_criusd_answering() {
         in_flight, SLOW,
         "the measurements were made with every exec in flight"
     );
+    let open = SESSIONS - sessions.iter().filter(|s| s.is_finished()).count();
+    assert_eq!(open, SESSIONS, "and every session open");
 
     // Clean up: the sleeper's init goes (its PID namespace with it), the stubborn one is killed by a second Stop.
     cstop(&mut p.c, &sleeper, 0).await;
@@ -135,6 +172,15 @@ async fn fifty_slow_calls_leave_criusd_answering() {
                 Err(s) => format!("{:?}", s.code()),
             };
             *outcomes.entry(what).or_default() += 1;
+        }
+        for s in sessions {
+            let ended = s.await.unwrap();
+            *outcomes
+                .entry(format!(
+                    "session {:?}",
+                    ended.map(drop).map_err(|e| e.to_string())
+                ))
+                .or_default() += 1;
         }
         (outcomes, stop.await.unwrap())
     })

@@ -4,4 +4,4 @@
 pub mod image;
 pub mod images_api;
 pub mod runtime;
-mod waiting;
+pub(crate) mod waiting;

@@ -2,7 +2,8 @@
 //! none), StopContainer (its grace period), RemoveContainer (the stop it may do) — each run on an OS thread of
 //! their own, never on tokio's blocking pool. That pool is small (criusd caps it), and every other call
 //! (ContainerStatus, ListContainers, CreateContainer...) needs a place in it: fifty `sleep 30` exec probes
-//! held there would leave none, and the node would stop answering. A waiting thread costs a stack and
+//! held there would leave none, and the node would stop answering. A streaming exec session's wait for its
+//! process (`kubectl exec -it`, open for hours) is one of these too ([`own_thread`]). A waiting thread costs a stack and
 //! nothing else; at most [`MAX_WAITING`] wait at once, further ones queue without holding a thread.
 
 use std::sync::LazyLock;
@@ -22,25 +23,31 @@ pub(super) async fn on_own_thread<T: Send + 'static>(
     call: &'static str,
     f: impl FnOnce() -> Result<T, Error> + Send + 'static,
 ) -> Result<T, Status> {
-    let failed = |reason: String| Status::from(Error::TaskFailed { call, reason });
-    let place = PLACES
+    match own_thread(call, f).await {
+        Ok(r) => r.map_err(Status::from),
+        Err(reason) => Err(Error::TaskFailed { call, reason }.into()),
+    }
+}
+
+/// Runs `f` on a thread of its own named after `what` (once one of the [`MAX_WAITING`] places is free): its
+/// result, or why there is none (the thread could not start, or panicked).
+pub(crate) async fn own_thread<T: Send + 'static>(
+    what: &'static str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let _place = PLACES
         .acquire()
         .await
-        .map_err(|e| failed(format!("no place to wait: {e}")))?;
+        .map_err(|e| format!("no place to wait: {e}"))?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
-        .name(format!("crius-{}", call.to_ascii_lowercase()))
+        .name(format!("crius-{}", what.to_ascii_lowercase()))
         .spawn(move || {
             // A panic drops `tx`: the caller hears the call failed.
             let _ = tx.send(f());
         })
-        .map_err(|e| failed(format!("starting its thread: {e}")))?;
-    let r = rx.await;
-    drop(place);
-    match r {
-        Ok(r) => r.map_err(Status::from),
-        Err(_) => Err(failed("the call's thread panicked".into())),
-    }
+        .map_err(|e| format!("starting its thread: {e}"))?;
+    rx.await.map_err(|_| "the call's thread panicked".to_string())
 }
 
 #[cfg(test)]

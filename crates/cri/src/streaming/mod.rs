@@ -104,7 +104,15 @@ impl Control for ExecControl {
             self.id.clone(),
             self.exec_id.clone(),
         );
-        Box::pin(blocking(move || c.wait_stream(&s, &id, &e)))
+        // As long as the session: on a thread of its own, not in the blocking pool other calls need.
+        Box::pin(async move {
+            crate::grpc::waiting::own_thread("exec-wait", move || c.wait_stream(&s, &id, &e))
+                .await
+                .map_err(|why| {
+                    crius_stream::Error::new(ErrorKind::Internal, format!("an exec's wait: {why}"))
+                })?
+                .map_err(stream_error)
+        })
     }
 
     fn finish(&self, client_gone: bool) -> BoxFuture<'static, ()> {
