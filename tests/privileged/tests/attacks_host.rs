@@ -408,3 +408,34 @@ async fn nobody_reaches_nothing_criusd_keeps() {
     }
     assert_eq!(mode(&shim), 0o600);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn an_older_installs_loose_modes_are_tightened_at_start_up() {
+    let mut d = Daemon::start(&[]);
+    d.stop();
+    let (root, state) = (d.root(), d.state());
+    let set = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    let dirs = [
+        root.join("containers"),
+        root.join("sandboxes"),
+        root.join("intents"),
+        root.join("images"),
+        root.join("images/layers"),
+        root.join("images/snapshots"),
+        state.join("containers"),
+        state.join("ns"),
+    ];
+    set(&root, 0o711);
+    for dir in &dirs {
+        set(dir, 0o755);
+    }
+    set(&state.join("criusd.lock"), 0o644);
+    d.start_again(&[]);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+    assert_eq!(mode(&root), 0o700);
+    for dir in &dirs {
+        assert_eq!(mode(dir), 0o700, "{}", dir.display());
+    }
+    assert_eq!(mode(&state.join("criusd.lock")), 0o600);
+}

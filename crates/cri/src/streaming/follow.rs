@@ -1,7 +1,6 @@
 //! Attach's output: the container's CRI log followed from its end, records turned back into the bytes of
 //! their streams.
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,7 +17,15 @@ pub(super) async fn follow(
 ) {
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::MetadataExt;
-    let open = |p: &PathBuf| File::open(p).ok();
+    // A symlink planted in the log's place is not followed (nor read as root).
+    let open = |p: &PathBuf| {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(p)
+            .ok()
+    };
     let mut file = open(&path);
     let mut pos = file
         .as_ref()
