@@ -1,8 +1,8 @@
 //! crius-common: the few helpers that several crius crates need and that belong to none of them — the shim
 //! stays small and does not depend on the OCI runtime, and the CRI server and pod engine do not depend on
 //! each other — so each exists once, here: times as RFC 3339 and as ns since the epoch ([`time`]), the kernel's mount table
-//! ([`mountinfo`]), random ids ([`id`]) and AppArmor's state ([`apparmor`]). No dependencies.
-//! Also paths resolved inside a root by fd ([`inroot`]), which needs nix: its one dependency.
+//! ([`mountinfo`]), random ids ([`id`]) and AppArmor's state ([`apparmor`]).
+//! Also paths resolved inside a root by fd ([`inroot`]), which needs nix, the crate's one dependency.
 
 pub mod apparmor;
 pub mod id;
