@@ -248,13 +248,13 @@ impl Config {
             out += &format!("# {doc}\n# default: {default}\n{name} = {value}\n\n");
         };
         key(
-            "Persistent data: images, unpacked layers, container snapshots (--root).",
+            "Persistent data: images, unpacked layers, container snapshots (--root); made 0700, root's alone.",
             "root",
             toml_value(&self.root),
             toml_value(&d.root),
         );
         key(
-            "Runtime state, gone after a reboot (--state).",
+            "Runtime state, gone after a reboot (--state); made 0711 (a socket in it stays reachable), all in it 0700/0600.",
             "state",
             toml_value(&self.state),
             toml_value(&d.state),

@@ -22,8 +22,9 @@
 //! of 1,568 kB and a Pss of 1,564 kB on one thread, containerd-shim-runc-v2's 13,348 kB and 12,148 kB on 12
 //! threads; for five containers 1,776 and 1,076 kB against 14,596 and 8,622 kB.
 //!
-//! Public: [`client`] (what criusd and the tests use to start, call and hear from shims), the protocol types
-//! ([`protos`]) and [`run`], the binary's entry point. Everything else is the shim's own.
+//! Public: [`client`] (what criusd and the tests use to start, call and hear from shims), [`beneath`] (CRI log
+//! files opened beneath their log directory without following symlinks, by criusd and the shim), the protocol
+//! types ([`protos`]) and [`run`], the binary's entry point. Everything else is the shim's own.
 //!
 //! Modules, each owning one thing:
 //! - `start`: the shim v2 process protocol (`start`, `delete`, serving);
