@@ -6,9 +6,9 @@
 //!   cut off at its size and one byte and refused naming the blob; nothing of it is stored; likewise a layer
 //!   of a layout bigger than its descriptor, and a manifest of more than 4 MiB, from a layout or from a
 //!   registry turned hostile (a test server on 127.0.0.1 sending 1 GiB, or zeros without end);
-//! - an image whose /etc/passwd is a symlink to /dev/zero (a device the image ships), or whose /etc/group is a
-//!   FIFO, gets a clear error from CreateContainer at once, instead of a criusd hanging on the read or filling
-//!   its memory.
+//! - an image whose /etc/passwd is a symlink to /dev/zero (a device the image ships) or 2 MiB, or whose
+//!   /etc/group is a FIFO, gets a clear error from CreateContainer at once, instead of a criusd hanging on
+//!   the read or filling its memory.
 //!
 //! After each, criusd still answers Version promptly and its RSS did not balloon.
 
@@ -393,6 +393,11 @@ async fn passwd_a_device_and_group_a_fifo_are_refused_at_once() {
     )
     .unwrap();
     one_layer(&layout, "fifo:latest", &fifo);
+    // /etc/passwd of 2 MiB, over the 1 MiB read.
+    let huge = busybox_rootfs(&dir.path().join("huge"));
+    let line = "app:x:1000:1000::/home/app:/bin/sh\n";
+    std::fs::write(huge.join("etc/passwd"), line.repeat((2 << 20) / line.len() + 1)).unwrap();
+    one_layer(&layout, "huge:latest", &huge);
     p.d.cli_ok(&["images", "import", &layout.display().to_string()]);
 
     let mut named = container("zero", "zero:latest", "id");
@@ -445,6 +450,23 @@ async fn passwd_a_device_and_group_a_fifo_are_refused_at_once() {
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     assert!(
         e.message().contains("/etc/group") && e.message().contains("FIFO"),
+        "{e:?}"
+    );
+    healthy(&mut p, before).await;
+
+    let mut big = container("huge", "huge:latest", "id");
+    big.linux = Some(cri::LinuxContainerConfig {
+        security_context: Some(cri::LinuxContainerSecurityContext {
+            run_as_username: "app".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let e = p.create(big).await.unwrap_err();
+    eprintln!("attacks_images: a 2 MiB passwd: {}", e.message());
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(
+        e.message().contains("/etc/passwd") && e.message().contains("more than the 1048576"),
         "{e:?}"
     );
     healthy(&mut p, before).await;
