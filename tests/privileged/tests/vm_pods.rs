@@ -69,7 +69,22 @@ async fn resources_are_set_at_create_resized_in_place_and_not_lowered_below_usag
     // shares 512 → weight 59 (the quadratic shares-to-weight formula).
     assert_eq!(cgroup_file(&p, &id, "cpu.weight"), "59");
     assert_eq!(cgroup_file(&p, &id, "memory.oom.group"), "1");
-    let procs = cgroup_file(&p, &id, "cgroup.procs");
+    // The processes to compare after the resize, once the fill is written: 16 MiB charged and cgroup.procs the
+    // same over 200 ms (head, possibly a forked shell in busybox, has ended).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let procs = loop {
+        let before = cgroup_file(&p, &id, "cgroup.procs");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let filled = cgroup_file(&p, &id, "memory.current").parse::<u64>().unwrap() >= 16 << 20;
+        let procs = cgroup_file(&p, &id, "cgroup.procs");
+        if filled && procs == before {
+            break procs;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the 16 MiB fill is not done after 30 s"
+        );
+    };
     let st =
         p.c.container_stats(cri::ContainerStatsRequest {
             container_id: id.clone(),
