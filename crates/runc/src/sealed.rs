@@ -13,6 +13,9 @@ use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 
+/// `MFD_EXEC` (Linux 6.3): executable even where `vm.memfd_noexec` makes memfds non-executable by default.
+const MFD_EXEC: libc::c_uint = 0x10;
+
 /// The seals the copy must carry; with `F_SEAL_SEAL` nobody can remove them.
 const SEALS: libc::c_int = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
 
@@ -33,15 +36,24 @@ fn sealed_copy(exe: &std::fs::File) -> Result<OwnedFd, String> {
         .metadata()
         .map_err(|e| format!("stat /proc/self/exe: {e}"))?
         .len();
-    // SAFETY: a NUL-terminated name and flags; the result is checked.
-    let raw = unsafe {
-        libc::memfd_create(
-            c"crius-runc".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
+    let create = |flags: libc::c_uint| {
+        // SAFETY: a NUL-terminated name and flags; the result is checked.
+        unsafe {
+            libc::memfd_create(
+                c"crius-runc".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING | flags,
+            )
+        }
     };
+    let mut raw = create(MFD_EXEC);
+    if raw < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        // A kernel before 6.3, which knows no MFD_EXEC (and whose memfds are executable).
+        raw = create(0);
+    }
     if raw < 0 {
-        return Err(os_err("memfd_create"));
+        return Err(os_err(
+            "memfd_create (EACCES here means vm.memfd_noexec is 2: no executable memfds)",
+        ));
     }
     // SAFETY: memfd_create just returned this descriptor and nothing else owns it.
     let memfd = unsafe { OwnedFd::from_raw_fd(raw) };
