@@ -19,7 +19,8 @@ fn read_layout_blob(layout: &Path, d: &Digest, size: u64) -> Result<Vec<u8>> {
     let what = format!("blob {d} of the archive");
     if size > MAX_MANIFEST {
         return Err(Error::InvalidArgument(format!(
-            "{what}: its descriptor says {size} bytes, more than the {MAX_MANIFEST} a manifest or config may have"
+            "{what}: its descriptor says {size} bytes, more than the {MAX_MANIFEST} a manifest or config may \
+             have"
         )));
     }
     let bytes = read_capped(&layout_blob(layout, d), size + 1, &what)?;

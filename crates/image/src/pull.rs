@@ -1,8 +1,8 @@
 //! Pulling from OCI and Docker registries (oci-client): manifests, manifest lists and indexes (linux/amd64 is
 //! picked), configs and layers, each checked against its digest before it is stored, and none read past its
-//! descriptor's size and one byte (manifests: past 4 MiB, see `fetch.rs`); layers the store already
-//! has are not downloaded again, the others are downloaded concurrently. A registry on a loopback address, or a
-//! host listed as insecure, is reached over plain http.
+//! descriptor's size and one byte (manifests: past 4 MiB, see `fetch.rs`); layers the store already has are
+//! not downloaded again, the others are downloaded concurrently. A registry on a loopback address, or a host
+//! listed as insecure, is reached over plain http.
 
 use std::collections::HashMap;
 

@@ -1,9 +1,9 @@
-//! No request starves criusd: with 50 ExecSync `sleep 30` calls in flight (timeout 0, an hour, and i64::MAX,
-//! the largest a request can carry) and a StopContainer with a grace period of i64::MAX seconds on a container
-//! that ignores SIGTERM, and 20 streaming exec sessions (`kubectl exec`) of `sleep 30` open, Version,
-//! ListContainers and ContainerStatus each answer within 100 ms, every time. The slow calls hold no place in
-//! criusd's blocking pool (they wait on threads of their own). Then the
-//! containers are stopped, every slow call returns, and no `sleep` is left.
+//! No request starves criusd: with 50 ExecSync `sleep 30` calls in flight (timeout 0, an hour, and
+//! i64::MAX, the largest a request can carry), a StopContainer with a grace period of i64::MAX seconds on a
+//! container that ignores SIGTERM, and 20 streaming exec sessions (`kubectl exec`) of `sleep 30` open,
+//! Version, ListContainers and ContainerStatus each answer within 100 ms, every time. The slow calls hold no
+//! place in criusd's blocking pool (they wait on threads of their own). Then the containers are stopped,
+//! every slow call returns, and no `sleep` is left.
 //!
 //! Figures (each call's times, the time the 50 execs took to start) are printed.
 
@@ -159,7 +159,7 @@ async fn fifty_slow_calls_leave_criusd_answering() {
     let open = SESSIONS - sessions.iter().filter(|s| s.is_finished()).count();
     assert_eq!(open, SESSIONS, "and every session open");
 
-    // Clean up: the sleeper's init goes (its PID namespace with it), the stubborn one is killed by a second Stop.
+    // Clean up: the sleeper's init goes (its PID namespace with it); a second Stop kills the stubborn one.
     cstop(&mut p.c, &sleeper, 0).await;
     cstop(&mut p.c, &stubborn, 0).await;
     let all_back = tokio::time::timeout(Duration::from_secs(60), async {

@@ -1,10 +1,10 @@
-//! Calls that wait on a container's processes for as long as their caller allows — ExecSync (its timeout, or
-//! none), StopContainer (its grace period), RemoveContainer (the stop it may do) — each run on an OS thread of
-//! their own, never on tokio's blocking pool. That pool is small (criusd caps it), and every other call
+//! Calls that wait on a container's processes for as long as their caller allows — ExecSync (its timeout,
+//! or none), StopContainer (its grace period), RemoveContainer (the stop it may do) — each run on an OS
+//! thread of their own, never on tokio's blocking pool. That pool is small (criusd caps it), and every other call
 //! (ContainerStatus, ListContainers, CreateContainer...) needs a place in it: fifty `sleep 30` exec probes
 //! held there would leave none, and the node would stop answering. A streaming exec session's wait for its
-//! process (`kubectl exec -it`, open for hours) is one of these too ([`own_thread`]). A waiting thread costs a stack and
-//! nothing else; at most [`MAX_WAITING`] wait at once, further ones queue without holding a thread.
+//! process (`kubectl exec -it`, open for hours) is one of these too ([`own_thread`]). A waiting thread costs
+//! a stack and nothing else; at most [`MAX_WAITING`] wait at once, further ones queue without holding one.
 
 use std::sync::LazyLock;
 
