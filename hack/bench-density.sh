@@ -12,11 +12,15 @@
 #   shim/pod    the sum of the pod shims' PSS / N (KiB)
 # and the ratios crius/containerd. Not a test: figures depend on the machine (on a VM with steal time, look at
 # several rounds). Usage: hack/bench-density.sh [N] [P]   (root; hack/install-deps.sh first; ROUNDS=2)
+# DRIVER=grpc starts the pods through the CRI directly (hack/cri-start.py on Debian's python3-grpcio, one
+# channel per stream) instead of crictl, whose own start-up per call weighs on both runtimes alike.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-100}
 par=${2:-8}
 rounds=${ROUNDS:-2}
+driver=${DRIVER:-crictl}
+case $driver in crictl | grpc) ;; *) echo "bench-density: DRIVER is crictl or grpc, not $driver" >&2; exit 2 ;; esac
 crictl_bin=${CRICTL:-$(command -v crictl || echo /work/tools/bin/crictl)}
 [ -x "$crictl_bin" ] || { echo "bench-density: crictl not found (CRICTL=path)" >&2; exit 1; }
 cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-runc -p crius-test-support \
@@ -138,6 +142,12 @@ ctr=$(c create --no-pull "$pod" "$work/ctr.json" "$cfg" 2>"$err") || { cat "$err
 c start "$ctr" >/dev/null 2>"$err" || { cat "$err" >&2; exit 1; }
 SH
 chmod +x "$work/one.sh"
+if [ "$driver" = grpc ]; then
+  # The CRI's proto from the k8s-cri crate cargo resolved, compiled to Python stubs.
+  proto=$(cargo metadata --format-version 1 | jq -r '.packages[] | select(.name == "k8s-cri") | .manifest_path')
+  /usr/bin/python3 -m grpc_tools.protoc -I "$(dirname "$proto")/proto" --python_out="$work" \
+    --grpc_python_out="$work" v1.proto
+fi
 
 now() { date +%s%N; }
 # crictl's own cost: the 3 calls per pod as `crictl version` (a no-op CRI call) on the same P streams, so the
@@ -150,8 +160,13 @@ floor=$(awk -v n="$n" -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.1f", n / ((b - 
 round() {
   local rt=$1 r=$2 t0 t1 t2 up d rss pss shims=0 p
   t0=$(now)
-  seq "$n" | xargs -P "$par" -I{} "$work/one.sh" "$rt" "$r" {} "$work" "${sock[$rt]}" "$crictl_bin" ||
-    { echo "bench-density: starting pods on $rt failed (logs in $work)" >&2; tail -5 "$work/$rt"*.log >&2; exit 1; }
+  if [ "$driver" = grpc ]; then
+    /usr/bin/python3 hack/cri-start.py "$work" "${sock[$rt]}" "$n" "$par" "$rt-$r" "$work/logs" ||
+      { echo "bench-density: starting pods on $rt failed (logs in $work)" >&2; tail -5 "$work/$rt"*.log >&2; exit 1; }
+  else
+    seq "$n" | xargs -P "$par" -I{} "$work/one.sh" "$rt" "$r" {} "$work" "${sock[$rt]}" "$crictl_bin" ||
+      { echo "bench-density: starting pods on $rt failed (logs in $work)" >&2; tail -5 "$work/$rt"*.log >&2; exit 1; }
+  fi
   t1=$(now)
   up=$(cri "$rt" ps -q --state running | wc -l)
   [ "$up" -eq "$n" ] || { echo "bench-density: $up of $n containers running on $rt" >&2; exit 1; }
@@ -201,5 +216,5 @@ printf '%-11s %8s %11s %17s %17s %17s %10s\n' crius/ctrd "$(ratio "${m[crius.2]}
   "$(ratio "${after_rss[crius]}" "${after_rss[containerd]}") / $(ratio "${after_pss[crius]}" "${after_pss[containerd]}")" \
   "$(ratio "${m[crius.6]}" "${m[containerd.6]}")"
 echo "(crictl alone, 3 no-op calls per pod on $par streams: $floor pods/s at most)"
-echo "(N=$n pods on $par streams, medians of $rounds rounds, alternating which runtime goes first;" \
+echo "(N=$n pods on $par streams driven by $driver, medians of $rounds rounds, alternating which runtime goes first;" \
   "goals: crius >= 4x containerd's pods/s, shim < 300 KiB/pod, criusd < 10 MB RSS idle and < 20 MB with 100 pods)"
