@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # build
   pkg-config libseccomp-dev protobuf-compiler
+  # a C compiler: the linker Rust uses, and the CVE-2019-5736 test builds its hostile library with it
+  gcc libc6-dev
   # test rootfs and images
   busybox-static
   # the cgroup-v2 VM (hack/vm): qemu + virtiofsd, Debian's cloud kernel, initramfs tools

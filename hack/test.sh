@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n=== %s\n' "$*"; }
-host_suites=(--test lifecycle --test isolation --test bad_input --test images --test image_store)
+host_suites=(--test lifecycle --test isolation --test bad_input --test images --test image_store --test attacks_runtime --test attacks_mounts)
 
 step "rustfmt"
 cargo fmt --all --check
@@ -28,15 +28,15 @@ step "build (binaries used by the privileged tests, and the static test program 
 cargo build --workspace --bins
 cargo rustc -p crius-testprog --release --bin crius-testprog --quiet -- -C target-feature=+crt-static
 
-step "privileged tests on the host: crius-runc; registry pulls, criusd (images; pod sandboxes with CNI; streaming exec, attach and port-forward; criusd SIGKILLed mid-churn; 3 rounds of 200 pods), and the shim (under containerd and over ttrpc)"
-cargo test -p crius-privileged-tests "${host_suites[@]}" --test pull --test daemon --test pods --test timeouts --test streaming --test shim --test engine --test chaos --test load -- --ignored
+step "privileged tests on the host: crius-runc, and the attacks on it (CVE-2019-5736, CVE-2024-21626, CVE-2021-30465); registry pulls, hostile images, 50 slow calls that must not starve criusd, criusd (images; pod sandboxes with CNI; streaming exec, attach and port-forward; criusd SIGKILLed mid-churn; 3 rounds of 200 pods), and the shim (under containerd and over ttrpc)"
+cargo test -p crius-privileged-tests "${host_suites[@]}" --test pull --test attacks_images --test starvation --test daemon --test pods --test timeouts --test streaming --test shim --test engine --test chaos --test load --test attacks_host -- --ignored
 step "privileged tests on the host: runc (crius-only tests excepted)"
 CRIUS_TEST_RUNTIME=runc cargo test -p crius-privileged-tests "${host_suites[@]}" -- --ignored --skip crius_only
 
-step "cgroup v2 suites in one VM: cgroup_v2 with crius-runc, then runc; vm_shim (OOM reports, live updates, also under containerd); vm_pods (CRI resources set and updated live); vm_engine (a seed pod's limits)"
+step "cgroup v2 suites in one VM: cgroup_v2 with crius-runc, then runc; vm_shim (OOM reports, live updates, also under containerd); vm_pods (CRI resources set and updated live); vm_engine (a seed pod's limits); vm_apparmor (RuntimeDefault crius-default, Localhost, Unconfined, ExecSync under the profile)"
 # The suites that need a pure cgroup-v2 kernel, each its own test binary: built here, run in the VM, which sees
 # the target dir at the same path.
-vm_suites=(cgroup_v2 vm_shim vm_pods vm_engine)
+vm_suites=(cgroup_v2 vm_shim vm_pods vm_engine vm_apparmor)
 declare -A vm_bin=()
 while read -r name exe; do vm_bin[$name]=$exe; done < <(
   cargo test -p crius-privileged-tests "${vm_suites[@]/#/--test=}" --no-run --message-format=json-render-diagnostics |
@@ -49,6 +49,7 @@ RUN_IN_VM_TIMEOUT=${RUN_IN_VM_TIMEOUT:-1500} hack/vm/run-in-vm.sh sh -c "
   CRIUS_TEST_RUNTIME=runc '${vm_bin[cgroup_v2]}' --ignored --test-threads=1 --skip crius_only &&
   '${vm_bin[vm_shim]}' --ignored --test-threads=1 &&
   '${vm_bin[vm_pods]}' --ignored --test-threads=1 &&
-  '${vm_bin[vm_engine]}' --ignored --test-threads=1"
+  '${vm_bin[vm_engine]}' --ignored --test-threads=1 &&
+  '${vm_bin[vm_apparmor]}' --ignored --test-threads=1"
 
 step "all test groups passed"

@@ -1079,6 +1079,12 @@ async fn verbose_container_status_gives_the_pid_spec_and_sandbox_as_containerd_d
     let sleeper = format!("sleep {}", 2000 + std::process::id() % 1000);
     let id = p.started(container("inspected", "busybox", &sleeper)).await;
     wait_state(&mut p.c, &id, cri::ContainerState::ContainerRunning).await;
+    // Running comes as the shell starts; its cmdline reads `sleep N` once it has exec'd sleep (same pid).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pids_running(&sleeper).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no `{sleeper}` after 10 s");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let r =
         p.c.container_status(cri::ContainerStatusRequest {
             container_id: id.clone(),

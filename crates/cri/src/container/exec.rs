@@ -27,8 +27,8 @@ pub(super) fn limit(secs: i64) -> Option<Duration> {
 
 impl Containers {
     /// ExecSync: runs `cmd` in the running container (its process settings, these arguments) and returns its
-    /// stdout, stderr and exit code. `timeout` seconds (0: none; capped at [`LONGEST`]) over, the process is
-    /// killed and the call is DeadlineExceeded.
+    /// stdout, stderr and exit code. `timeout` seconds (0: none; capped at `LONGEST`, a year) over, the process
+    /// is killed and the call is DeadlineExceeded.
     pub fn exec_sync(&self, id: &str, cmd: &[String], timeout: i64) -> Result<cri::ExecSyncResponse> {
         let c = self.get_or_not_found(CALL, id)?;
         if cmd.is_empty() {

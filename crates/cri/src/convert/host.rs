@@ -25,7 +25,7 @@ pub struct Host {
     pub group: String,
     /// The Localhost seccomp profile the container asks for: the file's text, or why it could not be read.
     pub seccomp_file: Option<std::result::Result<String, String>>,
-    /// The node's loaded AppArmor profiles; `None` where it has no AppArmor ([`super::apparmor::probe`]).
+    /// The node's loaded AppArmor profiles; `None` where it has no AppArmor (`convert::apparmor::probe`).
     pub apparmor: Option<Vec<String>>,
 }
 
@@ -33,8 +33,8 @@ impl Host {
     /// Reads the facts for `input`: criusd's bounding set, the cgroup2 cpu controller, the pod's hostname
     /// file (when the pod has a UTS namespace of its own, the only time the spec names a hostname) and the
     /// rootfs's passwd and group files. Those are the image's: read inside the rootfs, capped, and only if
-    /// regular files ([`super::image_files`]); one that is not (a FIFO, a symlink to /dev/zero, a huge file) is
-    /// InvalidArgument naming it, at once.
+    /// regular files (`convert::image_files`); one that is not (a FIFO, a symlink to /dev/zero, a huge file)
+    /// is InvalidArgument naming it, at once.
     pub fn probe(input: &Input<'_>) -> Result<Host> {
         let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
         let image_file = |rel: &str| {
