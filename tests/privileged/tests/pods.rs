@@ -1471,3 +1471,71 @@ async fn seccomp_localhost_and_runtime_default_profiles_apply_and_a_missing_one_
         cremove(&mut p.c, id).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
+async fn a_localhost_seccomp_profile_blocking_sethostname_stops_even_cap_sys_admin() {
+    require_root();
+    // A pod of its own network, so its containers have a UTS namespace of their own: the control container's
+    // sethostname changes only that, never the host's name.
+    let mut p = Pod::on_network("pod-uts").await;
+    let profile = p.d.dir().join("block-sethostname.json");
+    std::fs::write(
+        &profile,
+        r#"{"defaultAction": "SCMP_ACT_ALLOW",
+            "syscalls": [{"names": ["sethostname"], "action": "SCMP_ACT_ERRNO"}]}"#,
+    )
+    .unwrap();
+    let with = |name: &str, seccomp: Option<cri::SecurityProfile>| {
+        let mut c = container(name, "busybox", "sleep 3600");
+        c.linux = Some(cri::LinuxContainerConfig {
+            security_context: Some(cri::LinuxContainerSecurityContext {
+                capabilities: Some(cri::Capability {
+                    add_capabilities: vec!["SYS_ADMIN".into()],
+                    ..Default::default()
+                }),
+                seccomp,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        c
+    };
+    let blocked = p
+        .started(with(
+            "blocked",
+            Some(cri::SecurityProfile {
+                profile_type: cri::security_profile::ProfileType::Localhost as i32,
+                localhost_ref: profile.display().to_string(),
+            }),
+        ))
+        .await;
+    let control = p.started(with("control", None)).await;
+    let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    for (id, allowed) in [(&blocked, false), (&control, true)] {
+        wait_state(&mut p.c, id, cri::ContainerState::ContainerRunning).await;
+        let r =
+            p.c.exec_sync(cri::ExecSyncRequest {
+                container_id: id.clone(),
+                cmd: ["hostname", "renamed-by-test"].map(String::from).to_vec(),
+                timeout: 10,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.exit_code == 0, allowed, "{id}: {err}");
+        if !allowed {
+            assert!(err.contains("Operation not permitted"), "{err}");
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap(),
+        host_name,
+        "the host's name is untouched"
+    );
+    for id in [&blocked, &control] {
+        cstop(&mut p.c, id, 0).await;
+        cremove(&mut p.c, id).await;
+    }
+}
