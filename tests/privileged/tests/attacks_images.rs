@@ -195,7 +195,24 @@ async fn blobs_larger_than_their_descriptors_are_cut_off() {
     let before = rss_kib(p.d.pid());
     let dir = tempfile::tempdir().unwrap();
     let layout = dir.path().join("layout");
-    let bb = image::busybox(&layout, "big:latest").unwrap();
+    // A layer of its own: busybox's alone is the one the pod's criusd already holds (layers are built
+    // reproducibly), which a pull would skip rather than download.
+    let rootfs = tempfile::tempdir().unwrap();
+    crius_test_support::build_busybox_rootfs(rootfs.path()).unwrap();
+    std::fs::write(
+        rootfs.path().join("unique"),
+        crius_test_support::unique("oversized"),
+    )
+    .unwrap();
+    let spec = ImageSpec {
+        name: "big:latest".into(),
+        layers: vec![rootfs.path().into()],
+        cmd: vec!["sh".into()],
+        ..Default::default()
+    };
+    let bb = image::write_layout(&layout, &[spec]).unwrap().remove(0);
+    let hex = bb.layers[0].trim_start_matches("sha256:").to_string();
+    assert!(!stored_blobs(&p).contains(&hex), "the layer is new to criusd");
     let reg = Registry::start();
     reg.push(&layout, "big:latest", "big:latest");
     // The registry now serves 1 GiB for the layer its manifest says is under 1 MiB.
@@ -212,7 +229,6 @@ async fn blobs_larger_than_their_descriptors_are_cut_off() {
         e.message().contains("size mismatch") && e.message().contains(&bb.layers[0]),
         "the error names the blob: {e:?}"
     );
-    let hex = bb.layers[0].trim_start_matches("sha256:").to_string();
     assert!(!stored_blobs(&p).contains(&hex), "nothing of it is stored");
     assert_eq!(
         crius_privileged_tests::cri::entries(&p.d.root().join("images/ingest")),
