@@ -2,10 +2,12 @@
 //! stays small and does not depend on the OCI runtime, and the CRI server and pod engine do not depend on
 //! each other — so each exists once, here: times as RFC 3339 and as ns since the epoch ([`time`]), the kernel's mount table
 //! ([`mountinfo`]), random ids ([`id`]) and AppArmor's state ([`apparmor`]).
-//! Also paths resolved inside a root by fd ([`inroot`]), which needs nix, the crate's one dependency.
+//! Also paths resolved inside a root by fd ([`inroot`]) and sealed copies of the runtime binary ([`sealed`]),
+//! which need nix and libc, the crate's dependencies.
 
 pub mod apparmor;
 pub mod id;
 pub mod inroot;
 pub mod mountinfo;
+pub mod sealed;
 pub mod time;

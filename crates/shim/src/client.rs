@@ -4,11 +4,13 @@
 
 use std::collections::HashMap;
 use std::os::unix::net::UnixListener;
-use std::path::Path;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use containerd_shim_protos as protos;
+use crius_common::sealed::Handed;
 pub use protos::TaskClient;
 use protos::{api, ttrpc};
 use sha2::{Digest, Sha256};
@@ -41,7 +43,34 @@ pub fn start_shim(
     id: &str,
     bundle: &Path,
 ) -> Result<String, String> {
-    let out = Command::new(shim)
+    start_shim_with(shim, namespace, address, ttrpc_address, id, bundle, None)
+}
+
+/// `crius-runc` next to the shim binary `shim`: the runtime such a shim runs by default (None: there is none).
+pub fn default_runtime(shim: &Path) -> Option<PathBuf> {
+    crate::runtime::beside(shim)
+}
+
+/// [`start_shim`], handing the shim `sealed`, a sealed copy of its runtime (`crius_common::sealed`), open in
+/// this process at the number it names: the shim runs the runtime through it instead of having it copy itself
+/// at every call.
+pub fn start_shim_with(
+    shim: &Path,
+    namespace: &str,
+    address: &str,
+    ttrpc_address: &str,
+    id: &str,
+    bundle: &Path,
+    sealed: Option<&Handed>,
+) -> Result<String, String> {
+    let mut cmd = Command::new(shim);
+    if let Some(h) = sealed {
+        let fd = h.fd;
+        cmd.env(crius_common::sealed::ENV, h.to_env());
+        // SAFETY: the hook makes one fcntl call (async-signal-safe) on a descriptor the caller keeps open.
+        unsafe { cmd.pre_exec(move || crius_common::sealed::inherit_in_child(fd)) };
+    }
+    let out = cmd
         .args([
             "-namespace",
             namespace,

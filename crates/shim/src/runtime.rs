@@ -2,9 +2,13 @@
 //! from its `--log` file (JSON lines), because during `create` its stdio belongs to the container.
 
 use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crius_common::sealed::Handed;
 
 use crate::reaper::Reaper;
 
@@ -35,16 +39,48 @@ fn stdio(fd: Option<OwnedFd>) -> Stdio {
 
 /// The default runtime: `crius-runc` next to the shim's own binary, else on PATH.
 pub(crate) fn default_binary() -> PathBuf {
-    if let Some(dir) = std::env::current_exe()
+    std::env::current_exe()
         .ok()
-        .and_then(|e| e.parent().map(Path::to_path_buf))
-    {
-        let p = dir.join("crius-runc");
-        if p.exists() {
-            return p;
+        .and_then(|e| beside(&e))
+        .unwrap_or_else(|| PathBuf::from("crius-runc"))
+}
+
+/// `crius-runc` next to the shim binary `shim`, if there is one: the runtime a shim there runs by default.
+pub(crate) fn beside(shim: &Path) -> Option<PathBuf> {
+    Some(shim.parent()?.join("crius-runc")).filter(|p| p.exists())
+}
+
+/// The sealed copy of the runtime criusd handed this shim (`crius_common::sealed::ENV`), checked once.
+fn handed() -> Option<&'static Handed> {
+    static HANDED: OnceLock<Option<Handed>> = OnceLock::new();
+    HANDED
+        .get_or_init(|| {
+            let h = Handed::inherited();
+            if let Some(h) = &h {
+                eprintln!(
+                    "containerd-shim-crius-v2: the runtime {} runs from criusd's sealed copy (fd {})",
+                    h.path.display(),
+                    h.fd
+                );
+            }
+            h
+        })
+        .as_ref()
+}
+
+/// The command that runs `binary`: through the handed sealed copy when it was made of this very file (same
+/// path, and the file on disk not replaced since), so crius-runc need not copy itself; else by its path.
+fn command_for(binary: &Path) -> Command {
+    match handed().filter(|h| h.path == binary && h.current()) {
+        Some(h) => {
+            // The copy is close-on-exec here: an ELF file executed through /proc/self/fd needs no descriptor
+            // after the exec, and the runtime inherits none.
+            let mut cmd = Command::new(format!("/proc/self/fd/{}", h.fd));
+            cmd.arg0(binary);
+            cmd
         }
+        None => Command::new(binary),
     }
-    PathBuf::from("crius-runc")
 }
 
 impl Runtime {
@@ -62,7 +98,7 @@ impl Runtime {
         let out = scratch.join(format!(".runtime-{n}.out"));
         let shown = format!("{} {}", self.binary.display(), args.join(" "));
         let result = (|| {
-            let mut cmd = Command::new(&self.binary);
+            let mut cmd = command_for(&self.binary);
             cmd.arg("--root")
                 .arg(&self.root)
                 .arg("--log")

@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, IntoRawFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -113,6 +114,12 @@ fn launch(f: &Flags, address: &str) -> Result<(), String> {
         .args(["-publish-binary", &f.publish_binary, "-socket", address]);
     if f.debug {
         cmd.arg("-debug");
+    }
+    if let Some(h) = crius_common::sealed::Handed::inherited() {
+        // The serving process keeps criusd's sealed copy of the runtime (close-on-exec in this one since start).
+        let fd = h.fd;
+        // SAFETY: the hook makes one fcntl call (async-signal-safe) on a descriptor this process holds open.
+        unsafe { cmd.pre_exec(move || crius_common::sealed::inherit_in_child(fd)) };
     }
     let mut child = cmd
         .stdin(Stdio::null())

@@ -1539,3 +1539,42 @@ async fn a_localhost_seccomp_profile_blocking_sethostname_stops_even_cap_sys_adm
         cremove(&mut p.c, id).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn shims_run_the_runtime_from_criusds_sealed_copy() {
+    require_root();
+    let mut p = Pod::on_host_network("sealed").await;
+    let id = p.started(container("sealed", "busybox", "sleep 3600")).await;
+    wait_state(&mut p.c, &id, cri::ContainerState::ContainerRunning).await;
+    // criusd made one copy of the runtime (named crius-runtime) and handed it to the pod's shim, which ran
+    // `create` and `start` through it.
+    let shims = shim_pids(&id);
+    assert_eq!(shims.len(), 1, "{shims:?}");
+    let holds = |pid: i32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .flatten()
+            .any(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.display().to_string() == "/memfd:crius-runtime (deleted)")
+            })
+    };
+    assert!(holds(p.d.pid() as i32), "criusd holds the sealed copy");
+    assert!(holds(shims[0]), "the shim holds the sealed copy");
+    let log = std::fs::read_to_string(p.d.state().join("containers").join(&id).join("shim.log")).unwrap();
+    assert!(log.contains("runs from criusd's sealed copy"), "{log}");
+    // An exec goes through it too, and works.
+    let r =
+        p.c.exec_sync(cri::ExecSyncRequest {
+            container_id: id.clone(),
+            cmd: vec!["echo".into(), "through the copy".into()],
+            timeout: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "through the copy\n");
+    cstop(&mut p.c, &id, 0).await;
+    cremove(&mut p.c, &id).await;
+}

@@ -5,7 +5,8 @@
 //! answer. Each shim connected to is watched (`watch.rs`), so its death is known at once.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use containerd_shim_protos::api as task;
 use containerd_shim_protos::protobuf::Message as _;
 use containerd_shim_protos::protobuf::well_known_types::any::Any;
 use containerd_shim_protos::ttrpc;
+use crius_common::sealed::Handed;
 use crius_shim::client::{self, TaskClient};
 
 use super::watch::Watch;
@@ -37,6 +39,9 @@ pub struct Setup {
 /// The shims of one criusd.
 pub struct TtrpcShims {
     setup: Setup,
+    /// A sealed copy of the runtime the shims run by default, handed to each shim started
+    /// (`crius_common::sealed`): their runtime calls need not copy it again.
+    runtime: Option<(OwnedFd, Handed)>,
     /// Connections, by sandbox id; a shim's goes when the shim exits (a client holds a thread).
     conns: Arc<Mutex<HashMap<String, TaskClient>>>,
     watch: Watch,
@@ -83,6 +88,22 @@ fn any(type_url: &str, json: Vec<u8>) -> containerd_shim_protos::protobuf::Messa
     .into()
 }
 
+/// A sealed copy of the runtime a shim at `shim` runs by default (`crius-runc` next to the shim's real file, as
+/// the shim finds it); None, with a warning, if it cannot be made: each runtime call then copies itself.
+fn sealed_runtime(shim: &Path) -> Option<(OwnedFd, Handed)> {
+    let runtime = std::fs::canonicalize(shim)
+        .ok()
+        .and_then(|s| client::default_runtime(&s))
+        .and_then(|r| std::fs::canonicalize(r).ok())?;
+    match crius_common::sealed::seal_runtime(&runtime) {
+        Ok(sealed) => Some(sealed),
+        Err(e) => {
+            tracing::warn!(runtime = %runtime.display(), "no sealed copy of the runtime for the shims: {e}");
+            None
+        }
+    }
+}
+
 impl TtrpcShims {
     /// Shims as `setup` says; `on_gone(sandbox_id)` is called (from a watcher thread) when a pod's shim dies.
     pub fn new(setup: Setup, on_gone: Arc<dyn Fn(&str) + Send + Sync>) -> std::io::Result<TtrpcShims> {
@@ -93,6 +114,7 @@ impl TtrpcShims {
             on_gone(sandbox);
         });
         Ok(TtrpcShims {
+            runtime: sealed_runtime(&setup.shim),
             setup,
             conns,
             watch: Watch::start(gone)?,
@@ -105,18 +127,19 @@ impl TtrpcShims {
 
     /// A connection to sandbox `sandbox`'s shim; `start_for` (a container and its bundle) starts the shim if it
     /// is not running.
-    fn connect(&self, sandbox: &str, start_for: Option<(&str, &std::path::Path)>) -> ShimResult<TaskClient> {
+    fn connect(&self, sandbox: &str, start_for: Option<(&str, &Path)>) -> ShimResult<TaskClient> {
         if let Some(c) = self.conns().get(sandbox) {
             return Ok(c.clone());
         }
         let address = match start_for {
-            Some((id, bundle)) => client::start_shim(
+            Some((id, bundle)) => client::start_shim_with(
                 &self.setup.shim,
                 NAMESPACE,
                 &self.setup.owner,
                 &self.setup.events.display().to_string(),
                 id,
                 bundle,
+                self.runtime.as_ref().map(|(_, h)| h),
             )
             .map_err(ShimError::Start)?,
             None => client::socket_address(&self.setup.owner, NAMESPACE, sandbox),
@@ -151,7 +174,7 @@ impl TtrpcShims {
         &self,
         sandbox: &str,
         d: Duration,
-        start_for: Option<(&str, &std::path::Path)>,
+        start_for: Option<(&str, &Path)>,
         f: impl Fn(&TaskClient, ttrpc::context::Context) -> Result<T, ttrpc::Error>,
     ) -> ShimResult<T> {
         let once = || {
