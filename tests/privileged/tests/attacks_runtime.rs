@@ -20,66 +20,15 @@ use std::time::{Duration, Instant};
 use crius_test_support::{Bundle, Runtime, shared_rootfs, testprog_binary, unique};
 use serde_json::json;
 
-/// Every capability the kernels here know, by number.
-const ALL_CAPS: &[&str] = &[
-    "CAP_CHOWN",
-    "CAP_DAC_OVERRIDE",
-    "CAP_DAC_READ_SEARCH",
-    "CAP_FOWNER",
-    "CAP_FSETID",
-    "CAP_KILL",
-    "CAP_SETGID",
-    "CAP_SETUID",
-    "CAP_SETPCAP",
-    "CAP_LINUX_IMMUTABLE",
-    "CAP_NET_BIND_SERVICE",
-    "CAP_NET_BROADCAST",
-    "CAP_NET_ADMIN",
-    "CAP_NET_RAW",
-    "CAP_IPC_LOCK",
-    "CAP_IPC_OWNER",
-    "CAP_SYS_MODULE",
-    "CAP_SYS_RAWIO",
-    "CAP_SYS_CHROOT",
-    "CAP_SYS_PTRACE",
-    "CAP_SYS_PACCT",
-    "CAP_SYS_ADMIN",
-    "CAP_SYS_BOOT",
-    "CAP_SYS_NICE",
-    "CAP_SYS_RESOURCE",
-    "CAP_SYS_TIME",
-    "CAP_SYS_TTY_CONFIG",
-    "CAP_MKNOD",
-    "CAP_LEASE",
-    "CAP_AUDIT_WRITE",
-    "CAP_AUDIT_CONTROL",
-    "CAP_SETFCAP",
-    "CAP_MAC_OVERRIDE",
-    "CAP_MAC_ADMIN",
-    "CAP_SYSLOG",
-    "CAP_WAKE_ALARM",
-    "CAP_BLOCK_SUSPEND",
-    "CAP_AUDIT_READ",
-    "CAP_PERFMON",
-    "CAP_BPF",
-    "CAP_CHECKPOINT_RESTORE",
-];
-
 /// The privileged-container attacker's capabilities: every one this test (and so the runtime) holds.
-fn our_caps() -> Vec<&'static str> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let hex = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapBnd:"))
+fn our_caps() -> Vec<String> {
+    let mut all: Vec<String> = caps::read(None, caps::CapSet::Bounding)
         .unwrap()
-        .trim();
-    let mask = u64::from_str_radix(hex, 16).unwrap();
-    ALL_CAPS
         .iter()
-        .enumerate()
-        .filter(|(i, _)| mask & (1 << i) != 0)
-        .map(|(_, c)| *c)
-        .collect()
+        .map(|c| c.to_string())
+        .collect();
+    all.sort();
+    all
 }
 
 /// The constructor of `/attack.so`: runs before the runtime's main, in the runtime's process.
@@ -196,12 +145,13 @@ fn attack_rootfs(runtime: &Path) -> tempfile::TempDir {
     dir
 }
 
-fn attack_bundle(rootfs: &Path, args: &[&str], caps: &[&str]) -> Bundle {
+fn attack_bundle(rootfs: &Path, args: &[&str], caps: &[impl AsRef<str>]) -> Bundle {
     let mut b = Bundle::new(args);
     b.config["root"]["path"] = json!(rootfs);
     b.config["process"]["env"] = json!(["PATH=/bin", "LD_PRELOAD=/attack.so"]);
     for set in ["bounding", "effective", "permitted"] {
-        b.config["process"]["capabilities"][set] = json!(caps);
+        b.config["process"]["capabilities"][set] =
+            json!(caps.iter().map(AsRef::as_ref).collect::<Vec<&str>>());
     }
     b
 }
