@@ -11,6 +11,7 @@ mod error;
 #[cfg(test)]
 mod fake_cri;
 mod hooks;
+pub mod logs;
 pub mod manifest;
 pub mod node;
 pub mod quantity;
