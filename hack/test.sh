@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one test entry point (README and .ci/run call it). Needs root and what hack/install-deps.sh installs.
-#   1. static checks: rustfmt, clippy -D warnings, rustdoc -D warnings, cargo-deny (licences, duplicates)
+#   1. static checks: rustfmt, clippy -D warnings, rustdoc -D warnings, cargo-deny (licences, duplicates); after
+#      the build, the kind node's files (hack/kind/check.sh: hadolint, systemd-analyze verify)
 #   2. unit tests (no root needed)
 #   3. privileged tests on this host, with crius-runc and again with runc (which checks the tests themselves)
 #   4. the cgroup-v2 suites (cgroup_v2, with crius-runc and with runc, and the vm_* test binaries) inside one VM
@@ -28,15 +29,20 @@ step "build (binaries used by the privileged tests, and the static test program 
 cargo build --workspace --bins
 cargo rustc -p crius-testprog --release --bin crius-testprog --quiet -- -C target-feature=+crt-static
 
-step "privileged tests on the host: crius-runc, and the attacks on it (CVE-2019-5736, CVE-2024-21626, CVE-2021-30465); registry pulls, hostile images, 50 slow calls that must not starve criusd, criusd (images; pod sandboxes with CNI; streaming exec, attach and port-forward; criusd SIGKILLed mid-churn; 3 rounds of 200 pods), and the shim (under containerd and over ttrpc)"
-cargo test -p crius-privileged-tests "${host_suites[@]}" --test pull --test attacks_images --test starvation --test daemon --test pods --test timeouts --test streaming --test shim --test engine --test chaos --test load --test attacks_host -- --ignored
+step "the kind node's pieces that run without Docker: hadolint and the COPY sources of the Dockerfile, systemd-analyze verify of its units (hack/kind/check.sh)"
+bash hack/kind/check.sh
+
+step "privileged tests on the host: crius-runc, and the attacks on it (CVE-2019-5736, CVE-2024-21626, CVE-2021-30465); registry pulls, hostile images, 50 slow calls that must not starve criusd, criusd (images; pod sandboxes with CNI; streaming exec, attach and port-forward; criusd SIGKILLed mid-churn; 3 rounds of 200 pods), the shim (under containerd and over ttrpc), and the kind node's criusd (its config on a kindnet-like ptp/host-local/portmap network, import from a pipe and tag, the preload script)"
+cargo test -p crius-privileged-tests "${host_suites[@]}" --test pull --test attacks_images --test starvation --test daemon --test pods --test timeouts --test streaming --test shim --test engine --test chaos --test load --test attacks_host --test kind -- --ignored
 step "privileged tests on the host: runc (crius-only tests excepted)"
 CRIUS_TEST_RUNTIME=runc cargo test -p crius-privileged-tests "${host_suites[@]}" -- --ignored --skip crius_only
+step "runtime handlers on the host: pods on crius-runc (the default, and by name) and on runc ([runtimes.runc]), also after a criusd restart; an unknown handler is NotFound; Status lists them (crun's pod runs in the VM: it refuses hybrid cgroups)"
+cargo test -p crius-privileged-tests --test runtime_handlers -- --ignored
 
-step "cgroup v2 suites in one VM: cgroup_v2 with crius-runc, then runc; vm_shim (OOM reports, live updates, also under containerd); vm_pods (CRI resources set and updated live); vm_engine (a seed pod's limits); vm_apparmor (RuntimeDefault crius-default, Localhost, Unconfined, ExecSync under the profile)"
+step "cgroup v2 suites in one VM: cgroup_v2 with crius-runc, then runc; vm_shim (OOM reports, live updates, also under containerd); vm_pods (CRI resources set and updated live); vm_engine (a seed pod's limits); vm_apparmor (RuntimeDefault crius-default, Localhost, Unconfined, ExecSync under the profile); vm_runtime_handlers (pods on crun and runc)"
 # The suites that need a pure cgroup-v2 kernel, each its own test binary: built here, run in the VM, which sees
 # the target dir at the same path.
-vm_suites=(cgroup_v2 vm_shim vm_pods vm_engine vm_apparmor)
+vm_suites=(cgroup_v2 vm_shim vm_pods vm_engine vm_apparmor vm_runtime_handlers)
 declare -A vm_bin=()
 while read -r name exe; do vm_bin[$name]=$exe; done < <(
   cargo test -p crius-privileged-tests "${vm_suites[@]/#/--test=}" --no-run --message-format=json-render-diagnostics |
@@ -50,6 +56,7 @@ RUN_IN_VM_TIMEOUT=${RUN_IN_VM_TIMEOUT:-1500} hack/vm/run-in-vm.sh sh -c "
   '${vm_bin[vm_shim]}' --ignored --test-threads=1 &&
   '${vm_bin[vm_pods]}' --ignored --test-threads=1 &&
   '${vm_bin[vm_engine]}' --ignored --test-threads=1 &&
-  '${vm_bin[vm_apparmor]}' --ignored --test-threads=1"
+  '${vm_bin[vm_apparmor]}' --ignored --test-threads=1 &&
+  '${vm_bin[vm_runtime_handlers]}' --ignored --test-threads=1"
 
 step "all test groups passed"

@@ -42,6 +42,17 @@ fn descriptor_digest(v: &Value, what: &str) -> Result<Digest> {
     Digest::parse(s)
 }
 
+/// The name an index entry gives its image: containerd's `io.containerd.image.name` (a full reference, as `ctr
+/// images export` and Docker 25's `docker save` write it next to a bare tag in `org.opencontainers.image.ref.name`),
+/// else `org.opencontainers.image.ref.name`.
+fn archive_name(desc: &Value) -> Option<String> {
+    let a = &desc["annotations"];
+    a["io.containerd.image.name"]
+        .as_str()
+        .or_else(|| a["org.opencontainers.image.ref.name"].as_str())
+        .map(str::to_string)
+}
+
 /// Imports every named image of the OCI layout at `layout`; returns the records (with all their names).
 pub fn import_layout(store: &Store, layout: &Path) -> Result<Vec<ImageRecord>> {
     let _busy = crate::gc::Busy::enter(store);
@@ -54,9 +65,7 @@ pub fn import_layout(store: &Store, layout: &Path) -> Result<Vec<ImageRecord>> {
         .map_err(|e| Error::InvalidArgument(format!("{}/index.json: {e}", layout.display())))?;
     let mut out: Vec<ImageRecord> = Vec::new();
     for desc in index["manifests"].as_array().into_iter().flatten() {
-        let name = desc["annotations"]["org.opencontainers.image.ref.name"]
-            .as_str()
-            .map(str::to_string);
+        let name = archive_name(desc);
         let mut digest = descriptor_digest(desc, "index.json")?;
         let mut bytes = read_layout_blob(layout, &digest, descriptor_size(desc, "index.json")?)?;
         store.put_blob(&digest, &bytes, "manifest")?;
@@ -156,12 +165,29 @@ fn with_unpacked<T>(store: &Store, archive: &Path, f: impl FnOnce(&Path) -> Resu
         .join("ingest")
         .join(format!("archive-{}", crate::store::temp_name("x")));
     std::fs::create_dir_all(&tmp).map_err(|e| io("creating an ingest dir", e))?;
-    let result = std::fs::File::open(archive)
-        .map_err(|e| io(format!("opening {}", archive.display()), e))
+    let result = open_stream(archive)
         .and_then(|file| crate::unpack::unpack(file, &tmp))
         .and_then(|_| f(&tmp));
     let _ = std::fs::remove_dir_all(&tmp);
     result
+}
+
+/// Opens an archive to read it once, start to end: a file, or a FIFO that a client writes the archive into as it
+/// reads it (`crius images import -`). A FIFO is opened without waiting for a writer, so a client that went away
+/// before opening its end leaves an empty archive here, not a thread blocked in open(2).
+fn open_stream(archive: &Path) -> Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let what = || format!("opening {}", archive.display());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(archive)
+        .map_err(|e| io(what(), e))?;
+    // Reads block again: the archive is read as fast as its writer gives it.
+    let flags = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_GETFL).map_err(|e| io(what(), e))?;
+    let flags = nix::fcntl::OFlag::from_bits_truncate(flags) - nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(|e| io(what(), e))?;
+    Ok(file)
 }
 
 /// Imports a docker-archive (`docker save` / `skopeo copy … docker-archive:`): `manifest.json` lists each
@@ -303,5 +329,40 @@ impl std::io::Write for HashWriter<'_> {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_index_entry_is_named_by_containerd_s_full_name_before_its_bare_tag() {
+        let docker25 = serde_json::json!({"annotations": {
+            "io.containerd.image.name": "docker.io/kindest/kindnetd:v20250512",
+            "org.opencontainers.image.ref.name": "v20250512"}});
+        assert_eq!(
+            archive_name(&docker25).as_deref(),
+            Some("docker.io/kindest/kindnetd:v20250512")
+        );
+        let oci =
+            serde_json::json!({"annotations": {"org.opencontainers.image.ref.name": "example.test/a:v1"}});
+        assert_eq!(archive_name(&oci).as_deref(), Some("example.test/a:v1"));
+        assert_eq!(archive_name(&serde_json::json!({"digest": "x"})), None);
+    }
+
+    #[test]
+    fn a_fifo_without_a_writer_opens_as_an_empty_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("archive");
+        nix::unistd::mkfifo(
+            &fifo,
+            nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+        )
+        .unwrap();
+        let mut f = open_stream(&fifo).unwrap();
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut buf).unwrap();
+        assert!(buf.is_empty());
     }
 }
