@@ -22,6 +22,10 @@ pub enum Error {
         /// What is wrong there.
         reason: String,
     },
+    /// Manifests that strict validation ([`crate::validate::strict`]) refused: every problem found, one a line,
+    /// each starting with its file and document.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<crate::validate::Problem>),
     /// An image a container needs is not on the node, and its pull policy forbids pulling it.
     #[error(
         "container {container:?}: image {image} is not present and may not be pulled (pull policy Never)"
