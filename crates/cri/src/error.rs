@@ -55,6 +55,16 @@ pub enum Error {
         /// The id (or reference) asked for.
         id: String,
     },
+    /// A RuntimeClass handler criusd is not configured with.
+    #[error("{call}: runtime handler {name:?} not found (configured: {})", known.join(", "))]
+    UnknownHandler {
+        /// The CRI call.
+        call: &'static str,
+        /// The handler asked for.
+        name: String,
+        /// The handlers there are.
+        known: Vec<String>,
+    },
     /// The image a container needs is not on the node.
     #[error("{call}: image {reference:?} not found: pull it first")]
     ImageNotPulled {
@@ -198,7 +208,9 @@ impl Error {
         use tonic::Code;
         match self {
             Error::InvalidArgument { .. } => Code::InvalidArgument,
-            Error::NotFound { .. } | Error::ImageNotPulled { .. } => Code::NotFound,
+            Error::NotFound { .. } | Error::ImageNotPulled { .. } | Error::UnknownHandler { .. } => {
+                Code::NotFound
+            }
             Error::AlreadyExists { .. } => Code::AlreadyExists,
             Error::FailedPrecondition { .. } | Error::NetworkNotReady { .. } => Code::FailedPrecondition,
             Error::DeadlineExceeded { .. } => Code::DeadlineExceeded,

@@ -20,6 +20,7 @@
 //!               made true again from the shims, what no record owns removed
 //!  events.rs    the events service the shims report exits and OOM kills to
 //!  error.rs     the one error type, and the one place gRPC codes are chosen
+//!  handlers.rs  runtime handlers (RuntimeClass): the OCI runtimes pods run on, and their features
 //! ```
 //!
 //! A container's state is kept from the shims' events, not asked of them ([`store`]); the lifecycle is
@@ -30,6 +31,7 @@ pub mod convert;
 pub mod error;
 pub mod events;
 pub mod grpc;
+pub mod handlers;
 pub mod network;
 pub mod pod_stats;
 pub mod recover;

@@ -9,6 +9,7 @@ use k8s_cri::v1 as cri;
 
 use crate::container::{self, Change, Containers};
 use crate::error::{Error, Result};
+use crate::handlers::Handlers;
 use crate::network::{Cni, Pinner};
 use crate::sandbox::{self, Pods};
 use crate::shim::ttrpc::{self as shims, TtrpcShims};
@@ -27,6 +28,8 @@ pub struct Setup {
     pub owner: String,
     /// The CNI setup.
     pub cni: Cni,
+    /// The runtime handlers pods pick from.
+    pub handlers: Arc<Handlers>,
 }
 
 /// The pods and containers of one criusd.
@@ -57,7 +60,8 @@ impl Runtime {
             }),
             intents.clone(),
         )
-        .map_err(io("opening the sandbox records"))?;
+        .map_err(io("opening the sandbox records"))?
+        .with_handlers(setup.handlers.clone());
         let events = setup.state.join("events.sock");
         // The shims' watcher reports a dead shim to the containers, which need the shims first.
         let containers_slot: Arc<OnceLock<Weak<Containers>>> = Arc::new(OnceLock::new());

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod runtimes;
+
 /// Where the config file is looked for when `--config` is not given (a missing default file is fine).
 pub const DEFAULT_CONFIG: &str = "/etc/crius/config.toml";
 
@@ -33,6 +35,8 @@ pub struct Config {
     pub runtime: RuntimeSection,
     /// The streaming server behind Exec, Attach and PortForward.
     pub stream: StreamSection,
+    /// Runtime handlers beyond the default, crius-runc (`[runtimes.NAME]`).
+    pub runtimes: runtimes::RuntimesSection,
 }
 
 /// The `[stream]` table.
@@ -115,6 +119,7 @@ impl Default for Config {
             network: NetworkSection::default(),
             runtime: RuntimeSection::default(),
             stream: StreamSection::default(),
+            runtimes: Default::default(),
         }
     }
 }
@@ -163,6 +168,7 @@ impl Config {
             return Err(format!("cni_plugin_dirs {}: must be absolute paths", d.display()));
         }
         self.stream_config()?;
+        runtimes::check(&self.runtimes)?;
         for (host, mirror) in &self.image.mirrors {
             if host.is_empty() || mirror_host(mirror).is_empty() {
                 return Err(format!(
@@ -228,6 +234,11 @@ impl Config {
             .and_then(|e| e.parent().map(|d| d.join("containerd-shim-crius-v2")))
             .filter(|p| p.is_file());
         next_to_us.unwrap_or_else(|| "containerd-shim-crius-v2".into())
+    }
+
+    /// The runtime handlers pods pick from, each binary's features read once.
+    pub fn handlers(&self) -> Result<crius_cri::handlers::Handlers, String> {
+        runtimes::handlers(&self.runtimes, &self.shim())
     }
 
     /// The CNI setup pods get their network from.
@@ -360,6 +371,8 @@ impl Config {
         for (k, v) in &self.image.mirrors {
             out += &format!("{} = {}\n", toml_value(k), toml_value(v));
         }
+        out += "\n";
+        out += &runtimes::render(&self.runtimes, |p| toml_value(&p));
         out
     }
 }

@@ -153,6 +153,7 @@ pub fn run(c: Config) -> Result<(), String> {
             shim: c.shim(),
             owner: c.listen.display().to_string(),
             cni: c.cni(),
+            handlers: std::sync::Arc::new(c.handlers()?),
         },
         store.clone(),
     )

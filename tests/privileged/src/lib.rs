@@ -4,5 +4,6 @@
 
 pub mod cri;
 pub mod engine;
+pub mod handlers;
 pub mod leftovers;
 pub mod shim;

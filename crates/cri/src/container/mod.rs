@@ -312,6 +312,7 @@ impl Containers {
                 } else {
                     None
                 },
+                runtime: sandbox.record.runtime.clone(),
             };
             self.shims
                 .create(&sandbox.record.id, &task)

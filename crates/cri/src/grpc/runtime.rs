@@ -12,6 +12,7 @@ use k8s_cri::v1 as cri;
 use tonic::{Request, Response, Status};
 
 use crate::error::Error;
+use crate::handlers::Handler;
 use crate::runtime::Runtime;
 use crate::sandbox;
 
@@ -99,6 +100,41 @@ fn not_yet(call: &'static str) -> Status {
     Error::Unimplemented(call).into()
 }
 
+/// Status's handlers: the default as the empty name (what a pod without a RuntimeClass gets), then each by
+/// its name, the default's too.
+fn runtime_handlers(handlers: &[Handler]) -> Vec<cri::RuntimeHandler> {
+    let entry = |name: &str, h: &Handler| {
+        let f = h.features();
+        cri::RuntimeHandler {
+            name: name.into(),
+            features: Some(cri::RuntimeHandlerFeatures {
+                recursive_read_only_mounts: f.recursive_read_only_mounts,
+                user_namespaces: f.user_namespaces,
+            }),
+        }
+    };
+    let default = handlers.iter().take(1).map(|h| entry("", h));
+    default
+        .chain(handlers.iter().map(|h| entry(&h.name, h)))
+        .collect()
+}
+
+/// Verbose Status's `runtimeHandlers`: each handler's runtime and what its binary's features document says.
+fn handlers_info(handlers: &[Handler]) -> serde_json::Value {
+    handlers
+        .iter()
+        .map(|h| {
+            serde_json::json!({
+                "name": h.name,
+                "binary": h.runtime.as_ref().map(|r| r.binary.display().to_string()),
+                "root": h.runtime.as_ref().and_then(|r| r.root.as_ref()).map(|p| p.display().to_string()),
+                "runtimeFeatures": h.runtime_features,
+                "features": h.features(),
+            })
+        })
+        .collect()
+}
+
 fn missing(call: &'static str) -> Status {
     Error::invalid(call, "config", "is missing").into()
 }
@@ -138,8 +174,10 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
             message: r.as_ref().err().cloned().unwrap_or_default(),
         };
         let mut info = HashMap::new();
+        let handlers = self.runtime.pods.handlers.all();
         if let Some(v) = described {
             info.insert("config".to_string(), v.to_string());
+            info.insert("runtimeHandlers".to_string(), handlers_info(handlers).to_string());
         }
         Ok(Response::new(cri::StatusResponse {
             status: Some(cri::RuntimeStatus {
@@ -149,13 +187,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
                 ],
             }),
             info,
-            runtime_handlers: vec![cri::RuntimeHandler {
-                name: String::new(),
-                features: Some(cri::RuntimeHandlerFeatures {
-                    recursive_read_only_mounts: false,
-                    user_namespaces: false,
-                }),
-            }],
+            runtime_handlers: runtime_handlers(handlers),
             features: Some(cri::RuntimeFeatures {
                 supplemental_groups_policy: false,
             }),

@@ -13,6 +13,7 @@ use k8s_cri::v1 as cri;
 use serde_json::json;
 
 use crate::error::{Error, Kind, Result};
+use crate::handlers::Handlers;
 use crate::network::{Attachment, Namespaces, NetConf, Network, PortMapping, Wanted, cni};
 use crate::store::intents::{Intent, Intents, Op};
 use crate::store::names::Taken;
@@ -39,6 +40,8 @@ pub struct Pods {
     busy: crate::store::busy::Busy,
     /// Where RunPodSandbox says what it is about to make.
     intents: Arc<Intents>,
+    /// The runtime handlers RunPodSandbox picks from.
+    pub handlers: Arc<Handlers>,
 }
 
 /// The pod's namespace options (defaults: all the pod's own).
@@ -107,7 +110,13 @@ impl Pods {
             ns_dir,
             busy: Default::default(),
             intents,
+            handlers: Arc::default(),
         })
+    }
+
+    /// These pods with `handlers` to pick from (else crius-runc alone).
+    pub fn with_handlers(self, handlers: Arc<Handlers>) -> Pods {
+        Pods { handlers, ..self }
     }
 
     /// The sandbox `id` names, for call `call`.
@@ -164,13 +173,7 @@ impl Pods {
             ));
         }
         crate::validate::sandbox_config(&config)?;
-        if !handler.is_empty() {
-            return Err(Error::invalid(
-                CALL,
-                "runtime_handler",
-                format!("{handler:?} is not configured (only the default, \"\")"),
-            ));
-        }
+        let runtime = self.handlers.find(CALL, &handler)?.runtime.clone();
         let id = random_id().map_err(|e| Error::io("reading /dev/urandom", e))?;
         let ns = namespace_options(&config);
         let host_net = ns.network == NODE;
@@ -180,6 +183,7 @@ impl Pods {
                 ready: false,
                 created_at: now_ns(),
                 runtime_handler: handler,
+                runtime,
                 ..Default::default()
             },
             config,

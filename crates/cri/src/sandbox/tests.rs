@@ -309,3 +309,39 @@ fn only_a_pod_that_asks_for_pid_mode_pod_shares_a_pid_namespace() {
     assert!(!with(Some(cri::NamespaceMode::Node)));
     assert!(!with(None), "no options: a namespace per container");
 }
+
+#[test]
+fn the_handler_picked_is_recorded_with_its_runtime_and_an_unknown_one_is_not_found() {
+    use crate::handlers::{Features, Handler, Handlers, OciRuntime};
+    let w = world();
+    let runc = OciRuntime {
+        binary: "/usr/sbin/runc".into(),
+        root: None,
+    };
+    let handlers = Handlers::new(
+        Features::default(),
+        vec![Handler {
+            name: "runc".into(),
+            runtime: Some(runc.clone()),
+            runtime_features: Features::default(),
+        }],
+    );
+    let World { dir, net, pods } = w;
+    let pods = pods.with_handlers(Arc::new(handlers));
+    let id = pods.run(config("web"), "runc".into()).unwrap();
+    let s = pods.sandboxes.get(&id).unwrap();
+    assert_eq!(
+        (s.record.runtime_handler.as_str(), s.record.runtime),
+        ("runc", Some(runc))
+    );
+    let default = pods.run(config("db"), String::new()).unwrap();
+    assert_eq!(pods.sandboxes.get(&default).unwrap().record.runtime, None);
+    let (c, msg) = code(pods.run(config("kv"), "kata".into()).unwrap_err());
+    assert_eq!(c, Code::NotFound, "{msg}");
+    assert!(
+        msg.contains("\"kata\"") && msg.contains("crius-runc, runc"),
+        "{msg}"
+    );
+    assert_eq!(pods.sandboxes.list().len(), 2);
+    drop((dir, net));
+}

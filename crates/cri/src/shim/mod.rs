@@ -106,6 +106,8 @@ pub struct CreateTask {
     /// A FIFO its stdin is read from (ContainerConfig.stdin), held open by the shim until CloseIO; attach
     /// writes to it.
     pub stdin: Option<PathBuf>,
+    /// The OCI runtime its pod's handler runs (None: the shim's default, crius-runc).
+    pub runtime: Option<crate::handlers::OciRuntime>,
 }
 
 /// A process to run in a running container.

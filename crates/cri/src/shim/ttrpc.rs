@@ -88,6 +88,28 @@ fn any(type_url: &str, json: Vec<u8>) -> containerd_shim_protos::protobuf::Messa
     .into()
 }
 
+/// The runtime `r` as containerd names a shim's runtime: `containerd.runc.v1.Options` with `BinaryName` and
+/// `Root` (the shim runs that binary by its path; only its default, crius-runc, through the sealed copy).
+fn runc_options(r: &crate::handlers::OciRuntime) -> Any {
+    let o = containerd_shim_protos::shim::oci::Options {
+        binary_name: r.binary.display().to_string(),
+        root: r
+            .root
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        ..Default::default()
+    };
+    Any {
+        type_url: RUNC_OPTIONS.into(),
+        value: o.write_to_bytes().unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
+/// The type of [`runc_options`], as containerd's typeurl names it.
+const RUNC_OPTIONS: &str = "containerd.runc.v1.Options";
+
 /// A sealed copy of the runtime a shim at `shim` runs by default (`crius-runc` next to the shim's real file, as
 /// the shim finds it); None, with a warning, if it cannot be made: each runtime call then copies itself.
 fn sealed_runtime(shim: &Path) -> Option<(OwnedFd, Handed)> {
@@ -218,6 +240,7 @@ impl ShimClient for TtrpcShims {
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
+            options: t.runtime.as_ref().map(runc_options).into(),
             ..Default::default()
         };
         let start_for = Some((t.id.as_str(), t.bundle.as_path()));

@@ -31,6 +31,10 @@ pub struct Record {
     pub created_at: i64,
     /// The RuntimeClass handler asked for.
     pub runtime_handler: String,
+    /// The OCI runtime it resolved to, which every container of the pod runs on (None: the default,
+    /// crius-runc; also in records made before handlers existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<crate::handlers::OciRuntime>,
     /// Its pinned namespaces.
     pub namespaces: Pinned,
     /// Pod IPs, the first being the primary.
