@@ -38,8 +38,6 @@ step "privileged tests on the host: runc (crius-only tests excepted)"
 CRIUS_TEST_RUNTIME=runc cargo test -p crius-privileged-tests "${host_suites[@]}" -- --ignored --skip crius_only
 step "runtime handlers on the host: pods on crius-runc (the default, and by name) and on runc ([runtimes.runc]), also after a criusd restart; an unknown handler is NotFound; Status lists them (crun's pod runs in the VM: it refuses hybrid cgroups)"
 cargo test -p crius-privileged-tests --test runtime_handlers -- --ignored
-step "runtime handlers on the host: pods on crius-runc (the default, and by name) and on runc ([runtimes.runc]), also after a criusd restart; an unknown handler is NotFound; Status lists them (crun's pod runs in the VM: it refuses hybrid cgroups)"
-cargo test -p crius-privileged-tests --test runtime_handlers -- --ignored
 
 step "cgroup v2 suites in one VM: cgroup_v2 with crius-runc, then runc; vm_shim (OOM reports, live updates, also under containerd); vm_pods (CRI resources set and updated live); vm_engine (a seed pod's limits); vm_apparmor (RuntimeDefault crius-default, Localhost, Unconfined, ExecSync under the profile); vm_runtime_handlers (pods on crun and runc)"
 # The suites that need a pure cgroup-v2 kernel, each its own test binary: built here, run in the VM, which sees
