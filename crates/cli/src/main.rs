@@ -4,6 +4,8 @@
 
 mod images;
 mod logs;
+#[allow(dead_code)]
+mod output;
 mod run;
 mod stream;
 
