@@ -109,7 +109,7 @@ mod tests {
     fn classes() {
         assert_eq!(class(&pod(&[json!({})])), "BestEffort");
         let full = json!({"limits": {"cpu": "500m", "memory": "128Mi"}, "requests": {"cpu": "0.5", "memory": "128Mi"}});
-        assert_eq!(class(&pod(&[full.clone()])), "Guaranteed");
+        assert_eq!(class(&pod(std::slice::from_ref(&full))), "Guaranteed");
         assert_eq!(
             class(&pod(&[json!({"limits": {"cpu": "1", "memory": "1Gi"}})])),
             "Guaranteed"
