@@ -11,7 +11,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::Mode;
 
 /// How many symlinks [`create`] follows to make a dangling one's target.
@@ -51,6 +51,18 @@ fn name(p: &Path) -> &Path {
         Path::new(".")
     } else {
         p
+    }
+}
+
+/// openat2, tried again while it says EAGAIN: with RESOLVE_IN_ROOT the kernel refuses a walk that raced a
+/// rename or a mount anywhere on the system, and asks to be called again.
+fn openat2<P: ?Sized + nix::NixPath, Fd: AsFd>(dirfd: Fd, path: &P, how: OpenHow) -> nix::Result<OwnedFd> {
+    let mut left = 64;
+    loop {
+        match nix::fcntl::openat2(dirfd.as_fd(), path, how) {
+            Err(Errno::EAGAIN) if left > 0 => left -= 1,
+            r => return r,
+        }
     }
 }
 
