@@ -175,7 +175,9 @@ pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, Stri
                     if let Some(logs) = &follow {
                         // What a container wrote before it exited comes before the line that says so.
                         logs.drain();
-                        if let Event::Started { name, log_path, .. } = &e {
+                        if let Event::Started { name, log_path, .. } | Event::Adopted { name, log_path, .. } =
+                            &e
+                        {
                             logs.add(name, log_path.into());
                         }
                     }

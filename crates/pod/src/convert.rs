@@ -33,6 +33,12 @@ pub enum Qos {
     BestEffort,
 }
 
+impl std::fmt::Display for Qos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
 /// A container's cpu (milli-CPUs) and memory (bytes) requests and limits.
 #[derive(Debug, Clone, Copy)]
 struct Amounts {

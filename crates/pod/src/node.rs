@@ -28,6 +28,16 @@ pub fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
+/// This node's IP: the source address of its default route (127.0.0.1 without one). A UDP socket's connect
+/// sends nothing; it only picks the route.
+pub fn host_ip() -> String {
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| s.connect("10.255.255.255:9").map(|()| s))
+        .and_then(|s| s.local_addr())
+        .map(|a| a.ip().to_string())
+        .unwrap_or_else(|_| "127.0.0.1".into())
+}
+
 /// `n` random bytes from the kernel.
 fn random(n: usize) -> Vec<u8> {
     crius_common::id::random_bytes(n).unwrap_or_else(|_| vec![0; n])

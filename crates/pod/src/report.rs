@@ -58,6 +58,8 @@ pub enum Event {
         role: Role,
         /// Which start of it this is (0: the first).
         attempt: u32,
+        /// The runtime's container id.
+        id: String,
         /// Its CRI log file.
         log_path: String,
     },
@@ -110,6 +112,31 @@ pub enum Event {
         /// The resources the runtime reports now.
         applied: String,
     },
+    /// A container's readiness probe changed its verdict.
+    Readiness {
+        /// The container.
+        name: String,
+        /// Whether it is ready now.
+        ready: bool,
+    },
+    /// A resize the runtime refused: nothing changed.
+    ResizeFailed {
+        /// The container.
+        name: String,
+        /// Why.
+        error: String,
+    },
+    /// A running container was taken back after a restart of the engine's caller.
+    Adopted {
+        /// The container.
+        name: String,
+        /// Its restarts so far.
+        attempt: u32,
+        /// The runtime's container id.
+        id: String,
+        /// Its CRI log file.
+        log_path: String,
+    },
     /// A note that is not an error (an unsupported probe kind, a skipped hook).
     Note(String),
 }
@@ -160,6 +187,10 @@ impl std::fmt::Display for Event {
                     "{name}: restarted with its new resources (resizePolicy): {applied}"
                 )
             }
+            Event::Readiness { name, ready: true } => write!(f, "{name}: ready"),
+            Event::Readiness { name, ready: false } => write!(f, "{name}: not ready (readiness probe)"),
+            Event::ResizeFailed { name, error } => write!(f, "resize of {name}: {error}"),
+            Event::Adopted { name, id, .. } => write!(f, "{name}: taken back, running as {}", short(id)),
             Event::Note(n) => f.write_str(n),
         }
     }

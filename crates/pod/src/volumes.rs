@@ -62,7 +62,10 @@ impl Volumes {
         let own = self.dir.join("volumes").join(&vol.name);
         let ready = if let Some(e) = &vol.empty_dir {
             std::fs::create_dir_all(&own).map_err(Error::io(format!("{at}: creating {}", own.display())))?;
-            if e.medium.as_deref() == Some("Memory") {
+            // A pod taken back after a restart of the engine's caller has its tmpfs already.
+            if e.medium.as_deref() == Some("Memory") && is_mount_point(&own) {
+                self.tmpfs.push(own.clone());
+            } else if e.medium.as_deref() == Some("Memory") {
                 let size = match &e.size_limit {
                     Some(q) => {
                         let bytes = crate::quantity::value(q).map_err(|e| Error::manifest(at, e))?;
@@ -228,6 +231,16 @@ impl Volumes {
             let _ = nix::mount::umount2(&t, MntFlags::MNT_DETACH);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether `dir` is a mount point: on another device than its parent.
+fn is_mount_point(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+    match (dev(dir), dir.parent().and_then(dev)) {
+        (Some(a), Some(b)) => a != b,
+        _ => false,
     }
 }
 

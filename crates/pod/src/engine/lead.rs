@@ -32,6 +32,10 @@ impl<E: FnMut(Event)> Run<'_, E> {
             while open {
                 match controls.try_recv() {
                     Ok(Control::Stop) => return Phase::Stopped,
+                    Ok(Control::StopWithin { grace_s }) => {
+                        self.grace_s = Some(grace_s);
+                        return Phase::Stopped;
+                    }
                     Ok(Control::Resize { container, resources }) => self.resize(&container, resources).await,
                     Err(mpsc::error::TryRecvError::Empty) => break,
                     Err(mpsc::error::TryRecvError::Disconnected) => open = false,
@@ -90,6 +94,10 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 c = controls.recv(), if open => match c {
                     None => open = false,
                     Some(Control::Stop) => return Phase::Stopped,
+                    Some(Control::StopWithin { grace_s }) => {
+                        self.grace_s = Some(grace_s);
+                        return Phase::Stopped;
+                    }
                     Some(Control::Resize { container, resources }) => self.resize(&container, resources).await,
                 },
             }

@@ -11,7 +11,7 @@
 //!   sandbox is stopped and removed, and the pod's volumes with it.
 //!
 //! Here are the engine's API and a pod's set-up (images, volumes, the sandbox). Each stage has its own file:
-//! `slot` (a container's state), `images` (pulls), `lead` (the loop: exits decided, restarts, start order),
+//! `adopt` (a pod taken back after a restart of its caller), `slot` (a container's state), `images` (pulls), `lead` (the loop: exits decided, restarts, start order),
 //! `start` (one container started), `probes`, `resize`, `observe` (what the runtime says: exits, the final
 //! report), `events` (the runtime's wake-ups) and `stop` (termination, then the sandbox removed).
 
@@ -33,6 +33,7 @@ use crate::manifest::{Manifest, PodDef};
 use crate::report::{Event, Report};
 use crate::volumes::Volumes;
 
+mod adopt;
 mod events;
 mod images;
 mod lead;
@@ -52,8 +53,13 @@ use slot::{Slot, State};
 /// What the caller can ask of a running pod.
 #[derive(Debug, Clone)]
 pub enum Control {
-    /// Terminate it gracefully.
+    /// Terminate it gracefully, within the pod's terminationGracePeriodSeconds.
     Stop,
+    /// Terminate it gracefully within `grace_s` seconds instead (`kubectl delete --grace-period`).
+    StopWithin {
+        /// The grace period, seconds.
+        grace_s: i64,
+    },
     /// Give container `container` these resources, in place where its resizePolicy allows (KEP-1287).
     Resize {
         /// The container's name.
@@ -125,7 +131,19 @@ struct Run<'a, E: FnMut(Event)> {
     volumes: Volumes,
     qos: Qos,
     slots: Vec<Slot>,
+    /// A grace period that overrides the pod's (a stop from outside that named one).
+    grace_s: Option<i64>,
     on: E,
+}
+
+/// Who a pod is, when the caller keeps it (the pod service): its uid and name. A sandbox of that uid that
+/// still runs is taken back with its containers (after a restart of the caller), instead of a new one made.
+#[derive(Debug, Clone)]
+pub struct Given {
+    /// The pod's uid.
+    pub uid: String,
+    /// Its name (for a workload's pod, with its suffix).
+    pub name: String,
 }
 
 /// Runs pod `def` (of `manifest`) on the CRI runtime at `channel` until it completes or `controls` asks it to
@@ -136,17 +154,36 @@ pub async fn run(
     opts: &Options,
     def: &PodDef,
     manifest: &Manifest,
-    mut controls: mpsc::UnboundedReceiver<Control>,
-    mut on: impl FnMut(Event),
+    controls: mpsc::UnboundedReceiver<Control>,
+    on: impl FnMut(Event),
 ) -> Result<Report, Error> {
-    let mut rt = RuntimeServiceClient::new(channel.clone());
-    let mut img = ImageServiceClient::new(channel);
-    let uid = crate::node::uuid();
     let name = if def.generated {
         format!("{}{}", def.name, crate::node::name_suffix())
     } else {
         def.name.clone()
     };
+    let given = Given {
+        uid: crate::node::uuid(),
+        name,
+    };
+    run_as(channel, opts, def, manifest, given, controls, on).await
+}
+
+/// [`run`] for a pod whose identity the caller keeps: when the runtime still has a ready sandbox of
+/// `given.uid` (the caller restarted), the pod is taken back as it is: its running containers keep running,
+/// those that exited meanwhile are restarted as the spec says, the rest start in order.
+pub async fn run_as(
+    channel: Channel,
+    opts: &Options,
+    def: &PodDef,
+    manifest: &Manifest,
+    given: Given,
+    mut controls: mpsc::UnboundedReceiver<Control>,
+    mut on: impl FnMut(Event),
+) -> Result<Report, Error> {
+    let mut rt = RuntimeServiceClient::new(channel.clone());
+    let mut img = ImageServiceClient::new(channel);
+    let Given { uid, name } = given;
     let id = PodIdentity {
         log_directory: opts
             .log_root
@@ -183,11 +220,15 @@ pub async fn run(
         });
     }
 
+    let kept = adopt::find(&mut rt, &id.uid).await;
     let mut volumes = Volumes::prepare(def, manifest, &opts.pods_dir.join(&id.uid))?;
     let made = async {
         std::fs::create_dir_all(&id.log_directory)
             .map_err(Error::io(format!("creating {}", id.log_directory)))?;
         let sandbox_config = convert::sandbox_config(def, &id)?;
+        if let Some(sandbox) = kept {
+            return Ok((sandbox_config, sandbox));
+        }
         let sandbox = rt
             .run_pod_sandbox(cri::RunPodSandboxRequest {
                 config: Some(sandbox_config.clone()),
@@ -250,8 +291,10 @@ pub async fn run(
         volumes,
         qos,
         slots,
+        grace_s: None,
         on,
     };
+    run.adopt().await;
     let phase = run.lead(&mut controls).await;
     run.terminate().await;
     let report = run.report(phase).await;

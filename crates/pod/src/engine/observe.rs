@@ -56,7 +56,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
         }
     }
 
-    async fn exit_of(&mut self, id: &str) -> (i32, String) {
+    pub(super) async fn exit_of(&mut self, id: &str) -> (i32, String) {
         match self
             .rt
             .container_status(cri::ContainerStatusRequest {

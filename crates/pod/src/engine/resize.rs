@@ -46,7 +46,10 @@ impl<E: FnMut(Event)> Run<'_, E> {
     /// Resizes container `name` to `new`; what happened (or why not) goes to the events.
     pub(super) async fn resize(&mut self, name: &str, new: ResourceRequirements) {
         if let Err(e) = self.try_resize(name, new).await {
-            (self.on)(Event::Note(format!("resize of {name}: {e}")));
+            (self.on)(Event::ResizeFailed {
+                name: name.into(),
+                error: e.to_string(),
+            });
         }
     }
 

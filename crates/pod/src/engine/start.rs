@@ -37,6 +37,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
             name,
             role,
             attempt,
+            id: id.clone(),
             log_path,
         });
         if let Some(h) = post_start

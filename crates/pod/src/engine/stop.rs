@@ -38,9 +38,8 @@ impl<E: FnMut(Event)> Run<'_, E> {
     /// sidecars' preStop hooks run; then the sidecars in reverse order of their start.
     pub(super) async fn terminate(&mut self) {
         let grace = self
-            .def
-            .spec
-            .termination_grace_period_seconds
+            .grace_s
+            .or(self.def.spec.termination_grace_period_seconds)
             .unwrap_or(30)
             .max(0);
         // A restart still waiting never comes: nothing starts once termination has begun.
