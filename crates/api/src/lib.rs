@@ -1,4 +1,4 @@
-//! crius-api: the project's own gRPC API, generated from `proto/crius/`, and the unix-socket connection that
+//! crius-api: the project's own gRPC API (images, pods), generated from `proto/crius/`, and the unix-socket connection that
 //! its clients (the `crius` CLI, tests) use for it and for the CRI services criusd serves on the same socket.
 
 use std::path::{Path, PathBuf};
@@ -7,6 +7,12 @@ use std::path::{Path, PathBuf};
 pub mod images {
     #![allow(missing_docs, clippy::all, unused_qualifications)]
     tonic::include_proto!("crius.images.v1");
+}
+
+/// `crius.pod.v1`: pods and workloads kept by criusd (apply, get, delete, resize, logs, watch).
+pub mod pod {
+    #![allow(missing_docs, clippy::all, unused_qualifications)]
+    tonic::include_proto!("crius.pod.v1");
 }
 
 /// criusd's default socket.
@@ -33,4 +39,19 @@ pub async fn connect(path: &str) -> Result<tonic::transport::Channel, String> {
                 .unwrap_or_default();
             format!("connecting to {shown}: {e} {cause} (is criusd running? --address / CRIUS_ADDRESS)")
         })
+}
+
+/// A channel to the unix socket at `path` that connects on first use (and again after a failure): for a
+/// server that reaches its own socket before it serves (criusd's pod service calling its CRI).
+pub fn connect_lazy(path: &Path) -> tonic::transport::Channel {
+    let path = path.to_path_buf();
+    tonic::transport::Endpoint::from_static("http://crius.invalid").connect_with_connector_lazy(
+        tower::service_fn(move |_: tonic::transport::Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(&path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }),
+    )
 }

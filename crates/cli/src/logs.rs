@@ -50,17 +50,14 @@ impl Logs {
             f.pending.extend_from_slice(&fresh);
             while let Some(nl) = f.pending.iter().position(|b| *b == b'\n') {
                 let record: Vec<u8> = f.pending.drain(..=nl).collect();
-                let record = String::from_utf8_lossy(&record[..record.len() - 1]).into_owned();
-                // <time> <stream> <P|F> <text>
-                let mut parts = record.splitn(4, ' ');
-                let (_, _, tag, text) = (
-                    parts.next(),
-                    parts.next(),
-                    parts.next(),
-                    parts.next().unwrap_or(""),
-                );
-                f.partial.push_str(text);
-                if tag != Some("P") {
+                let record = &record[..record.len() - 1];
+                // A line not in the CRI format is a line of text.
+                let (partial, text) = match crius_pod::logs::parse(record) {
+                    Some(r) => (r.partial, r.text),
+                    None => (false, record),
+                };
+                f.partial.push_str(&String::from_utf8_lossy(text));
+                if !partial {
                     let _ = writeln!(out, "{} | {}", f.name, f.partial);
                     f.partial.clear();
                 }

@@ -1,11 +1,13 @@
 //! crius: the command line for criusd. `crius images …` pulls, imports, lists, inspects and removes images,
 //! through the CRI ImageService where it suffices and crius's own API for imports and pull progress;
-//! `crius run` runs the pods of a Kubernetes manifest with the pod engine (`crius-pod`).
+//! `crius run` runs the pods of a Kubernetes manifest with the pod engine (`crius-pod`) in the foreground;
+//! `crius apply/get/describe/logs/delete/patch/resize/scale/edit` drive the pods criusd keeps, as kubectl's
+//! verbs do.
 
 mod images;
 mod logs;
-#[allow(dead_code)]
 mod output;
+mod pods;
 mod run;
 mod stream;
 
@@ -35,6 +37,28 @@ enum Command {
     Attach(stream::Attach),
     /// Forward local ports to a pod (`crius port-forward POD 8080:80`).
     PortForward(stream::PortForward),
+    /// Create or update pods and workloads in criusd from manifests (`-f FILE|DIR|-`); they outlive the CLI.
+    Apply(pods::Apply),
+    /// List pods, jobs, deployments... or show one (`-o wide|yaml|json|name|jsonpath=...`).
+    Get(pods::Get),
+    /// Show a pod in detail, its events last.
+    Describe(pods::Describe),
+    /// Print a container's log (`-f`, `-p`, `--tail N`, `--timestamps`).
+    Logs(pods::Logs),
+    /// Delete a pod (gracefully: main containers, then sidecars) or a workload and its pods.
+    Delete(pods::Delete),
+    /// Patch a pod's resources through the resize subresource (`--subresource resize -p JSON`).
+    Patch(pods::Patch),
+    /// Resize a container of a pod in place (`crius resize pod NAME -c CTR --cpu 800m --memory 768Mi`).
+    Resize(pods::Resize),
+    /// Set a Deployment's, ReplicaSet's or StatefulSet's replicas (a Job's parallelism).
+    Scale(pods::Scale),
+    /// Edit a pod in $EDITOR: its resources change through a resize.
+    Edit(pods::Edit),
+}
+
+fn done(r: Result<(), String>) -> Result<std::process::ExitCode, String> {
+    r.map(|()| std::process::ExitCode::SUCCESS)
 }
 
 fn main() -> std::process::ExitCode {
@@ -67,12 +91,26 @@ fn main() -> std::process::ExitCode {
             Command::Exec(cmd) => stream::exec(&cli.address, cmd).await,
             Command::Attach(cmd) => stream::attach(&cli.address, cmd).await,
             Command::PortForward(cmd) => stream::port_forward(&cli.address, cmd).await,
+            Command::Apply(cmd) => done(pods::apply(&cli.address, cmd).await),
+            Command::Get(cmd) => done(pods::get(&cli.address, cmd).await),
+            Command::Describe(cmd) => done(pods::describe(&cli.address, cmd).await),
+            Command::Logs(cmd) => done(pods::logs(&cli.address, cmd).await),
+            Command::Delete(cmd) => done(pods::delete(&cli.address, cmd).await),
+            Command::Patch(cmd) => done(pods::patch(&cli.address, cmd).await),
+            Command::Resize(cmd) => done(pods::resize(&cli.address, cmd).await),
+            Command::Scale(cmd) => done(pods::scale(&cli.address, cmd).await),
+            Command::Edit(cmd) => done(pods::edit(&cli.address, cmd).await),
         }
     });
     // A read of stdin may still block a thread of the runtime: it is not waited for.
     rt.shutdown_background();
     match result {
         Ok(code) => code,
+        // kubectl's forms (`Error from server (NotFound): ...`, `error: ...`) are printed as they are.
+        Err(e) if e.starts_with("Error from server") || e.starts_with("error: ") => {
+            eprintln!("{e}");
+            std::process::ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("crius: {e}");
             std::process::ExitCode::FAILURE

@@ -3,9 +3,10 @@
 //! each other — so each exists once, here: times as RFC 3339 and as ns since the epoch ([`time`]), the kernel's mount table
 //! ([`mountinfo`]), random ids ([`id`]) and AppArmor's state ([`apparmor`]).
 //! Also paths resolved inside a root by fd ([`inroot`]) and sealed copies of the runtime binary ([`sealed`]),
-//! which need nix and libc, the crate's dependencies.
+//! which need nix and libc, the crate's dependencies; and records written to survive a crash ([`durable`]).
 
 pub mod apparmor;
+pub mod durable;
 pub mod id;
 pub mod inroot;
 pub mod mountinfo;

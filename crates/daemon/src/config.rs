@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod pods;
 pub mod runtimes;
 
 /// Where the config file is looked for when `--config` is not given (a missing default file is fine).
@@ -37,6 +38,8 @@ pub struct Config {
     pub stream: StreamSection,
     /// Runtime handlers beyond the default, crius-runc (`[runtimes.NAME]`).
     pub runtimes: runtimes::RuntimesSection,
+    /// The pod service.
+    pub pods: pods::PodsSection,
 }
 
 /// The `[stream]` table.
@@ -120,6 +123,7 @@ impl Default for Config {
             runtime: RuntimeSection::default(),
             stream: StreamSection::default(),
             runtimes: Default::default(),
+            pods: Default::default(),
         }
     }
 }
@@ -169,6 +173,7 @@ impl Config {
         }
         self.stream_config()?;
         runtimes::check(&self.runtimes)?;
+        self.pods.pull_policy()?;
         for (host, mirror) in &self.image.mirrors {
             if host.is_empty() || mirror_host(mirror).is_empty() {
                 return Err(format!(
@@ -373,6 +378,8 @@ impl Config {
         }
         out += "\n";
         out += &runtimes::render(&self.runtimes, |p| toml_value(&p));
+        out += "\n";
+        out += &self.pods.render(|v| v.toml());
         out
     }
 }

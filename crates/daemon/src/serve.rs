@@ -6,6 +6,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use crius_api::images::images_server::ImagesServer;
+use crius_api::pod::pod_service_server::PodServiceServer;
 use k8s_cri::v1::image_service_server::ImageServiceServer;
 use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
 use nix::fcntl::{Flock, FlockArg};
@@ -188,6 +189,21 @@ pub fn run(c: Config) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
         tracing::info!(address = %streams.local_addr(), "streaming server listening");
+        let pods = crius_pod::service::Service::start(
+            crius_pod::service::Settings {
+                dir: c.root.join("pod-service"),
+                engine: crius_pod::Options {
+                    pods_dir: c.root.join("pods"),
+                    log_root: c.pods.log_root.clone(),
+                    backoff: std::time::Duration::from_millis(c.pods.restart_backoff_ms),
+                    pull: c.pods.pull_policy()?,
+                    ..Default::default()
+                },
+                allocatable: c.pods.allocatable(),
+            },
+            crius_api::connect_lazy(&c.listen),
+        )
+        .map_err(|e| format!("starting the pod service: {e}"))?;
         let (down, shutdown) = tokio::sync::watch::channel(false);
         let served = tonic::transport::Server::builder()
             .add_service(ImageServiceServer::new(images.clone()))
@@ -197,10 +213,13 @@ pub fn run(c: Config) -> Result<(), String> {
                     .with_shutdown(shutdown),
             ))
             .add_service(ImagesServer::new(api))
+            .add_service(PodServiceServer::new(pods.clone()))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::UnixListenerStream::new(listener),
                 async move {
                     shutdown_signal().await;
+                    // The pods stay as they are: their engines' view of a runtime going away is not news.
+                    pods.close();
                     let _ = down.send(true);
                 },
             )

@@ -16,10 +16,11 @@ pub mod manifest;
 pub mod node;
 pub mod quantity;
 pub mod report;
+pub mod service;
 pub mod validate;
 pub mod volumes;
 
-pub use engine::{Control, Options, PullPolicy, run};
+pub use engine::{Control, Given, Options, PullPolicy, run, run_as};
 pub use error::{Error, Result};
 pub use manifest::{Manifest, PodDef, RestartPolicy, parse};
 pub use report::{Event, Phase, Report, Role};

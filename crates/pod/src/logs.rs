@@ -1,8 +1,8 @@
 //! `kubectl logs` for one container: its CRI log file read as kubelet reads it for the API server, and written
 //! as `kubectl logs` prints it.
 //!
-//! The file is the one the shim writes at `<pod log_directory>/<container>/<attempt>.log` ([`file`]), one
-//! record a line ([`record`]). What [`stream`] gives is the containers' lines: each record's text, the partial
+//! The file is the one the shim writes at `<pod log_directory>/<container>/<attempt>.log` ([`file()`]), one
+//! record a line (`record`). What [`stream`] gives is the containers' lines: each record's text, the partial
 //! (`P`) records of a stream joined to the full (`F`) one that ends their line, each line ending in `\n`, both
 //! streams in the order their lines ended in the file. A line not in the CRI format is passed on as it is.
 //!

@@ -46,7 +46,7 @@ pub(super) fn spec(spec: &PodSpec, at: &str, template: Template, found: &mut Fou
             &["OnFailure", "Never"],
         ),
         (Template::Always, Some(p)) if p != "Always" => {
-            found.unsupported(format!("{at}.restartPolicy"), p, &["Always"])
+            found.unsupported(format!("{at}.restartPolicy"), p, &["Always"]);
         }
         _ => {}
     }

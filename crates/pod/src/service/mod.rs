@@ -1,0 +1,732 @@
+//! The pod service: Kubernetes pods and their workloads on one node, kept by criusd. Each pod is a record
+//! under criusd's root ([`record`]) and is led by the pod engine ([`crate::engine::run_as`]) over criusd's own
+//! CRI socket; its status is Kubernetes' PodStatus, moved by the engine's events ([`status`]). Workloads
+//! (Job, Deployment, ReplicaSet, StatefulSet, DaemonSet) make and replace their pods (`controllers`);
+//! resizes are admitted against the node's allocatable resources and actuated in place (`resize`).
+//!
+//! Pods outlive the service: when criusd stops or crashes, its shims keep the containers; at start-up the
+//! records are read again and the engine takes each running pod back, its containers untouched
+//! ([`crate::engine::Given`]). Deleting a pod terminates it as kubelet does, then removes its record and logs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event as KubeEvent, ObjectReference, Pod};
+use tokio::sync::{Notify, broadcast, mpsc};
+use tonic::Status;
+use tonic::transport::Channel;
+
+use crate::engine::{Control, Given, Options};
+use crate::manifest::{Manifest, PodDef};
+use crate::report::Event;
+
+mod apply;
+mod controllers;
+mod cron;
+pub mod grpc;
+mod kinds;
+pub mod record;
+mod resize;
+pub mod status;
+
+pub use kinds::Kind;
+use record::{PodRecord, Records};
+
+/// What the node offers its pods: the sum of their requests may not pass it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocatable {
+    /// milli-CPUs.
+    pub milli_cpu: u64,
+    /// Bytes of memory.
+    pub memory: u64,
+}
+
+impl Allocatable {
+    /// The machine minus a reserve for the system: 100m of cpu, and a tenth of the memory up to 512 MiB.
+    pub fn of_machine() -> Allocatable {
+        let cpu = crate::node::cpus() * 1000;
+        let mem = crate::node::memory_bytes();
+        Allocatable {
+            milli_cpu: cpu.saturating_sub(100).max(100),
+            memory: mem - (mem / 10).min(512 << 20),
+        }
+    }
+}
+
+/// How the service runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where its records go (`<criusd root>/pod-service`).
+    pub dir: PathBuf,
+    /// How the engine runs pods.
+    pub engine: Options,
+    /// What the node offers.
+    pub allocatable: Allocatable,
+}
+
+/// A change to a pod, for watchers.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub kind: &'static str,
+    /// The pod after it.
+    pub pod: Pod,
+}
+
+/// A pod the service keeps.
+struct Entry {
+    record: PodRecord,
+    def: PodDef,
+    /// Its engine, while one leads it.
+    controls: Option<mpsc::UnboundedSender<Control>>,
+}
+
+/// Everything kept, by key.
+#[derive(Default)]
+struct Objects {
+    /// Pods by `namespace/name`.
+    pods: BTreeMap<String, Entry>,
+    /// Workloads, ConfigMaps and Secrets by `Kind/namespace/name`, as JSON.
+    others: BTreeMap<String, serde_json::Value>,
+}
+
+struct Inner {
+    settings: Settings,
+    channel: Channel,
+    records: Records,
+    objects: Mutex<Objects>,
+    changes: broadcast::Sender<Change>,
+    /// Wakes the controllers.
+    wake: Notify,
+    node: String,
+    /// Set when criusd stops: what the engines see then (a runtime going away) is not the pods' news.
+    closing: std::sync::atomic::AtomicBool,
+}
+
+/// The pod service; clones share it.
+#[derive(Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+/// `namespace/name`.
+fn key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+fn ns(namespace: &str) -> &str {
+    if namespace.is_empty() {
+        "default"
+    } else {
+        namespace
+    }
+}
+
+impl Service {
+    /// Opens the records under `settings.dir`, takes back every pod they hold (running ones are adopted by
+    /// the engine), and starts the controllers. `channel` reaches the CRI runtime (criusd's own socket).
+    pub fn start(settings: Settings, channel: Channel) -> Result<Service, crate::Error> {
+        let records = Records::open(&settings.dir)?;
+        let (changes, _) = broadcast::channel(1024);
+        let inner = Arc::new(Inner {
+            settings,
+            channel,
+            records,
+            objects: Mutex::new(Objects::default()),
+            changes,
+            wake: Notify::new(),
+            node: crate::node::hostname(),
+            closing: false.into(),
+        });
+        let service = Service { inner };
+        let (pods, others, bad) = service.inner.records.load();
+        for b in bad {
+            tracing::warn!("pod service: a record that does not parse was left alone: {b}");
+        }
+        {
+            let mut o = service.lock();
+            for v in others {
+                let (kind, namespace, name) = record::object_names(&v);
+                o.others.insert(format!("{kind}/{namespace}/{name}"), v);
+            }
+        }
+        for r in pods {
+            let (namespace, name) = record::names(&r.pod.metadata);
+            let def = match apply::def_of(&r.pod) {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!("pod service: pod {namespace}/{name}: {e}");
+                    continue;
+                }
+            };
+            let phase = r.pod.status.as_ref().and_then(|s| s.phase.clone());
+            let deleting = r.pod.metadata.deletion_timestamp.is_some();
+            let k = key(&namespace, &name);
+            service.lock().pods.insert(
+                k.clone(),
+                Entry {
+                    record: r,
+                    def,
+                    controls: None,
+                },
+            );
+            let finished = matches!(phase.as_deref(), Some("Succeeded" | "Failed"));
+            if finished && deleting {
+                service.forget(&k);
+            } else if !finished {
+                service.spawn(&k);
+                if deleting {
+                    service.stop(&k, None);
+                }
+            }
+        }
+        tokio::spawn(controllers::run(service.clone()));
+        Ok(service)
+    }
+
+    /// Stops listening to the engines: criusd is going away, and its pods stay as they are.
+    pub fn close(&self) {
+        self.inner
+            .closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn closing(&self) -> bool {
+        self.inner.closing.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Objects> {
+        self.inner.objects.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Pods' changes as they happen.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.inner.changes.subscribe()
+    }
+
+    fn changed(&self, kind: &'static str, pod: &Pod) {
+        let _ = self.inner.changes.send(Change {
+            kind,
+            pod: pod.clone(),
+        });
+    }
+
+    /// The ConfigMaps and Secrets kept, as the engine reads them.
+    fn manifest(&self) -> Manifest {
+        let others: Vec<serde_json::Value> = self
+            .lock()
+            .others
+            .iter()
+            .filter(|(k, _)| k.starts_with("ConfigMap/") || k.starts_with("Secret/"))
+            .map(|(_, v)| v.clone())
+            .collect();
+        let mut m = Manifest::default();
+        for v in others {
+            if let Ok(one) = crate::manifest::parse(&v.to_string(), "a kept object") {
+                m.merge(one);
+            }
+        }
+        m
+    }
+
+    /// Starts the engine on pod `k`.
+    fn spawn(&self, k: &str) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (def, given) = {
+            let mut o = self.lock();
+            let Some(e) = o.pods.get_mut(k) else { return };
+            e.controls = Some(tx);
+            let m = &e.record.pod.metadata;
+            (
+                e.def.clone(),
+                Given {
+                    uid: m.uid.clone().unwrap_or_default(),
+                    name: m.name.clone().unwrap_or_default(),
+                },
+            )
+        };
+        let (me, k) = (self.clone(), k.to_string());
+        tokio::spawn(async move {
+            let manifest = me.manifest();
+            let on = {
+                let (me, k) = (me.clone(), k.clone());
+                move |e: Event| me.on_event(&k, &e)
+            };
+            let result = crate::engine::run_as(
+                me.inner.channel.clone(),
+                &me.inner.settings.engine,
+                &def,
+                &manifest,
+                given,
+                rx,
+                on,
+            )
+            .await;
+            me.finished(&k, result);
+        });
+    }
+
+    /// What the engine of pod `k` said.
+    fn on_event(&self, k: &str, e: &Event) {
+        if self.closing() {
+            return;
+        }
+        let mut o = self.lock();
+        let Some(entry) = o.pods.get_mut(k) else { return };
+        status::on_event(&mut entry.record.pod, e, &BTreeMap::new());
+        resize::on_event(&mut entry.record.pod, e);
+        if let Some(ev) = kube_event(&entry.record.pod, e, &self.inner.node) {
+            push_event(&mut entry.record.events, ev);
+        }
+        self.persist(entry);
+        let pod = entry.record.pod.clone();
+        drop(o);
+        self.changed("MODIFIED", &pod);
+        if matches!(
+            e,
+            Event::Exited { .. } | Event::Ready { .. } | Event::Readiness { .. }
+        ) {
+            self.inner.wake.notify_one();
+        }
+    }
+
+    fn persist(&self, entry: &Entry) {
+        if let Err(e) = self.inner.records.save_pod(&entry.record) {
+            tracing::warn!("pod service: {e}");
+        }
+    }
+
+    /// Pod `k`'s engine returned.
+    fn finished(&self, k: &str, result: Result<crate::Report, crate::Error>) {
+        if self.closing() {
+            return;
+        }
+        let mut o = self.lock();
+        let Some(entry) = o.pods.get_mut(k) else { return };
+        entry.controls = None;
+        let deleting = entry.record.pod.metadata.deletion_timestamp.is_some();
+        match &result {
+            Ok(report) => status::finished(&mut entry.record.pod, report),
+            Err(e) => {
+                if let Some(s) = entry.record.pod.status.as_mut() {
+                    s.phase = Some("Failed".into());
+                    s.reason = Some("Error".into());
+                    s.message = Some(e.to_string());
+                }
+                let ev = event(
+                    &entry.record.pod,
+                    "Warning",
+                    "Failed",
+                    e.to_string(),
+                    None,
+                    &self.inner.node,
+                );
+                push_event(&mut entry.record.events, ev);
+                status::refresh(&mut entry.record.pod);
+            }
+        }
+        if deleting {
+            drop(o);
+            self.forget(k);
+        } else {
+            self.persist(entry);
+            let pod = entry.record.pod.clone();
+            drop(o);
+            self.changed("MODIFIED", &pod);
+        }
+        self.inner.wake.notify_one();
+    }
+
+    /// Removes pod `k` for good: its record and its log directory.
+    fn forget(&self, k: &str) {
+        let Some(entry) = self.lock().pods.remove(k) else {
+            return;
+        };
+        let pod = entry.record.pod;
+        let (namespace, name) = record::names(&pod.metadata);
+        if let Err(e) = self.inner.records.remove_pod(&namespace, &name) {
+            tracing::warn!("pod service: {e}");
+        }
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let logs = self
+            .inner
+            .settings
+            .engine
+            .log_root
+            .join(format!("{namespace}_{name}_{uid}"));
+        let _ = std::fs::remove_dir_all(logs);
+        self.changed("DELETED", &pod);
+        self.inner.wake.notify_one();
+    }
+
+    /// Asks pod `k`'s engine to terminate it (within `grace_s`, else its own grace period).
+    fn stop(&self, k: &str, grace_s: Option<i64>) {
+        let o = self.lock();
+        if let Some(tx) = o.pods.get(k).and_then(|e| e.controls.as_ref()) {
+            let _ = tx.send(match grace_s {
+                Some(grace_s) => Control::StopWithin { grace_s },
+                None => Control::Stop,
+            });
+        }
+    }
+
+    /// The objects of `kind` in `namespace` (all namespaces with `all`), or the one named `name`, as
+    /// Kubernetes' JSON; `selector` is a label selector.
+    pub fn get(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        all: bool,
+        selector: &str,
+    ) -> Result<Vec<serde_json::Value>, Status> {
+        let namespace = ns(namespace);
+        let selector = kinds::Selector::parse(selector)?;
+        let o = self.lock();
+        let mut out: Vec<serde_json::Value> = if kind == Kind::Pod {
+            o.pods.values().map(|e| pod_json(&e.record.pod)).collect()
+        } else {
+            o.others
+                .iter()
+                .filter(|(k, _)| k.starts_with(&format!("{}/", kind.name())))
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        out.retain(|v| {
+            let (_, n, nm) = record::object_names(v);
+            (all || n == namespace) && (name.is_empty() || nm == name) && selector.matches(v)
+        });
+        if !name.is_empty() && out.is_empty() {
+            return Err(Status::not_found(format!("{} {name:?} not found", kind.plural())));
+        }
+        Ok(out)
+    }
+
+    /// The events of object `kind namespace/name`, oldest first (a workload's are its pods').
+    pub fn events(&self, kind: Kind, namespace: &str, name: &str) -> Vec<serde_json::Value> {
+        let namespace = ns(namespace);
+        let o = self.lock();
+        let mut out: Vec<&KubeEvent> = Vec::new();
+        for e in o.pods.values() {
+            let (n, nm) = record::names(&e.record.pod.metadata);
+            let owned = e
+                .record
+                .pod
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.name == name && kind.name() == r.kind);
+            if n == namespace && ((kind == Kind::Pod && nm == name) || owned) {
+                out.extend(&e.record.events);
+            }
+        }
+        out.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0));
+        out.into_iter()
+            .map(|e| serde_json::to_value(e).unwrap_or_default())
+            .collect()
+    }
+
+    /// Deletes object `kind namespace/name`; a pod terminates within `grace_s` (its own grace period when
+    /// None; 0 or less: at once, kubectl's `--now` being 1 s). With `wait`, returns once it is gone.
+    pub async fn delete(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        grace_s: Option<i64>,
+        wait: bool,
+    ) -> Result<(), Status> {
+        let namespace = ns(namespace).to_string();
+        if kind == Kind::Pod {
+            self.delete_pod(&key(&namespace, name), grace_s)?;
+        } else {
+            let k = format!("{}/{namespace}/{name}", kind.name());
+            let removed = self.lock().others.remove(&k);
+            if removed.is_none() {
+                return Err(Status::not_found(format!("{} {name:?} not found", kind.plural())));
+            }
+            if let Err(e) = self.inner.records.remove_object(kind.name(), &namespace, name) {
+                return Err(Status::from(e));
+            }
+            for p in self.owned(kind.name(), &namespace, name) {
+                let _ = self.delete_pod(&p, grace_s);
+            }
+        }
+        if wait {
+            let pods = if kind == Kind::Pod {
+                vec![key(&namespace, name)]
+            } else {
+                self.owned(kind.name(), &namespace, name)
+            };
+            while pods.iter().any(|p| self.lock().pods.contains_key(p)) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Begins pod `k`'s deletion.
+    fn delete_pod(&self, k: &str, grace_s: Option<i64>) -> Result<(), Status> {
+        let running = {
+            let mut o = self.lock();
+            let Some(e) = o.pods.get_mut(k) else {
+                let name = k.split_once('/').map_or(k, |(_, n)| n);
+                return Err(Status::not_found(format!("pods {name:?} not found")));
+            };
+            let m = &mut e.record.pod.metadata;
+            if m.deletion_timestamp.is_none() {
+                m.deletion_timestamp = Some(status::now());
+                let grace = grace_s
+                    .or(e.def.spec.termination_grace_period_seconds)
+                    .unwrap_or(30);
+                m.deletion_grace_period_seconds = Some(grace);
+                self.persist(e);
+            }
+            let pod = e.record.pod.clone();
+            let running = e.controls.is_some();
+            drop(o);
+            self.changed("MODIFIED", &pod);
+            running
+        };
+        if running {
+            self.stop(k, grace_s.map(|g| g.max(0)));
+        } else {
+            self.forget(k);
+        }
+        Ok(())
+    }
+
+    /// The pods that `kind namespace/name` owns.
+    fn owned(&self, kind: &str, namespace: &str, name: &str) -> Vec<String> {
+        self.lock()
+            .pods
+            .iter()
+            .filter(|(_, e)| {
+                let m = &e.record.pod.metadata;
+                m.namespace.as_deref().unwrap_or("default") == namespace
+                    && m.owner_references
+                        .iter()
+                        .flatten()
+                        .any(|r| r.kind == kind && r.name == name)
+            })
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The log file of container `container` of pod `namespace/pod` (its only or first main container when
+    /// empty), of its previous run with `previous`, and a watch that turns false when that run has ended.
+    pub fn log_file(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        previous: bool,
+    ) -> Result<(PathBuf, tokio::sync::watch::Receiver<bool>), Status> {
+        let namespace = ns(namespace).to_string();
+        let k = key(&namespace, pod);
+        let (path, name) = {
+            let o = self.lock();
+            let e = o
+                .pods
+                .get(&k)
+                .ok_or_else(|| Status::not_found(format!("pods {pod:?} not found")))?;
+            let p = &e.record.pod;
+            let spec = p.spec.clone().unwrap_or_default();
+            let name = if container.is_empty() {
+                spec.containers
+                    .first()
+                    .map(|c| c.name.clone())
+                    .unwrap_or_default()
+            } else {
+                container.to_string()
+            };
+            if status::role(p, &name).is_none() {
+                let names: Vec<String> = spec
+                    .init_containers
+                    .iter()
+                    .flatten()
+                    .chain(&spec.containers)
+                    .map(|c| c.name.clone())
+                    .collect();
+                return Err(Status::invalid_argument(format!(
+                    "container {name} is not valid for pod {pod}: choose one of: [{}]",
+                    names.join(" ")
+                )));
+            }
+            let st = p.status.as_ref().and_then(|s| {
+                s.init_container_statuses
+                    .iter()
+                    .flatten()
+                    .chain(s.container_statuses.iter().flatten())
+                    .find(|c| c.name == name)
+                    .cloned()
+            });
+            let restarts = st.as_ref().map_or(0, |c| c.restart_count).max(0) as u32;
+            let attempt = if previous {
+                if restarts == 0 {
+                    return Err(Status::invalid_argument(format!(
+                        "previous terminated container {name:?} in pod {pod:?} not found"
+                    )));
+                }
+                restarts - 1
+            } else {
+                restarts
+            };
+            let uid = p.metadata.uid.clone().unwrap_or_default();
+            let dir = self
+                .inner
+                .settings
+                .engine
+                .log_root
+                .join(format!("{namespace}_{pod}_{uid}"));
+            (dir.join(&name).join(format!("{attempt}.log")), name)
+        };
+        if !path.exists() {
+            return Err(Status::invalid_argument(format!(
+                "container {name:?} in pod {pod:?} is waiting to start: no log yet"
+            )));
+        }
+        let (tx, rx) = tokio::sync::watch::channel(!previous);
+        if !previous {
+            let me = self.clone();
+            tokio::spawn(async move {
+                loop {
+                    let alive = me
+                        .lock()
+                        .pods
+                        .get(&k)
+                        .is_some_and(|e| status::running(&e.record.pod, &name));
+                    if !alive {
+                        let _ = tx.send(false);
+                        return;
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                        () = tx.closed() => return,
+                    }
+                }
+            });
+        }
+        Ok((path, rx))
+    }
+}
+
+/// A pod as the API gives it.
+fn pod_json(p: &Pod) -> serde_json::Value {
+    let mut v = serde_json::to_value(p).unwrap_or_default();
+    v["apiVersion"] = "v1".into();
+    v["kind"] = "Pod".into();
+    v
+}
+
+fn push_event(events: &mut Vec<KubeEvent>, e: KubeEvent) {
+    // A repeat of the last one of its reason and message counts up, as kubelet's recorder does.
+    if let Some(last) = events
+        .iter_mut()
+        .rev()
+        .find(|o| o.reason == e.reason && o.message == e.message)
+    {
+        last.count = Some(last.count.unwrap_or(1) + 1);
+        last.last_timestamp = e.last_timestamp;
+        return;
+    }
+    events.push(e);
+    if events.len() > record::MAX_EVENTS {
+        events.remove(0);
+    }
+}
+
+fn event(
+    pod: &Pod,
+    kind: &str,
+    reason: &str,
+    message: String,
+    container: Option<&str>,
+    node: &str,
+) -> KubeEvent {
+    let now = status::now();
+    let m = &pod.metadata;
+    KubeEvent {
+        type_: Some(kind.into()),
+        reason: Some(reason.into()),
+        message: Some(message),
+        count: Some(1),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        source: Some(k8s_openapi::api::core::v1::EventSource {
+            component: Some("kubelet".into()),
+            host: Some(node.into()),
+        }),
+        involved_object: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: m.name.clone(),
+            namespace: m.namespace.clone(),
+            uid: m.uid.clone(),
+            field_path: container.map(|c| {
+                let list = match status::role(pod, c) {
+                    Some(crate::Role::Main) => "containers",
+                    _ => "initContainers",
+                };
+                format!("spec.{list}{{{c}}}")
+            }),
+            ..Default::default()
+        },
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(format!(
+                "{}.{}",
+                m.name.clone().unwrap_or_default(),
+                crate::node::name_suffix()
+            )),
+            namespace: m.namespace.clone(),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// The kubelet event of an engine event, if kubelet records one.
+fn kube_event(pod: &Pod, e: &Event, node: &str) -> Option<KubeEvent> {
+    let ev =
+        |kind, reason, message: String, c: Option<&str>| Some(event(pod, kind, reason, message, c, node));
+    match e {
+        Event::Pulling(image) => ev("Normal", "Pulling", format!("Pulling image {image:?}"), None),
+        Event::Started { name, .. } => ev(
+            "Normal",
+            "Started",
+            format!("Started container {name}"),
+            Some(name),
+        ),
+        Event::Failed { name, error } => ev("Warning", "Failed", error.clone(), Some(name)),
+        Event::Restarting { name, .. } => ev(
+            "Warning",
+            "BackOff",
+            format!("Back-off restarting failed container {name}"),
+            Some(name),
+        ),
+        Event::Stopping { name, .. } => ev(
+            "Normal",
+            "Killing",
+            format!("Stopping container {name}"),
+            Some(name),
+        ),
+        Event::Readiness { name, ready: false } => ev(
+            "Warning",
+            "Unhealthy",
+            "Readiness probe failed".into(),
+            Some(name),
+        ),
+        Event::Resized { name, applied, .. } => ev(
+            "Normal",
+            "ResizeCompleted",
+            format!("Container {name} resized: {applied}"),
+            Some(name),
+        ),
+        Event::ResizeFailed { name, error } => ev("Warning", "ResizeError", error.clone(), Some(name)),
+        Event::Note(n) => ev("Normal", "Note", n.clone(), None),
+        _ => None,
+    }
+}

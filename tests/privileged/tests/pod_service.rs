@@ -1,0 +1,227 @@
+//! The pod service in criusd, driven by the CLI's kubectl verbs on a real CNI network and the seed
+//! manifests as written (stand-in images): the seed Job through `crius apply` completes in the sidecar order,
+//! shows `Completed` and `1/1`, and its logs stay readable; a bad manifest is refused with its field path and
+//! nothing is made; the seed Deployment survives a SIGKILL of criusd with the same container ids, and a
+//! sidecar killed while criusd is down is restarted afterwards; deleting leaves nothing behind.
+
+use std::time::{Duration, Instant};
+
+use crius_privileged_tests::engine::Setup;
+use serde_json::Value;
+
+const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests");
+
+/// criusd with the pod service's files in the test's directory, restart back-offs short, images imported.
+fn setup() -> Setup {
+    let mut s = Setup::start();
+    let logs = s.dir.path().join("logs");
+    std::fs::write(
+        s.d.config_path(),
+        format!("[pods]\nlog_root = {logs:?}\nrestart_backoff_ms = 200\npull = \"missing\"\n"),
+    )
+    .unwrap();
+    s.restart_daemon();
+    s
+}
+
+fn json(s: &Setup, args: &[&str]) -> Value {
+    serde_json::from_str(&s.d.cli_ok(args)).unwrap()
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn cid(pod: &Value, list: &str, name: &str) -> String {
+    pod["status"][list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .and_then(|c| c["containerID"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+#[ignore = "needs root: hack/test.sh runs it"]
+fn the_seed_job_through_apply_completes_and_reads_as_kubectl_shows_it() {
+    let s = setup();
+    let job = format!("{MANIFESTS}/seed-job.yaml");
+    let cm = format!("{MANIFESTS}/fluent-bit-config.yaml");
+    let t0 = Instant::now();
+    let out = s.d.cli_ok(&["apply", "-f", &cm, "-f", &job]);
+    let took = t0.elapsed();
+    assert!(out.contains("job.batch/data-processing-job created"), "{out}");
+    eprintln!("crius apply of the seed Job returned in {took:?}");
+    wait_for("the Job to complete", Duration::from_secs(90), || {
+        json(&s, &["get", "jobs", "data-processing-job", "-o", "json"])["status"]["succeeded"] == 1
+    });
+    let jobs = s.d.cli_ok(&["get", "jobs"]);
+    assert!(
+        jobs.contains("data-processing-job") && jobs.contains("1/1") && jobs.contains("Complete"),
+        "{jobs}"
+    );
+    let pods = s.d.cli_ok(&["get", "pods"]);
+    assert!(pods.contains("Completed"), "{pods}");
+    let list = json(
+        &s,
+        &["get", "pods", "-l", "job-name=data-processing-job", "-o", "json"],
+    );
+    let pod = &list["items"][0];
+    assert_eq!(pod["status"]["phase"], "Succeeded", "{pod}");
+    let name = pod["metadata"]["name"].as_str().unwrap();
+    // The seed's order: the log agent started first, the migration ran, then the worker.
+    let started = |list: &str, c: &str| {
+        let st = pod["status"][list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == c)
+            .unwrap();
+        st["state"]["terminated"]["startedAt"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (agent, migration, worker) = (
+        started("initContainerStatuses", "log-agent"),
+        started("initContainerStatuses", "db-migration"),
+        started("containerStatuses", "worker"),
+    );
+    assert!(
+        agent <= migration && migration <= worker,
+        "{agent} {migration} {worker}"
+    );
+    let conditions =
+        s.d.cli_ok(&["get", "pod", name, "-o", "jsonpath={.status.conditions}"]);
+    let conditions: Value = serde_json::from_str(&conditions).unwrap();
+    assert!(
+        conditions
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["reason"] == "PodCompleted")
+    );
+    let logs = s.d.cli_ok(&["logs", name, "-c", "worker"]);
+    assert!(!logs.is_empty(), "the worker's log");
+    let described = s.d.cli_ok(&["describe", "pod", name]);
+    assert!(
+        described.contains("Events:") && described.contains("Started container worker"),
+        "{described}"
+    );
+    s.d.cli_ok(&["delete", "job", "data-processing-job"]);
+    let left = s.d.cli_ok(&["get", "pods", "-o", "name"]);
+    assert!(left.trim().is_empty(), "{left}");
+    assert!(
+        !s.dir.path().join("logs").read_dir().unwrap().any(|e| e.is_ok()),
+        "log directories removed"
+    );
+}
+
+#[test]
+#[ignore = "needs root: hack/test.sh runs it"]
+fn a_bad_manifest_is_refused_with_its_field_and_nothing_is_made() {
+    let s = setup();
+    let bad = s.dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: ok}\nspec:\n  containers: [{name: a, image: busybox}]\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: a, image: busybox, resourcs: {}}\n",
+    )
+    .unwrap();
+    let out = s.d.cli(&["apply", "-f", &bad.display().to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("document 2") && err.contains("spec.containers[0].resourcs"),
+        "{err}"
+    );
+    let pods = s.d.cli_ok(&["get", "pods", "-o", "name"]);
+    assert!(pods.trim().is_empty(), "nothing made: {pods}");
+    let missing = s.d.cli(&["get", "pod", "nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains("Error from server (NotFound): pods \"nope\" not found"),
+        "{err}"
+    );
+}
+
+#[test]
+#[ignore = "needs root: hack/test.sh runs it"]
+fn the_seed_deployment_survives_a_sigkill_of_criusd_with_the_same_containers() {
+    let mut s = setup();
+    let d = format!("{MANIFESTS}/seed-deployment.yaml");
+    let cm = format!("{MANIFESTS}/fluent-bit-config.yaml");
+    s.d.cli_ok(&["apply", "-f", &cm, "-f", &d]);
+    let running = |s: &Setup| {
+        let l = json(s, &["get", "pods", "-o", "json"]);
+        l["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .find(|p| {
+                p["status"]["phase"] == "Running"
+                    && p["status"]["conditions"]
+                        .as_array()
+                        .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+            })
+    };
+    wait_for("the Deployment's pod to run", Duration::from_secs(60), || {
+        running(&s).is_some()
+    });
+    let before = running(&s).unwrap();
+    let name = before["metadata"]["name"].as_str().unwrap().to_string();
+    let (app, side) = (
+        cid(&before, "containerStatuses", "app"),
+        cid(&before, "initContainerStatuses", "fluent-bit"),
+    );
+    s.d.crash();
+    // While criusd is down the sidecar dies; the engine that takes the pod back restarts it.
+    let side_pid = sidecar_pid(&side);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(side_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    s.restart_daemon();
+    wait_for("the sidecar's restart", Duration::from_secs(60), || {
+        let p = json(&s, &["get", "pod", &name, "-o", "json"]);
+        let st = p["status"]["initContainerStatuses"][0].clone();
+        st["restartCount"].as_i64().unwrap_or(0) >= 1 && !st["state"]["running"].is_null()
+    });
+    let after = json(&s, &["get", "pod", &name, "-o", "json"]);
+    assert_eq!(
+        cid(&after, "containerStatuses", "app"),
+        app,
+        "the app container kept running"
+    );
+    assert_eq!(after["metadata"]["uid"], before["metadata"]["uid"]);
+    let deploy = s.d.cli_ok(&["get", "deployments"]);
+    assert!(deploy.contains("myapp") && deploy.contains("1/1"), "{deploy}");
+    s.d.cli_ok(&["delete", "deployment", "myapp", "--grace-period", "5"]);
+    let left = s.d.cli_ok(&["get", "pods", "-o", "name"]);
+    assert!(left.trim().is_empty(), "{left}");
+}
+
+/// The pid of container `id` (`crius://ID`) from the runtime's view: its init's, by its cgroup or state.
+fn sidecar_pid(id: &str) -> i32 {
+    let id = id.trim_start_matches("crius://");
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let environ = std::fs::read(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        if String::from_utf8_lossy(&environ).contains(id) {
+            // The container's first process: the lowest pid in its cgroup.
+            return pid;
+        }
+    }
+    panic!("no process of container {id}");
+}
