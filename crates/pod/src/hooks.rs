@@ -58,14 +58,17 @@ pub async fn probe(
     } else {
         Err("a probe kind crius does not run (grpc)".into())
     };
+    // The next try is a period on, whatever this one said: a probe runs every periodSeconds, not every time
+    // the engine looks.
+    st.next = Some(now + secs(probe.period_seconds, 10));
     if result.is_ok() {
+        st.failures = 0;
         return Verdict::Passed;
     }
     st.failures += 1;
     if st.failures >= probe.failure_threshold.unwrap_or(3).max(1) {
         return Verdict::Failed;
     }
-    st.next = Some(now + secs(probe.period_seconds, 10));
     Verdict::Pending
 }
 

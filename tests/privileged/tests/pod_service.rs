@@ -2,7 +2,8 @@
 //! manifests as written (stand-in images): the seed Job through `crius apply` completes in the sidecar order,
 //! shows `Completed` and `1/1`, and its logs stay readable; a bad manifest is refused with its field path and
 //! nothing is made; the seed Deployment survives a SIGKILL of criusd with the same container ids, and a
-//! sidecar killed while criusd is down is restarted afterwards; deleting leaves nothing behind.
+//! sidecar killed while criusd is down is restarted afterwards; a readiness probe failing, then passing,
+//! flips READY from 0/1 to 1/1; deleting leaves nothing behind.
 
 use std::time::{Duration, Instant};
 
@@ -224,4 +225,47 @@ fn sidecar_pid(id: &str) -> i32 {
         }
     }
     panic!("no process of container {id}");
+}
+
+#[test]
+#[ignore = "needs root: hack/test.sh runs it"]
+fn a_readiness_probe_failing_then_passing_flips_ready_from_0_to_1() {
+    let s = setup();
+    let pod = s.dir.path().join("ready.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  \
+         - name: app\n    image: docker.io/library/myapp:latest\n    command: [sh, -c, 'sleep 3; touch /tmp/ready; sleep 1000']\n    \
+         readinessProbe:\n      exec: {command: [test, -f, /tmp/ready]}\n      periodSeconds: 1\n      failureThreshold: 1\n",
+    )
+    .unwrap();
+    s.d.cli_ok(&["apply", "-f", &pod.display().to_string()]);
+    let row = |s: &Setup| {
+        s.d.cli_ok(&["get", "pods", "web"])
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .to_string()
+    };
+    wait_for("the pod to run, not ready", Duration::from_secs(30), || {
+        let r = row(&s);
+        r.contains("Running") && r.contains("0/1")
+    });
+    let p = json(&s, &["get", "pod", "web", "-o", "json"]);
+    let ready = |p: &Value| {
+        p["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap()["status"]
+            .clone()
+    };
+    assert_eq!(ready(&p), "False", "{p}");
+    wait_for("READY 1/1", Duration::from_secs(30), || row(&s).contains("1/1"));
+    let p = json(&s, &["get", "pod", "web", "-o", "json"]);
+    assert_eq!(ready(&p), "True", "{p}");
+    assert_eq!(p["status"]["containerStatuses"][0]["ready"], true);
+    s.d.cli_ok(&["delete", "pod", "web", "--now"]);
+    assert!(s.d.cli_ok(&["get", "pods", "-o", "name"]).trim().is_empty());
 }

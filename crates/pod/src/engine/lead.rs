@@ -111,6 +111,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
             State::Running { ready, .. } => {
                 (!ready && s.role != Role::Init && s.spec.startup_probe.is_some())
                     || s.spec.liveness_probe.is_some()
+                    || s.spec.readiness_probe.is_some()
             }
             _ => false,
         })

@@ -1,8 +1,9 @@
 //! Probes of running containers, as kubelet runs them: a container's startup probe until it passes (for a
 //! sidecar, that is what lets the next init container start; without one, running is enough), then its
 //! liveness probe; a container whose startup or liveness probe fails `failureThreshold` times is killed (its
-//! probe's or the pod's grace period) and restarted as its role and the restart policy say. Readiness probes
-//! are not run: without Services there is nothing that reads readiness.
+//! probe's or the pod's grace period) and restarted as its role and the restart policy say. Once its startup is
+//! done, a container's readiness probe runs too: its verdicts (`failureThreshold` failures in a row make it
+//! unready, a pass ready again) are the pod's Ready condition and the container's `ready`; it kills nothing.
 
 use k8s_cri::v1 as cri;
 
@@ -20,12 +21,32 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 ready,
                 startup,
                 liveness,
+                readiness,
+                serving,
             } = &mut s.state
             else {
                 continue;
             };
             if s.role == Role::Init {
                 continue;
+            }
+            if *ready && let Some(p) = s.spec.readiness_probe.as_ref() {
+                let verdict =
+                    hooks::probe(&mut self.rt, id, &s.spec, &self.fields.pod_ip, p, readiness).await;
+                let now = match verdict {
+                    Verdict::Passed => Some(true),
+                    Verdict::Failed => Some(false),
+                    Verdict::Pending => None,
+                };
+                if let Some(now) = now
+                    && *serving != Some(now)
+                {
+                    *serving = Some(now);
+                    (self.on)(Event::Readiness {
+                        name: s.spec.name.clone(),
+                        ready: now,
+                    });
+                }
             }
             let (probe, kind, st) = if *ready {
                 (s.spec.liveness_probe.as_ref(), "liveness", &mut *liveness)

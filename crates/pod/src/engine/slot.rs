@@ -40,6 +40,9 @@ pub(super) enum State {
         ready: bool,
         startup: ProbeState,
         liveness: ProbeState,
+        readiness: ProbeState,
+        /// Its readiness probe's last verdict (None before the first).
+        serving: Option<bool>,
     },
     /// Its last run ended; what that means (restart, done, a failed pod) is not decided yet.
     Exited(Ended),
@@ -57,6 +60,8 @@ impl State {
             ready: false,
             startup: ProbeState::default(),
             liveness: ProbeState::default(),
+            readiness: ProbeState::default(),
+            serving: None,
         }
     }
 
