@@ -180,8 +180,9 @@ fn bad_requests_name_the_field() {
     let (c, msg) = code(w.pods.run(no_uid, String::new()).unwrap_err());
     assert_eq!(c, Code::InvalidArgument);
     assert!(msg.contains("uid"), "{msg}");
+    // An unknown runtime handler is NotFound, as containerd answers it.
     let (c, msg) = code(w.pods.run(config("x"), "kata".into()).unwrap_err());
-    assert_eq!(c, Code::InvalidArgument);
+    assert_eq!(c, Code::NotFound);
     assert!(msg.contains("\"kata\""), "{msg}");
     assert_eq!(code(w.pods.stop("nope").unwrap_err()).0, Code::NotFound);
     w.pods.remove("nope").unwrap();
