@@ -62,6 +62,8 @@ pub enum Event {
         id: String,
         /// Its CRI log file.
         log_path: String,
+        /// The resources it was started with (its spec's).
+        resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
     },
     /// A container's startup is complete (a sidecar's probe passed; the next init container may go).
     Ready {

@@ -269,3 +269,139 @@ fn a_readiness_probe_failing_then_passing_flips_ready_from_0_to_1() {
     s.d.cli_ok(&["delete", "pod", "web", "--now"]);
     assert!(s.d.cli_ok(&["get", "pods", "-o", "name"]).trim().is_empty());
 }
+
+fn write(s: &Setup, name: &str, text: &str) -> String {
+    let p = s.dir.path().join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+#[ignore = "needs root: hack/test.sh runs it"]
+fn jobs_run_to_their_completions_in_parallel_and_fail_past_their_backoff_limit() {
+    let s = setup();
+    let many = write(
+        &s,
+        "many.yaml",
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: many}\nspec:\n  completions: 3\n  parallelism: 2\n  \
+         template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - {name: w, image: \
+         docker.io/library/myapp:latest, command: [sh, -c, 'sleep 1']}\n",
+    );
+    let failing = write(
+        &s,
+        "failing.yaml",
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: failing}\nspec:\n  backoffLimit: 1\n  template:\n    \
+         spec:\n      restartPolicy: Never\n      containers:\n      - {name: w, image: \
+         docker.io/library/myapp:latest, command: [sh, -c, 'exit 3']}\n",
+    );
+    s.d.cli_ok(&["apply", "-f", &many, "-f", &failing]);
+    // Never more than two of the first Job's pods at once.
+    let mut most = 0;
+    wait_for("3 completions", Duration::from_secs(60), || {
+        let j = json(&s, &["get", "job", "many", "-o", "json"]);
+        most = most.max(j["status"]["active"].as_i64().unwrap_or(0));
+        j["status"]["succeeded"] == 3
+    });
+    assert!(most <= 2, "at most parallelism pods at once, saw {most}");
+    let jobs = s.d.cli_ok(&["get", "jobs"]);
+    assert!(
+        jobs.lines()
+            .any(|l| l.starts_with("many") && l.contains("3/3") && l.contains("Complete")),
+        "{jobs}"
+    );
+    wait_for("the failing Job to fail", Duration::from_secs(60), || {
+        let j = json(&s, &["get", "job", "failing", "-o", "json"]);
+        j["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Failed" && c["reason"] == "BackoffLimitExceeded")
+        })
+    });
+    let j = json(&s, &["get", "job", "failing", "-o", "json"]);
+    assert_eq!(j["status"]["failed"], 2, "backoffLimit 1: two pods failed, {j}");
+    let pods = s.d.cli_ok(&["get", "pods", "-l", "job-name=failing"]);
+    assert!(pods.contains("Error"), "{pods}");
+    s.d.cli_ok(&["delete", "job", "many"]);
+    s.d.cli_ok(&["delete", "job", "failing"]);
+    assert!(s.d.cli_ok(&["get", "pods", "-o", "name"]).trim().is_empty());
+}
+
+#[test]
+#[ignore = "needs root: hack/test.sh runs it"]
+fn a_resize_past_the_node_is_infeasible_one_past_what_is_free_deferred_and_a_qos_change_refused() {
+    let s = setup();
+    let pod = |name: &str, cpu: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  \
+             containers:\n  - name: app\n    image: docker.io/library/myapp:latest\n    command: [sleep, '1000']\n    \
+             resources: {{requests: {{cpu: {cpu}}}}}\n"
+        )
+    };
+    let a = write(&s, "a.yaml", &pod("a", "100m"));
+    let b = write(&s, "b.yaml", &pod("b", "100m"));
+    s.d.cli_ok(&["apply", "-f", &a, "-f", &b]);
+    wait_for("both pods to run", Duration::from_secs(30), || {
+        let l = json(&s, &["get", "pods", "-o", "json"]);
+        l["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["status"]["phase"] == "Running")
+            .count()
+            == 2
+    });
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64 * 1000;
+    let condition = |name: &str| {
+        let p = json(&s, &["get", "pod", name, "-o", "json"]);
+        p["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "PodResizePending")
+            .map(|c| {
+                (
+                    c["reason"].as_str().unwrap().to_string(),
+                    c["message"].as_str().unwrap().to_string(),
+                )
+            })
+    };
+    // More than the whole node: Infeasible, and the spec says what was asked.
+    let too_much = format!(
+        r#"{{"spec":{{"containers":[{{"name":"app","resources":{{"requests":{{"cpu":"{}m"}}}}}}]}}}}"#,
+        cpus * 2
+    );
+    s.d.cli_ok(&["patch", "pod", "a", "--subresource", "resize", "-p", &too_much]);
+    let (reason, message) = condition("a").expect("PodResizePending");
+    assert_eq!(reason, "Infeasible", "{message}");
+    assert!(message.contains("cpu"), "{message}");
+    // What fits the node but not beside b: Deferred; b deleted, it is allocated.
+    let most = cpus - 150;
+    let deferred = format!(
+        r#"{{"spec":{{"containers":[{{"name":"app","resources":{{"requests":{{"cpu":"{most}m"}}}}}}]}}}}"#
+    );
+    s.d.cli_ok(&["patch", "pod", "a", "--subresource", "resize", "-p", &deferred]);
+    let (reason, message) = condition("a").expect("PodResizePending");
+    assert_eq!(reason, "Deferred", "{message}");
+    s.d.cli_ok(&["delete", "pod", "b", "--now"]);
+    let end = Instant::now() + Duration::from_secs(20);
+    while condition("a").is_some() {
+        assert!(
+            Instant::now() < end,
+            "the deferred resize was not allocated: {:?}",
+            condition("a")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let p = json(&s, &["get", "pod", "a", "-o", "json"]);
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["allocatedResources"]["cpu"],
+        format!("{most}m"),
+        "{p}"
+    );
+    // A QoS class change is refused by name, nothing changed.
+    let out = s.d.cli(&[
+        "resize", "pod", "a", "-c", "app", "--cpu", "1", "--memory", "64Mi",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Pod QoS is immutable"));
+    s.d.cli_ok(&["delete", "pod", "a", "--now"]);
+}

@@ -32,6 +32,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
         s.state = State::running(id.clone());
         let (name, role, attempt) = (s.spec.name.clone(), s.role, s.attempt);
         let post_start = s.spec.lifecycle.as_ref().and_then(|l| l.post_start.clone());
+        let resources = s.spec.resources.clone();
         let log_path = format!("{}/{name}/{attempt}.log", self.id.log_directory);
         (self.on)(Event::Started {
             name,
@@ -39,6 +40,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
             attempt,
             id: id.clone(),
             log_path,
+            resources,
         });
         if let Some(h) = post_start
             && let Err(e) = hooks::handler(&mut self.rt, &id, "postStart", &h, Duration::from_secs(30)).await

@@ -281,24 +281,17 @@ pub(super) fn on_event(pod: &mut Pod, e: &Event) {
         Event::ResizeFailed { error, .. } => {
             status::set_condition(st, condition(IN_PROGRESS, "Error", error.clone()));
         }
-        Event::Started { name, .. } => {
-            // A container starts with its spec's resources: that is what it runs with.
-            let want = spec
-                .init_containers
-                .iter()
-                .flatten()
-                .chain(&spec.containers)
-                .find(|c| &c.name == name)
-                .and_then(|c| c.resources.clone());
+        Event::Started { name, resources, .. } => {
+            // A container runs with what the engine started it with (a resize allocated meanwhile is
+            // actuated after).
             if let Some(c) = st
                 .container_statuses
                 .iter_mut()
                 .flatten()
                 .chain(st.init_container_statuses.iter_mut().flatten())
                 .find(|c| &c.name == name)
-                && c.resources.is_none()
             {
-                c.resources = Some(want.unwrap_or_default());
+                c.resources = Some(resources.clone().unwrap_or_default());
             }
         }
         _ => {}

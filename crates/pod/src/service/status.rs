@@ -446,6 +446,7 @@ mod tests {
             attempt,
             id: format!("{name}-{attempt}"),
             log_path: String::new(),
+            resources: None,
         }
     }
 
