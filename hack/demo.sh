@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The main job: start criusd and run a pod manifest from the seeds as written — the Job whose log-agent is a
-# native sidecar (tests/privileged/manifests/seed-job.yaml) — on a CNI bridge network, with the seed's images
+# The main job: start criusd and apply a pod manifest from the seeds as written to its pod service — the Job
+# whose log-agent is a native sidecar (tests/privileged/manifests/seed-job.yaml) — on a CNI bridge network, with the seed's images
 # provided offline (stand-ins that `crius-mkimage seeds` builds: busybox plus a script each). The sidecar starts
 # first, the migration runs to completion, then the worker; the worker's exit completes the pod, and only then
-# is the sidecar stopped (SIGTERM: it flushes what it has not shipped).
+# is the sidecar stopped (SIGTERM: it flushes what it has not shipped). crius get, describe and logs show it
+# as kubectl would; deleting the Job removes its pod.
 # Needs root and hack/install-deps.sh. Leaves nothing behind (state, mounts, network, processes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,9 +33,11 @@ JSON
 "$bin/crius-mkimage" seeds "$work/layout" >/dev/null
 "$bin/crius-mkimage" archive "$work/layout" "$work/seeds.tar"
 
-say criusd --root "$work/lib" --state "$work/run" --listen "$work/crius.sock" --cni-conf-dir "$work/net.d" '&'
-"$bin/criusd" --root "$work/lib" --state "$work/run" --listen "$work/crius.sock" --cni-conf-dir "$work/net.d" \
-  --cni-plugin-dir /usr/lib/cni 2>"$work/criusd.log" &
+# The pod service's logs in the demo's directory; images come from the archive, none is pulled.
+printf '[pods]\nlog_root = "%s"\npull = "missing"\n' "$work/logs" > "$work/config.toml"
+say criusd --config config.toml --root "$work/lib" --state "$work/run" --listen "$work/crius.sock" --cni-conf-dir "$work/net.d" '&'
+"$bin/criusd" --config "$work/config.toml" --root "$work/lib" --state "$work/run" --listen "$work/crius.sock" \
+  --cni-conf-dir "$work/net.d" --cni-plugin-dir /usr/lib/cni 2>"$work/criusd.log" &
 criusd_pid=$!
 export CRIUS_ADDRESS=$work/crius.sock
 for _ in $(seq 100); do [ -S "$CRIUS_ADDRESS" ] && break; sleep 0.05; done
@@ -44,10 +47,26 @@ say crius images import seeds.tar
 
 say cat seed-job.yaml
 cat tests/privileged/manifests/seed-job.yaml
-say crius run seed-job.yaml --pull missing --logs
-"$bin/crius" run tests/privileged/manifests/seed-job.yaml --pull missing --logs \
-  --pods-dir "$work/pods" --log-root "$work/logs"
-echo "crius run exit code: $?"
+say crius apply -f fluent-bit-config.yaml -f seed-job.yaml
+"$bin/crius" apply -f tests/privileged/manifests/fluent-bit-config.yaml -f tests/privileged/manifests/seed-job.yaml
+# The pods live in criusd: crius returns at once, and the Job runs on.
+for _ in $(seq 600); do
+  [ "$("$bin/crius" get job data-processing-job -o jsonpath='{.status.succeeded}')" = 1 ] && break
+  sleep 0.1
+done
+say crius get jobs
+"$bin/crius" get jobs
+say crius get pods -o wide
+"$bin/crius" get pods -o wide
+pod=$("$bin/crius" get pods -l job-name=data-processing-job -o jsonpath='{.items[0].metadata.name}')
+say crius describe pod "$pod"
+"$bin/crius" describe pod "$pod"
+say crius logs "$pod" -c worker
+"$bin/crius" logs "$pod" -c worker
+say crius get pod "$pod" -o jsonpath='{.status.conditions}'
+"$bin/crius" get pod "$pod" -o jsonpath='{.status.conditions}'; echo
+say crius delete job data-processing-job
+"$bin/crius" delete job data-processing-job
 
 say kill -TERM criusd
 kill "$criusd_pid"; wait "$criusd_pid"; echo "criusd exit code: $?"; criusd_pid=
