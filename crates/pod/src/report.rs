@@ -64,6 +64,8 @@ pub enum Event {
         log_path: String,
         /// The resources it was started with (its spec's).
         resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
+        /// The image it runs, as the runtime resolved it (its id).
+        image_ref: String,
     },
     /// A container's startup is complete (a sidecar's probe passed; the next init container may go).
     Ready {

@@ -75,6 +75,10 @@ fn the_seed_job_through_apply_completes_and_reads_as_kubectl_shows_it() {
     );
     let pod = &list["items"][0];
     assert_eq!(pod["status"]["phase"], "Succeeded", "{pod}");
+    let image_id = pod["status"]["containerStatuses"][0]["imageID"]
+        .as_str()
+        .unwrap_or("");
+    assert!(!image_id.is_empty(), "the worker's imageID: {pod}");
     let name = pod["metadata"]["name"].as_str().unwrap();
     // The seed's order: the log agent started first, the migration ran, then the worker.
     let started = |list: &str, c: &str| {

@@ -33,6 +33,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
         let (name, role, attempt) = (s.spec.name.clone(), s.role, s.attempt);
         let post_start = s.spec.lifecycle.as_ref().and_then(|l| l.post_start.clone());
         let resources = s.spec.resources.clone();
+        let image_ref = s.image_ref.clone();
         let log_path = format!("{}/{name}/{attempt}.log", self.id.log_directory);
         (self.on)(Event::Started {
             name,
@@ -41,6 +42,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
             id: id.clone(),
             log_path,
             resources,
+            image_ref,
         });
         if let Some(h) = post_start
             && let Err(e) = hooks::handler(&mut self.rt, &id, "postStart", &h, Duration::from_secs(30)).await

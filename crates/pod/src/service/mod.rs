@@ -275,7 +275,7 @@ impl Service {
         }
         let mut o = self.lock();
         let Some(entry) = o.pods.get_mut(k) else { return };
-        status::on_event(&mut entry.record.pod, e, &BTreeMap::new());
+        status::on_event(&mut entry.record.pod, e);
         resize::on_event(&mut entry.record.pod, e);
         if let Some(ev) = kube_event(&entry.record.pod, e, &self.inner.node) {
             push_event(&mut entry.record.events, ev);

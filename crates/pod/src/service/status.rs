@@ -3,8 +3,6 @@
 //! phase and the conditions (PodScheduled, PodReadyToStartContainers, Initialized, ContainersReady, Ready)
 //! follow from the containers, each condition's `lastTransitionTime` moving only when its status does.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
     ContainerStatus, Pod, PodCondition, PodIP, PodStatus,
@@ -115,9 +113,8 @@ fn statuses<'a>(status: &'a mut PodStatus, name: &str) -> Option<&'a mut Contain
         .find(|c| c.name == name)
 }
 
-/// What an engine event changes in `pod`'s status. `readiness` says which containers have a readiness
-/// probe (their `ready` waits for it).
-pub fn on_event(pod: &mut Pod, e: &Event, image_ids: &BTreeMap<String, String>) {
+/// What an engine event changes in `pod`'s status.
+pub fn on_event(pod: &mut Pod, e: &Event) {
     let probed: Vec<String> = pod
         .spec
         .iter()
@@ -170,8 +167,10 @@ pub fn on_event(pod: &mut Pod, e: &Event, image_ids: &BTreeMap<String, String>) 
                 ..Default::default()
             });
             c.container_id = Some(format!("crius://{id}"));
-            if let Some(image) = image_ids.get(name) {
-                c.image_id = image.clone();
+            if let Event::Started { image_ref, .. } = e
+                && !image_ref.is_empty()
+            {
+                c.image_id = image_ref.clone();
             }
             c.restart_count = *attempt as i32;
             c.started = Some(true);
@@ -447,6 +446,7 @@ mod tests {
             id: format!("{name}-{attempt}"),
             log_path: String::new(),
             resources: None,
+            image_ref: "sha256:1".into(),
         }
     }
 
@@ -463,16 +463,16 @@ mod tests {
     fn a_pod_goes_from_pending_through_init_to_running_and_ready() {
         let mut p = pod();
         initial(&mut p, "node");
-        let ids = BTreeMap::new();
         assert_eq!(p.status.as_ref().unwrap().phase.as_deref(), Some("Pending"));
         assert_eq!(cond(&p, "Initialized"), "False:ContainersNotInitialized");
         for e in [started("log", 0), started("migrate", 0), exited("migrate", 0)] {
-            on_event(&mut p, &e, &ids);
+            on_event(&mut p, &e);
         }
         assert_eq!(cond(&p, "Initialized"), "True:");
         assert_eq!(p.status.as_ref().unwrap().phase.as_deref(), Some("Pending"));
-        on_event(&mut p, &started("app", 0), &ids);
+        on_event(&mut p, &started("app", 0));
         let s = p.status.as_ref().unwrap();
+        assert_eq!(s.container_statuses.as_ref().unwrap()[0].image_id, "sha256:1");
         assert_eq!(s.phase.as_deref(), Some("Running"));
         assert_eq!(cond(&p, "Ready"), "True:");
         assert_eq!(cond(&p, "PodScheduled"), "True:");
@@ -483,16 +483,14 @@ mod tests {
     fn a_restart_keeps_the_last_state_and_counts() {
         let mut p = pod();
         initial(&mut p, "node");
-        let ids = BTreeMap::new();
-        on_event(&mut p, &started("app", 0), &ids);
-        on_event(&mut p, &exited("app", 3), &ids);
+        on_event(&mut p, &started("app", 0));
+        on_event(&mut p, &exited("app", 3));
         on_event(
             &mut p,
             &Event::Restarting {
                 name: "app".into(),
                 after: std::time::Duration::from_secs(10),
             },
-            &ids,
         );
         let c = &p.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0];
         assert_eq!(
@@ -516,7 +514,7 @@ mod tests {
                 .exit_code,
             3
         );
-        on_event(&mut p, &started("app", 1), &ids);
+        on_event(&mut p, &started("app", 1));
         let c = &p.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0];
         assert_eq!(c.restart_count, 1);
         assert!(c.ready);
