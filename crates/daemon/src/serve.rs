@@ -108,17 +108,21 @@ fn bind(c: &Config) -> Result<tokio::net::UnixListener, String> {
     Ok(l)
 }
 
-async fn shutdown_signal() {
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        tracing::error!("cannot watch SIGTERM/SIGINT; stop criusd with SIGKILL");
-        return std::future::pending().await;
-    };
-    let name = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    };
-    tracing::info!(signal = name, "shutting down");
+/// Watches SIGTERM and SIGINT from now on. It is called before the socket exists, so that a client that
+/// sees the socket and signals criusd never meets the default action (death without clean-up).
+fn shutdown_signal() -> impl Future<Output = ()> {
+    let watched = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
+    async move {
+        let (Ok(mut term), Ok(mut int)) = watched else {
+            tracing::error!("cannot watch SIGTERM/SIGINT; stop criusd with SIGKILL");
+            return std::future::pending().await;
+        };
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!(signal = name, "shutting down");
+    }
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
@@ -170,6 +174,7 @@ pub fn run(c: Config) -> Result<(), String> {
         .map_err(|e| format!("starting the async runtime: {e}"))?;
     let result = rt.block_on(async {
         crate::memory::spawn_trimmer();
+        let stop = shutdown_signal();
         let listener = bind(&c)?;
         let images = crius_cri::grpc::image::ImageService::new(store, c.image_config());
         let api = crius_cri::grpc::images_api::ImagesApi::new(images.clone());
@@ -217,7 +222,7 @@ pub fn run(c: Config) -> Result<(), String> {
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::UnixListenerStream::new(listener),
                 async move {
-                    shutdown_signal().await;
+                    stop.await;
                     // The pods stay as they are: their engines' view of a runtime going away is not news.
                     pods.close();
                     let _ = down.send(true);
