@@ -1,8 +1,10 @@
-//! Generates the client and server code of the project's own API from `proto/crius`.
+//! Generates the client and server code of the project's own API from `proto/crius`, and of the CRI
+//! (`runtime.v1`) from the project's transcription of it in `proto/cri`.
 fn main() {
     let protos = [
         "../../proto/crius/images/v1/images.proto",
         "../../proto/crius/pod/v1/pod.proto",
+        "../../proto/cri/runtime/v1/api.proto",
     ];
     for p in protos {
         println!("cargo:rerun-if-changed={p}");

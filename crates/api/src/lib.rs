@@ -1,5 +1,6 @@
-//! crius-api: the project's own gRPC API (images, pods), generated from `proto/crius/`, and the unix-socket connection that
-//! its clients (the `crius` CLI, tests) use for it and for the CRI services criusd serves on the same socket.
+//! crius-api: the project's own gRPC API (images, pods), generated from `proto/crius/`; the CRI (`runtime.v1`),
+//! generated from the project's own transcription of it in `proto/cri/`; and the unix-socket connection that
+//! its clients (the `crius` CLI, tests) use for both, as criusd serves them on the same socket.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,14 @@ pub mod images {
 pub mod pod {
     #![allow(missing_docs, clippy::all, unused_qualifications)]
     tonic::include_proto!("crius.pod.v1");
+}
+
+/// `runtime.v1`: the CRI of Kubernetes 1.36 (`RuntimeService`, `ImageService`), client and server, from
+/// `proto/cri/runtime/v1/api.proto`. The names are prost's for the upstream messages (`RunPodSandboxRequest`,
+/// `ContainerConfig`, enums such as `Signal::Sigusr1`), so code written against the `k8s-cri` crate reads the same.
+pub mod cri {
+    #![allow(missing_docs, clippy::all, unused_qualifications, rustdoc::all)]
+    tonic::include_proto!("runtime.v1");
 }
 
 /// criusd's default socket.
