@@ -1,0 +1,214 @@
+//! A pod's volumes on this machine, under `<pods_dir>/<uid>/volumes/<name>`: `emptyDir` (a directory, or a
+//! tmpfs for `medium: Memory`), `hostPath` (with its `type` checks and creations), and `configMap`/`secret`
+//! (files written from the manifest's objects). Other volume types need a cluster and are refused by name.
+//! A volumeMount's subPath is resolved inside its volume by fd and bound under `<uid>/subpaths`, which is
+//! what the container mounts.
+
+//!
+//! Each kind has its file: `files` (configMap and secret), `host_path`, `sub_path`.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+
+use k8s_cri::v1 as cri;
+use k8s_openapi::api::core::v1::{Container, Volume};
+use nix::mount::{MntFlags, MsFlags};
+
+use crate::Error;
+use crate::manifest::{Manifest, PodDef};
+
+mod files;
+mod host_path;
+mod sub_path;
+#[cfg(test)]
+mod tests;
+
+use files::{object, write_files};
+use host_path::host_path;
+
+/// A volume made ready.
+#[derive(Debug, Clone)]
+struct Ready {
+    path: PathBuf,
+    /// configMaps and secrets are mounted read-only, whatever the mount asks.
+    read_only: bool,
+}
+
+/// The volumes of one pod.
+#[derive(Debug)]
+pub struct Volumes {
+    dir: PathBuf,
+    ready: BTreeMap<String, Ready>,
+    tmpfs: Vec<PathBuf>,
+    /// SubPaths bound under `<dir>/subpaths`, unmounted before the directory is deleted.
+    pinned: Mutex<Vec<PathBuf>>,
+}
+
+impl Volumes {
+    /// Makes the volumes of `def` under `dir` (the pod's own directory). On error, what was made is undone.
+    pub fn prepare(def: &PodDef, manifest: &Manifest, dir: &Path) -> Result<Volumes, Error> {
+        let mut v = Volumes {
+            dir: dir.to_path_buf(),
+            ready: BTreeMap::new(),
+            tmpfs: Vec::new(),
+            pinned: Mutex::new(Vec::new()),
+        };
+        std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+        for vol in def.spec.volumes.iter().flatten() {
+            if let Err(e) = v.add(def, manifest, vol) {
+                v.remove();
+                return Err(e);
+            }
+        }
+        Ok(v)
+    }
+
+    /// Makes volume `vol` ready; its errors start with `volume "<name>"`.
+    fn add(&mut self, def: &PodDef, manifest: &Manifest, vol: &Volume) -> Result<(), Error> {
+        let at = &format!("volume {:?}", vol.name);
+        let own = self.dir.join("volumes").join(&vol.name);
+        let ready = if let Some(e) = &vol.empty_dir {
+            std::fs::create_dir_all(&own).map_err(Error::io(format!("{at}: creating {}", own.display())))?;
+            // A pod taken back after a restart of the engine's caller has its tmpfs already.
+            if e.medium.as_deref() == Some("Memory") && is_mount_point(&own) {
+                self.tmpfs.push(own.clone());
+            } else if e.medium.as_deref() == Some("Memory") {
+                let size = match &e.size_limit {
+                    Some(q) => {
+                        let bytes = crate::quantity::value(q).map_err(|e| Error::manifest(at, e))?;
+                        format!(",size={bytes}")
+                    }
+                    None => String::new(),
+                };
+                nix::mount::mount(
+                    Some("tmpfs"),
+                    &own,
+                    Some("tmpfs"),
+                    MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                    Some(format!("mode=0777{size}").as_str()),
+                )
+                .map_err(|e| Error::Io {
+                    context: format!("{at}: mounting a tmpfs on {}", own.display()),
+                    source: e.into(),
+                })?;
+                self.tmpfs.push(own.clone());
+            }
+            std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o777))
+                .map_err(Error::io(format!("{at}: chmod {}", own.display())))?;
+            Ready {
+                path: own,
+                read_only: false,
+            }
+        } else if let Some(h) = &vol.host_path {
+            host_path(Path::new(&h.path), h.type_.as_deref().unwrap_or(""), at)?;
+            Ready {
+                path: PathBuf::from(&h.path),
+                read_only: false,
+            }
+        } else if let Some(c) = &vol.config_map {
+            let data = object(def, &manifest.config_maps, "configMap", &c.name, c.optional, at)?;
+            write_files(
+                &own,
+                &data,
+                c.items.as_deref(),
+                c.default_mode.unwrap_or(0o644),
+                at,
+            )?;
+            Ready {
+                path: own,
+                read_only: true,
+            }
+        } else if let Some(s) = &vol.secret {
+            let name = s.secret_name.clone().unwrap_or_default();
+            let data = object(def, &manifest.secrets, "secret", &name, s.optional, at)?;
+            write_files(
+                &own,
+                &data,
+                s.items.as_deref(),
+                s.default_mode.unwrap_or(0o644),
+                at,
+            )?;
+            Ready {
+                path: own,
+                read_only: true,
+            }
+        } else {
+            let v = serde_json::to_value(vol).unwrap_or_default();
+            let kind = v
+                .as_object()
+                .and_then(|o| o.keys().find(|k| *k != "name").cloned())
+                .unwrap_or_else(|| "(none)".into());
+            return Err(Error::manifest(
+                at,
+                format!(
+                    "type {kind} is not supported (crius runs emptyDir, hostPath, configMap and secret volumes)"
+                ),
+            ));
+        };
+        self.ready.insert(vol.name.clone(), ready);
+        Ok(())
+    }
+
+    /// The CRI mounts of container `c`'s volumeMounts.
+    pub fn mounts(&self, c: &Container) -> Result<Vec<cri::Mount>, Error> {
+        let at = format!("container {:?}", c.name);
+        let mut out = Vec::new();
+        for (i, m) in c.volume_mounts.iter().flatten().enumerate() {
+            let v = self.ready.get(&m.name).ok_or_else(|| {
+                Error::manifest(
+                    &at,
+                    format!("volumeMount {:?} names no volume of the pod", m.name),
+                )
+            })?;
+            let mut host = v.path.clone();
+            if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+                let p = Path::new(sub);
+                if p.components().any(|c| !matches!(c, Component::Normal(_))) {
+                    return Err(Error::manifest(
+                        &at,
+                        format!("subPath {sub:?} must be relative, without `..`"),
+                    ));
+                }
+                let pin = self.dir.join("subpaths").join(&c.name).join(i.to_string());
+                host = self.pin_sub_path(&v.path, p, &pin, &at)?;
+            }
+            let propagation = match m.mount_propagation.as_deref() {
+                None | Some("None") => cri::MountPropagation::PropagationPrivate,
+                Some("HostToContainer") => cri::MountPropagation::PropagationHostToContainer,
+                Some("Bidirectional") => cri::MountPropagation::PropagationBidirectional,
+                Some(other) => return Err(Error::manifest(&at, format!("mountPropagation {other:?}"))),
+            };
+            out.push(cri::Mount {
+                container_path: m.mount_path.clone(),
+                host_path: host.to_string_lossy().into_owned(),
+                readonly: v.read_only || m.read_only == Some(true),
+                propagation: propagation as i32,
+                ..Default::default()
+            });
+        }
+        Ok(out)
+    }
+
+    /// Unmounts and deletes the pod's own directory (hostPath volumes stay).
+    pub fn remove(&mut self) {
+        for p in self.pinned.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            let _ = nix::mount::umount2(&p, MntFlags::MNT_DETACH);
+        }
+        for t in self.tmpfs.drain(..) {
+            let _ = nix::mount::umount2(&t, MntFlags::MNT_DETACH);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether `dir` is a mount point: on another device than its parent.
+fn is_mount_point(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+    match (dev(dir), dir.parent().and_then(dev)) {
+        (Some(a), Some(b)) => a != b,
+        _ => false,
+    }
+}
