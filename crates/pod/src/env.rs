@@ -1,31 +1,17 @@
 //! A container's environment as kubelet builds it: `envFrom` sources first, then `env` in order (a later name
 //! wins), values from ConfigMaps, Secrets, the pod's fields and the container's resources; `$(VAR)` references
-//! to variables defined earlier are expanded in values, command and args.
+//! to variables defined earlier are expanded in values, command and args. The pod's fields and resources are
+//! read by [`crate::downward`], as volume files read them.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVarSource};
 
 use crate::Error;
+use crate::downward::{self, Reader};
 use crate::manifest::{Manifest, PodDef};
-use crate::quantity;
 
-/// What `fieldRef`s resolve to.
-#[derive(Debug, Clone, Default)]
-pub struct PodFields {
-    /// The pod's name.
-    pub name: String,
-    /// Its namespace.
-    pub namespace: String,
-    /// Its uid.
-    pub uid: String,
-    /// The pod's IP (empty without a network).
-    pub pod_ip: String,
-    /// The node: this machine's hostname.
-    pub node_name: String,
-    /// The node's IP (the pod's on a host-network pod, else empty).
-    pub host_ip: String,
-}
+pub use crate::downward::PodFields;
 
 /// The ordered `NAME=value` pairs of container `c`.
 pub fn build(
@@ -119,107 +105,22 @@ fn from_source(
         return keyed("secret", &manifest.secrets, &r.name, &r.key, r.optional);
     }
     if let Some(f) = &src.field_ref {
-        return field(def, fields, &f.field_path)
+        return downward::field(def, fields, &f.field_path, Reader::Env)
             .map(Some)
             .ok_or_else(|| bad(&c.name, format!("fieldRef {:?} is not supported", f.field_path)));
     }
     if let Some(r) = &src.resource_field_ref {
-        return resource(def, c, &r.container_name, &r.resource, r.divisor.as_ref()).map(Some);
+        return downward::resource(
+            def,
+            Some(c),
+            r.container_name.as_deref(),
+            &r.resource,
+            r.divisor.as_ref(),
+        )
+        .map(Some)
+        .map_err(|e| bad(&c.name, e));
     }
     Err(bad(&c.name, "an env valueFrom of a kind crius does not read"))
-}
-
-/// A downward-API field of the pod.
-pub fn field(def: &PodDef, f: &PodFields, path: &str) -> Option<String> {
-    let quoted = |p: &str, prefix: &str| p.strip_prefix(prefix)?.strip_suffix("']").map(str::to_string);
-    Some(match path {
-        "metadata.name" => f.name.clone(),
-        "metadata.namespace" => f.namespace.clone(),
-        "metadata.uid" => f.uid.clone(),
-        "spec.nodeName" => f.node_name.clone(),
-        "spec.serviceAccountName" => def
-            .spec
-            .service_account_name
-            .clone()
-            .unwrap_or_else(|| "default".into()),
-        "status.podIP" | "status.podIPs" => f.pod_ip.clone(),
-        "status.hostIP" | "status.hostIPs" => f.host_ip.clone(),
-        p => {
-            if let Some(k) = quoted(p, "metadata.labels['") {
-                def.labels.get(&k).cloned().unwrap_or_default()
-            } else if let Some(k) = quoted(p, "metadata.annotations['") {
-                def.annotations.get(&k).cloned().unwrap_or_default()
-            } else {
-                return None;
-            }
-        }
-    })
-}
-
-/// A `resourceFieldRef`: the container's limit or request, divided by `divisor` and rounded up; a limit that
-/// is not set is the node's capacity.
-fn resource(
-    def: &PodDef,
-    c: &Container,
-    container: &Option<String>,
-    what: &str,
-    divisor: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-) -> Result<String, Error> {
-    let target = match container.as_deref().filter(|n| !n.is_empty()) {
-        None => c,
-        Some(n) => def
-            .spec
-            .containers
-            .iter()
-            .chain(def.spec.init_containers.iter().flatten())
-            .find(|x| x.name == n)
-            .ok_or_else(|| bad(&c.name, format!("resourceFieldRef names no container {n:?}")))?,
-    };
-    let r = target.resources.clone().unwrap_or_default();
-    let (kind, res) = what
-        .split_once('.')
-        .ok_or_else(|| bad(&c.name, format!("resourceFieldRef {what:?}")))?;
-    let get = |m: &Option<BTreeMap<_, _>>| m.as_ref().and_then(|m: &BTreeMap<String, _>| m.get(res).cloned());
-    let q = match kind {
-        "limits" => get(&r.limits),
-        "requests" => get(&r.requests).or_else(|| get(&r.limits)),
-        _ => return Err(bad(&c.name, format!("resourceFieldRef {what:?}"))),
-    };
-    let bad_amount = |e: quantity::BadQuantity| bad(&c.name, format!("{what}: {e}"));
-    match res {
-        "cpu" => {
-            let milli = match q {
-                Some(q) => quantity::milli_cpu(&q).map_err(bad_amount)?,
-                None if kind == "limits" => crate::node::cpus() * 1000,
-                None => 0,
-            };
-            let div = divisor
-                .map(quantity::milli_cpu)
-                .transpose()
-                .map_err(bad_amount)?
-                .unwrap_or(1000)
-                .max(1);
-            Ok(milli.div_ceil(div).to_string())
-        }
-        "memory" | "ephemeral-storage" => {
-            let v = match q {
-                Some(q) => quantity::value(&q).map_err(bad_amount)?,
-                None if kind == "limits" && res == "memory" => crate::node::memory_bytes(),
-                None => 0,
-            };
-            let div = divisor
-                .map(quantity::value)
-                .transpose()
-                .map_err(bad_amount)?
-                .unwrap_or(1)
-                .max(1);
-            Ok(v.div_ceil(div).to_string())
-        }
-        _ => Err(bad(
-            &c.name,
-            format!("resourceFieldRef {what:?} is not supported"),
-        )),
-    }
 }
 
 /// Expands `$(NAME)` from `vars` (kubelet's rules: `$$` is a literal `$`; an unknown or unclosed reference

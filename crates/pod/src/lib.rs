@@ -5,6 +5,7 @@
 //! CRI, so it drives criusd or any other CRI runtime the same way.
 
 pub mod convert;
+pub mod downward;
 pub mod engine;
 pub mod env;
 mod error;

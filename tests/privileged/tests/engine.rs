@@ -3,7 +3,8 @@
 //! Deployment that runs until it is told to stop — and pods built to pin down the rules: startup probes gate
 //! the next init container, sidecars restart, main containers stop first and sidecars after them in reverse
 //! order, a failed regular init container fails a `Never` pod, a failing liveness probe restarts its container,
-//! a pod that ignores SIGTERM is killed when its grace period ends (within 10%).
+//! a pod that ignores SIGTERM is killed when its grace period ends (within 10%), downwardAPI and projected
+//! volumes read as kubelet writes them.
 //! Nothing is left behind. The seed resize Pod needs cgroup v2: it is in vm_engine.rs.
 
 use std::process::Command;
@@ -448,6 +449,105 @@ spec:
     assert!(
         took >= Duration::from_millis(2900) && took <= Duration::from_millis(3300),
         "a grace period of 3 s took {took:?}"
+    );
+    s.assert_nothing_left();
+}
+
+/// A downwardAPI volume and a projected one (a ConfigMap, a Secret and the downward API merged), as the
+/// container sees them: kubelet's file contents and modes (a cpu limit not set read as the node's
+/// allocatable cpu), read-only.
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_container_reads_its_downward_api_and_projected_files() {
+    let s = Setup::start();
+    let pod = s.dir.path().join("downward.yaml");
+    std::fs::write(
+        &pod,
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config}
+data: {app.conf: "mode=fast"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds}
+stringData: {token: s3cr3t}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: downward
+  labels: {app: web, tier: "front end"}
+  annotations: {note: 'say "hi"'}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: show
+    image: myapp:latest
+    resources: {requests: {memory: 96Mi}}
+    volumeMounts:
+    - {name: info, mountPath: /info}
+    - {name: all, mountPath: /all}
+    command:
+    - sh
+    - -c
+    - |
+      cat /info/labels; echo
+      cat /info/annotations; echo
+      echo "name=$(cat /info/name) ns=$(cat /info/namespace) uid=$(cat /info/uid)"
+      echo "cpu=$(cat /info/cpu_m) mem=$(cat /info/mem_mi)"
+      echo "conf=$(cat /all/app.conf) token=$(cat /all/auth/token) app=$(cat /all/app)"
+      stat -c 'mode %a %n' /info/labels /all/auth/token /all/app.conf
+      touch /all/x 2>/dev/null && echo projected writable || echo projected read-only
+      touch /info/x 2>/dev/null && echo downward writable || echo downward read-only
+  volumes:
+  - name: info
+    downwardAPI:
+      items:
+      - {path: labels, fieldRef: {fieldPath: metadata.labels}}
+      - {path: annotations, fieldRef: {fieldPath: metadata.annotations}}
+      - {path: name, fieldRef: {fieldPath: metadata.name}}
+      - {path: namespace, fieldRef: {fieldPath: metadata.namespace}}
+      - {path: uid, fieldRef: {fieldPath: metadata.uid}}
+      - {path: cpu_m, resourceFieldRef: {containerName: show, resource: limits.cpu, divisor: 1m}}
+      - {path: mem_mi, resourceFieldRef: {containerName: show, resource: requests.memory, divisor: 1Mi}}
+  - name: all
+    projected:
+      defaultMode: 0440
+      sources:
+      - configMap: {name: app-config}
+      - secret: {name: creds, items: [{key: token, path: auth/token, mode: 0400}]}
+      - downwardAPI: {items: [{path: app, fieldRef: {fieldPath: "metadata.labels['app']"}}]}
+"#,
+    )
+    .unwrap();
+    let (code, out, err) = s.run(&[&pod], &["--logs"]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let r = report(&out);
+    assert_eq!(r["phase"], "Succeeded", "{r}");
+    let uid = r["uid"].as_str().unwrap();
+    // No cpu limit: the node's allocatable cpu, as kubelet gives it: the machine less crius's 100m reserve
+    // (no limits here: this host's cgroups may lack the controllers).
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    let node_cpu = (cpus * 1000).saturating_sub(100).max(100);
+    let lines: Vec<&str> = out.lines().filter_map(|l| l.strip_prefix("show | ")).collect();
+    assert_eq!(
+        lines,
+        [
+            "app=\"web\"",
+            "tier=\"front end\"",
+            "note=\"say \\\"hi\\\"\"",
+            &format!("name=downward ns=default uid={uid}"),
+            &format!("cpu={node_cpu} mem=96"),
+            "conf=mode=fast token=s3cr3t app=web",
+            "mode 644 /info/labels",
+            "mode 400 /all/auth/token",
+            "mode 440 /all/app.conf",
+            "projected read-only",
+            "downward read-only",
+        ],
+        "{out}"
     );
     s.assert_nothing_left();
 }

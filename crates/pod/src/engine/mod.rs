@@ -221,7 +221,7 @@ pub async fn run_as(
     }
 
     let kept = adopt::find(&mut rt, &id.uid).await;
-    let mut volumes = Volumes::prepare(def, manifest, &opts.pods_dir.join(&id.uid))?;
+    let mut volumes = Volumes::prepare(def, manifest, &id, &opts.pods_dir.join(&id.uid))?;
     let made = async {
         std::fs::create_dir_all(&id.log_directory)
             .map_err(Error::io(format!("creating {}", id.log_directory)))?;

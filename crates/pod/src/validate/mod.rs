@@ -23,6 +23,7 @@ mod objects;
 mod pod;
 #[cfg(test)]
 mod tests;
+mod volumes;
 
 /// The kinds `crius apply` takes, each with the one apiVersion it is read as.
 pub const KINDS: [(&str, &str); 9] = [

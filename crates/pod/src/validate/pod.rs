@@ -1,10 +1,10 @@
 //! The checks of a pod spec: containers (names unique across init and main containers, images, ports, env,
-//! volume mounts of volumes that exist, probes and hooks, resize policies), volumes, restart policies, and
-//! every quantity (resources, overhead, `emptyDir.sizeLimit`, ephemeral claims).
+//! volume mounts of volumes that exist, probes and hooks, resize policies), volumes (`super::volumes`), restart
+//! policies, and every quantity (resources, overhead).
 
 use std::collections::{BTreeMap, HashSet};
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, Probe, ResourceRequirements, Volume};
+use k8s_openapi::api::core::v1::{Container, PodSpec, Probe, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::{Found, names};
@@ -50,7 +50,7 @@ pub(super) fn spec(spec: &PodSpec, at: &str, template: Template, found: &mut Fou
         }
         _ => {}
     }
-    let volumes = volumes(spec.volumes.as_deref().unwrap_or(&[]), at, found);
+    let volumes = super::volumes::volumes(spec.volumes.as_deref().unwrap_or(&[]), at, found);
     if spec.containers.is_empty() {
         found.required(format!("{at}.containers"));
     }
@@ -75,60 +75,6 @@ pub(super) fn spec(spec: &PodSpec, at: &str, template: Template, found: &mut Fou
     if let Some(r) = &spec.resources {
         resources(r, &format!("{at}.resources"), found);
     }
-}
-
-/// The volumes: names given, valid and unique, one source each, the source's required fields. Their names.
-fn volumes<'a>(volumes: &'a [Volume], at: &str, found: &mut Found) -> HashSet<&'a str> {
-    let mut seen = HashSet::new();
-    for (i, v) in volumes.iter().enumerate() {
-        let at = format!("{at}.volumes[{i}]");
-        found.name(format!("{at}.name"), &v.name, names::label);
-        if !v.name.is_empty() && !seen.insert(v.name.as_str()) {
-            found.duplicate(format!("{at}.name"), &v.name);
-        }
-        let sources = serde_json::to_value(v)
-            .ok()
-            .and_then(|j| j.as_object().map(|o| o.keys().filter(|k| *k != "name").count()))
-            .unwrap_or(0);
-        match sources {
-            0 => found.add(&at, "Required value: must specify a volume type"),
-            1 => {}
-            _ => found.forbidden(&at, "may not specify more than 1 volume type"),
-        }
-        if let Some(e) = &v.empty_dir
-            && let Some(q) = &e.size_limit
-        {
-            amount("storage", q, &format!("{at}.emptyDir.sizeLimit"), found);
-        }
-        if v.config_map.as_ref().is_some_and(|c| c.name.is_empty()) {
-            found.required(format!("{at}.configMap.name"));
-        }
-        if v.secret
-            .as_ref()
-            .is_some_and(|s| s.secret_name.as_deref().unwrap_or("").is_empty())
-        {
-            found.required(format!("{at}.secret.secretName"));
-        }
-        if v.host_path.as_ref().is_some_and(|h| h.path.is_empty()) {
-            found.required(format!("{at}.hostPath.path"));
-        }
-        if v.persistent_volume_claim
-            .as_ref()
-            .is_some_and(|c| c.claim_name.is_empty())
-        {
-            found.required(format!("{at}.persistentVolumeClaim.claimName"));
-        }
-        let claim = v
-            .ephemeral
-            .as_ref()
-            .and_then(|e| e.volume_claim_template.as_ref());
-        if let Some(r) = claim.and_then(|t| t.spec.resources.as_ref()) {
-            let at = format!("{at}.ephemeral.volumeClaimTemplate.spec.resources");
-            amounts(r.requests.as_ref(), &format!("{at}.requests"), found);
-            amounts(r.limits.as_ref(), &format!("{at}.limits"), found);
-        }
-    }
-    seen
 }
 
 fn container<'a>(
@@ -320,6 +266,16 @@ fn env(c: &Container, at: &str, found: &mut Found) {
             1 => {}
             _ => found.invalid(format!("{at}.valueFrom"), "", "may not have more than one field specified at a time"),
         }
+        if let Some(f) = &from.field_ref
+            && !f.field_path.is_empty()
+            && !crate::downward::readable(&f.field_path, crate::downward::Reader::Env)
+        {
+            found.unsupported(
+                format!("{at}.valueFrom.fieldRef.fieldPath"),
+                &f.field_path,
+                &crate::downward::ENV_FIELDS,
+            );
+        }
     }
 }
 
@@ -400,7 +356,7 @@ fn resource_name(name: &str) -> bool {
 }
 
 /// One quantity, read as the engine will read it; None (the problem in `found`) when it cannot be.
-fn amount(name: &str, q: &Quantity, at: &str, found: &mut Found) -> Option<u64> {
+pub(super) fn amount(name: &str, q: &Quantity, at: &str, found: &mut Found) -> Option<u64> {
     let read = if name == "cpu" {
         quantity::milli_cpu(q)
     } else {

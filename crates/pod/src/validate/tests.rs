@@ -507,3 +507,114 @@ fn every_problem_is_listed_one_a_line() {
         (3, "spec.containers[0].image", "Required value")
     );
 }
+
+#[test]
+fn downward_and_projected_volumes() {
+    let good = pod(
+        r#"  containers: [{name: c, image: x, volumeMounts: [{name: info, mountPath: /info}, {name: all, mountPath: /all}]}]
+  volumes:
+  - name: info
+    downwardAPI:
+      defaultMode: 0444
+      items:
+      - {path: labels, fieldRef: {fieldPath: metadata.labels}, mode: 0400}
+      - {path: app, fieldRef: {apiVersion: v1, fieldPath: "metadata.labels['app.kubernetes.io/name']"}}
+      - {path: mem, resourceFieldRef: {containerName: c, resource: limits.memory, divisor: 1Mi}}
+      - {path: cpu, resourceFieldRef: {containerName: c, resource: requests.cpu, divisor: 1m}}
+  - name: all
+    projected:
+      defaultMode: 0640
+      sources:
+      - configMap: {name: cfg, items: [{key: a, path: conf/a}]}
+      - secret: {name: s, optional: true}
+      - downwardAPI: {items: [{path: uid, fieldRef: {fieldPath: metadata.uid}}]}
+      - serviceAccountToken: {path: token, expirationSeconds: 3600}
+"#,
+    );
+    assert_eq!(check(&good), Vec::<String>::new());
+    let volume = |v: &str| pod(&format!("{APP}  volumes:\n  - name: v\n{v}"));
+    let cases = [
+        (
+            "    downwardAPI: {items: [{path: x, fieldRef: {fieldPath: status.podIP}}]}\n",
+            "spec.volumes[0].downwardAPI.items[0].fieldRef.fieldPath: Unsupported value: \"status.podIP\": supported values: \"metadata.annotations\", \"metadata.labels\", \"metadata.name\", \"metadata.namespace\", \"metadata.uid\"",
+        ),
+        (
+            "    downwardAPI: {items: [{path: x, fieldRef: {fieldPath: \"metadata.labels['-bad']\"}}]}\n",
+            "spec.volumes[0].downwardAPI.items[0].fieldRef.fieldPath: Invalid value: \"metadata.labels['-bad']\": a label key",
+        ),
+        (
+            "    downwardAPI: {items: [{path: x, resourceFieldRef: {resource: limits.cpu}}]}\n",
+            "spec.volumes[0].downwardAPI.items[0].resourceFieldRef.containerName: Required value",
+        ),
+        (
+            "    downwardAPI: {items: [{path: x, resourceFieldRef: {containerName: app, resource: limits.gpu}}]}\n",
+            "spec.volumes[0].downwardAPI.items[0].resourceFieldRef.resource: Unsupported value: \"limits.gpu\"",
+        ),
+        (
+            "    downwardAPI: {items: [{path: x, resourceFieldRef: {containerName: app, resource: limits.cpu, divisor: 1Mi}}]}\n",
+            "spec.volumes[0].downwardAPI.items[0].resourceFieldRef.divisor: Invalid value: \"1Mi\": only divisor's values 1m and 1 are supported with the cpu resource",
+        ),
+        (
+            "    downwardAPI: {items: [{path: x, resourceFieldRef: {containerName: app, resource: requests.memory, divisor: 3k}}]}\n",
+            "spec.volumes[0].downwardAPI.items[0].resourceFieldRef.divisor: Invalid value: \"3k\": only divisor's values 1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei are supported with the memory resource",
+        ),
+        (
+            "    downwardAPI: {items: [{path: x}]}\n",
+            "spec.volumes[0].downwardAPI.items[0].fieldRef: Required value",
+        ),
+        (
+            "    downwardAPI: {items: [{path: ../x, fieldRef: {fieldPath: metadata.name}}]}\n",
+            "spec.volumes[0].downwardAPI.items[0].path: Invalid value: \"../x\": must not contain '..'",
+        ),
+        (
+            "    downwardAPI: {items: [{path: ..data, fieldRef: {fieldPath: metadata.name}}]}\n",
+            "spec.volumes[0].downwardAPI.items[0].path: Invalid value: \"..data\": must not start with '..'",
+        ),
+        (
+            "    downwardAPI: {defaultMode: 01000}\n",
+            "spec.volumes[0].downwardAPI.defaultMode: Invalid value: 512: must be a number between 0 and 0777 (octal), both inclusive",
+        ),
+        (
+            "    configMap: {name: c, items: [{key: k, path: /abs}]}\n",
+            "spec.volumes[0].configMap.items[0].path: Invalid value: \"/abs\": must be a relative path",
+        ),
+        (
+            "    projected: {sources: [{}]}\n",
+            "spec.volumes[0].projected.sources[0]: Required value: must specify a source type",
+        ),
+        (
+            "    projected: {sources: [{configMap: {name: a}, secret: {name: b}}]}\n",
+            "spec.volumes[0].projected.sources[0]: Forbidden: may not specify more than 1 volume type per source",
+        ),
+        (
+            "    projected: {sources: [{secret: {items: [{key: k, path: p}]}}]}\n",
+            "spec.volumes[0].projected.sources[0].secret.name: Required value",
+        ),
+        (
+            "    projected: {sources: [{configMap: {name: a, items: [{key: k, path: p}]}}, {downwardAPI: {items: [{path: p, fieldRef: {fieldPath: metadata.name}}]}}]}\n",
+            "spec.volumes[0].projected.sources[1]: Invalid value: \"p\": conflicting duplicate paths",
+        ),
+        (
+            "    projected: {sources: [{serviceAccountToken: {path: t, expirationSeconds: 60}}]}\n",
+            "spec.volumes[0].projected.sources[0].serviceAccountToken.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes",
+        ),
+        (
+            "    projected: {sources: [{downwardAPI: {items: [{path: x, fieldRef: {fieldPath: metadata.name, feildPath: y}}]}}]}\n",
+            "spec.volumes[0].projected.sources[0].downwardAPI.items[0].fieldRef.feildPath: unknown field \"feildPath\"",
+        ),
+    ];
+    for (v, want) in cases {
+        let e = one(&volume(v));
+        let want = format!("t.yaml, document 1 (Pod \"p\"): {want}");
+        assert!(e.starts_with(&want), "{e}\nwanted: {want}");
+    }
+    // An env var names its own fields.
+    let env = pod(
+        "  containers: [{name: a, image: x, env: [{name: L, valueFrom: {fieldRef: {fieldPath: metadata.labels}}}]}]\n",
+    );
+    assert!(
+        one(&env).ends_with("spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: Unsupported value: \"metadata.labels\": supported values: \"metadata.name\", \"metadata.namespace\", \"metadata.uid\", \"spec.nodeName\", \"spec.serviceAccountName\", \"status.hostIP\", \"status.hostIPs\", \"status.podIP\", \"status.podIPs\""),
+        "{}",
+        one(&env)
+    );
+}

@@ -1,11 +1,13 @@
 //! A pod's volumes on this machine, under `<pods_dir>/<uid>/volumes/<name>`: `emptyDir` (a directory, or a
-//! tmpfs for `medium: Memory`), `hostPath` (with its `type` checks and creations), and `configMap`/`secret`
-//! (files written from the manifest's objects). Other volume types need a cluster and are refused by name.
+//! tmpfs for `medium: Memory`), `hostPath` (with its `type` checks and creations), `configMap`/`secret` (files
+//! written from the manifest's objects), `downwardAPI` (files of the pod's fields and its containers'
+//! resources) and `projected` (configMap, secret and downwardAPI sources in one directory). The volumes of
+//! files are mounted read-only. Other volume types, and the projections that need an API server
+//! (serviceAccountToken, clusterTrustBundle, podCertificate), are refused by name.
 //! A volumeMount's subPath is resolved inside its volume by fd and bound under `<uid>/subpaths`, which is
 //! what the container mounts.
-
 //!
-//! Each kind has its file: `files` (configMap and secret), `host_path`, `sub_path`.
+//! Each kind has its file: `files` (configMap, secret and downwardAPI), `projected`, `host_path`, `sub_path`.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -17,22 +19,26 @@ use k8s_openapi::api::core::v1::{Container, Volume};
 use nix::mount::{MntFlags, MsFlags};
 
 use crate::Error;
+use crate::convert::PodIdentity;
+use crate::downward::PodFields;
 use crate::manifest::{Manifest, PodDef};
 
 mod files;
 mod host_path;
+mod projected;
 mod sub_path;
 #[cfg(test)]
 mod tests;
 
-use files::{object, write_files};
+use files::{DEFAULT_MODE, object};
 use host_path::host_path;
 
 /// A volume made ready.
 #[derive(Debug, Clone)]
 struct Ready {
     path: PathBuf,
-    /// configMaps and secrets are mounted read-only, whatever the mount asks.
+    /// Volumes of files (configMap, secret, downwardAPI, projected) are mounted read-only, whatever the
+    /// mount asks.
     read_only: bool,
 }
 
@@ -47,8 +53,21 @@ pub struct Volumes {
 }
 
 impl Volumes {
-    /// Makes the volumes of `def` under `dir` (the pod's own directory). On error, what was made is undone.
-    pub fn prepare(def: &PodDef, manifest: &Manifest, dir: &Path) -> Result<Volumes, Error> {
+    /// Makes the volumes of `def`, the pod `id`, under `dir` (the pod's own directory). On error, what was
+    /// made is undone.
+    pub fn prepare(
+        def: &PodDef,
+        manifest: &Manifest,
+        id: &PodIdentity,
+        dir: &Path,
+    ) -> Result<Volumes, Error> {
+        // What a downwardAPI file may read: the pod's metadata.
+        let fields = PodFields {
+            name: id.name.clone(),
+            namespace: def.namespace.clone(),
+            uid: id.uid.clone(),
+            ..Default::default()
+        };
         let mut v = Volumes {
             dir: dir.to_path_buf(),
             ready: BTreeMap::new(),
@@ -57,7 +76,7 @@ impl Volumes {
         };
         std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
         for vol in def.spec.volumes.iter().flatten() {
-            if let Err(e) = v.add(def, manifest, vol) {
+            if let Err(e) = v.add(def, manifest, &fields, vol) {
                 v.remove();
                 return Err(e);
             }
@@ -66,7 +85,13 @@ impl Volumes {
     }
 
     /// Makes volume `vol` ready; its errors start with `volume "<name>"`.
-    fn add(&mut self, def: &PodDef, manifest: &Manifest, vol: &Volume) -> Result<(), Error> {
+    fn add(
+        &mut self,
+        def: &PodDef,
+        manifest: &Manifest,
+        fields: &PodFields,
+        vol: &Volume,
+    ) -> Result<(), Error> {
         let at = &format!("volume {:?}", vol.name);
         let own = self.dir.join("volumes").join(&vol.name);
         let ready = if let Some(e) = &vol.empty_dir {
@@ -109,31 +134,25 @@ impl Volumes {
             }
         } else if let Some(c) = &vol.config_map {
             let data = object(def, &manifest.config_maps, "configMap", &c.name, c.optional, at)?;
-            write_files(
-                &own,
-                &data,
-                c.items.as_deref(),
-                c.default_mode.unwrap_or(0o644),
-                at,
-            )?;
-            Ready {
-                path: own,
-                read_only: true,
-            }
+            let mode = c.default_mode.unwrap_or(DEFAULT_MODE);
+            let from = format!("configMap {:?}", c.name);
+            let files = files::keys(&data, c.items.as_deref(), mode, c.optional, &from, at)?;
+            files_of(own, &files, at)?
         } else if let Some(s) = &vol.secret {
             let name = s.secret_name.clone().unwrap_or_default();
             let data = object(def, &manifest.secrets, "secret", &name, s.optional, at)?;
-            write_files(
-                &own,
-                &data,
-                s.items.as_deref(),
-                s.default_mode.unwrap_or(0o644),
-                at,
-            )?;
-            Ready {
-                path: own,
-                read_only: true,
-            }
+            let mode = s.default_mode.unwrap_or(DEFAULT_MODE);
+            let from = format!("secret {name:?}");
+            let files = files::keys(&data, s.items.as_deref(), mode, s.optional, &from, at)?;
+            files_of(own, &files, at)?
+        } else if let Some(d) = &vol.downward_api {
+            let items = d.items.as_deref().unwrap_or(&[]);
+            let mode = d.default_mode.unwrap_or(DEFAULT_MODE);
+            let files = files::downward(def, fields, items, mode, "downwardAPI", at)?;
+            files_of(own, &files, at)?
+        } else if let Some(p) = &vol.projected {
+            let files = projected::payload(def, manifest, fields, p, at)?;
+            files_of(own, &files, at)?
         } else {
             let v = serde_json::to_value(vol).unwrap_or_default();
             let kind = v
@@ -143,7 +162,8 @@ impl Volumes {
             return Err(Error::manifest(
                 at,
                 format!(
-                    "type {kind} is not supported (crius runs emptyDir, hostPath, configMap and secret volumes)"
+                    "type {kind} is not supported (crius runs emptyDir, hostPath, configMap, secret, downwardAPI \
+                     and projected volumes)"
                 ),
             ));
         };
@@ -201,6 +221,15 @@ impl Volumes {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Volume `at`'s `files` written in `dir`, which is then mounted read-only.
+fn files_of(dir: PathBuf, files: &files::Payload, at: &str) -> Result<Ready, Error> {
+    files::write(&dir, files, at)?;
+    Ok(Ready {
+        path: dir,
+        read_only: true,
+    })
 }
 
 /// Whether `dir` is a mount point: on another device than its parent.

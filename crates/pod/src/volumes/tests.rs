@@ -1,7 +1,18 @@
-//! Tests of the volumes: each type made and removed, and subPaths kept inside their volume.
+//! Tests of the volumes: each type made and removed, the files of configMap, secret, downwardAPI and projected
+//! volumes as kubelet writes them, and subPaths kept inside their volume.
 
 use super::sub_path::resolve_sub_path;
 use super::*;
+use crate::convert::PodIdentity;
+
+/// The pod's identity in these tests: a generated name, uid `u-1`.
+fn id() -> PodIdentity {
+    PodIdentity {
+        name: "p-x7k2q".into(),
+        uid: "u-1".into(),
+        log_directory: String::new(),
+    }
+}
 use crius_common::inroot;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -41,7 +52,7 @@ spec:
     .unwrap();
     let def = &m.pods[0];
     let dir = tmp.path().join("pod");
-    let mut v = Volumes::prepare(def, &m, &dir).unwrap();
+    let mut v = Volumes::prepare(def, &m, &id(), &dir).unwrap();
     assert!(host.is_dir());
     let mounts = v.mounts(&def.spec.containers[0]).unwrap();
     assert_eq!(mounts[0].host_path, dir.join("volumes/scratch").to_str().unwrap());
@@ -63,7 +74,7 @@ spec:
         .as_mut()
         .unwrap()
         .name = "nope".into();
-    let e = Volumes::prepare(&bad, &m, &dir).unwrap_err().to_string();
+    let e = Volumes::prepare(&bad, &m, &id(), &dir).unwrap_err().to_string();
     assert!(
         e.contains("volume \"cfg\": configMap default/nope is not in the manifest"),
         "{e}"
@@ -73,7 +84,7 @@ spec:
     nfs.spec.volumes.as_mut().unwrap()[0] =
         serde_json::from_value(serde_json::json!({"name": "n", "nfs": {"server": "s", "path": "/"}}))
             .unwrap();
-    let e = Volumes::prepare(&nfs, &m, &dir).unwrap_err().to_string();
+    let e = Volumes::prepare(&nfs, &m, &id(), &dir).unwrap_err().to_string();
     assert!(e.contains("type nfs is not supported"), "{e}");
 }
 
@@ -136,7 +147,7 @@ spec:
     let def = &m.pods[0];
     let dir = tmp.path().join("pod");
     let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let g = Guard(Volumes::prepare(def, &m, &dir).unwrap(), stop.clone());
+    let g = Guard(Volumes::prepare(def, &m, &id(), &dir).unwrap(), stop.clone());
     let vol = dir.join("volumes/scratch");
     std::fs::create_dir_all(vol.join("d")).unwrap();
     let id = |p: &Path| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).unwrap();
@@ -187,4 +198,243 @@ spec:
     let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!table.contains(dir.to_str().unwrap()), "a subPath mount is left");
     assert!(!dir.exists());
+}
+
+/// The pod `p` of `m`, its volumes made under `dir` as [`id`]'s.
+fn prepared(m: &Manifest, dir: &Path) -> Result<Volumes, Error> {
+    Volumes::prepare(&m.pods[0], m, &id(), dir)
+}
+
+fn read(dir: &Path, path: &str) -> (String, u32) {
+    let p = dir.join(path);
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let meta = std::fs::symlink_metadata(&p).unwrap();
+    assert!(meta.file_type().is_file(), "{path} is a regular file");
+    (text, meta.permissions().mode() & 0o7777)
+}
+
+#[test]
+fn downward_files_are_what_kubelet_writes() {
+    let m = crate::manifest::parse(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  labels: {tier: "a \"b\"\n\tc", app: web}
+  annotations: {example.com/note: "é\u00a0x", build: "7"}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    resources:
+      limits: {cpu: 1500m, memory: 64Mi, ephemeral-storage: 1Gi}
+      requests: {cpu: 250m}
+    volumeMounts: [{name: info, mountPath: /info, readOnly: false}]
+  - name: d
+    image: busybox
+  volumes:
+  - name: info
+    downwardAPI:
+      defaultMode: 0440
+      items:
+      - {path: name, fieldRef: {fieldPath: metadata.name}}
+      - {path: ns, fieldRef: {fieldPath: metadata.namespace}}
+      - {path: uid, fieldRef: {fieldPath: metadata.uid}}
+      - {path: labels, fieldRef: {fieldPath: metadata.labels}, mode: 0400}
+      - {path: annotations, fieldRef: {fieldPath: metadata.annotations}}
+      - {path: by/key/app, fieldRef: {fieldPath: "metadata.labels['app']"}}
+      - {path: note, fieldRef: {fieldPath: "metadata.annotations['example.com/note']"}}
+      - {path: none, fieldRef: {fieldPath: "metadata.labels['none']"}}
+      - {path: cpu_m, resourceFieldRef: {containerName: c, resource: limits.cpu, divisor: 1m}}
+      - {path: cpu, resourceFieldRef: {containerName: c, resource: limits.cpu}}
+      - {path: cpu_req, resourceFieldRef: {containerName: c, resource: requests.cpu, divisor: 1m}}
+      - {path: mem_mi, resourceFieldRef: {containerName: c, resource: limits.memory, divisor: 1Mi}}
+      - {path: mem_m, resourceFieldRef: {containerName: c, resource: limits.memory, divisor: 1M}}
+      - {path: mem_req, resourceFieldRef: {containerName: c, resource: requests.memory, divisor: 1Ki}}
+      - {path: disk, resourceFieldRef: {containerName: c, resource: limits.ephemeral-storage, divisor: 1Gi}}
+      - {path: node_cpu, resourceFieldRef: {containerName: d, resource: limits.cpu, divisor: 1m}}
+      - {path: node_mem, resourceFieldRef: {containerName: d, resource: limits.memory}}
+      - {path: no_req, resourceFieldRef: {containerName: d, resource: requests.cpu, divisor: 1m}}
+"#,
+        "t",
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pod");
+    let mut v = prepared(&m, &dir).unwrap();
+    let vol = dir.join("volumes/info");
+    let node = crate::service::Allocatable::of_machine();
+    let want = [
+        ("name", "p-x7k2q".to_string(), 0o440),
+        ("ns", "default".into(), 0o440),
+        ("uid", "u-1".into(), 0o440),
+        // Sorted by key, Go's %q quoting, no newline after the last.
+        (
+            "labels",
+            r#"app="web"
+tier="a \"b\"\n\tc""#
+                .into(),
+            0o400,
+        ),
+        (
+            "annotations",
+            "build=\"7\"\nexample.com/note=\"é\\u00a0x\"".into(),
+            0o440,
+        ),
+        ("by/key/app", "web".into(), 0o440),
+        ("note", "é\u{a0}x".into(), 0o440),
+        ("none", "".into(), 0o440),
+        ("cpu_m", "1500".into(), 0o440),
+        ("cpu", "2".into(), 0o440),
+        ("cpu_req", "250".into(), 0o440),
+        ("mem_mi", "64".into(), 0o440),
+        ("mem_m", "68".into(), 0o440),
+        ("mem_req", "65536".into(), 0o440),
+        ("disk", "1".into(), 0o440),
+        ("node_cpu", node.milli_cpu.to_string(), 0o440),
+        ("node_mem", node.memory.to_string(), 0o440),
+        ("no_req", "0".into(), 0o440),
+    ];
+    for (path, text, mode) in want {
+        assert_eq!(read(&vol, path), (text, mode), "{path}");
+    }
+    let mounts = v.mounts(&m.pods[0].spec.containers[0]).unwrap();
+    assert!(mounts[0].readonly, "a downwardAPI volume is read-only");
+    v.remove();
+    assert!(!dir.exists());
+
+    // A field a file may not name, and a resource without its container.
+    let bad = |item: &str| {
+        let text = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  containers: [{{name: c, image: x}}]\n  volumes:\n  - name: info\n    downwardAPI:\n      items: [{item}]\n"
+        );
+        let m = crate::manifest::parse(&text, "t").unwrap();
+        let e = prepared(&m, &dir).unwrap_err().to_string();
+        assert!(!dir.exists(), "nothing left on error");
+        e
+    };
+    let e = bad("{path: ip, fieldRef: {fieldPath: status.podIP}}");
+    assert!(
+        e.contains("volume \"info\": downwardAPI: items[0] (ip): fieldRef \"status.podIP\" is not one a file may name"),
+        "{e}"
+    );
+    let e = bad("{path: cpu, resourceFieldRef: {resource: limits.cpu}}");
+    assert!(
+        e.contains("items[0] (cpu): resourceFieldRef needs containerName"),
+        "{e}"
+    );
+    let e = bad("{path: cpu, resourceFieldRef: {containerName: z, resource: limits.cpu}}");
+    assert!(e.contains("resourceFieldRef names no container \"z\""), "{e}");
+    let e = bad("{path: ../x, fieldRef: {fieldPath: metadata.name}}");
+    assert!(e.contains("item path \"../x\" must be relative"), "{e}");
+}
+
+const PROJECTED_OBJECTS: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg}
+data: {a.conf: "x=1", b.conf: "y=2"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds}
+stringData: {token: s3cr3t, user: admin}
+---
+"#;
+
+fn projected_pod(sources: &str) -> Manifest {
+    let text = format!(
+        "{PROJECTED_OBJECTS}apiVersion: v1\nkind: Pod\nmetadata: {{name: p, labels: {{app: web}}}}\nspec:\n  containers:\n  - name: c\n    image: x\n    volumeMounts: [{{name: all, mountPath: /all}}]\n  volumes:\n  - name: all\n    projected:\n      defaultMode: 0640\n      sources:\n{sources}"
+    );
+    crate::manifest::parse(&text, "t").unwrap()
+}
+
+#[test]
+fn projected_sources_merge_into_one_directory() {
+    let m = projected_pod(
+        r#"      - configMap: {name: cfg}
+      - secret: {name: creds, items: [{key: token, path: auth/token, mode: 0400}]}
+      - downwardAPI:
+          items:
+          - {path: labels, fieldRef: {fieldPath: metadata.labels}}
+          - {path: pod/name, fieldRef: {fieldPath: metadata.name}, mode: 0444}
+      - configMap: {name: gone, optional: true, items: [{key: k, path: k}]}
+"#,
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pod");
+    let mut v = prepared(&m, &dir).unwrap();
+    let vol = dir.join("volumes/all");
+    assert_eq!(read(&vol, "a.conf"), ("x=1".into(), 0o640));
+    assert_eq!(read(&vol, "b.conf"), ("y=2".into(), 0o640));
+    assert_eq!(read(&vol, "auth/token"), ("s3cr3t".into(), 0o400));
+    assert!(!vol.join("user").exists(), "only the secret's listed items");
+    assert_eq!(read(&vol, "labels"), ("app=\"web\"".into(), 0o640));
+    assert_eq!(read(&vol, "pod/name"), ("p-x7k2q".into(), 0o444));
+    assert!(
+        !vol.join("k").exists(),
+        "an optional source that is missing gives nothing"
+    );
+    let mounts = v.mounts(&m.pods[0].spec.containers[0]).unwrap();
+    assert!(mounts[0].readonly, "a projected volume is read-only");
+    v.remove();
+    assert!(!dir.exists());
+}
+
+#[test]
+fn a_projected_path_clash_names_both_sources() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pod");
+    let m = projected_pod(
+        r#"      - configMap: {name: cfg}
+      - downwardAPI: {items: [{path: b.conf, fieldRef: {fieldPath: metadata.name}}]}
+"#,
+    );
+    let e = prepared(&m, &dir).unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "volume \"all\": path \"b.conf\" clash: sources[0] (configMap \"cfg\") and sources[1] (downwardAPI) \
+             both write there"
+        ),
+        "{e}"
+    );
+    assert!(!dir.exists(), "nothing left on error");
+    // A file where another source's directory is.
+    let m = projected_pod(
+        r#"      - secret: {name: creds, items: [{key: token, path: a.conf/token}]}
+      - configMap: {name: cfg}
+"#,
+    );
+    let e = prepared(&m, &dir).unwrap_err().to_string();
+    assert!(
+        e.contains("paths \"a.conf/token\" and \"a.conf\" clash: sources[0] (secret \"creds\") and sources[1] (configMap \"cfg\")"),
+        "{e}"
+    );
+}
+
+#[test]
+fn projections_that_need_an_api_server_are_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pod");
+    let cases = [
+        (
+            "      - serviceAccountToken: {path: token, expirationSeconds: 3600}\n",
+            "volume \"all\": projected sources[1]: serviceAccountToken: crius has no API server to issue a service account token",
+        ),
+        (
+            "      - clusterTrustBundle: {path: ca.pem, signerName: example.com/ca}\n",
+            "projected sources[1]: clusterTrustBundle: crius has no API server",
+        ),
+        (
+            "      - podCertificate: {signerName: example.com/s, keyType: ED25519, credentialBundlePath: c.pem}\n",
+            "projected sources[1]: podCertificate: crius has no API server to issue a pod certificate",
+        ),
+    ];
+    for (source, want) in cases {
+        let m = projected_pod(&format!("      - configMap: {{name: cfg}}\n{source}"));
+        let e = prepared(&m, &dir).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+        assert!(!dir.exists(), "nothing left on error");
+    }
 }
