@@ -143,10 +143,9 @@ c start "$ctr" >/dev/null 2>"$err" || { cat "$err" >&2; exit 1; }
 SH
 chmod +x "$work/one.sh"
 if [ "$driver" = grpc ]; then
-  # The CRI's proto from the k8s-cri crate cargo resolved, compiled to Python stubs.
-  proto=$(cargo metadata --format-version 1 | jq -r '.packages[] | select(.name == "k8s-cri") | .manifest_path')
-  /usr/bin/python3 -m grpc_tools.protoc -I "$(dirname "$proto")/proto" --python_out="$work" \
-    --grpc_python_out="$work" v1.proto
+  # The project's CRI proto, compiled to Python stubs (as v1.proto: the stubs' module name cri-start.py imports).
+  mkdir -p "$work/proto" && cp proto/cri/runtime/v1/api.proto "$work/proto/v1.proto"
+  /usr/bin/python3 -m grpc_tools.protoc -I "$work/proto" --python_out="$work" --grpc_python_out="$work" v1.proto
 fi
 
 now() { date +%s%N; }

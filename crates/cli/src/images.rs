@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 
 use clap::Subcommand;
+use crius_api::cri;
+use crius_api::cri::image_service_client::ImageServiceClient;
 use crius_api::images as api;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_client::ImageServiceClient;
 
 #[derive(Debug, Subcommand)]
 pub enum Images {

@@ -5,10 +5,10 @@
 use std::io::IsTerminal;
 
 use clap::Args;
+use crius_api::cri;
+use crius_api::cri::runtime_service_client::RuntimeServiceClient;
 use crius_stream::client::{self, Stdio, Transport};
 use crius_stream::status::Outcome;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::Channel;
 
 /// Which pod and container, as kubectl names them.

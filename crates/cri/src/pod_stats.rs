@@ -2,7 +2,7 @@
 //! containers' stats, their cpu, memory and processes summed for the pod (crius makes no pod-level cgroup
 //! yet: the sum of its containers' is what the pod uses), and the counters of the pod's network namespace.
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 
 use crate::error::Result;
 use crate::network::netdev;
@@ -35,9 +35,11 @@ fn totals(now: i64, containers: &[cri::ContainerStats]) -> (Option<cri::CpuUsage
             .then(|| sum(&cpus, |c| v(&c.usage_nano_cores)))
             .flatten()
             .and_then(uint),
+        psi: None,
     });
     let memory = (!mems.is_empty()).then(|| cri::MemoryUsage {
         timestamp: now,
+        psi: None,
         working_set_bytes: sum(&mems, |m| v(&m.working_set_bytes)).and_then(uint),
         available_bytes: None,
         usage_bytes: sum(&mems, |m| v(&m.usage_bytes)).and_then(uint),
@@ -119,6 +121,7 @@ impl Runtime {
                     process_count: uint(pids),
                 }),
                 containers,
+                io: None,
             }),
             windows: None,
         }

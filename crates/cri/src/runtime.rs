@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, Weak};
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 
 use crate::container::{self, Change, Containers};
 use crate::error::{Error, Result};

@@ -5,7 +5,7 @@
 
 use std::path::{Component, Path};
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 
 use crate::error::{Error, Result};
 
@@ -150,7 +150,15 @@ pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
             ));
         }
         no_nul(CALL, key, &e.key)?;
-        no_nul(CALL, || format!("envs[{i}].value"), &e.value)?;
+        // Bytes on the wire since CRI 1.36; the OCI spec's environment is UTF-8 text.
+        let value = std::str::from_utf8(&e.value).map_err(|err| {
+            Error::invalid(
+                CALL,
+                format!("envs[{i}].value"),
+                format!("is not UTF-8 ({err}): {:?}", e.value),
+            )
+        })?;
+        no_nul(CALL, || format!("envs[{i}].value"), value)?;
     }
     if let Some(r) = c.linux.as_ref().and_then(|l| l.resources.as_ref()) {
         resources(CALL, "linux.resources", r)?;

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
 
 use crate::Error;
@@ -369,7 +369,7 @@ pub fn container_config(
             .iter()
             .map(|(key, value)| cri::KeyValue {
                 key: key.clone(),
-                value: value.clone(),
+                value: value.clone().into(),
             })
             .collect(),
         mounts: inp.mounts,

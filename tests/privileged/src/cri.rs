@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::leftovers::CgroupParent;
+use crius_api::cri;
+use crius_api::cri::runtime_service_client::RuntimeServiceClient;
 use crius_test_support::cni::Network;
 use crius_test_support::daemon::Daemon;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 
 /// A RuntimeService client.
 pub type Client = RuntimeServiceClient<tonic::transport::Channel>;

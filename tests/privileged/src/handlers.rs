@@ -10,9 +10,9 @@ use crate::cri::{
     Client, client, config, container, create, cremove, cstop, entries, host_network, import_busybox,
     restart, start, status, wait_state,
 };
+use crius_api::cri;
 use crius_test_support::daemon::Daemon;
 use crius_test_support::require_root;
-use k8s_cri::v1 as cri;
 
 /// runc, as Debian installs it.
 pub const RUNC: &str = "/usr/sbin/runc";

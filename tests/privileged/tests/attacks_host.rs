@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use crius_api::cri;
 use crius_privileged_tests::cri::{
     Pod, client, config, container, host_network, import_busybox, list, run, wait_state,
 };
 use crius_test_support::daemon::Daemon;
-use k8s_cri::v1 as cri;
 use tonic::Code;
 
 /// Asserts `r` is InvalidArgument whose message has every one of `needles`.

@@ -15,12 +15,12 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crius_api::cri;
+use crius_api::cri::image_service_client::ImageServiceClient;
 use crius_privileged_tests::cri::{Pod, container};
 use crius_test_support::image::{self, ImageSpec};
 use crius_test_support::registry::Registry;
 use crius_test_support::require_root;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_client::ImageServiceClient;
 use serde_json::Value;
 use tonic::Code;
 

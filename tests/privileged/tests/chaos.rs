@@ -15,13 +15,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crius_api::cri;
+use crius_api::cri::runtime_service_client::RuntimeServiceClient;
 use crius_privileged_tests::cri::{self as c, Client, container, import_busybox};
 use crius_privileged_tests::leftovers::{self, CgroupParent};
 use crius_test_support::cni::Network;
 use crius_test_support::daemon::Daemon;
 use crius_test_support::require_root;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::Code;
 
 const STREAMS: u64 = 4;

@@ -4,11 +4,11 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
+use crius_api::cri;
+use crius_api::cri::image_service_client::ImageServiceClient;
 use crius_test_support::daemon::{Daemon, built_binary};
 use crius_test_support::registry::Registry;
 use crius_test_support::{image, require_root, testprog_binary};
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_client::ImageServiceClient;
 use tonic::Code;
 
 type Client = ImageServiceClient<tonic::transport::Channel>;

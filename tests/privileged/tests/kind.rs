@@ -10,12 +10,12 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crius_api::cri;
 use crius_privileged_tests::cri::{
     client, config, container, create, import_busybox, in_20s, remove, run, start, status, stop,
 };
 use crius_test_support::daemon::{Daemon, built_binary};
 use crius_test_support::{image, require_root};
-use k8s_cri::v1 as cri;
 
 fn repo_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel)

@@ -9,12 +9,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crius_api::cri;
 use crius_privileged_tests::cri::{self as c, container, import_busybox};
 use crius_privileged_tests::leftovers::{self, CgroupParent};
 use crius_test_support::cni::Network;
 use crius_test_support::daemon::Daemon;
 use crius_test_support::require_root;
-use k8s_cri::v1 as cri;
 
 const PODS: usize = 200;
 const STREAMS: usize = 8;
@@ -53,7 +53,7 @@ where
         let ch = crius_api::connect(&socket.display().to_string()).await.unwrap();
         let mine = (0..PODS).filter(|i| i % STREAMS == s).collect();
         tasks.push(tokio::spawn(f(
-            k8s_cri::v1::runtime_service_client::RuntimeServiceClient::new(ch),
+            cri::runtime_service_client::RuntimeServiceClient::new(ch),
             mine,
         )));
     }

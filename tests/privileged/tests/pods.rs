@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use crius_api::cri;
 use crius_privileged_tests::cri::{
     Client, Pod, client, config, container, containers, create, cremove, cstatus, cstop, entries, eventually,
     host_network, import_busybox, in_20s, list, remove, restart, run, start, status, stop, wait_state,
@@ -16,7 +17,6 @@ use crius_test_support::cni::Network;
 use crius_test_support::daemon::Daemon;
 use crius_test_support::require_root;
 use crius_test_support::shims::shim_pids;
-use k8s_cri::v1 as cri;
 use tonic::Code;
 
 async fn network_ready(c: &mut Client) -> cri::RuntimeCondition {
@@ -935,25 +935,12 @@ async fn concurrent_stops_and_removes_of_one_container_succeed_and_a_retried_cre
     assert_eq!(listed.len(), 1, "{listed:?}");
 }
 
-/// The CRI's v1.proto, as the k8s-cri crate ships it (cargo knows where).
-fn cri_proto_dir() -> std::path::PathBuf {
-    let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let pkg = meta["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "k8s-cri")
-        .expect("k8s-cri in the dependency graph");
-    Path::new(pkg["manifest_path"].as_str().unwrap())
-        .parent()
-        .unwrap()
-        .join("proto")
+/// A directory holding the project's CRI proto as `v1.proto` (the stubs' module name the client imports).
+fn cri_proto_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto/cri/runtime/v1/api.proto");
+    std::fs::copy(&proto, d.path().join("v1.proto")).unwrap();
+    d
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -964,9 +951,10 @@ async fn a_python_grpcio_client_runs_a_pod_over_the_unix_socket() {
     // :authority; the stubs are generated from the CRI's proto by Debian's grpc_tools.
     let stubs = tempfile::tempdir().unwrap();
     let python = "/usr/bin/python3";
+    let protos = cri_proto_dir();
     let protoc = Command::new(python)
         .args(["-m", "grpc_tools.protoc", "-I"])
-        .arg(cri_proto_dir())
+        .arg(protos.path())
         .arg(format!("--python_out={}", stubs.path().display()))
         .arg(format!("--grpc_python_out={}", stubs.path().display()))
         .arg("v1.proto")

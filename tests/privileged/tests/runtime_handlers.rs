@@ -5,8 +5,8 @@
 //! each pod's. crun refuses this host's hybrid cgroup layout ("cgroups in hybrid mode not supported"), so its
 //! pod runs in the VM twin, vm_runtime_handlers.rs.
 
+use crius_api::cri;
 use crius_privileged_tests::handlers::{Handlers, RUNC, pods_on};
-use k8s_cri::v1 as cri;
 use tonic::Code;
 
 #[tokio::test(flavor = "multi_thread")]

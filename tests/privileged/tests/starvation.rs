@@ -10,10 +10,10 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use crius_api::cri;
 use crius_privileged_tests::cri::{Client, Pod, container, cstatus, cstop};
 use crius_stream::client;
 use crius_test_support::require_root;
-use k8s_cri::v1 as cri;
 
 const SLOW: usize = 50;
 /// Streaming exec sessions open besides: more than criusd's blocking pool (16) holds.

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
+use crius_api::cri;
 use crius_privileged_tests::cri::{Pod, container, cstop};
 use crius_stream::client::{self, Stdio, Transport};
 use crius_stream::status::Outcome;
 use crius_test_support::require_root;
-use k8s_cri::v1 as cri;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 struct Out {

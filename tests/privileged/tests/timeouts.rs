@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
+use crius_api::cri;
 use crius_privileged_tests::cri::{Pod, container, cstatus, cstop};
 use crius_test_support::require_root;
-use k8s_cri::v1 as cri;
 use tonic::Code;
 
 fn within_10_percent(what: &str, took: Duration, asked: Duration) {

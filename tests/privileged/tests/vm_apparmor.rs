@@ -7,8 +7,8 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use crius_api::cri;
 use crius_privileged_tests::cri::{Pod, container};
-use k8s_cri::v1 as cri;
 
 const PROFILES: &str = "/sys/kernel/security/apparmor/profiles";
 /// The test's own Localhost profile: everything but a write to /denied-by-profile.

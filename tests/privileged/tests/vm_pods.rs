@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
+use crius_api::cri;
 use crius_privileged_tests::cri::{Pod, container, containers, cstatus, remove, start, wait_state};
 use crius_test_support::require_pure_cgroup_v2;
-use k8s_cri::v1 as cri;
 
 fn cgroup_file(p: &Pod, id: &str, file: &str) -> String {
     let path = p.cgroup(id).join(file);

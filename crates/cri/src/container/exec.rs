@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 
 use super::Containers;
 use super::capture::Capture;

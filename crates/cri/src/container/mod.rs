@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 
 use crate::error::{Error, Kind, Result};
 use crate::shim::{CreateTask, ShimClient};

@@ -1,7 +1,7 @@
 //! ContainerStats and ListContainerStats: cpu and memory from the pod's shim (cgroup v2 metrics), the writable
 //! layer from the container's snapshot.
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 
 use super::Containers;
 use super::status::selected;
@@ -55,12 +55,14 @@ impl Containers {
             timestamp: now,
             usage_core_nano_seconds: uint(used_ns),
             usage_nano_cores: nano_cores.and_then(uint),
+            psi: None,
         });
         let working_set = m.memory_usage.saturating_sub(m.inactive_file);
         // An unlimited cgroup reports a huge limit: no "available" then.
         let limited = m.memory_limit != 0 && m.memory_limit < (1 << 62);
         out.memory = Some(cri::MemoryUsage {
             timestamp: now,
+            psi: None,
             working_set_bytes: uint(working_set),
             available_bytes: if limited {
                 uint(m.memory_limit.saturating_sub(working_set))

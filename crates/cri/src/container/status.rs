@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 
 use super::Containers;
 use crate::error::Result;

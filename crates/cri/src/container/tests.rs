@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use tonic::Code;
 
 use super::{Containers, Setup};

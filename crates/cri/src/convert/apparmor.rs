@@ -14,7 +14,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 
 use super::CALL;
 pub use super::apparmor_default::NAME as DEFAULT_PROFILE;

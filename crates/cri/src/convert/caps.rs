@@ -3,7 +3,7 @@
 
 use std::str::FromStr;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use oci_spec::runtime::{Capabilities, Capability};
 
 use super::CALL;

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use serde_json::{Value, json};
 
 use crate::network::Pinned;

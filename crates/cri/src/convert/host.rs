@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 
 use super::{CALL, Input, caps};
 use crate::error::{Error, Result};

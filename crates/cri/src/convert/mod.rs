@@ -38,7 +38,7 @@ mod tests;
 use std::collections::HashMap;
 use std::path::Path;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use oci_spec::OciSpecError;
 use oci_spec::runtime::{
     LinuxBuilder, LinuxNamespace, LinuxNamespaceBuilder, LinuxNamespaceType, RootBuilder, Spec, SpecBuilder,

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
+use crius_api::cri;
 use crius_common::inroot::{self, ProcPlace};
-use k8s_cri::v1 as cri;
 use oci_spec::runtime::{Mount, MountBuilder};
 
 use super::{CALL, Input, built};

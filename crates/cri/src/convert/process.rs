@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use oci_spec::runtime::{LinuxCapabilitiesBuilder, Process, ProcessBuilder, User, UserBuilder};
 use serde_json::Value;
 
@@ -56,7 +56,12 @@ pub fn env(config: &cri::ContainerConfig, image: &Value) -> Vec<String> {
             Some((k, v)) => (k.to_string(), v.to_string()),
             None => (kv, String::new()),
         });
-    for (k, v) in pairs.chain(config.envs.iter().map(|e| (e.key.clone(), e.value.clone()))) {
+    for (k, v) in pairs.chain(
+        config
+            .envs
+            .iter()
+            .map(|e| (e.key.clone(), String::from_utf8_lossy(&e.value).into_owned())),
+    ) {
         if !vals.contains_key(&k) {
             keys.push(k.clone());
         }

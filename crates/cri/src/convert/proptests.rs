@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use oci_spec::runtime::Spec;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -171,8 +171,10 @@ fn container() -> BoxedStrategy<cri::ContainerConfig> {
             permissions,
         },
     );
-    let env =
-        (or_text("[A-Z_]{1,6}"), or_text("[ -~]{0,8}")).prop_map(|(key, value)| cri::KeyValue { key, value });
+    let env = (or_text("[A-Z_]{1,6}"), or_text("[ -~]{0,8}")).prop_map(|(key, value)| cri::KeyValue {
+        key,
+        value: value.into(),
+    });
     let linux = (prop::option::of(resources()), prop::option::of(security())).prop_map(
         |(resources, security_context)| cri::LinuxContainerConfig {
             resources,

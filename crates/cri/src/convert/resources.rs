@@ -1,7 +1,7 @@
 //! A container's cgroup resources: CRI's LinuxContainerResources as OCI `linux.resources` (CRI zero = unset),
 //! and an UpdateContainerResources request merged over what the container has.
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use oci_spec::runtime::{
     LinuxCpuBuilder, LinuxDeviceCgroupBuilder, LinuxHugepageLimitBuilder, LinuxMemoryBuilder, LinuxResources,
     LinuxResourcesBuilder,

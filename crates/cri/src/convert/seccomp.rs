@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use oci_spec::runtime::LinuxSeccomp;
 use serde_json::Value;
 

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use base64::Engine as _;
+use crius_api::cri;
 use crius_image::pull::{Auth, PullOptions};
 use crius_image::{ImageRecord, Store};
-use k8s_cri::v1 as cri;
 use tonic::{Request, Response, Status};
 
 use crate::ImageConfig;
@@ -200,6 +200,23 @@ impl cri::image_service_server::ImageService for ImageService {
         .await?;
         let images = records.iter().map(|r| self.to_cri(r)).collect();
         Ok(Response::new(cri::ListImagesResponse { images }))
+    }
+
+    type StreamImagesStream = std::pin::Pin<
+        Box<dyn tokio_stream::Stream<Item = Result<cri::StreamImagesResponse, Status>> + Send + 'static>,
+    >;
+
+    /// ListImages' answer as one chunk.
+    async fn stream_images(
+        &self,
+        request: Request<cri::StreamImagesRequest>,
+    ) -> Result<Response<Self::StreamImagesStream>, Status> {
+        let filter = request.into_inner().filter;
+        let listed = self.list_images(Request::new(cri::ListImagesRequest { filter }));
+        let images = listed.await?.into_inner().images;
+        Ok(Response::new(Box::pin(tokio_stream::once(Ok(
+            cri::StreamImagesResponse { images },
+        )))))
     }
 
     async fn image_status(

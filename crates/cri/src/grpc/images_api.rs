@@ -74,7 +74,7 @@ impl api::images_server::Images for ImagesApi {
         // The same precedence as the CRI's credentials: a token, else user and password, else none.
         let auth = crate::grpc::image::auth_of(
             "Pull",
-            Some(&k8s_cri::v1::AuthConfig {
+            Some(&crius_api::cri::AuthConfig {
                 username: req.username,
                 password: req.password,
                 registry_token: req.registry_token,

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use tonic::{Request, Response, Status};
 
 use crate::error::Error;
@@ -141,6 +141,14 @@ fn missing(call: &'static str) -> Status {
 
 type Reply<T> = Result<Response<T>, Status>;
 
+/// A Stream* call's answer: what its List call answers, as one chunk (the CRI lets a runtime send the list in
+/// as many chunks as it likes).
+type Chunks<T> = Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+fn one_chunk<T: Send + 'static>(chunk: T) -> Reply<Chunks<T>> {
+    Ok(Response::new(Box::pin(tokio_stream::once(Ok(chunk)))))
+}
+
 #[tonic::async_trait]
 impl cri::runtime_service_server::RuntimeService for RuntimeService {
     async fn version(&self, _: Request<cri::VersionRequest>) -> Reply<cri::VersionResponse> {
@@ -190,6 +198,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
             runtime_handlers: runtime_handlers(handlers),
             features: Some(cri::RuntimeFeatures {
                 supplemental_groups_policy: false,
+                user_namespaces_host_network: false,
             }),
         }))
     }
@@ -521,6 +530,70 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
             let _ = shutdown.wait_for(|down| *down).await;
         });
         Ok(Response::new(Box::pin(stream)))
+    }
+
+    type StreamPodSandboxesStream = Chunks<cri::StreamPodSandboxesResponse>;
+
+    async fn stream_pod_sandboxes(
+        &self,
+        req: Request<cri::StreamPodSandboxesRequest>,
+    ) -> Reply<Self::StreamPodSandboxesStream> {
+        let filter = req.into_inner().filter;
+        let listed = self.list_pod_sandbox(Request::new(cri::ListPodSandboxRequest { filter }));
+        let pod_sandboxes = listed.await?.into_inner().items;
+        one_chunk(cri::StreamPodSandboxesResponse { pod_sandboxes })
+    }
+
+    type StreamContainersStream = Chunks<cri::StreamContainersResponse>;
+
+    async fn stream_containers(
+        &self,
+        req: Request<cri::StreamContainersRequest>,
+    ) -> Reply<Self::StreamContainersStream> {
+        let filter = req.into_inner().filter;
+        let listed = self.list_containers(Request::new(cri::ListContainersRequest { filter }));
+        let containers = listed.await?.into_inner().containers;
+        one_chunk(cri::StreamContainersResponse { containers })
+    }
+
+    type StreamContainerStatsStream = Chunks<cri::StreamContainerStatsResponse>;
+
+    async fn stream_container_stats(
+        &self,
+        req: Request<cri::StreamContainerStatsRequest>,
+    ) -> Reply<Self::StreamContainerStatsStream> {
+        let filter = req.into_inner().filter;
+        let listed = self.list_container_stats(Request::new(cri::ListContainerStatsRequest { filter }));
+        let container_stats = listed.await?.into_inner().stats;
+        one_chunk(cri::StreamContainerStatsResponse { container_stats })
+    }
+
+    type StreamPodSandboxStatsStream = Chunks<cri::StreamPodSandboxStatsResponse>;
+
+    async fn stream_pod_sandbox_stats(
+        &self,
+        req: Request<cri::StreamPodSandboxStatsRequest>,
+    ) -> Reply<Self::StreamPodSandboxStatsStream> {
+        let filter = req.into_inner().filter;
+        let listed = self.list_pod_sandbox_stats(Request::new(cri::ListPodSandboxStatsRequest { filter }));
+        let pod_sandbox_stats = listed.await?.into_inner().stats;
+        one_chunk(cri::StreamPodSandboxStatsResponse { pod_sandbox_stats })
+    }
+
+    type StreamPodSandboxMetricsStream = Chunks<cri::StreamPodSandboxMetricsResponse>;
+
+    async fn stream_pod_sandbox_metrics(
+        &self,
+        _: Request<cri::StreamPodSandboxMetricsRequest>,
+    ) -> Reply<Self::StreamPodSandboxMetricsStream> {
+        Err(not_yet("StreamPodSandboxMetrics"))
+    }
+
+    async fn update_pod_sandbox_resources(
+        &self,
+        _: Request<cri::UpdatePodSandboxResourcesRequest>,
+    ) -> Reply<cri::UpdatePodSandboxResourcesResponse> {
+        Err(not_yet("UpdatePodSandboxResources"))
     }
 
     async fn list_metric_descriptors(

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use serde_json::json;
 
 use crate::container::{self, Containers};

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use serde_json::json;
 
 use crate::error::{Error, Kind, Result};

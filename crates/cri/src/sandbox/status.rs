@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 
 use super::namespace_options;
 use crate::store::sandbox::Sandbox;

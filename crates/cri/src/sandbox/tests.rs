@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use tonic::Code;
 
 use super::*;

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 

@@ -4,8 +4,8 @@
 //! sidecar that crashed is restarted), one created but never started is removed and started again; older
 //! attempts are removed, as a restart removes them.
 
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use crius_api::cri;
+use crius_api::cri::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::Channel;
 
 use super::Run;

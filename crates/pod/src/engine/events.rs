@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use crius_api::cri;
+use crius_api::cri::runtime_service_client::RuntimeServiceClient;
 use tokio::sync::Notify;
 use tonic::transport::Channel;
 

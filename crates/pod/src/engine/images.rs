@@ -1,8 +1,8 @@
 //! The pod's images, made sure of before anything else is made: each is pulled or found as the container's
 //! `imagePullPolicy` (or the caller's override) says.
 
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_client::ImageServiceClient;
+use crius_api::cri;
+use crius_api::cri::image_service_client::ImageServiceClient;
 use k8s_openapi::api::core::v1::Container;
 use tonic::transport::Channel;
 

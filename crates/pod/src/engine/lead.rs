@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use tokio::sync::mpsc;
 
 use super::slot::State;

@@ -19,9 +19,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_client::ImageServiceClient;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use crius_api::cri;
+use crius_api::cri::image_service_client::ImageServiceClient;
+use crius_api::cri::runtime_service_client::RuntimeServiceClient;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;

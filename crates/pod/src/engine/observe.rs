@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 
 use super::Run;
 use super::slot::{Ended, State};

@@ -5,7 +5,7 @@
 //! done, a container's readiness probe runs too: its verdicts (`failureThreshold` failures in a row make it
 //! unready, a pass ready again) are the pod's Ready condition and the container's `ready`; it kills nothing.
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 
 use super::Run;
 use super::slot::State;

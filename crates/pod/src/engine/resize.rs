@@ -5,7 +5,7 @@
 //! usage is refused by the runtime and nothing changes); with RestartContainer for one of them, the container
 //! is stopped and started again with the new resources. The values the runtime reports back are in the event.
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 
 use super::slot::State;

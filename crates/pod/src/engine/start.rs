@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use k8s_openapi::api::core::v1::Container;
 
 use super::slot::{Ended, State};

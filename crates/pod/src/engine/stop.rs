@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use crius_api::cri;
+use crius_api::cri::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::Channel;
 
 use super::{MIN_GRACE_S, Run};

@@ -9,9 +9,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_server::ImageServiceServer;
-use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
+use crius_api::cri;
+use crius_api::cri::image_service_server::ImageServiceServer;
+use crius_api::cri::runtime_service_server::RuntimeServiceServer;
 use tonic::Status;
 use tonic::transport::Channel;
 

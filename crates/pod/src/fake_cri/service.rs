@@ -4,10 +4,10 @@
 use std::collections::VecDeque;
 use std::pin::Pin;
 
+use crius_api::cri;
+use crius_api::cri::image_service_server::ImageService;
+use crius_api::cri::runtime_service_server::RuntimeService;
 use futures::{Stream, StreamExt};
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_server::ImageService;
-use k8s_cri::v1::runtime_service_server::RuntimeService;
 use tonic::{Request, Response, Status};
 
 use super::{Call, Ctr, FakeCri, POD_IP, Run, SANDBOX, TERMINATED, now_ns};
@@ -27,6 +27,8 @@ fn state_of(run: Run) -> i32 {
 }
 
 type Events = Pin<Box<dyn Stream<Item = Result<cri::ContainerEventResponse, Status>> + Send>>;
+/// The Stream* calls' answers (none is served).
+type Chunks<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl RuntimeService for FakeCri {
@@ -372,6 +374,58 @@ impl RuntimeService for FakeCri {
         unserved("ListPodSandboxMetrics")
     }
 
+    type StreamPodSandboxesStream = Chunks<cri::StreamPodSandboxesResponse>;
+
+    async fn stream_pod_sandboxes(
+        &self,
+        _: Request<cri::StreamPodSandboxesRequest>,
+    ) -> Answer<Self::StreamPodSandboxesStream> {
+        unserved("StreamPodSandboxes")
+    }
+
+    type StreamContainersStream = Chunks<cri::StreamContainersResponse>;
+
+    async fn stream_containers(
+        &self,
+        _: Request<cri::StreamContainersRequest>,
+    ) -> Answer<Self::StreamContainersStream> {
+        unserved("StreamContainers")
+    }
+
+    type StreamContainerStatsStream = Chunks<cri::StreamContainerStatsResponse>;
+
+    async fn stream_container_stats(
+        &self,
+        _: Request<cri::StreamContainerStatsRequest>,
+    ) -> Answer<Self::StreamContainerStatsStream> {
+        unserved("StreamContainerStats")
+    }
+
+    type StreamPodSandboxStatsStream = Chunks<cri::StreamPodSandboxStatsResponse>;
+
+    async fn stream_pod_sandbox_stats(
+        &self,
+        _: Request<cri::StreamPodSandboxStatsRequest>,
+    ) -> Answer<Self::StreamPodSandboxStatsStream> {
+        unserved("StreamPodSandboxStats")
+    }
+
+    type StreamPodSandboxMetricsStream = Chunks<cri::StreamPodSandboxMetricsResponse>;
+
+    async fn stream_pod_sandbox_metrics(
+        &self,
+        _: Request<cri::StreamPodSandboxMetricsRequest>,
+    ) -> Answer<Self::StreamPodSandboxMetricsStream> {
+        unserved("StreamPodSandboxMetrics")
+    }
+
+    async fn update_pod_sandbox_resources(
+        &self,
+        _: Request<cri::UpdatePodSandboxResourcesRequest>,
+    ) -> Answer<cri::UpdatePodSandboxResourcesResponse> {
+        unserved("UpdatePodSandboxResources")
+    }
+
     async fn runtime_config(
         &self,
         _: Request<cri::RuntimeConfigRequest>,
@@ -411,6 +465,12 @@ impl ImageService for FakeCri {
 
     async fn remove_image(&self, _: Request<cri::RemoveImageRequest>) -> Answer<cri::RemoveImageResponse> {
         unserved("RemoveImage")
+    }
+
+    type StreamImagesStream = Chunks<cri::StreamImagesResponse>;
+
+    async fn stream_images(&self, _: Request<cri::StreamImagesRequest>) -> Answer<Self::StreamImagesStream> {
+        unserved("StreamImages")
     }
 
     async fn image_fs_info(&self, _: Request<cri::ImageFsInfoRequest>) -> Answer<cri::ImageFsInfoResponse> {

@@ -14,7 +14,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
-use k8s_cri::v1 as cri;
+use crius_api::cri;
 use k8s_openapi::api::core::v1::{Container, Volume};
 use nix::mount::{MntFlags, MsFlags};
 
