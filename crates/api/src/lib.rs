@@ -24,6 +24,17 @@ pub mod cri {
     tonic::include_proto!("runtime.v1");
 }
 
+/// The JSON form of a CRI `KeyValue.value` (bytes): text, invalid UTF-8 replaced.
+mod env_text {
+    pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&String::from_utf8_lossy(v))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        <String as serde::Deserialize>::deserialize(d).map(String::into_bytes)
+    }
+}
+
 /// criusd's default socket.
 pub const DEFAULT_SOCKET: &str = "/run/crius/crius.sock";
 
@@ -63,4 +74,19 @@ pub fn connect_lazy(path: &Path) -> tonic::transport::Channel {
             }
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_environment_value_is_text_in_json() {
+        let kv = super::cri::KeyValue {
+            key: "A".into(),
+            value: b"b c".to_vec(),
+        };
+        let json = serde_json::to_value(&kv).unwrap();
+        assert_eq!(json, serde_json::json!({"key": "A", "value": "b c"}));
+        let back: super::cri::KeyValue = serde_json::from_value(json).unwrap();
+        assert_eq!(back, kv);
+    }
 }
