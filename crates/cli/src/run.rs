@@ -64,6 +64,10 @@ pub struct Run {
     /// Where pods' log directories go (kubelet's `/var/log/pods`).
     #[arg(long, value_name = "DIR", default_value = "/var/log/pods")]
     log_root: PathBuf,
+    /// The cgroup under which each pod gets its own (`<root>/burstable/pod<uid>`...), as kubelet's
+    /// `--cgroup-root`; `""` for none (the runtime places containers where it will).
+    #[arg(long, value_name = "CGROUP", default_value = "/kubepods")]
+    cgroup_root: String,
 }
 
 /// `500ms`, `10s`, `2m`.
@@ -123,6 +127,7 @@ pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, Stri
         pods_dir: cmd.pods_dir,
         log_root: cmd.log_root,
         backoff: cmd.restart_backoff,
+        cgroup_root: Some(cmd.cgroup_root).filter(|r| !r.is_empty()),
         ..Default::default()
     };
     let channel = crius_api::connect(address).await?;

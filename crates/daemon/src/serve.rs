@@ -5,10 +5,10 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use crius_api::cri::image_service_server::ImageServiceServer;
-use crius_api::cri::runtime_service_server::RuntimeServiceServer;
 use crius_api::images::images_server::ImagesServer;
 use crius_api::pod::pod_service_server::PodServiceServer;
+use crius_api::cri::image_service_server::ImageServiceServer;
+use crius_api::cri::runtime_service_server::RuntimeServiceServer;
 use nix::fcntl::{Flock, FlockArg};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -202,6 +202,7 @@ pub fn run(c: Config) -> Result<(), String> {
                     log_root: c.pods.log_root.clone(),
                     backoff: std::time::Duration::from_millis(c.pods.restart_backoff_ms),
                     pull: c.pods.pull_policy()?,
+                    cgroup_root: c.pods.cgroup_root(),
                     ..Default::default()
                 },
                 allocatable: c.pods.allocatable(),

@@ -41,11 +41,11 @@ impl std::fmt::Display for Qos {
 
 /// A container's cpu (milli-CPUs) and memory (bytes) requests and limits.
 #[derive(Debug, Clone, Copy)]
-struct Amounts {
-    cpu_request: Option<u64>,
-    cpu_limit: Option<u64>,
-    memory_request: Option<u64>,
-    memory_limit: Option<u64>,
+pub(crate) struct Amounts {
+    pub(crate) cpu_request: Option<u64>,
+    pub(crate) cpu_limit: Option<u64>,
+    pub(crate) memory_request: Option<u64>,
+    pub(crate) memory_limit: Option<u64>,
 }
 
 fn amounts(r: &Option<ResourceRequirements>) -> Result<Amounts, BadQuantity> {
@@ -72,7 +72,7 @@ fn amounts(r: &Option<ResourceRequirements>) -> Result<Amounts, BadQuantity> {
 }
 
 /// Container `c`'s requests and limits; an error names it.
-fn amounts_of(c: &Container) -> Result<Amounts, Error> {
+pub(crate) fn amounts_of(c: &Container) -> Result<Amounts, Error> {
     amounts(&c.resources).map_err(|e| Error::manifest(format!("container {:?}", c.name), e))
 }
 

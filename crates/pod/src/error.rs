@@ -67,6 +67,9 @@ pub enum Error {
         /// The class the resize would give it.
         to: Qos,
     },
+    /// The pod's cgroup could not be made, written or removed.
+    #[error("{0}")]
+    Cgroup(String),
     /// A file or mount on this machine (volumes, log directories) could not be made.
     #[error("{context}: {source}")]
     Io {

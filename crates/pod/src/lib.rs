@@ -4,6 +4,7 @@
 //! sidecars, restarts, probes and hooks, graceful termination in reverse order, Job completion. It talks plain
 //! CRI, so it drives criusd or any other CRI runtime the same way.
 
+pub mod cgroups;
 pub mod convert;
 pub mod downward;
 pub mod engine;

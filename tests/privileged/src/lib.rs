@@ -6,4 +6,5 @@ pub mod cri;
 pub mod engine;
 pub mod handlers;
 pub mod leftovers;
+pub mod service;
 pub mod shim;

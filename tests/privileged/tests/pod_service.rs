@@ -8,50 +8,15 @@
 use std::time::{Duration, Instant};
 
 use crius_privileged_tests::engine::Setup;
+use crius_privileged_tests::service::{cid, json, setup, wait_for, write};
 use serde_json::Value;
 
 const MANIFESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests");
 
-/// criusd with the pod service's files in the test's directory, restart back-offs short, images imported.
-fn setup() -> Setup {
-    let mut s = Setup::start();
-    let logs = s.dir.path().join("logs");
-    std::fs::write(
-        s.d.config_path(),
-        format!("[pods]\nlog_root = {logs:?}\nrestart_backoff_ms = 200\npull = \"missing\"\n"),
-    )
-    .unwrap();
-    s.restart_daemon();
-    s
-}
-
-fn json(s: &Setup, args: &[&str]) -> Value {
-    serde_json::from_str(&s.d.cli_ok(args)).unwrap()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn cid(pod: &Value, list: &str, name: &str) -> String {
-    pod["status"][list]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .and_then(|c| c["containerID"].as_str())
-        .unwrap_or("")
-        .to_string()
-}
-
 #[test]
 #[ignore = "needs root: hack/test.sh runs it"]
 fn the_seed_job_through_apply_completes_and_reads_as_kubectl_shows_it() {
-    let s = setup();
+    let s = setup("");
     let job = format!("{MANIFESTS}/seed-job.yaml");
     let cm = format!("{MANIFESTS}/fluent-bit-config.yaml");
     let t0 = Instant::now();
@@ -131,7 +96,7 @@ fn the_seed_job_through_apply_completes_and_reads_as_kubectl_shows_it() {
 #[test]
 #[ignore = "needs root: hack/test.sh runs it"]
 fn a_bad_manifest_is_refused_with_its_field_and_nothing_is_made() {
-    let s = setup();
+    let s = setup("");
     let bad = s.dir.path().join("bad.yaml");
     std::fs::write(
         &bad,
@@ -160,7 +125,7 @@ fn a_bad_manifest_is_refused_with_its_field_and_nothing_is_made() {
 #[test]
 #[ignore = "needs root: hack/test.sh runs it"]
 fn the_seed_deployment_survives_a_sigkill_of_criusd_with_the_same_containers() {
-    let mut s = setup();
+    let mut s = setup("");
     let d = format!("{MANIFESTS}/seed-deployment.yaml");
     let cm = format!("{MANIFESTS}/fluent-bit-config.yaml");
     s.d.cli_ok(&["apply", "-f", &cm, "-f", &d]);
@@ -234,7 +199,7 @@ fn sidecar_pid(id: &str) -> i32 {
 #[test]
 #[ignore = "needs root: hack/test.sh runs it"]
 fn a_readiness_probe_failing_then_passing_flips_ready_from_0_to_1() {
-    let s = setup();
+    let s = setup("");
     let pod = s.dir.path().join("ready.yaml");
     std::fs::write(
         &pod,
@@ -274,16 +239,10 @@ fn a_readiness_probe_failing_then_passing_flips_ready_from_0_to_1() {
     assert!(s.d.cli_ok(&["get", "pods", "-o", "name"]).trim().is_empty());
 }
 
-fn write(s: &Setup, name: &str, text: &str) -> String {
-    let p = s.dir.path().join(name);
-    std::fs::write(&p, text).unwrap();
-    p.display().to_string()
-}
-
 #[test]
 #[ignore = "needs root: hack/test.sh runs it"]
 fn jobs_run_to_their_completions_in_parallel_and_fail_past_their_backoff_limit() {
-    let s = setup();
+    let s = setup("");
     let many = write(
         &s,
         "many.yaml",
@@ -332,7 +291,7 @@ fn jobs_run_to_their_completions_in_parallel_and_fail_past_their_backoff_limit()
 #[test]
 #[ignore = "needs root: hack/test.sh runs it"]
 fn a_resize_past_the_node_is_infeasible_one_past_what_is_free_deferred_and_a_qos_change_refused() {
-    let s = setup();
+    let s = setup("");
     let pod = |name: &str, cpu: &str| {
         format!(
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  \

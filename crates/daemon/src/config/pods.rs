@@ -20,6 +20,9 @@ pub struct PodsSection {
     /// Which images to pull: `policy` (each container's imagePullPolicy, as kubelet), `always`, `missing`
     /// (only images not there: for nodes whose images were imported offline) or `never`.
     pub pull: String,
+    /// The cgroup under which each pod gets its own (`<root>/burstable/pod<uid>`...), as kubelet's
+    /// `--cgroup-root`; empty: no pod cgroups.
+    pub cgroup_root: String,
 }
 
 impl Default for PodsSection {
@@ -30,6 +33,7 @@ impl Default for PodsSection {
             allocatable_memory: 0,
             restart_backoff_ms: 10_000,
             pull: "policy".into(),
+            cgroup_root: "/kubepods".into(),
         }
     }
 }
@@ -48,6 +52,11 @@ impl PodsSection {
                 ));
             }
         })
+    }
+
+    /// The pod cgroups' root, if pods get cgroups.
+    pub fn cgroup_root(&self) -> Option<String> {
+        Some(self.cgroup_root.clone()).filter(|r| !r.is_empty())
     }
 
     /// The node's allocatable resources.
@@ -104,6 +113,13 @@ impl PodsSection {
             "restart_backoff_ms",
             value(&self.restart_backoff_ms),
             value(&d.restart_backoff_ms),
+        );
+        key(
+            "The cgroup under which each pod gets its own (<root>/burstable/pod<uid>, <root>/pod<uid> when \
+             Guaranteed), as kubelet's --cgroup-root; \"\": no pod cgroups.",
+            "cgroup_root",
+            value(&self.cgroup_root),
+            value(&d.cgroup_root),
         );
         out
     }

@@ -27,6 +27,7 @@ use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
 use crate::Error;
+use crate::cgroups::PodCgroup;
 use crate::convert::{self, PodIdentity, Qos};
 use crate::env::PodFields;
 use crate::manifest::{Manifest, PodDef};
@@ -99,6 +100,9 @@ pub struct Options {
     pub backoff: Duration,
     /// How often container states are read (kubelet relists every second).
     pub poll: Duration,
+    /// The cgroup under which pods get their own, as kubelet's `--cgroup-root` with cgroupfs
+    /// (`/kubepods/burstable/pod<uid>`...); None: no pod cgroups, the runtime places containers where it will.
+    pub cgroup_root: Option<String>,
 }
 
 impl Default for Options {
@@ -110,6 +114,7 @@ impl Default for Options {
             log_root: "/var/log/pods".into(),
             backoff: Duration::from_secs(10),
             poll: Duration::from_millis(100),
+            cgroup_root: Some("/kubepods".into()),
         }
     }
 }
@@ -129,6 +134,7 @@ struct Run<'a, E: FnMut(Event)> {
     sandbox_config: cri::PodSandboxConfig,
     fields: PodFields,
     volumes: Volumes,
+    pod_cgroup: Option<PodCgroup>,
     qos: Qos,
     slots: Vec<Slot>,
     /// A grace period that overrides the pod's (a stop from outside that named one).
@@ -222,10 +228,17 @@ pub async fn run_as(
 
     let kept = adopt::find(&mut rt, &id.uid).await;
     let mut volumes = Volumes::prepare(def, manifest, &id, &opts.pods_dir.join(&id.uid))?;
+    let mut pod_cgroup = None;
     let made = async {
         std::fs::create_dir_all(&id.log_directory)
             .map_err(Error::io(format!("creating {}", id.log_directory)))?;
-        let sandbox_config = convert::sandbox_config(def, &id)?;
+        let mut sandbox_config = convert::sandbox_config(def, &id)?;
+        if let Some(root) = &opts.cgroup_root {
+            let cg = pod_cgroup.insert(PodCgroup::create(root, def, qos, &id.uid)?);
+            if let Some(l) = sandbox_config.linux.as_mut() {
+                l.cgroup_parent = cg.path.clone();
+            }
+        }
         if let Some(sandbox) = kept {
             return Ok((sandbox_config, sandbox));
         }
@@ -245,6 +258,9 @@ pub async fn run_as(
         Ok(x) => x,
         Err(e) => {
             volumes.remove();
+            if let Some(cg) = &pod_cgroup {
+                let _ = cg.remove();
+            }
             return Err(e);
         }
     };
@@ -289,6 +305,7 @@ pub async fn run_as(
         sandbox_config,
         fields,
         volumes,
+        pod_cgroup,
         qos,
         slots,
         grace_s: None,

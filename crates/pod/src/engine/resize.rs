@@ -4,6 +4,8 @@
 //! UpdateContainerResources and the runtime applies it to the running process (a memory limit below current
 //! usage is refused by the runtime and nothing changes); with RestartContainer for one of them, the container
 //! is stopped and started again with the new resources. The values the runtime reports back are in the event.
+//! The pod's cgroup, where there is one, follows in the KEP's order: what grows before the container, what
+//! shrinks after it, and back as it was when the runtime refuses.
 
 use crius_api::cri;
 use k8s_openapi::api::core::v1::ResourceRequirements;
@@ -11,6 +13,7 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use super::slot::State;
 use super::{MIN_GRACE_S, Run};
 use crate::Error;
+use crate::cgroups::{self, PodLimits};
 use crate::convert;
 use crate::manifest::RestartPolicy;
 use crate::report::{Event, Role};
@@ -104,11 +107,14 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 "resizePolicy RestartContainer in a pod whose restartPolicy is Never",
             ));
         }
+        let pod_limits = cgroups::limits(&spec, qos)?;
         let mut c = s.spec.clone();
         c.resources = Some(new);
         let resources = self.cri_resources(s.role, &c)?;
         let role = s.role;
         let Some(id) = s.state.running_id().map(str::to_string) else {
+            self.pod_cgroup_grow(pod_limits)?;
+            self.pod_cgroup_settle(pod_limits)?;
             self.slots[i].spec = c;
             (self.on)(Event::Resized {
                 name: name.into(),
@@ -117,6 +123,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
             });
             return Ok(());
         };
+        self.pod_cgroup_grow(pod_limits)?;
         if restart {
             self.slots[i].spec = c;
             let grace = self
@@ -136,7 +143,8 @@ impl<E: FnMut(Event)> Run<'_, E> {
                     timeout: grace,
                 })
                 .await
-                .map_err(Error::cri("stopping it"))?;
+                .map_err(Error::cri("stopping it"))
+                .inspect_err(|_| self.pod_cgroup_restore())?;
             let _ = self
                 .rt
                 .remove_container(cri::RemoveContainerRequest { container_id: id })
@@ -145,6 +153,7 @@ impl<E: FnMut(Event)> Run<'_, E> {
             s.state = State::NotStarted;
             s.attempt += 1;
             self.start(i).await;
+            self.pod_cgroup_settle(pod_limits)?;
             let applied = match self.slots[i].state.container().map(str::to_string) {
                 Some(id) => self.applied(&id).await,
                 None => "not started".into(),
@@ -163,7 +172,9 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 ..Default::default()
             })
             .await
-            .map_err(Error::cri("UpdateContainerResources"))?;
+            .map_err(Error::cri("UpdateContainerResources"))
+            .inspect_err(|_| self.pod_cgroup_restore())?;
+        self.pod_cgroup_settle(pod_limits)?;
         self.slots[i].spec = c;
         let applied = self.applied(&id).await;
         (self.on)(Event::Resized {
@@ -172,6 +183,23 @@ impl<E: FnMut(Event)> Run<'_, E> {
             applied,
         });
         Ok(())
+    }
+
+    /// A resize's first write to the pod cgroup: what grows.
+    fn pod_cgroup_grow(&mut self, new: PodLimits) -> Result<(), Error> {
+        self.pod_cgroup.as_mut().map_or(Ok(()), |c| c.grow(new))
+    }
+
+    /// Its last: everything, once the container has its resources.
+    fn pod_cgroup_settle(&mut self, new: PodLimits) -> Result<(), Error> {
+        self.pod_cgroup.as_mut().map_or(Ok(()), |c| c.settle(new))
+    }
+
+    /// The pod cgroup as it was, after the runtime refused the container's part.
+    fn pod_cgroup_restore(&mut self) {
+        if let Some(Err(e)) = self.pod_cgroup.as_mut().map(|c| c.restore()) {
+            (self.on)(Event::Note(e.to_string()));
+        }
     }
 
     /// The resources the runtime reports for container `id`.

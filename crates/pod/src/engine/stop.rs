@@ -125,7 +125,8 @@ impl<E: FnMut(Event)> Run<'_, E> {
         self.observe().await;
     }
 
-    /// Stops and removes the sandbox (and with it what is left of its containers), then the pod's volumes.
+    /// Stops and removes the sandbox (and with it what is left of its containers), then the pod's volumes and
+    /// cgroup.
     pub(super) async fn remove(&mut self) {
         let id = self.sandbox.clone();
         let until = Instant::now() + UNREACHABLE_FOR;
@@ -160,6 +161,9 @@ impl<E: FnMut(Event)> Run<'_, E> {
             }
         }
         self.volumes.remove();
+        if let Some(Err(e)) = self.pod_cgroup.as_ref().map(|c| c.remove()) {
+            (self.on)(Event::Note(e.to_string()));
+        }
     }
 }
 

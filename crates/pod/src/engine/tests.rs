@@ -39,6 +39,7 @@ impl Pod {
             // Short enough for tests, long enough that the order of a restart's calls is plain.
             backoff: Duration::from_millis(20),
             poll: Duration::from_millis(5),
+            cgroup_root: None,
             ..Options::default()
         };
         Pod {
