@@ -21,6 +21,7 @@
 //!  events.rs    the events service the shims report exits and OOM kills to
 //!  error.rs     the one error type, and the one place gRPC codes are chosen
 //!  handlers.rs  runtime handlers (RuntimeClass): the OCI runtimes pods run on, and their features
+//!  newer.rs     the stop signal, and refusals of the CRI fields crius does not act on yet (image volumes...)
 //! ```
 //!
 //! A container's state is kept from the shims' events, not asked of them ([`store`]); the lifecycle is
@@ -33,6 +34,7 @@ pub mod events;
 pub mod grpc;
 pub mod handlers;
 pub mod network;
+pub mod newer;
 pub mod pod_stats;
 pub mod recover;
 pub mod runtime;

@@ -115,6 +115,7 @@ fn no_parent(call: &'static str, field: &'static str, path: &str, why: &str) -> 
 /// A ContainerConfig, before CreateContainer makes anything of it.
 pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
     const CALL: &str = "CreateContainer";
+    crate::newer::container_config(c)?;
     if c.image.as_ref().is_none_or(|i| i.image.is_empty()) {
         return Err(Error::invalid(
             CALL,
@@ -229,6 +230,7 @@ fn unified_key(key: &str) -> bool {
 /// A PodSandboxConfig, before RunPodSandbox makes anything of it.
 pub fn sandbox_config(c: &cri::PodSandboxConfig) -> Result<()> {
     const CALL: &str = "RunPodSandbox";
+    crate::newer::sandbox_config(c)?;
     if c.hostname.len() > MAX_HOSTNAME {
         return Err(Error::invalid(
             CALL,

@@ -1,8 +1,9 @@
 //! StartContainer, StopContainer, RemoveContainer, UpdateContainerResources and ReopenContainerLog.
 //!
-//! Stop sends SIGTERM (or the image's StopSignal), waits the grace period, then SIGKILL, and returns once the
-//! process is gone. Each wait is one shim call with the time left as its deadline: a deadline that passes is
-//! the answer (the process outlived its grace period), never a reason to ask again.
+//! Stop sends the container's `stop_signal` (else the image's StopSignal, else SIGTERM), waits the grace
+//! period, then SIGKILL, and returns once the process is gone. Each wait is one shim call with the time left
+//! as its deadline: a deadline that passes is the answer (the process outlived its grace period), never a
+//! reason to ask again.
 
 use std::time::Duration;
 
@@ -85,7 +86,7 @@ impl Containers {
         }
     }
 
-    /// StopContainer: SIGTERM (or the image's StopSignal), `timeout` seconds, then SIGKILL; returns once the
+    /// StopContainer: the stop signal (see the module doc), `timeout` seconds, then SIGKILL; returns once the
     /// process is gone. Stopping a container that is not running, or unknown, is fine.
     pub fn stop(&self, id: &str, timeout: i64) -> Result<()> {
         const CALL: &str = "StopContainer";
@@ -107,8 +108,14 @@ impl Containers {
             return Ok(());
         }
         if let Some(grace) = super::exec::limit(timeout) {
-            let image = crius_image::Digest::parse(&c.record.image_id).ok();
-            let signal = image.map(|d| stop_signal(&self.images.config(&d))).unwrap_or(15);
+            // Checked at create; a record of another version whose value is unknown falls back to the image's.
+            let asked = crate::newer::stop_signal(CALL, c.config.stop_signal)
+                .ok()
+                .flatten();
+            let image = || crius_image::Digest::parse(&c.record.image_id).ok();
+            let signal = asked
+                .or_else(|| image().map(|d| stop_signal(&self.images.config(&d))))
+                .unwrap_or(15);
             self.kill(CALL, &c, signal)?;
             if let Some(exit) = self.wait(CALL, &c, grace)? {
                 return self.finished(&c, exit);

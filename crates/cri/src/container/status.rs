@@ -84,6 +84,8 @@ pub fn status(c: &Container) -> cri::ContainerStatus {
             linux: Some(c.resources()),
             windows: None,
         }),
+        // As created (RUNTIME_DEFAULT: the image's STOPSIGNAL, else SIGTERM, is sent).
+        stop_signal: c.config.stop_signal,
         ..Default::default()
     }
 }

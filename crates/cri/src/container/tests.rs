@@ -171,6 +171,32 @@ fn the_images_stop_signal_is_sent_first() {
 }
 
 #[test]
+fn the_configs_stop_signal_comes_before_the_images() {
+    let w = World::new();
+    let mut c = config("u", 0, "stoppable");
+    c.stop_signal = cri::Signal::Sigusr1 as i32;
+    let id = w.create_with(c).unwrap();
+    w.containers.start(&id).unwrap();
+    let status = super::status::status(&w.containers.get(&id).unwrap());
+    assert_eq!(status.stop_signal, cri::Signal::Sigusr1 as i32);
+    w.containers.stop(&id, 5).unwrap();
+    let calls = w.shim.calls();
+    assert!(calls.contains(&format!("kill {id} 10")), "{calls:?}");
+    assert!(!calls.contains(&format!("kill {id} 3")), "{calls:?}");
+}
+
+#[test]
+fn an_unknown_stop_signal_is_refused_at_create() {
+    let w = World::new();
+    let mut c = config("u", 0, "stoppable");
+    c.stop_signal = 99;
+    let e = w.create_with(c).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.to_string().contains("stop_signal"), "{e}");
+    assert!(w.containers.list_all().is_empty());
+}
+
+#[test]
 fn stop_keeps_its_grace_period_when_sigterm_is_ignored() {
     let w = World::new();
     *w.shim.ignore_next.lock().unwrap() = vec![15];

@@ -1,0 +1,289 @@
+//! What crius does with the request fields of CRI 1.30–1.36 that it does not carry out yet, and the stop
+//! signal that it does.
+//!
+//! A field kubelet may send and crius would otherwise drop is refused here with InvalidArgument naming it,
+//! before anything is made ([`container_config`], [`sandbox_config`], called from [`crate::validate`]):
+//!
+//! - a Mount's `image` and `image_sub_path` (image volumes);
+//! - a Mount's `recursive_read_only`, `uidMappings` and `gidMappings` (Status advertises neither recursive
+//!   read-only nor idmapped mounts, so kubelet does not send them);
+//! - `supplemental_groups_policy` Strict, of a pod or a container (Merge, the default, is what crius does:
+//!   the image's `/etc/group` memberships are added);
+//! - a user namespace of the pod (`userns_options` mode POD; `hostUsers: false`).
+//!
+//! `stop_signal` is carried out: [`stop_signal`] turns the CRI enum into the signal number StopContainer
+//! sends first, and ContainerStatus reports the value the container was created with.
+
+use crius_api::cri;
+
+use crate::error::{Error, Result};
+
+/// The first real-time signal as containerd, runc and glibc programs number it (glibc keeps 32 and 33).
+const SIGRTMIN: u32 = 34;
+/// The last real-time signal.
+const SIGRTMAX: u32 = 64;
+
+/// The signal number of a ContainerConfig's `stop_signal`: None for RUNTIME_DEFAULT (the image's
+/// STOPSIGNAL, else SIGTERM, decides). A value this CRI does not define is refused, naming the field.
+pub fn stop_signal(call: &'static str, value: i32) -> Result<Option<u32>> {
+    use cri::Signal as S;
+    let signal = cri::Signal::try_from(value).map_err(|_| {
+        Error::invalid(
+            call,
+            "stop_signal",
+            format!("{value} is not a signal of the CRI's Signal enum"),
+        )
+    })?;
+    let n = match signal {
+        S::RuntimeDefault => return Ok(None),
+        S::Sigabrt | S::Sigiot => libc::SIGABRT,
+        S::Sigalrm => libc::SIGALRM,
+        S::Sigbus => libc::SIGBUS,
+        S::Sigchld | S::Sigcld => libc::SIGCHLD,
+        S::Sigcont => libc::SIGCONT,
+        S::Sigfpe => libc::SIGFPE,
+        S::Sighup => libc::SIGHUP,
+        S::Sigill => libc::SIGILL,
+        S::Sigint => libc::SIGINT,
+        S::Sigio | S::Sigpoll => libc::SIGIO,
+        S::Sigkill => libc::SIGKILL,
+        S::Sigpipe => libc::SIGPIPE,
+        S::Sigprof => libc::SIGPROF,
+        S::Sigpwr => libc::SIGPWR,
+        S::Sigquit => libc::SIGQUIT,
+        S::Sigsegv => libc::SIGSEGV,
+        S::Sigstkflt => libc::SIGSTKFLT,
+        S::Sigstop => libc::SIGSTOP,
+        S::Sigsys => libc::SIGSYS,
+        S::Sigterm => libc::SIGTERM,
+        S::Sigtrap => libc::SIGTRAP,
+        S::Sigtstp => libc::SIGTSTP,
+        S::Sigttin => libc::SIGTTIN,
+        S::Sigttou => libc::SIGTTOU,
+        S::Sigurg => libc::SIGURG,
+        S::Sigusr1 => libc::SIGUSR1,
+        S::Sigusr2 => libc::SIGUSR2,
+        S::Sigvtalrm => libc::SIGVTALRM,
+        S::Sigwinch => libc::SIGWINCH,
+        S::Sigxcpu => libc::SIGXCPU,
+        S::Sigxfsz => libc::SIGXFSZ,
+        // The real-time ones are numbered in the enum from SIGRTMIN (35) up to SIGRTMAX (65): SIGRTMIN+n and
+        // SIGRTMAX-n in between.
+        rt => return Ok(Some(SIGRTMIN + (rt as u32 - S::Sigrtmin as u32))),
+    };
+    Ok(Some(n as u32))
+}
+
+const _: () = assert!(
+    cri::Signal::Sigrtmax as u32 - cri::Signal::Sigrtmin as u32 == SIGRTMAX - SIGRTMIN,
+    "the CRI's real-time signals span SIGRTMIN..=SIGRTMAX"
+);
+
+/// The refusals of a ContainerConfig's fields crius does not act on (see the module doc).
+pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
+    const CALL: &str = "CreateContainer";
+    stop_signal(CALL, c.stop_signal)?;
+    for (i, m) in c.mounts.iter().enumerate() {
+        let field = |f: &str| format!("mounts[{i}].{f}");
+        if m.image.as_ref().is_some_and(|s| !s.image.is_empty()) || !m.image_sub_path.is_empty() {
+            return Err(Error::invalid(
+                CALL,
+                field(if m.image_sub_path.is_empty() {
+                    "image"
+                } else {
+                    "image_sub_path"
+                }),
+                "is set: crius does not mount image volumes yet",
+            ));
+        }
+        if m.recursive_read_only {
+            return Err(Error::invalid(
+                CALL,
+                field("recursive_read_only"),
+                "is set: crius does not make recursive read-only mounts yet (Status does not advertise them)",
+            ));
+        }
+        if !m.uid_mappings.is_empty() || !m.gid_mappings.is_empty() {
+            let f = if m.uid_mappings.is_empty() {
+                "gidMappings"
+            } else {
+                "uidMappings"
+            };
+            return Err(Error::invalid(
+                CALL,
+                field(f),
+                "is set: crius does not make idmapped mounts yet",
+            ));
+        }
+    }
+    if let Some(sc) = c.linux.as_ref().and_then(|l| l.security_context.as_ref()) {
+        groups_policy(CALL, "linux.security_context", sc.supplemental_groups_policy)?;
+        userns(CALL, "linux.security_context", sc.namespace_options.as_ref())?;
+    }
+    Ok(())
+}
+
+/// The refusals of a PodSandboxConfig's fields crius does not act on (see the module doc).
+pub fn sandbox_config(c: &cri::PodSandboxConfig) -> Result<()> {
+    const CALL: &str = "RunPodSandbox";
+    if let Some(sc) = c.linux.as_ref().and_then(|l| l.security_context.as_ref()) {
+        groups_policy(CALL, "linux.security_context", sc.supplemental_groups_policy)?;
+        userns(CALL, "linux.security_context", sc.namespace_options.as_ref())?;
+    }
+    Ok(())
+}
+
+fn groups_policy(call: &'static str, at: &str, policy: i32) -> Result<()> {
+    if policy == cri::SupplementalGroupsPolicy::Merge as i32 {
+        return Ok(());
+    }
+    let why = if policy == cri::SupplementalGroupsPolicy::Strict as i32 {
+        "is Strict: crius merges the image's groups (Merge) and does not do Strict yet".to_string()
+    } else {
+        format!("is {policy}, not a SupplementalGroupsPolicy")
+    };
+    Err(Error::invalid(
+        call,
+        format!("{at}.supplemental_groups_policy"),
+        why,
+    ))
+}
+
+fn userns(call: &'static str, at: &str, ns: Option<&cri::NamespaceOption>) -> Result<()> {
+    let Some(u) = ns.and_then(|n| n.userns_options.as_ref()) else {
+        return Ok(());
+    };
+    if u.mode == cri::NamespaceMode::Node as i32 {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        call,
+        format!("{at}.namespace_options.userns_options.mode"),
+        format!(
+            "is {}: crius runs pods in the node's user namespace only (NODE) for now",
+            cri::NamespaceMode::try_from(u.mode)
+                .map_or_else(|_| u.mode.to_string(), |m| m.as_str_name().into())
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_signals_are_the_kernel_s_numbers() {
+        let n = |s: cri::Signal| stop_signal("T", s as i32).unwrap();
+        assert_eq!(n(cri::Signal::RuntimeDefault), None);
+        assert_eq!(n(cri::Signal::Sigusr1), Some(10));
+        assert_eq!(n(cri::Signal::Sigterm), Some(15));
+        assert_eq!(n(cri::Signal::Sigkill), Some(9));
+        assert_eq!(n(cri::Signal::Sigquit), Some(3));
+        assert_eq!(n(cri::Signal::Sigcld), Some(17));
+        assert_eq!(n(cri::Signal::Sigpoll), Some(29));
+        assert_eq!(n(cri::Signal::Sigrtmin), Some(34));
+        assert_eq!(n(cri::Signal::Sigrtminplus1), Some(35));
+        assert_eq!(n(cri::Signal::Sigrtminplus15), Some(49));
+        assert_eq!(n(cri::Signal::Sigrtmaxminus14), Some(50));
+        assert_eq!(n(cri::Signal::Sigrtmaxminus1), Some(63));
+        assert_eq!(n(cri::Signal::Sigrtmax), Some(64));
+        let e = stop_signal("CreateContainer", 66).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(e.to_string().contains("stop_signal"), "{e}");
+    }
+
+    #[test]
+    fn every_named_signal_maps_to_one_nix_knows() {
+        for v in 1..=cri::Signal::Sigxfsz as i32 {
+            let n = stop_signal("T", v).unwrap().unwrap();
+            assert!(nix::sys::signal::Signal::try_from(n as i32).is_ok(), "{v} → {n}");
+        }
+    }
+
+    fn refused(c: &cri::ContainerConfig) -> String {
+        let e = container_config(c).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        e.to_string()
+    }
+
+    #[test]
+    fn fields_crius_does_not_act_on_are_refused_by_name() {
+        assert!(container_config(&cri::ContainerConfig::default()).is_ok());
+        let mount = |m: cri::Mount| cri::ContainerConfig {
+            mounts: vec![cri::Mount::default(), m],
+            ..Default::default()
+        };
+        let image = cri::ImageSpec {
+            image: "busybox".into(),
+            ..Default::default()
+        };
+        let msg = refused(&mount(cri::Mount {
+            image: Some(image.clone()),
+            ..Default::default()
+        }));
+        assert!(msg.contains("mounts[1].image is set"), "{msg}");
+        let msg = refused(&mount(cri::Mount {
+            image: Some(image),
+            image_sub_path: "etc".into(),
+            ..Default::default()
+        }));
+        assert!(msg.contains("mounts[1].image_sub_path"), "{msg}");
+        let msg = refused(&mount(cri::Mount {
+            readonly: true,
+            recursive_read_only: true,
+            ..Default::default()
+        }));
+        assert!(msg.contains("mounts[1].recursive_read_only"), "{msg}");
+        let msg = refused(&mount(cri::Mount {
+            gid_mappings: vec![cri::IdMapping::default()],
+            ..Default::default()
+        }));
+        assert!(msg.contains("mounts[1].gidMappings"), "{msg}");
+
+        let strict = cri::ContainerConfig {
+            linux: Some(cri::LinuxContainerConfig {
+                security_context: Some(cri::LinuxContainerSecurityContext {
+                    supplemental_groups_policy: cri::SupplementalGroupsPolicy::Strict as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let msg = refused(&strict);
+        assert!(
+            msg.contains("linux.security_context.supplemental_groups_policy is Strict"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_pod_user_namespace_is_refused_and_the_node_s_is_fine() {
+        let pod = |mode: cri::NamespaceMode| cri::PodSandboxConfig {
+            linux: Some(cri::LinuxPodSandboxConfig {
+                security_context: Some(cri::LinuxSandboxSecurityContext {
+                    namespace_options: Some(cri::NamespaceOption {
+                        userns_options: Some(cri::UserNamespace {
+                            mode: mode as i32,
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(sandbox_config(&pod(cri::NamespaceMode::Node)).is_ok());
+        let e = sandbox_config(&pod(cri::NamespaceMode::Pod)).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(
+            e.to_string().contains(
+                "RunPodSandbox: linux.security_context.namespace_options.userns_options.mode is POD"
+            ),
+            "{e}"
+        );
+        assert!(sandbox_config(&cri::PodSandboxConfig::default()).is_ok());
+    }
+}
