@@ -5,6 +5,7 @@
 //!  grpc/        tonic adapters only: take the request apart, one domain call, answer (errors via error.rs)
 //!  runtime.rs   the node's pods and containers, wired to real shims, CNI and the image store
 //!  pod_stats.rs PodSandboxStats, ListPodSandboxStats: the containers' figures summed, the netns' counters
+//!  pod_resources.rs UpdatePodSandboxResources: checked, and written to the pod cgroup where crius may
 //!  sandbox/     RunPodSandbox, Stop, Remove (mod.rs); PodSandboxStatus, ListPodSandbox (status.rs)
 //!  container/   CreateContainer (mod.rs); start/stop/remove/update/reopen (lifecycle.rs); status, list,
 //!               events, recovery (status.rs); ExecSync (exec.rs, capture.rs); stats (stats.rs);
@@ -35,6 +36,7 @@ pub mod grpc;
 pub mod handlers;
 pub mod network;
 pub mod newer;
+pub mod pod_resources;
 pub mod pod_stats;
 pub mod recover;
 pub mod runtime;

@@ -1,5 +1,6 @@
 //! What criusd does with the CRI of Kubernetes 1.32–1.36 (its own `proto/cri`): a container's `stop_signal`
-//! is what StopContainer sends first, and the request fields crius does not act on yet are refused by name.
+//! is what StopContainer sends first, UpdatePodSandboxResources checks its sandbox, and the request fields
+//! crius does not act on yet are refused by name. (The pod cgroup it writes is checked in vm_pods.rs.)
 //! Each case has a criusd of its own, its pod on the host's network.
 
 use crius_api::cri;
@@ -55,4 +56,33 @@ async fn request_fields_crius_does_not_act_on_are_refused_by_name() {
     let e = p.create(bad_signal).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("stop_signal"), "{}", e.message());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn update_pod_sandbox_resources_names_an_unknown_sandbox_and_leaves_kubelets_cgroup_to_it() {
+    require_root();
+    let mut p = Pod::on_host_network("pod-resources").await;
+    let resources = cri::LinuxContainerResources {
+        memory_limit_in_bytes: 64 << 20,
+        ..Default::default()
+    };
+    // No cgroup_parent of crius's to write: the answer is OK, kubelet resized the pod cgroup itself.
+    p.c.update_pod_sandbox_resources(cri::UpdatePodSandboxResourcesRequest {
+        pod_sandbox_id: p.id.clone(),
+        overhead: None,
+        resources: Some(resources.clone()),
+    })
+    .await
+    .unwrap();
+    let e =
+        p.c.update_pod_sandbox_resources(cri::UpdatePodSandboxResourcesRequest {
+            pod_sandbox_id: "nope".into(),
+            overhead: None,
+            resources: Some(resources),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("sandbox \"nope\""), "{}", e.message());
 }

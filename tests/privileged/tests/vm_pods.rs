@@ -1,7 +1,7 @@
 //! CRI container resources under a pure cgroup-v2 kernel: set at create, reported in the stats, updated live in
-//! place, refused below usage, and an OOM kill reported. Each case's pod is on the host's network (the VM has no
-//! CNI) and in a cgroup parent of its own, so the cases run side by side. hack/test.sh runs this binary inside
-//! hack/vm.
+//! place, refused below usage, an OOM kill reported, and UpdatePodSandboxResources written to the pod cgroup.
+//! Each case's pod is on the host's network (the VM has no CNI) and in a cgroup parent of its own, so the cases
+//! run side by side. hack/test.sh runs this binary inside hack/vm.
 
 use std::time::{Duration, Instant};
 
@@ -268,4 +268,48 @@ async fn a_container_over_its_memory_limit_is_oom_killed_and_says_so() {
             .await
             .is_empty()
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs cgroup v2 with controllers: hack/test.sh runs it in the VM"]
+async fn update_pod_sandbox_resources_is_reflected_in_the_pod_cgroup() {
+    require_pure_cgroup_v2();
+    let mut p = Pod::in_the_vm("pod-resize").await;
+    let id = p.started(container("app", "busybox", "sleep 1000")).await;
+    let pod_cgroup = p.cgroup(&id).parent().unwrap().to_path_buf();
+    let read = |file: &str| {
+        let path = pod_cgroup.join(file);
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .trim()
+            .to_string()
+    };
+    let limits = |mem: i64, quota: i64| cri::LinuxContainerResources {
+        cpu_period: 100_000,
+        cpu_quota: quota,
+        cpu_shares: 256,
+        memory_limit_in_bytes: mem,
+        ..Default::default()
+    };
+    p.c.update_pod_sandbox_resources(cri::UpdatePodSandboxResourcesRequest {
+        pod_sandbox_id: p.id.clone(),
+        overhead: Some(limits(16 << 20, 10_000)),
+        resources: Some(limits(96 << 20, 80_000)),
+    })
+    .await
+    .unwrap();
+    // The containers' totals plus the RuntimeClass overhead, as kubelet sizes the pod cgroup.
+    assert_eq!(read("memory.max"), (112u64 << 20).to_string());
+    assert_eq!(read("cpu.max"), "90000 100000");
+    // The container's own cgroup is left as it was.
+    assert_eq!(cgroup_file(&p, &id, "memory.max"), "max");
+    let e =
+        p.c.update_pod_sandbox_resources(cri::UpdatePodSandboxResourcesRequest {
+            pod_sandbox_id: "nope".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    assert!(e.message().contains("\"nope\""), "{}", e.message());
 }

@@ -591,9 +591,15 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
 
     async fn update_pod_sandbox_resources(
         &self,
-        _: Request<cri::UpdatePodSandboxResourcesRequest>,
+        req: Request<cri::UpdatePodSandboxResourcesRequest>,
     ) -> Reply<cri::UpdatePodSandboxResourcesResponse> {
-        Err(not_yet("UpdatePodSandboxResources"))
+        let r = req.into_inner();
+        self.blocking(move |rt| {
+            rt.pods
+                .update_pod_resources(&r.pod_sandbox_id, r.overhead.as_ref(), r.resources.as_ref())
+        })
+        .await?;
+        Ok(Response::new(cri::UpdatePodSandboxResourcesResponse {}))
     }
 
     async fn list_metric_descriptors(
