@@ -27,12 +27,10 @@ pub enum Error {
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Invalid(Vec<crate::validate::Problem>),
     /// An image a container needs is not on the node, and its pull policy forbids pulling it.
-    #[error(
-        "container {container:?}: image {image} is not present and may not be pulled (pull policy Never)"
-    )]
+    #[error("{of}: image {image} is not present and may not be pulled (pull policy Never)")]
     ImageNotPresent {
-        /// The container.
-        container: String,
+        /// Who wants it: `container "app"`, `volume "data"`.
+        of: String,
         /// The image, as it was asked for.
         image: String,
     },
@@ -148,7 +146,7 @@ mod tests {
             ),
             (
                 Error::ImageNotPresent {
-                    container: "work".into(),
+                    of: "container \"work\"".into(),
                     image: "nothere:1".into(),
                 },
                 "container \"work\": image nothere:1 is not present and may not be pulled (pull policy Never)",

@@ -1,25 +1,32 @@
-//! The pod's images, made sure of before anything else is made: each is pulled or found as the container's
-//! `imagePullPolicy` (or the caller's override) says.
+//! The pod's images, made sure of before anything else is made: each container's and each image volume's is
+//! pulled or found as its pull policy (or the caller's override) says.
 
 use crius_api::cri;
 use crius_api::cri::image_service_client::ImageServiceClient;
-use k8s_openapi::api::core::v1::Container;
 use tonic::transport::Channel;
 
 use super::PullPolicy;
 use crate::Error;
 use crate::report::Event;
 
-/// Makes sure `image` is there as `policy` (or the container's own policy) wants; returns its id.
+/// Who needs an image: `container "app"` or `volume "data"`, and its own pull policy.
+pub(super) struct Wanted<'a> {
+    /// `container "app"`, `volume "data"`.
+    pub of: String,
+    /// Its `imagePullPolicy` / `pullPolicy`.
+    pub pull_policy: Option<&'a str>,
+}
+
+/// Makes sure `image` is there as `policy` (or the wanter's own policy) wants; returns its id.
 pub(super) async fn ensure_image(
     img: &mut ImageServiceClient<Channel>,
     policy: PullPolicy,
-    c: &Container,
+    wanted: Wanted<'_>,
     image: &str,
     on: &mut impl FnMut(Event),
 ) -> Result<String, Error> {
     let policy = match policy {
-        PullPolicy::Manifest => match c.image_pull_policy.as_deref() {
+        PullPolicy::Manifest => match wanted.pull_policy {
             Some("Always") => PullPolicy::Always,
             Some("Never") => PullPolicy::Never,
             Some("IfNotPresent") => PullPolicy::Missing,
@@ -52,7 +59,7 @@ pub(super) async fn ensure_image(
             Some(i) => return Ok(i.id),
             None if policy == PullPolicy::Never => {
                 return Err(Error::ImageNotPresent {
-                    container: c.name.clone(),
+                    of: wanted.of,
                     image: image.to_string(),
                 });
             }
@@ -67,6 +74,6 @@ pub(super) async fn ensure_image(
             sandbox_config: None,
         })
         .await
-        .map_err(Error::cri(format!("container {:?}: pulling {image}", c.name)))?;
+        .map_err(Error::cri(format!("{}: pulling {image}", wanted.of)))?;
     Ok(r.into_inner().image_ref)
 }

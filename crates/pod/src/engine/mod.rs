@@ -210,7 +210,11 @@ pub async fn run_as(
         let image_ref = match pulled.get(&image) {
             Some(r) => r.clone(),
             None => {
-                let r = ensure_image(&mut img, opts.pull, c, &image, &mut on).await?;
+                let wanted = images::Wanted {
+                    of: format!("container {:?}", c.name),
+                    pull_policy: c.image_pull_policy.as_deref(),
+                };
+                let r = ensure_image(&mut img, opts.pull, wanted, &image, &mut on).await?;
                 pulled.insert(image.clone(), r.clone());
                 r
             }
@@ -226,8 +230,25 @@ pub async fn run_as(
         });
     }
 
+    // Image volumes' images (KEP-4639), which the runtime mounts read-only.
+    for v in def.spec.volumes.iter().flatten() {
+        let Some(source) = &v.image else { continue };
+        let named = source.reference.clone().unwrap_or_default();
+        let image = opts.images.get(&named).cloned().unwrap_or_else(|| named.clone());
+        if !pulled.contains_key(&image) {
+            let wanted = images::Wanted {
+                of: format!("volume {:?}", v.name),
+                pull_policy: source.pull_policy.as_deref(),
+            };
+            let r = ensure_image(&mut img, opts.pull, wanted, &image, &mut on).await?;
+            pulled.insert(image.clone(), r);
+        }
+        pulled.insert(named, pulled[&image].clone());
+    }
+
     let kept = adopt::find(&mut rt, &id.uid).await;
     let mut volumes = Volumes::prepare(def, manifest, &id, &opts.pods_dir.join(&id.uid))?;
+    volumes.resolve_images(&pulled);
     let mut pod_cgroup = None;
     let made = async {
         std::fs::create_dir_all(&id.log_directory)

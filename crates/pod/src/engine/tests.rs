@@ -647,7 +647,7 @@ spec:
     pod.fake.missing_image("x:1");
     let e = pod.run(no_controls(), async {}).await.unwrap_err();
     assert!(
-        matches!(&e, Error::ImageNotPresent { container, .. } if container == "b"),
+        matches!(&e, Error::ImageNotPresent { of, .. } if of == "container \"b\""),
         "{e}"
     );
     assert_eq!(

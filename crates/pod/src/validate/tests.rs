@@ -306,6 +306,14 @@ fn names_must_be_dns_1123() {
 fn containers_ports_probes_and_volumes() {
     let cases = [
         (
+            "  containers: [{name: a, image: x}]\n  volumes: [{name: v, image: {pullPolicy: Never}}]\n",
+            "spec.volumes[0].image.reference: Required value",
+        ),
+        (
+            "  containers: [{name: a, image: x}]\n  volumes: [{name: v, image: {reference: r, pullPolicy: Sometimes}}]\n",
+            "spec.volumes[0].image.pullPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"IfNotPresent\", \"Never\"",
+        ),
+        (
             "  containers: [{name: a, image: x, imagePullPolicy: Sometimes}]\n",
             "spec.containers[0].imagePullPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"IfNotPresent\", \"Never\"",
         ),

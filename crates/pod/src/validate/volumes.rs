@@ -1,7 +1,8 @@
 //! The checks of a pod's volumes: names given, valid and unique, one source each, and each source's fields as
 //! the API server checks them: required names and paths, file modes, item paths (relative, no `..`), the
 //! downward API's field paths, resources and divisors, a projection's sources (one type each, no path given
-//! twice), and the quantities (`emptyDir.sizeLimit`, ephemeral claims).
+//! twice), an image volume's reference and pull policy, and the quantities (`emptyDir.sizeLimit`, ephemeral
+//! claims).
 
 use std::collections::HashSet;
 
@@ -64,6 +65,17 @@ pub(super) fn volumes<'a>(volumes: &'a [Volume], at: &str, found: &mut Found) ->
             let at = format!("{at}.projected");
             mode(p.default_mode, &format!("{at}.defaultMode"), found);
             projections(p.sources.as_deref().unwrap_or(&[]), &at, found);
+        }
+        if let Some(i) = &v.image {
+            if i.reference.as_deref().unwrap_or("").is_empty() {
+                found.required(format!("{at}.image.reference"));
+            }
+            if let Some(p) = i.pull_policy.as_deref() {
+                const POLICIES: &[&str] = &["Always", "IfNotPresent", "Never"];
+                if !POLICIES.contains(&p) {
+                    found.unsupported(format!("{at}.image.pullPolicy"), p, POLICIES);
+                }
+            }
         }
         if v.host_path.as_ref().is_some_and(|h| h.path.is_empty()) {
             found.required(format!("{at}.hostPath.path"));

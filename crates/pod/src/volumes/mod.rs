@@ -1,8 +1,9 @@
 //! A pod's volumes on this machine, under `<pods_dir>/<uid>/volumes/<name>`: `emptyDir` (a directory, or a
 //! tmpfs for `medium: Memory`), `hostPath` (with its `type` checks and creations), `configMap`/`secret` (files
 //! written from the manifest's objects), `downwardAPI` (files of the pod's fields and its containers'
-//! resources) and `projected` (configMap, secret and downwardAPI sources in one directory). The volumes of
-//! files are mounted read-only. Other volume types, and the projections that need an API server
+//! resources), `projected` (configMap, secret and downwardAPI sources in one directory) and `image` (an image
+//! the runtime mounts read-only, KEP-4639: a CRI mount naming the image, its subPath the runtime's to resolve).
+//! The volumes of files are mounted read-only. Other volume types, and the projections that need an API server
 //! (serviceAccountToken, clusterTrustBundle, podCertificate), are refused by name.
 //! A volumeMount's subPath is resolved inside its volume by fd and bound under `<uid>/subpaths`, which is
 //! what the container mounts.
@@ -40,6 +41,8 @@ struct Ready {
     /// Volumes of files (configMap, secret, downwardAPI, projected) are mounted read-only, whatever the
     /// mount asks.
     read_only: bool,
+    /// An image volume's image: the reference as written, then its id once pulled.
+    image: Option<String>,
 }
 
 /// The volumes of one pod.
@@ -125,12 +128,14 @@ impl Volumes {
             Ready {
                 path: own,
                 read_only: false,
+                image: None,
             }
         } else if let Some(h) = &vol.host_path {
             host_path(Path::new(&h.path), h.type_.as_deref().unwrap_or(""), at)?;
             Ready {
                 path: PathBuf::from(&h.path),
                 read_only: false,
+                image: None,
             }
         } else if let Some(c) = &vol.config_map {
             let data = object(def, &manifest.config_maps, "configMap", &c.name, c.optional, at)?;
@@ -153,6 +158,12 @@ impl Volumes {
         } else if let Some(p) = &vol.projected {
             let files = projected::payload(def, manifest, fields, p, at)?;
             files_of(own, &files, at)?
+        } else if let Some(i) = &vol.image {
+            Ready {
+                path: PathBuf::new(),
+                read_only: true,
+                image: Some(i.reference.clone().unwrap_or_default()),
+            }
         } else {
             let v = serde_json::to_value(vol).unwrap_or_default();
             let kind = v
@@ -162,8 +173,8 @@ impl Volumes {
             return Err(Error::manifest(
                 at,
                 format!(
-                    "type {kind} is not supported (crius runs emptyDir, hostPath, configMap, secret, downwardAPI \
-                     and projected volumes)"
+                    "type {kind} is not supported (crius runs emptyDir, hostPath, configMap, secret, downwardAPI, \
+                     projected and image volumes)"
                 ),
             ));
         };
@@ -182,6 +193,30 @@ impl Volumes {
                     format!("volumeMount {:?} names no volume of the pod", m.name),
                 )
             })?;
+            if let Some(image) = &v.image {
+                // The runtime mounts the image and resolves the subPath inside it (read-only, no `..`).
+                let sub = m.sub_path.clone().unwrap_or_default();
+                if Path::new(&sub)
+                    .components()
+                    .any(|c| !matches!(c, Component::Normal(_)))
+                {
+                    return Err(Error::manifest(
+                        &at,
+                        format!("subPath {sub:?} must be relative, without `..`"),
+                    ));
+                }
+                out.push(cri::Mount {
+                    container_path: m.mount_path.clone(),
+                    readonly: true,
+                    image: Some(cri::ImageSpec {
+                        image: image.clone(),
+                        ..Default::default()
+                    }),
+                    image_sub_path: sub,
+                    ..Default::default()
+                });
+                continue;
+            }
             let mut host = v.path.clone();
             if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
                 let p = Path::new(sub);
@@ -211,6 +246,16 @@ impl Volumes {
         Ok(out)
     }
 
+    /// Replaces each image volume's reference by the image id it was pulled or found as (`pulled`: reference
+    /// → id).
+    pub fn resolve_images(&mut self, pulled: &std::collections::HashMap<String, String>) {
+        for r in self.ready.values_mut() {
+            if let Some(id) = r.image.as_ref().and_then(|i| pulled.get(i)) {
+                r.image = Some(id.clone());
+            }
+        }
+    }
+
     /// Unmounts and deletes the pod's own directory (hostPath volumes stay).
     pub fn remove(&mut self) {
         for p in self.pinned.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
@@ -229,6 +274,7 @@ fn files_of(dir: PathBuf, files: &files::Payload, at: &str) -> Result<Ready, Err
     Ok(Ready {
         path: dir,
         read_only: true,
+        image: None,
     })
 }
 

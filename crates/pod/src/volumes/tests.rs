@@ -438,3 +438,33 @@ fn projections_that_need_an_api_server_are_refused_by_name() {
         assert!(!dir.exists(), "nothing left on error");
     }
 }
+
+#[test]
+fn an_image_volume_is_a_cri_mount_of_its_pulled_image_with_its_sub_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = crate::manifest::parse(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    image: x\n    \
+         volumeMounts:\n    - {name: tools, mountPath: /tools}\n    - {name: tools, mountPath: /bin2, subPath: bin}\n  \
+         volumes:\n  - {name: tools, image: {reference: 'tools:1', pullPolicy: IfNotPresent}}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    let mut v = prepared(&m, tmp.path()).unwrap();
+    v.resolve_images(&[("tools:1".to_string(), "sha256:abc".to_string())].into());
+    let mounts = v.mounts(&m.pods[0].spec.containers[0]).unwrap();
+    let image = |i: usize| mounts[i].image.as_ref().map(|s| s.image.clone());
+    assert_eq!(image(0).as_deref(), Some("sha256:abc"));
+    assert_eq!((mounts[0].readonly, mounts[0].host_path.as_str()), (true, ""));
+    assert_eq!(
+        (
+            mounts[1].container_path.as_str(),
+            mounts[1].image_sub_path.as_str()
+        ),
+        ("/bin2", "bin")
+    );
+    let mut up = m.pods[0].spec.containers[0].clone();
+    up.volume_mounts.as_mut().unwrap()[1].sub_path = Some("../etc".into());
+    let e = v.mounts(&up).unwrap_err().to_string();
+    assert!(e.contains("subPath \"../etc\" must be relative"), "{e}");
+    v.remove();
+}
