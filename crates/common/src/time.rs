@@ -13,8 +13,9 @@ pub enum Fraction {
     Trimmed,
 }
 
-/// The civil date of a day count since 1970-01-01 (proleptic Gregorian; Howard Hinnant's algorithm).
-fn civil(days: i64) -> (i64, i64, i64) {
+/// The civil date (year, month 1–12, day 1–31) of a day count since 1970-01-01 (proleptic Gregorian; Howard
+/// Hinnant's algorithm).
+pub fn civil(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

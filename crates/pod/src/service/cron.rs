@@ -81,7 +81,8 @@ impl Schedule {
         let secs = t.rem_euclid(86_400);
         let (minute, hour) = ((secs / 60 % 60) as u32, (secs / 3600) as u32);
         let weekday = ((days + 4).rem_euclid(7)) as u32; // 1970-01-01 was a Thursday.
-        let (_, month, day) = civil(days);
+        let (_, month, day) = crius_common::time::civil(days);
+        let (month, day) = (month as u32, day as u32);
         let has = |i: usize, v: u32| self.fields[i].contains(&v);
         let dom = has(2, day);
         let dow = has(4, weekday);
@@ -102,19 +103,6 @@ impl Schedule {
         }
         None
     }
-}
-
-/// (year, month, day) of a day count since 1970-01-01.
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
 #[cfg(test)]
@@ -141,7 +129,7 @@ mod tests {
 
     #[test]
     fn the_last_due_minute_is_found() {
-        assert_eq!(civil(T.div_euclid(86_400)), (2026, 12, 1));
+        assert_eq!(crius_common::time::civil(T.div_euclid(86_400)), (2026, 12, 1));
         let every = Schedule::parse("* * * * *").unwrap();
         assert_eq!(every.last_between(T - 120, T + 30), Some(T));
         // Nothing due since the last run in the same minute.
