@@ -556,14 +556,11 @@ impl Service {
                     names.join(" ")
                 )));
             }
-            let st = p.status.as_ref().and_then(|s| {
-                s.init_container_statuses
-                    .iter()
-                    .flatten()
-                    .chain(s.container_statuses.iter().flatten())
-                    .find(|c| c.name == name)
-                    .cloned()
-            });
+            let st = p
+                .status
+                .as_ref()
+                .and_then(|s| status::status_of(s, &name))
+                .cloned();
             let restarts = st.as_ref().map_or(0, |c| c.restart_count).max(0) as u32;
             let attempt = if previous {
                 if restarts == 0 {

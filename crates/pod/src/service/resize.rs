@@ -255,20 +255,8 @@ pub(super) fn on_event(pod: &mut Pod, e: &Event) {
     let Some(st) = pod.status.as_mut() else { return };
     match e {
         Event::Resized { name, .. } => {
-            let want = spec
-                .init_containers
-                .iter()
-                .flatten()
-                .chain(&spec.containers)
-                .find(|c| &c.name == name)
-                .and_then(|c| c.resources.clone());
-            if let Some(c) = st
-                .container_statuses
-                .iter_mut()
-                .flatten()
-                .chain(st.init_container_statuses.iter_mut().flatten())
-                .find(|c| &c.name == name)
-            {
+            let want = status::spec_of(&spec, name).and_then(|c| c.resources.clone());
+            if let Some(c) = status::statuses(st, name) {
                 c.resources = Some(want.clone().unwrap_or_default());
                 c.allocated_resources = want.and_then(|r| r.requests);
             }
@@ -284,13 +272,7 @@ pub(super) fn on_event(pod: &mut Pod, e: &Event) {
         Event::Started { name, resources, .. } => {
             // A container runs with what the engine started it with (a resize allocated meanwhile is
             // actuated after).
-            if let Some(c) = st
-                .container_statuses
-                .iter_mut()
-                .flatten()
-                .chain(st.init_container_statuses.iter_mut().flatten())
-                .find(|c| &c.name == name)
-            {
+            if let Some(c) = status::statuses(st, name) {
                 c.resources = Some(resources.clone().unwrap_or_default());
             }
         }

@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
-    ContainerStatus, Pod, PodCondition, PodIP, PodStatus,
+    ContainerStatus, Pod, PodCondition, PodIP, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -104,12 +104,32 @@ pub fn clear_condition(status: &mut PodStatus, kind: &str) {
     }
 }
 
-fn statuses<'a>(status: &'a mut PodStatus, name: &str) -> Option<&'a mut ContainerStatus> {
+/// Container `name`'s status, init or not.
+pub(super) fn statuses<'a>(status: &'a mut PodStatus, name: &str) -> Option<&'a mut ContainerStatus> {
     status
         .init_container_statuses
         .iter_mut()
         .flatten()
         .chain(status.container_statuses.iter_mut().flatten())
+        .find(|c| c.name == name)
+}
+
+/// Container `name`'s status, to read.
+pub(super) fn status_of<'a>(status: &'a PodStatus, name: &str) -> Option<&'a ContainerStatus> {
+    status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+        .find(|c| c.name == name)
+}
+
+/// Container `name` of `spec`, init or not.
+pub(super) fn spec_of<'a>(spec: &'a PodSpec, name: &str) -> Option<&'a Container> {
+    spec.init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
         .find(|c| c.name == name)
 }
 
@@ -389,13 +409,7 @@ pub fn refresh(pod: &mut Pod) {
 pub fn running(pod: &Pod, name: &str) -> bool {
     pod.status
         .as_ref()
-        .and_then(|s| {
-            s.init_container_statuses
-                .iter()
-                .flatten()
-                .chain(s.container_statuses.iter().flatten())
-                .find(|c| c.name == name)
-        })
+        .and_then(|s| status_of(s, name))
         .and_then(|c| c.state.as_ref())
         .is_some_and(|s| s.running.is_some())
 }
