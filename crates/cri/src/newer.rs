@@ -4,7 +4,7 @@
 //! A field kubelet may send and crius would otherwise drop is refused here with InvalidArgument naming it,
 //! before anything is made ([`container_config`], [`sandbox_config`], called from [`crate::validate`]):
 //!
-//! - a Mount's `image` and `image_sub_path` (image volumes);
+//! - a Mount's `image_sub_path` without an `image` (image volumes are mounted: `container::image_volumes`);
 //! - a Mount's `recursive_read_only`, `uidMappings` and `gidMappings` (Status advertises neither recursive
 //!   read-only nor idmapped mounts, so kubelet does not send them);
 //! - `supplemental_groups_policy` Strict, of a pod or a container (Merge, the default, is what crius does:
@@ -85,15 +85,11 @@ pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
     stop_signal(CALL, c.stop_signal)?;
     for (i, m) in c.mounts.iter().enumerate() {
         let field = |f: &str| format!("mounts[{i}].{f}");
-        if m.image.as_ref().is_some_and(|s| !s.image.is_empty()) || !m.image_sub_path.is_empty() {
+        if !crate::container::image_volumes::is_image(m) && !m.image_sub_path.is_empty() {
             return Err(Error::invalid(
                 CALL,
-                field(if m.image_sub_path.is_empty() {
-                    "image"
-                } else {
-                    "image_sub_path"
-                }),
-                "is set: crius does not mount image volumes yet",
+                field("image_sub_path"),
+                "is set on a mount that is no image volume (image is empty)",
             ));
         }
         if m.recursive_read_only {
@@ -217,13 +213,16 @@ mod tests {
             image: "busybox".into(),
             ..Default::default()
         };
+        // Image volumes are mounted; a sub path without an image is refused.
+        assert!(
+            container_config(&mount(cri::Mount {
+                image: Some(image),
+                image_sub_path: "etc".into(),
+                ..Default::default()
+            }))
+            .is_ok()
+        );
         let msg = refused(&mount(cri::Mount {
-            image: Some(image.clone()),
-            ..Default::default()
-        }));
-        assert!(msg.contains("mounts[1].image is set"), "{msg}");
-        let msg = refused(&mount(cri::Mount {
-            image: Some(image),
             image_sub_path: "etc".into(),
             ..Default::default()
         }));

@@ -1,6 +1,7 @@
 //! What criusd does with the CRI of Kubernetes 1.32–1.36 (its own `proto/cri`): a container's `stop_signal`
-//! is what StopContainer sends first, UpdatePodSandboxResources checks its sandbox, and the request fields
-//! crius does not act on yet are refused by name. (The pod cgroup it writes is checked in vm_pods.rs.)
+//! is what StopContainer sends first, UpdatePodSandboxResources checks its sandbox, an image volume mounts
+//! its image (or a sub path of it) read-only and noexec, and the request fields crius does not act on yet are
+//! refused by name. (The pod cgroup it writes is checked in vm_pods.rs.)
 //! Each case has a criusd of its own, its pod on the host's network.
 
 use crius_api::cri;
@@ -38,18 +39,20 @@ async fn a_stop_signal_of_sigusr1_reaches_the_process_before_sigterm() {
 async fn request_fields_crius_does_not_act_on_are_refused_by_name() {
     require_root();
     let mut p = Pod::on_host_network("refusals").await;
-    let mut image_volume = container("iv", "busybox", "true");
-    image_volume.mounts.push(cri::Mount {
+    let mut sub_path_alone = container("sp", "busybox", "true");
+    sub_path_alone.mounts.push(cri::Mount {
         container_path: "/data".into(),
-        image: Some(cri::ImageSpec {
-            image: "busybox".into(),
-            ..Default::default()
-        }),
+        host_path: "/tmp".into(),
+        image_sub_path: "etc".into(),
         ..Default::default()
     });
-    let e = p.create(image_volume).await.unwrap_err();
+    let e = p.create(sub_path_alone).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
-    assert!(e.message().contains("mounts[0].image"), "{}", e.message());
+    assert!(
+        e.message().contains("mounts[0].image_sub_path"),
+        "{}",
+        e.message()
+    );
 
     let mut bad_signal = container("bs", "busybox", "true");
     bad_signal.stop_signal = 1000;
@@ -85,4 +88,79 @@ async fn update_pod_sandbox_resources_names_an_unknown_sandbox_and_leaves_kubele
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     assert!(e.message().contains("sandbox \"nope\""), "{}", e.message());
+}
+
+fn image_mount(container_path: &str, sub: &str) -> cri::Mount {
+    cri::Mount {
+        container_path: container_path.into(),
+        image: Some(cri::ImageSpec {
+            image: "busybox".into(),
+            ..Default::default()
+        }),
+        image_sub_path: sub.into(),
+        readonly: true,
+        ..Default::default()
+    }
+}
+
+/// The image volume snapshots (`<container>-vol<i>`) in criusd's image store.
+fn volume_snapshots(p: &Pod) -> Vec<String> {
+    crius_privileged_tests::cri::entries(&p.d.root().join("images/snapshots"))
+        .into_iter()
+        .filter(|s| s.contains("-vol"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn an_image_volume_mounts_the_image_or_its_sub_path_read_only_and_noexec() {
+    require_root();
+    let mut p = Pod::on_host_network("image-volume").await;
+    let mut c = container(
+        "iv",
+        "busybox",
+        "test -e /vol/bin/busybox && test -e /volbin/busybox && echo both-there; \
+         touch /vol/x 2>/dev/null || echo read-only; \
+         /volbin/busybox true 2>/dev/null || echo noexec; echo done",
+    );
+    c.mounts = vec![image_mount("/vol", ""), image_mount("/volbin", "bin")];
+    let id = p.started(c).await;
+    p.wait_for_log("iv", "done").await;
+    let log = p.log_text("iv");
+    for line in ["both-there", "read-only", "noexec"] {
+        assert!(log.contains(&format!(" stdout F {line}")), "{line}: {log}");
+    }
+    assert_eq!(volume_snapshots(&p).len(), 2, "one snapshot per image mount");
+    cstop(&mut p.c, &id, 2).await;
+    crius_privileged_tests::cri::cremove(&mut p.c, &id).await;
+    assert!(
+        volume_snapshots(&p).is_empty(),
+        "snapshots removed with the container"
+    );
+
+    // A sub path that is not in the image: InvalidArgument naming it, nothing left.
+    let mut missing = container("miss", "busybox", "true");
+    missing.mounts = vec![image_mount("/v", "no/such/dir")];
+    let e = p.create(missing).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(
+        e.message().contains("mounts[0].image_sub_path") && e.message().contains("does not exist"),
+        "{}",
+        e.message()
+    );
+    assert!(
+        volume_snapshots(&p).is_empty(),
+        "a failed create leaves no snapshot"
+    );
+    // An image that is not pulled: NotFound, as for the container's own image.
+    let mut absent = container("absent", "busybox", "true");
+    absent.mounts = vec![cri::Mount {
+        image: Some(cri::ImageSpec {
+            image: "docker.io/library/nothere:1".into(),
+            ..Default::default()
+        }),
+        ..image_mount("/v", "")
+    }];
+    let e = p.create(absent).await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{}", e.message());
 }

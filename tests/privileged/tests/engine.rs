@@ -551,3 +551,43 @@ spec:
     );
     s.assert_nothing_left();
 }
+
+#[test]
+#[ignore = "needs root: hack/test.sh runs it"]
+fn an_image_volume_is_mounted_from_its_image_with_its_sub_path() {
+    let s = Setup::start();
+    let pod = s.dir.path().join("image-volume.yaml");
+    std::fs::write(
+        &pod,
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: tools}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: show
+    image: myapp:latest
+    volumeMounts:
+    - {name: agent, mountPath: /agent}
+    - {name: agent, mountPath: /agent-bin, subPath: bin}
+    command:
+    - sh
+    - -c
+    - |
+      test -e /agent/bin/busybox && test -e /agent-bin/busybox && echo both there
+      touch /agent/x 2>/dev/null && echo writable || echo read-only
+  volumes:
+  - name: agent
+    image: {reference: "fluent/fluent-bit:3.2", pullPolicy: IfNotPresent}
+"#,
+    )
+    .unwrap();
+    let (code, out, err) = s.run(&[&pod], &["--logs"]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let lines: Vec<&str> = out.lines().filter_map(|l| l.strip_prefix("show | ")).collect();
+    assert_eq!(lines, ["both there", "read-only"], "{out}");
+    s.assert_nothing_left();
+    let snapshots = crius_privileged_tests::cri::entries(&s.d.root().join("images/snapshots"));
+    assert!(snapshots.is_empty(), "snapshots left: {snapshots:?}");
+}

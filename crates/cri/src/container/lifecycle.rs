@@ -166,6 +166,7 @@ impl Containers {
         self.images
             .remove_snapshot(&c.record.id)
             .map_err(|source| Error::Image { call: CALL, source })?;
+        super::image_volumes::remove(&*self.images, &c.record.id)?;
         let _ = std::fs::remove_dir_all(self.bundle(&c.record.id));
         self.records.remove(&c.record.id)?;
         self.names.release(&c.name_key(), &c.record.id);

@@ -26,6 +26,7 @@ use crate::store::{now_ns, random_id};
 
 mod capture;
 mod exec;
+pub(crate) mod image_volumes;
 mod lifecycle;
 mod stats;
 pub mod status;
@@ -173,6 +174,9 @@ impl Containers {
         if let Err(e) = self.images.remove_snapshot(id) {
             tracing::warn!(container = %id, "removing its snapshot: {e}");
         }
+        if let Err(e) = image_volumes::remove(&*self.images, id) {
+            tracing::warn!(container = %id, "removing its image volumes: {e}");
+        }
         let _ = std::fs::remove_dir_all(self.bundle(id));
     }
 
@@ -264,6 +268,14 @@ impl Containers {
                 return Err(Error::Image { call: CALL, source });
             }
         };
+        let image_volumes = match image_volumes::prepare(&*self.images, &id, &config.mounts) {
+            Ok(v) => v,
+            Err(e) => {
+                undo(false);
+                intent.done();
+                return Err(e);
+            }
+        };
         let log_path = match (&sandbox.config.log_directory, &config.log_path) {
             (d, l) if !d.is_empty() && !l.is_empty() => Path::new(d).join(l).display().to_string(),
             _ => String::new(),
@@ -276,6 +288,7 @@ impl Containers {
                 sandbox_files,
                 image_config: &image_config,
                 rootfs: &rootfs,
+                image_volumes: &image_volumes,
             };
             let spec = crate::convert::spec(&input, &crate::convert::Host::probe(&input)?)?;
             crate::convert::create_mount_sources(&config)?;

@@ -642,6 +642,7 @@ fn convert_gives_the_golden_specs() {
                 sandbox_files: &sandbox_files(),
                 image_config: &case.image,
                 rootfs: &rootfs(),
+                image_volumes: &Default::default(),
             },
             &case.facts.host(),
         );

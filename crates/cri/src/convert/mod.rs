@@ -95,6 +95,8 @@ pub struct Input<'a> {
     pub image_config: &'a Value,
     /// The container's root filesystem (mounted).
     pub rootfs: &'a Path,
+    /// Where each image volume mount (by its index in `config.mounts`) is on the host.
+    pub image_volumes: &'a std::collections::BTreeMap<usize, std::path::PathBuf>,
 }
 
 /// oci-spec's builders check only what this conversion never sets (a mount's ID mappings given alone, an

@@ -142,6 +142,21 @@ pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly:
         }
     }
     for (i, m) in c.mounts.iter().enumerate() {
+        if let Some(source) = inp.image_volumes.get(&i) {
+            // An image volume: read-only and noexec whatever the mount asks, as Kubernetes documents them.
+            let image_mount = cri::Mount {
+                host_path: source.display().to_string(),
+                ..m.clone()
+            };
+            check(i, &image_mount)?;
+            out.push(mount(
+                &m.container_path,
+                "bind",
+                source,
+                &["rbind", "rprivate", "ro", "nosuid", "nodev", "noexec"],
+            )?);
+            continue;
+        }
         check(i, m)?;
         let mode = if m.readonly { "ro" } else { "rw" };
         out.push(mount(

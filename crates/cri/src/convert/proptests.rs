@@ -366,6 +366,7 @@ fn check(
         sandbox_files: Path::new("/run/crius/pods/p"),
         image_config: image,
         rootfs: Path::new("/rootfs"),
+        image_volumes: &Default::default(),
     };
     match spec(&inp, host) {
         Err(e) => prop_assert_eq!(e.code(), tonic::Code::InvalidArgument, "{}", e),

@@ -167,6 +167,7 @@ fn security_context_paths_replace_the_default_masks() {
                 sandbox_files: Path::new("/pod"),
                 image_config: &json!({"config": {"Cmd": ["sh"]}}),
                 rootfs: Path::new("/rootfs"),
+                image_volumes: &Default::default(),
             },
             &Host {
                 bounding: every_cap(),
@@ -290,6 +291,7 @@ fn numbers_the_oci_spec_cannot_hold_are_refused() {
             sandbox_files: Path::new("/pod"),
             image_config: &json!({"config": {"Cmd": ["sh"]}}),
             rootfs: Path::new("/rootfs"),
+            image_volumes: &Default::default(),
         };
         let host = Host {
             bounding: every_cap(),
@@ -338,6 +340,7 @@ fn a_nul_byte_from_the_image_config_is_refused() {
             sandbox_files: Path::new("/pod"),
             image_config: &image,
             rootfs: Path::new("/rootfs"),
+            image_volumes: &Default::default(),
         };
         let e = spec(&inp, &host).unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
@@ -367,6 +370,7 @@ fn the_host_is_read_before_the_conversion() {
             sandbox_files: &files,
             image_config: &Value::Null,
             rootfs: &rootfs,
+            image_volumes: &Default::default(),
         })
         .unwrap()
     };

@@ -115,7 +115,12 @@ impl Containers {
         let owned: HashSet<String> = self.list_all().into_iter().map(|c| c.record.id).collect();
         let mut orphans: HashSet<String> = crate::store::list_dir(&self.bundles)
             .into_iter()
-            .chain(self.images.snapshots())
+            .chain(
+                self.images
+                    .snapshots()
+                    .iter()
+                    .map(|s| crate::container::image_volumes::owner(s).to_string()),
+            )
             .filter(|id| !owned.contains(id))
             .collect();
         // Without a valid id there is no snapshot or task of it to take apart: only the directory goes.
