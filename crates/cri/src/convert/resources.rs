@@ -84,6 +84,9 @@ fn linux_resources(
         let limits = r
             .hugepage_limits
             .iter()
+            // kubelet sends a limit of 0 for each page size it knows of; one this host lacks is left out, as
+            // containerd's tolerate_missing_hugetlb_controller does. A real limit still goes to the runtime.
+            .filter(|h| h.limit != 0 || page_size_kb(&h.page_size).is_some_and(host_has_page_size))
             .map(|h| {
                 let limit = i64::try_from(h.limit).map_err(|_| {
                     Error::invalid(call, "hugepage_limits", format!("{} is out of range", h.limit))
@@ -96,7 +99,9 @@ fn linux_resources(
                 )
             })
             .collect::<Result<Vec<_>>>()?;
-        out.set_hugepage_limits(Some(limits));
+        if !limits.is_empty() {
+            out.set_hugepage_limits(Some(limits));
+        }
     }
     if !r.unified.is_empty() {
         out.set_unified(Some(r.unified.clone()));
@@ -132,4 +137,59 @@ pub fn merge_resources(
     }
     m.unified.extend(new.unified.clone());
     m
+}
+
+/// A CRI page size (`2MB`, `1GB`, `64KB`) in kB.
+fn page_size_kb(size: &str) -> Option<u64> {
+    let i = size.find(|c: char| !c.is_ascii_digit())?;
+    let (n, unit) = size.split_at(i);
+    let n: u64 = n.parse().ok()?;
+    let scale = match unit {
+        "KB" | "kB" => 1,
+        "MB" => 1 << 10,
+        "GB" => 1 << 20,
+        "TB" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(scale)
+}
+
+/// Whether the kernel has huge pages of `kb` kB, and the cgroup tree a hugetlb controller to limit them.
+fn host_has_page_size(kb: u64) -> bool {
+    let pages = std::path::Path::new("/sys/kernel/mm/hugepages").join(format!("hugepages-{kb}kB"));
+    let controller = crius_oci::cgroup::mount_point()
+        .ok()
+        .and_then(|m| std::fs::read_to_string(m.join("cgroup.controllers")).ok())
+        .is_some_and(|c| c.split_whitespace().any(|w| w == "hugetlb"));
+    pages.is_dir() && controller
+}
+
+#[cfg(test)]
+mod hugepage_tests {
+    use super::*;
+
+    #[test]
+    fn page_sizes_read_as_kubelet_writes_them() {
+        assert_eq!(page_size_kb("2MB"), Some(2048));
+        assert_eq!(page_size_kb("1GB"), Some(1 << 20));
+        assert_eq!(page_size_kb("64KB"), Some(64));
+        assert_eq!(page_size_kb("2mb"), None);
+        assert_eq!(page_size_kb("MB"), None);
+    }
+
+    #[test]
+    fn a_zero_limit_of_a_page_size_the_host_lacks_is_left_out_a_real_one_kept() {
+        let limit = |page_size: &str, limit: u64| cri::LinuxContainerResources {
+            hugepage_limits: vec![cri::HugepageLimit {
+                page_size: page_size.into(),
+                limit,
+            }],
+            ..Default::default()
+        };
+        // No machine has 16 GB pages.
+        let r = resources(Some(&limit("16GB", 0)), true).unwrap();
+        assert!(r.hugepage_limits().is_none(), "{r:?}");
+        let r = resources(Some(&limit("16GB", 1 << 34)), true).unwrap();
+        assert_eq!(r.hugepage_limits().as_ref().map(Vec::len), Some(1));
+    }
 }
