@@ -25,8 +25,6 @@ pub mod cri {
 }
 
 /// The JSON form of a CRI `KeyValue.value` (bytes): text, invalid UTF-8 replaced.
-// Used by the serde derives in `cri`, which rustdoc does not look into.
-#[allow(dead_code)]
 mod env_text {
     pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&String::from_utf8_lossy(v))
