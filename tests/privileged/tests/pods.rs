@@ -1566,3 +1566,52 @@ async fn shims_run_the_runtime_from_criusds_sealed_copy() {
     cstop(&mut p.c, &id, 0).await;
     cremove(&mut p.c, &id).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn a_container_with_pid_mode_target_sees_its_targets_processes() {
+    require_root();
+    let mut p = Pod::on_host_network("pidtarget").await;
+    let sleeper = format!("sleep {}", 4000 + std::process::id() % 1000);
+    let target = p
+        .started(container("app", "busybox", &format!("exec {sleeper}")))
+        .await;
+    wait_state(&mut p.c, &target, cri::ContainerState::ContainerRunning).await;
+    let mut debug = container("debug", "busybox", "sleep 3600");
+    let sc = debug
+        .linux
+        .get_or_insert_with(Default::default)
+        .security_context
+        .get_or_insert_with(Default::default);
+    sc.namespace_options = Some(cri::NamespaceOption {
+        pid: cri::NamespaceMode::Target as i32,
+        target_id: target.clone(),
+        ..Default::default()
+    });
+    let mut refused = debug.clone();
+    refused.metadata.as_mut().unwrap().name = "debug-nowhere".into();
+    if let Some(o) = refused
+        .linux
+        .as_mut()
+        .and_then(|l| l.security_context.as_mut())
+        .and_then(|s| s.namespace_options.as_mut())
+    {
+        o.target_id = "nosuchcontainer".into();
+    }
+    let e = p.create(refused).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("target_id"), "{}", e.message());
+    let id = p.started(debug).await;
+    wait_state(&mut p.c, &id, cri::ContainerState::ContainerRunning).await;
+    let r =
+        p.c.exec_sync(cri::ExecSyncRequest {
+            container_id: id.clone(),
+            cmd: vec!["cat".into(), "/proc/1/cmdline".into()],
+            timeout: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let init = String::from_utf8_lossy(&r.stdout).replace('\0', " ");
+    assert_eq!(init.trim(), sleeper, "pid 1 is the target's process");
+}

@@ -102,6 +102,38 @@ impl Containers {
         })
     }
 
+    /// For a container whose PID mode is TARGET: the PID namespace of its target, which must be running.
+    fn pid_target(&self, config: &cri::ContainerConfig) -> Result<Option<PathBuf>> {
+        let Some(ns) = config
+            .linux
+            .as_ref()
+            .and_then(|l| l.security_context.as_ref())
+            .and_then(|s| s.namespace_options.as_ref())
+            .filter(|o| o.pid == cri::NamespaceMode::Target as i32)
+        else {
+            return Ok(None);
+        };
+        const FIELD: &str = "linux.security_context.namespace_options.target_id";
+        if ns.target_id.is_empty() {
+            return Err(Error::invalid(
+                "CreateContainer",
+                FIELD,
+                "is empty for PID mode TARGET",
+            ));
+        }
+        let target = self
+            .get(&ns.target_id)
+            .filter(|c| c.record.pid > 0 && c.record.finished_at == 0);
+        match target {
+            Some(t) => Ok(Some(PathBuf::from(format!("/proc/{}/ns/pid", t.record.pid)))),
+            None => Err(Error::invalid(
+                "CreateContainer",
+                FIELD,
+                format!("{:?} is no running container", ns.target_id),
+            )),
+        }
+    }
+
     /// The container whose id is `id`, or the only one whose id starts with it.
     pub fn get(&self, id: &str) -> Option<Container> {
         self.records.get(id)
@@ -268,6 +300,7 @@ impl Containers {
                 return Err(Error::Image { call: CALL, source });
             }
         };
+        let pid_target = self.pid_target(&config)?;
         let image_volumes = match image_volumes::prepare(&*self.images, &id, &config.mounts) {
             Ok(v) => v,
             Err(e) => {
@@ -289,6 +322,7 @@ impl Containers {
                 image_config: &image_config,
                 rootfs: &rootfs,
                 image_volumes: &image_volumes,
+                pid_target: pid_target.as_deref(),
             };
             let spec = crate::convert::spec(&input, &crate::convert::Host::probe(&input)?)?;
             crate::convert::create_mount_sources(&config)?;

@@ -643,6 +643,7 @@ fn convert_gives_the_golden_specs() {
                 image_config: &case.image,
                 rootfs: &rootfs(),
                 image_volumes: &Default::default(),
+                pid_target: None,
             },
             &case.facts.host(),
         );

@@ -97,6 +97,8 @@ pub struct Input<'a> {
     pub rootfs: &'a Path,
     /// Where each image volume mount (by its index in `config.mounts`) is on the host.
     pub image_volumes: &'a std::collections::BTreeMap<usize, std::path::PathBuf>,
+    /// The PID namespace of the container that a PID mode of TARGET names (`/proc/<pid>/ns/pid`).
+    pub pid_target: Option<&'a Path>,
 }
 
 /// oci-spec's builders check only what this conversion never sets (a mount's ID mappings given alone, an
@@ -130,7 +132,8 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     )?);
 
     // The container's own namespace options, else the pod's: a PID option of NODE means the host's PID
-    // namespace; the pod's pinned namespaces are joined whatever the container's options say.
+    // namespace, TARGET the target container's (`kubectl debug --target`); the pod's pinned namespaces are
+    // joined whatever the container's options say.
     let pod_ns = crate::sandbox::namespace_options(&inp.sandbox.config);
     let ctr_ns = sc.and_then(|s| s.namespace_options.clone()).unwrap_or(pod_ns);
     let pins = &inp.sandbox.record.namespaces;
@@ -138,6 +141,16 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     // PID: the host's; the pod's shared one (when the pod holds one); else the container's own.
     match (ns_mode(&ctr_ns, |o| o.pid), &pins.pid) {
         (cri::NamespaceMode::Node, _) => {}
+        (cri::NamespaceMode::Target, _) => {
+            let target = inp.pid_target.ok_or_else(|| {
+                Error::invalid(
+                    CALL,
+                    "linux.security_context.namespace_options.target_id",
+                    "PID mode TARGET needs a running target container",
+                )
+            })?;
+            namespaces.push(namespace(LinuxNamespaceType::Pid, Some(target))?);
+        }
         (cri::NamespaceMode::Pod, Some(pin)) => {
             namespaces.push(namespace(LinuxNamespaceType::Pid, Some(pin))?);
         }

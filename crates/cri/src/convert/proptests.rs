@@ -367,6 +367,7 @@ fn check(
         image_config: image,
         rootfs: Path::new("/rootfs"),
         image_volumes: &Default::default(),
+        pid_target: None,
     };
     match spec(&inp, host) {
         Err(e) => prop_assert_eq!(e.code(), tonic::Code::InvalidArgument, "{}", e),

@@ -168,6 +168,7 @@ fn security_context_paths_replace_the_default_masks() {
                 image_config: &json!({"config": {"Cmd": ["sh"]}}),
                 rootfs: Path::new("/rootfs"),
                 image_volumes: &Default::default(),
+                pid_target: None,
             },
             &Host {
                 bounding: every_cap(),
@@ -292,6 +293,7 @@ fn numbers_the_oci_spec_cannot_hold_are_refused() {
             image_config: &json!({"config": {"Cmd": ["sh"]}}),
             rootfs: Path::new("/rootfs"),
             image_volumes: &Default::default(),
+            pid_target: None,
         };
         let host = Host {
             bounding: every_cap(),
@@ -341,6 +343,7 @@ fn a_nul_byte_from_the_image_config_is_refused() {
             image_config: &image,
             rootfs: Path::new("/rootfs"),
             image_volumes: &Default::default(),
+            pid_target: None,
         };
         let e = spec(&inp, &host).unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
@@ -371,6 +374,7 @@ fn the_host_is_read_before_the_conversion() {
             image_config: &Value::Null,
             rootfs: &rootfs,
             image_volumes: &Default::default(),
+            pid_target: None,
         })
         .unwrap()
     };
