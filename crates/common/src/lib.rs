@@ -6,6 +6,7 @@
 //! which need nix and libc, the crate's dependencies; and records written to survive a crash ([`durable`]).
 
 pub mod apparmor;
+pub mod cri_log;
 pub mod durable;
 pub mod id;
 pub mod inroot;

@@ -27,6 +27,16 @@ pub fn civil(days: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
+/// Days since 1970-01-01 of a civil date (the inverse of [`civil`]).
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Unix time `secs` + `nanos` as RFC 3339 in UTC.
 pub fn rfc3339(secs: i64, nanos: u32, fraction: Fraction) -> String {
     let (y, m, d) = civil(secs.div_euclid(86_400));

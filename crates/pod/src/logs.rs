@@ -12,12 +12,11 @@
 //! be missed, as with kubelet). A file cut shorter (truncated in place) is read again from its start. The
 //! file is looked at every [`POLL`].
 
-mod record;
 mod tail;
 #[cfg(test)]
 mod tests;
 
-pub use record::{Record, Stream, parse, parse_time};
+pub use crius_common::cri_log::{Record, Stream, parse, parse_time};
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};

@@ -85,15 +85,17 @@ pub(super) async fn follow(
     }
 }
 
-/// The stream and text of one CRI log record (`<time> <stream> <P|F> <text>`): a full record's text ends
-/// with a newline, a partial one's does not.
-fn record(line: &[u8]) -> Option<(&str, Vec<u8>)> {
-    let mut parts = line.splitn(4, |b| *b == b' ');
-    let _time = parts.next()?;
-    let stream = std::str::from_utf8(parts.next()?).ok()?;
-    let tag = parts.next()?;
-    let mut text = parts.next().unwrap_or_default().to_vec();
-    if tag != b"P" {
+/// The stream and text of one CRI log record (`<time> <stream> <P|F> <text>`, read by
+/// [`crius_common::cri_log::parse`]): a full record's text ends with a newline, a partial one's does not.
+fn record(line: &[u8]) -> Option<(&'static str, Vec<u8>)> {
+    use crius_common::cri_log::{Stream, parse};
+    let r = parse(line)?;
+    let stream = match r.stream {
+        Stream::Stdout => "stdout",
+        Stream::Stderr => "stderr",
+    };
+    let mut text = r.text.to_vec();
+    if !r.partial {
         text.push(b'\n');
     }
     Some((stream, text))

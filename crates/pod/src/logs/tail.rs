@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 
-use super::record::{HEADER_MAX, parse};
+use crius_common::cri_log::{HEADER_MAX, parse};
 
 /// How much is read at a time, backwards.
 const CHUNK: usize = 64 * 1024;

@@ -1,5 +1,6 @@
 //! One line of a CRI log file: `<RFC3339Nano time> <stdout|stderr> <P|F> <text>` (the format the shim writes,
-//! and kubelet reads), and its time as a [`SystemTime`].
+//! and kubelet reads), and its time as a [`SystemTime`]: read by the pod service's logs, `crius run --logs`
+//! and criusd's attach (one parser for all three).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,7 +30,7 @@ pub struct Record<'a> {
 /// [`parse`] decide on the first [`HEADER_MAX`] bytes of a line, which is what the tail search looks at.
 const TIME_MAX: usize = 64;
 /// How many bytes of a line are enough for [`parse`] to know whether it is a record, and a partial one.
-pub(super) const HEADER_MAX: usize = 128;
+pub const HEADER_MAX: usize = 128;
 
 /// The record `line` holds (a trailing newline is ignored), or None for a line not in the CRI format.
 ///
@@ -97,27 +98,17 @@ pub fn parse_time(s: &[u8]) -> Option<SystemTime> {
         }
         _ => return None,
     };
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset;
+    let secs = crate::time::days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset;
     Some(match u64::try_from(secs) {
         Ok(secs) => UNIX_EPOCH + Duration::new(secs, nanos),
         Err(_) => UNIX_EPOCH,
     })
 }
 
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian; the inverse of Howard Hinnant's `civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crius_common::time::{Fraction, format};
+    use crate::time::{Fraction, format};
 
     #[test]
     fn records_and_other_lines() {
