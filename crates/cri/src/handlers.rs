@@ -7,8 +7,9 @@
 //!
 //! Each handler's features come from its binary's `features` document (the OCI runtime features JSON), read
 //! once at start ([`probe`]), and are advertised only where crius's own CRI layer also acts on them
-//! ([`CRI_FEATURES`]): a runtime able to make recursive read-only mounts is no use while the CRI request's
-//! flag is not turned into the mount option.
+//! ([`CRI_FEATURES`]): a Mount's `recursive_read_only` becomes the `rro` option, so a handler whose runtime
+//! lists `rro` (crius-runc, runc ≥ 1.1) advertises recursive read-only mounts; one without it (crun 1.8) does
+//! not, and kubelet does not ask it for them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -39,10 +40,10 @@ pub struct Features {
     pub user_namespaces: bool,
 }
 
-/// What crius's CRI layer turns into the container's spec: neither a Mount's `recursive_read_only` nor a pod's
-/// user namespace mappings are acted on yet, so no handler advertises them, whatever its runtime can do.
+/// What crius's CRI layer turns into the container's spec: a Mount's `recursive_read_only` (the `rro`
+/// option); not yet a pod's user namespace mappings, which no handler advertises, whatever its runtime can do.
 pub const CRI_FEATURES: Features = Features {
-    recursive_read_only_mounts: false,
+    recursive_read_only_mounts: true,
     user_namespaces: false,
 };
 

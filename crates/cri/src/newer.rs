@@ -5,8 +5,10 @@
 //! before anything is made ([`container_config`], [`sandbox_config`], called from [`crate::validate`]):
 //!
 //! - a Mount's `image_sub_path` without an `image` (image volumes are mounted: `container::image_volumes`);
-//! - a Mount's `recursive_read_only`, `uidMappings` and `gidMappings` (Status advertises neither recursive
-//!   read-only nor idmapped mounts, so kubelet does not send them);
+//! - a Mount's `uidMappings` and `gidMappings` (Status does not advertise idmapped mounts, so kubelet does
+//!   not send them);
+//! - a Mount's `recursive_read_only` without `readonly` or with a propagation other than private, as the CRI
+//!   defines it (with both, it is made: `convert::mounts` asks the runtime for `rro`);
 //! - `supplemental_groups_policy` Strict, of a pod or a container (Merge, the default, is what crius does:
 //!   the image's `/etc/group` memberships are added);
 //! - a user namespace of the pod (`userns_options` mode POD; `hostUsers: false`).
@@ -92,13 +94,7 @@ pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
                 "is set on a mount that is no image volume (image is empty)",
             ));
         }
-        if m.recursive_read_only {
-            return Err(Error::invalid(
-                CALL,
-                field("recursive_read_only"),
-                "is set: crius does not make recursive read-only mounts yet (Status does not advertise them)",
-            ));
-        }
+        recursive_read_only(CALL, i, m)?;
         if !m.uid_mappings.is_empty() || !m.gid_mappings.is_empty() {
             let f = if m.uid_mappings.is_empty() {
                 "gidMappings"
@@ -125,6 +121,33 @@ pub fn sandbox_config(c: &cri::PodSandboxConfig) -> Result<()> {
     if let Some(sc) = c.linux.as_ref().and_then(|l| l.security_context.as_ref()) {
         groups_policy(CALL, "linux.security_context", sc.supplemental_groups_policy)?;
         userns(CALL, "linux.security_context", sc.namespace_options.as_ref())?;
+    }
+    Ok(())
+}
+
+/// A Mount's `recursive_read_only` (made with the runtime's `rro` option) as the CRI defines it: only with
+/// `readonly`, and only with PROPAGATION_PRIVATE (a mount propagated from the host later would not be
+/// read-only).
+fn recursive_read_only(call: &'static str, i: usize, m: &cri::Mount) -> Result<()> {
+    if !m.recursive_read_only {
+        return Ok(());
+    }
+    let field = format!("mounts[{i}].recursive_read_only");
+    if !m.readonly {
+        return Err(Error::invalid(
+            call,
+            field,
+            "is set without readonly, which it needs",
+        ));
+    }
+    if m.propagation != cri::MountPropagation::PropagationPrivate as i32 {
+        let p = cri::MountPropagation::try_from(m.propagation)
+            .map_or_else(|_| m.propagation.to_string(), |p| p.as_str_name().into());
+        return Err(Error::invalid(
+            call,
+            field,
+            format!("is set with propagation {p}: it needs PROPAGATION_PRIVATE"),
+        ));
     }
     Ok(())
 }
@@ -227,12 +250,35 @@ mod tests {
             ..Default::default()
         }));
         assert!(msg.contains("mounts[1].image_sub_path"), "{msg}");
-        let msg = refused(&mount(cri::Mount {
+        let rro = cri::Mount {
             readonly: true,
             recursive_read_only: true,
             ..Default::default()
+        };
+        assert!(container_config(&mount(rro.clone())).is_ok());
+        let msg = refused(&mount(cri::Mount {
+            readonly: false,
+            ..rro.clone()
         }));
-        assert!(msg.contains("mounts[1].recursive_read_only"), "{msg}");
+        assert!(
+            msg.contains("mounts[1].recursive_read_only is set without readonly"),
+            "{msg}"
+        );
+        for p in [
+            cri::MountPropagation::PropagationHostToContainer,
+            cri::MountPropagation::PropagationBidirectional,
+        ] {
+            let msg = refused(&mount(cri::Mount {
+                propagation: p as i32,
+                ..rro.clone()
+            }));
+            assert!(
+                msg.contains("mounts[1].recursive_read_only")
+                    && msg.contains(p.as_str_name())
+                    && msg.contains("needs PROPAGATION_PRIVATE"),
+                "{msg}"
+            );
+        }
         let msg = refused(&mount(cri::Mount {
             gid_mappings: vec![cri::IdMapping::default()],
             ..Default::default()

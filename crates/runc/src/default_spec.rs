@@ -52,14 +52,20 @@ pub fn features() -> Value {
         .collect();
     caps.sort();
     let caps: Vec<String> = caps.into_iter().map(|(_, name)| name).collect();
+    let mut mount_options: Vec<&str> =
+        "async atime bind defaults dev diratime dirsync exec mand noatime nodev \
+        nodiratime noexec nomand norelatime nostrictatime nosuid private rbind relatime remount ro rprivate \
+        rshared rslave runbindable rw shared slave strictatime suid sync tmpcopyup unbindable"
+            .split_whitespace()
+            .collect();
+    // The recursive ones (`rro`, ...): what a CRI client looks for to send recursive read-only mounts.
+    mount_options.extend(crius_oci::rootfs::recursive_names());
+    mount_options.sort_unstable();
     json!({
         "ociVersionMin": "1.0.0",
         "ociVersionMax": "1.2.0",
         "hooks": ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"],
-        "mountOptions": ["async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "mand",
-            "noatime", "nodev", "nodiratime", "noexec", "nomand", "norelatime", "nostrictatime", "nosuid",
-            "private", "rbind", "relatime", "remount", "ro", "rprivate", "rshared", "rslave", "runbindable",
-            "rw", "shared", "slave", "strictatime", "suid", "sync", "tmpcopyup", "unbindable"],
+        "mountOptions": mount_options,
         "linux": {
             "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "time", "user", "uts"],
             "capabilities": caps,
@@ -88,5 +94,18 @@ mod tests {
     fn default_config_parses_as_an_oci_spec() {
         let spec = crius_oci::config::parse("default", super::config().as_bytes()).unwrap();
         assert_eq!(spec.process().as_ref().unwrap().args().as_ref().unwrap()[0], "sh");
+    }
+
+    #[test]
+    fn features_list_the_recursive_mount_options_sorted() {
+        let doc = super::features();
+        let opts: Vec<&str> = doc["mountOptions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert!(opts.contains(&"rro") && opts.contains(&"rnoexec") && opts.contains(&"ro"));
+        assert!(opts.is_sorted(), "{opts:?}");
     }
 }

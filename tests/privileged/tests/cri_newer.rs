@@ -1,7 +1,7 @@
 //! What criusd does with the CRI of Kubernetes 1.32–1.36 (its own `proto/cri`): a container's `stop_signal`
 //! is what StopContainer sends first, UpdatePodSandboxResources checks its sandbox, an image volume mounts
-//! its image (or a sub path of it) read-only and noexec, and the request fields crius does not act on yet are
-//! refused by name. (The pod cgroup it writes is checked in vm_pods.rs.)
+//! its image (or a sub path of it) read-only and noexec, a recursive read-only mount is read-only down to its
+//! submounts, and the request fields crius does not act on yet are refused by name. (The pod cgroup it writes is checked in vm_pods.rs.)
 //! Each case has a criusd of its own, its pod on the host's network.
 
 use crius_api::cri;
@@ -163,4 +163,88 @@ async fn an_image_volume_mounts_the_image_or_its_sub_path_read_only_and_noexec()
     }];
     let e = p.create(absent).await.unwrap_err();
     assert_eq!(e.code(), Code::NotFound, "{}", e.message());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn a_recursive_read_only_mount_is_read_only_down_to_its_submounts() {
+    require_root();
+    let mut p = Pod::on_host_network("rro").await;
+    let status =
+        p.c.status(cri::StatusRequest { verbose: false })
+            .await
+            .unwrap()
+            .into_inner();
+    let default = status
+        .runtime_handlers
+        .iter()
+        .find(|h| h.name.is_empty())
+        .unwrap();
+    assert!(default.features.unwrap().recursive_read_only_mounts, "{status:?}");
+
+    let host = tempfile::tempdir().unwrap();
+    let sub = Tmpfs::at(host.path().join("tmpfs"));
+    let bind = |at: &str, recursive_read_only: bool| cri::Mount {
+        container_path: at.into(),
+        host_path: host.path().display().to_string(),
+        readonly: true,
+        recursive_read_only,
+        ..Default::default()
+    };
+    let mut c = container(
+        "rro",
+        "busybox",
+        "touch /rro/tmpfs/f 2>/dev/null || echo rro-sub-read-only; \
+         touch /ro/tmpfs/f && echo ro-sub-writable; echo done",
+    );
+    c.mounts = vec![bind("/rro", true), bind("/ro", false)];
+    p.started(c).await;
+    p.wait_for_log("rro", "done").await;
+    let log = p.log_text("rro");
+    for line in ["rro-sub-read-only", "ro-sub-writable"] {
+        assert!(log.contains(&format!(" stdout F {line}")), "{line}: {log}");
+    }
+    assert!(
+        sub.0.join("f").exists(),
+        "the plain read-only bind wrote the host's submount"
+    );
+
+    let mut bad = container("rw", "busybox", "true");
+    bad.mounts = vec![cri::Mount {
+        readonly: false,
+        ..bind("/rro", true)
+    }];
+    let e = p.create(bad).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(
+        e.message()
+            .contains("mounts[0].recursive_read_only is set without readonly"),
+        "{}",
+        e.message()
+    );
+}
+
+/// A tmpfs mounted on the host for a test, unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn at(dir: std::path::PathBuf) -> Tmpfs {
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "none"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "mounting a tmpfs on {}", dir.display());
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
 }

@@ -281,3 +281,35 @@ fn crius_only_personality_and_io_priority() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "i686\nbest-effort: prio 5\n");
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_recursive_read_only_bind_makes_its_submounts_read_only() {
+    // runc ≥ 1.1 and crius-runc: `rro` is mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY) on the bind.
+    let rt = Runtime::from_env();
+    let mut b = sh("touch /rro/sub/f 2>/dev/null && echo rro-sub-writable; \
+                    touch /rro/f 2>/dev/null && echo rro-writable; \
+                    touch /ro/sub/f && echo ro-sub-writable; \
+                    grep -c ' /rro/sub ' /proc/self/mountinfo");
+    let src = b.path().join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    let status = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "none"])
+        .arg(src.join("sub"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mounts = b.config["mounts"].as_array_mut().unwrap();
+    mounts.push(json!({"destination": "/rro", "type": "bind", "source": src,
+        "options": ["rbind", "rprivate", "ro", "rro"]}));
+    mounts.push(json!({"destination": "/ro", "type": "bind", "source": src,
+        "options": ["rbind", "rprivate", "ro"]}));
+    let (code, out, err) = run(&rt, &b);
+    std::process::Command::new("umount")
+        .arg(src.join("sub"))
+        .status()
+        .unwrap();
+    assert_eq!(code, 0, "{err}");
+    // Only the plain `ro` bind leaves its submount writable; the submount is there under /rro.
+    assert_eq!(out, "ro-sub-writable\n1\n", "{err}");
+}

@@ -1,6 +1,7 @@
 //! A container's mounts, in the order the runtime makes them: the usual /proc, /dev and /sys, the pod's
 //! /dev/shm, the pod's hostname, hosts and resolv.conf files (unless kubelet mounts its own), then
-//! kubelet's mounts with their propagation. kubelet's mounts must have absolute paths and stay out of /proc.
+//! kubelet's mounts with their propagation (and `rro` where a mount is recursive read-only). kubelet's mounts
+//! must have absolute paths and stay out of /proc.
 
 use std::path::Path;
 
@@ -149,22 +150,17 @@ pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly:
                 ..m.clone()
             };
             check(i, &image_mount)?;
-            out.push(mount(
-                &m.container_path,
-                "bind",
-                source,
-                &["rbind", "rprivate", "ro", "nosuid", "nodev", "noexec"],
-            )?);
+            let mut opts = vec!["rbind", "rprivate", "ro", "nosuid", "nodev", "noexec"];
+            opts.extend(m.recursive_read_only.then_some("rro"));
+            out.push(mount(&m.container_path, "bind", source, &opts)?);
             continue;
         }
         check(i, m)?;
         let mode = if m.readonly { "ro" } else { "rw" };
-        out.push(mount(
-            &m.container_path,
-            "bind",
-            &m.host_path,
-            &["rbind", propagation(m.propagation), mode],
-        )?);
+        let mut opts = vec!["rbind", propagation(m.propagation), mode];
+        // Read-only all the way down, submounts too (`newer` made sure it is read-only and private).
+        opts.extend(m.recursive_read_only.then_some("rro"));
+        out.push(mount(&m.container_path, "bind", &m.host_path, &opts)?);
     }
     Ok(out)
 }

@@ -447,3 +447,49 @@ fn an_update_sends_the_merged_limits_without_device_rules() {
         "{e}"
     );
 }
+
+#[test]
+fn a_recursive_read_only_mount_asks_the_runtime_for_rro() {
+    let sandbox = a_pod();
+    let bind = |readonly: bool, recursive_read_only: bool| cri::Mount {
+        host_path: "/var/lib/data".into(),
+        container_path: "/data".into(),
+        readonly,
+        recursive_read_only,
+        ..Default::default()
+    };
+    let config = cri::ContainerConfig {
+        mounts: vec![bind(true, true), bind(true, false), bind(false, false)],
+        ..Default::default()
+    };
+    let s = spec(
+        &Input {
+            id: "c",
+            config: &config,
+            sandbox: &sandbox,
+            sandbox_files: Path::new("/pod"),
+            image_config: &json!({"config": {"Cmd": ["sh"]}}),
+            rootfs: Path::new("/rootfs"),
+            image_volumes: &Default::default(),
+            pid_target: None,
+        },
+        &Host::default(),
+    )
+    .unwrap();
+    let s = serde_json::to_value(s).unwrap();
+    let options: Vec<&Value> = s["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["destination"] == "/data")
+        .map(|m| &m["options"])
+        .collect();
+    assert_eq!(
+        options,
+        [
+            &json!(["rbind", "rprivate", "ro", "rro"]),
+            &json!(["rbind", "rprivate", "ro"]),
+            &json!(["rbind", "rprivate", "rw"]),
+        ]
+    );
+}

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use oci_spec::runtime::Spec;
 
-pub use options::{Options, parse_options, propagation};
+pub use options::{Options, parse_options, propagation, recursive_names};
 
 use crate::{Result, err};
 

@@ -130,6 +130,18 @@ pub fn set_flags(
     setattr(fd, recursive, &attr).map_err(|e| err!("setting the flags of {what}: {e}"))
 }
 
+/// Sets the flags `set` and clears `clear` (`mount_setattr` flags) on the mount `fd` is the root of and on
+/// every mount below it (`AT_RECURSIVE`): the recursive options, `rro` and its kin. Nothing else changes.
+pub fn set_recursive(fd: &impl AsRawFd, set: u64, clear: u64, what: &dyn std::fmt::Display) -> Result<()> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    setattr(fd, true, &attr).map_err(|e| err!("setting the recursive flags of {what}: {e}"))
+}
+
 /// All the flags a mount may have, for `keep` in [`set_flags`].
 pub const ALL: u64 = u64::MAX;
 

@@ -3,7 +3,9 @@
 //! another container while the runtime works (CVE-2021-30465), resolves inside the rootfs; the mount goes
 //! onto that fd, never onto the path again. Bind mounts are cloned (`open_tree`), given their flags while
 //! detached and attached with `move_mount`; other filesystems are mounted onto `/proc/self/fd/N` of the
-//! destination. Destinations at or under /proc are refused but a procfs on /proc and lxcfs's files.
+//! destination. The recursive options (`rro`, ...) go onto the new tree with `AT_RECURSIVE`, so a read-only
+//! bind of a directory holding mounts is read-only all the way down. Destinations at or under /proc are
+//! refused but a procfs on /proc and lxcfs's files.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -13,7 +15,7 @@ use nix::mount::MsFlags;
 use oci_spec::runtime::Mount;
 
 use super::mountapi::{self, attach, clone_tree, open_source};
-use super::options::parse_options;
+use super::options::{Options, parse_options};
 use super::{locked_flags, mnt};
 use crate::{Result, err};
 
@@ -117,6 +119,8 @@ pub fn mount_one(root: &Root, bundle: &Path, m: &Mount, userns: bool) -> Result<
             };
             mountapi::set_flags(&tree, mountapi::attrs(extra), keep, false, &what)?;
         }
+        // The recursive options last, while the tree is detached: they win over the top mount's own.
+        set_recursive(&tree, &o, &what)?;
         attach(&tree, &target, &what)?;
         if !o.propagation.is_empty() {
             mountapi::set_propagation(&tree, o.propagation, &what)?;
@@ -134,14 +138,25 @@ pub fn mount_one(root: &Root, bundle: &Path, m: &Mount, userns: bool) -> Result<
         }
         r => r.map_err(|e| err!("{what}: {e}"))?,
     }
-    if !o.propagation.is_empty() {
+    if !o.propagation.is_empty() || !o.rec_set.is_empty() || !o.rec_clear.is_empty() {
         // The new mount is on top of the fd's: open it again, inside the root, and make sure it is another.
         let top = inroot::open(root.fd.as_fd(), &dest).map_err(|e| err!("{what}: reopening: {e}"))?;
         let before = inroot::mount_id(&target).map_err(|e| err!("{what}: {e}"))?;
         if inroot::mount_id(&top).map_err(|e| err!("{what}: {e}"))? == before {
             return Err(err!("{what}: the destination changed while it was mounted"));
         }
-        mountapi::set_propagation(&top, o.propagation, &what)?;
+        set_recursive(&top, &o, &what)?;
+        if !o.propagation.is_empty() {
+            mountapi::set_propagation(&top, o.propagation, &what)?;
+        }
     }
     Ok(())
+}
+
+/// The recursive options of `o` (`rro`, ...), on the mount `fd` is the root of and every submount.
+fn set_recursive(fd: &OwnedFd, o: &Options, what: &dyn std::fmt::Display) -> Result<()> {
+    if o.rec_set.is_empty() && o.rec_clear.is_empty() {
+        return Ok(());
+    }
+    mountapi::set_recursive(fd, mountapi::attrs(o.rec_set), mountapi::attrs(o.rec_clear), what)
 }

@@ -1,4 +1,6 @@
 //! Mount options as mount(8) and the OCI config name them, turned into mount(2) flags, propagation and data.
+//! The recursive ones of runc 1.1 (`rro`, `rnosuid`, ...; mount(8)'s `X-mount.` has no such names) apply to
+//! the mount and every submount below it, through `mount_setattr` with `AT_RECURSIVE`.
 
 use nix::mount::MsFlags;
 
@@ -13,6 +15,27 @@ pub struct Options {
     pub data: String,
     /// A bind mount (`bind` or `rbind`).
     pub bind: bool,
+    /// Flags set on the mount and all its submounts (`rro`, `rnosuid`, `rnodev`, `rnoexec`).
+    pub rec_set: MsFlags,
+    /// Flags cleared on the mount and all its submounts (`rrw`, `rsuid`, `rdev`, `rexec`).
+    pub rec_clear: MsFlags,
+}
+
+/// The recursive options: each name, the flag it sets and whether it clears it instead.
+const RECURSIVE: &[(&str, MsFlags, bool)] = &[
+    ("rro", MsFlags::MS_RDONLY, false),
+    ("rrw", MsFlags::MS_RDONLY, true),
+    ("rnosuid", MsFlags::MS_NOSUID, false),
+    ("rsuid", MsFlags::MS_NOSUID, true),
+    ("rnodev", MsFlags::MS_NODEV, false),
+    ("rdev", MsFlags::MS_NODEV, true),
+    ("rnoexec", MsFlags::MS_NOEXEC, false),
+    ("rexec", MsFlags::MS_NOEXEC, true),
+];
+
+/// The names of the recursive options, as the runtime's features document lists them.
+pub fn recursive_names() -> impl Iterator<Item = &'static str> {
+    RECURSIVE.iter().map(|(name, _, _)| *name)
 }
 
 /// Parses mount options as mount(8) names them.
@@ -22,9 +45,22 @@ pub fn parse_options(opts: &[String]) -> Options {
         propagation: MsFlags::empty(),
         data: String::new(),
         bind: false,
+        rec_set: MsFlags::empty(),
+        rec_clear: MsFlags::empty(),
     };
     let mut data = Vec::new();
     for opt in opts {
+        if let Some(&(_, flag, clear)) = RECURSIVE.iter().find(|(name, _, _)| name == opt) {
+            // The last of `rro` and `rrw` wins, as for `ro` and `rw`.
+            if clear {
+                o.rec_set.remove(flag);
+                o.rec_clear.insert(flag);
+            } else {
+                o.rec_clear.remove(flag);
+                o.rec_set.insert(flag);
+            }
+            continue;
+        }
         let (set, clear) = match opt.as_str() {
             "ro" => (MsFlags::MS_RDONLY, MsFlags::empty()),
             "rw" => (MsFlags::empty(), MsFlags::MS_RDONLY),
@@ -106,5 +142,19 @@ mod tests {
         assert_eq!(o.data, "mode=755,size=65536k");
         let o = parse_options(&["rbind", "ro", "rw"].map(String::from));
         assert!(o.bind && o.flags == MsFlags::MS_BIND | MsFlags::MS_REC);
+        assert!(o.rec_set.is_empty() && o.rec_clear.is_empty());
+    }
+
+    #[test]
+    fn recursive_options_are_flags_of_their_own_not_data() {
+        let o = parse_options(&["rbind", "ro", "rro", "rnosuid", "rexec", "rprivate"].map(String::from));
+        assert_eq!(o.flags, MsFlags::MS_BIND | MsFlags::MS_REC | MsFlags::MS_RDONLY);
+        assert_eq!(o.rec_set, MsFlags::MS_RDONLY | MsFlags::MS_NOSUID);
+        assert_eq!(o.rec_clear, MsFlags::MS_NOEXEC);
+        assert_eq!(o.propagation, MsFlags::MS_PRIVATE | MsFlags::MS_REC);
+        assert_eq!(o.data, "");
+        let o = parse_options(&["rro", "rrw"].map(String::from));
+        assert_eq!((o.rec_set, o.rec_clear), (MsFlags::empty(), MsFlags::MS_RDONLY));
+        assert_eq!(recursive_names().count(), 8);
     }
 }
