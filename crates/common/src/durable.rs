@@ -2,11 +2,12 @@
 //! file and directory, before the call returns.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-/// Writes `bytes` to `path` (mode 0600): a crash leaves the old file or the new one, never half of one; once
-/// this returns the new one is on disk. The caller keeps writers of one path apart.
+/// Writes `bytes` to `path` (mode 0600, even over a temporary file a crash left with another mode): a crash
+/// leaves the old file or the new one, never half of one; once this returns the new one is on disk. The
+/// caller keeps writers of one path apart.
 pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = std::fs::OpenOptions::new()
@@ -15,6 +16,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .write(true)
         .mode(0o600)
         .open(&tmp)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     f.write_all(bytes)?;
     f.sync_all()?;
     drop(f);

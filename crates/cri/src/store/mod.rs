@@ -1,5 +1,5 @@
 //! What criusd keeps of its sandboxes and containers: the records on disk and in memory, and the names they
-//! reserve ([`names::NameIndex`]). Shared here: writing a file whole, finding a record by its id or a unique
+//! reserve ([`names::NameIndex`]). Shared here: writing a file whole (`crius_common::durable`), finding a record by its id or a unique
 //! prefix of it, times as nanoseconds since the epoch (the CRI's unit), and new ids.
 //!
 //! A container's state is derived from its record, never asked of its shim (containerd's `status.go` does the
@@ -21,19 +21,7 @@ pub mod intents;
 pub mod names;
 pub mod sandbox;
 
-/// Writes `bytes` to `path` through a temporary file renamed over it: a crash leaves the old file or the
-/// new one, never half of one, and once this returns the new one is on disk (the file and its directory
-/// are fsynced). The caller keeps writers of one path apart.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let mut f = create_private(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
-}
+pub(crate) use crius_common::durable::{sync_dir, write as write_atomic};
 
 /// The mode of criusd's directories under its root and state: its own user's alone.
 pub const DIR_MODE: u32 = 0o700;
@@ -94,11 +82,6 @@ pub(crate) fn remove_record_dir(dir: &Path, main: &str) -> std::io::Result<()> {
 /// removed: it has no main file `main` (the first write makes it last, removal takes it first).
 pub(crate) fn is_leftover(dir: &Path, main: &str) -> bool {
     dir.is_dir() && !dir.join(main).exists()
-}
-
-/// fsyncs directory `dir` (its entries' creations and removals reach the disk).
-pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
 }
 
 /// The entry whose key is `id`, else the only one whose key starts with it (crictl and kubelet take short
