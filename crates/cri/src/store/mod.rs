@@ -1,6 +1,7 @@
 //! What criusd keeps of its sandboxes and containers: the records on disk and in memory, and the names they
-//! reserve ([`names::NameIndex`]). Shared here: writing a file whole (`crius_common::durable`), finding a record by its id or a unique
-//! prefix of it, times as nanoseconds since the epoch (the CRI's unit), and new ids.
+//! reserve ([`names::NameIndex`]). Shared here: writing a file whole (`crius_common::durable`), finding a
+//! record by its id or a unique prefix of it, times as nanoseconds since the epoch (the CRI's unit), and new
+//! ids.
 //!
 //! A container's state is derived from its record, never asked of its shim (containerd's `status.go` does the
 //! same); the record is kept current by the lifecycle calls and by the shim's events:
