@@ -35,19 +35,9 @@ pub(super) async fn find(rt: &mut RuntimeServiceClient<Channel>, uid: &str) -> O
 impl<E: FnMut(Event)> Run<'_, E> {
     /// Takes the sandbox's containers into the slots (nothing to take in a sandbox just made).
     pub(super) async fn adopt(&mut self) {
-        let Ok(list) = self
-            .rt
-            .list_containers(cri::ListContainersRequest {
-                filter: Some(cri::ContainerFilter {
-                    pod_sandbox_id: self.sandbox.clone(),
-                    ..Default::default()
-                }),
-            })
-            .await
-        else {
+        let Some(mut found) = self.containers().await else {
             return;
         };
-        let mut found = list.into_inner().containers;
         // Newest attempt first: each slot takes the first of its name, the rest are removed.
         found.sort_by_key(|c| std::cmp::Reverse(c.metadata.as_ref().map_or(0, |m| m.attempt)));
         let mut stale = Vec::new();

@@ -142,6 +142,23 @@ struct Run<'a, E: FnMut(Event)> {
     on: E,
 }
 
+impl<E: FnMut(Event)> Run<'_, E> {
+    /// The runtime's containers of the pod's sandbox; None when the runtime cannot say now.
+    async fn containers(&mut self) -> Option<Vec<cri::Container>> {
+        let list = self
+            .rt
+            .list_containers(cri::ListContainersRequest {
+                filter: Some(cri::ContainerFilter {
+                    pod_sandbox_id: self.sandbox.clone(),
+                    ..Default::default()
+                }),
+            })
+            .await
+            .ok()?;
+        Some(list.into_inner().containers)
+    }
+}
+
 /// Who a pod is, when the caller keeps it (the pod service): its uid and name. A sandbox of that uid that
 /// still runs is taken back with its containers (after a restart of the caller), instead of a new one made.
 #[derive(Debug, Clone)]

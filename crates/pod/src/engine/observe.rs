@@ -12,24 +12,10 @@ use crate::report::{ContainerReport, Event, Phase, Report};
 impl<E: FnMut(Event)> Run<'_, E> {
     /// Reads the state of every container of the pod; notes exits.
     pub(super) async fn observe(&mut self) {
-        let Ok(list) = self
-            .rt
-            .list_containers(cri::ListContainersRequest {
-                filter: Some(cri::ContainerFilter {
-                    pod_sandbox_id: self.sandbox.clone(),
-                    ..Default::default()
-                }),
-            })
-            .await
-        else {
+        let Some(list) = self.containers().await else {
             return;
         };
-        let states: HashMap<String, i32> = list
-            .into_inner()
-            .containers
-            .into_iter()
-            .map(|c| (c.id, c.state))
-            .collect();
+        let states: HashMap<String, i32> = list.into_iter().map(|c| (c.id, c.state)).collect();
         for i in 0..self.slots.len() {
             let Some(id) = self.slots[i].state.running_id().map(str::to_string) else {
                 continue;
