@@ -27,6 +27,7 @@ mod controllers;
 mod cron;
 pub mod grpc;
 mod kinds;
+mod patch;
 pub mod record;
 mod resize;
 pub mod status;
