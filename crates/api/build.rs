@@ -13,7 +13,10 @@ fn main() {
         // CRI messages are also shown as JSON (verbose ContainerStatus's `info.config`, as containerd does).
         .type_attribute(".runtime.v1", "#[derive(serde::Serialize, serde::Deserialize)]")
         // An environment value is bytes on the wire since CRI 1.36: shown as text, as it was before.
-        .field_attribute(".runtime.v1.KeyValue.value", "#[serde(with = \"crate::env_text\")]")
+        .field_attribute(
+            ".runtime.v1.KeyValue.value",
+            "#[serde(with = \"crate::env_text\")]",
+        )
         .compile_protos(&protos, &["../../proto"])
         .unwrap_or_else(|e| {
             panic!("compiling {protos:?} (needs protoc: hack/install-deps.sh installs it): {e}")

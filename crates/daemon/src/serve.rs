@@ -5,10 +5,10 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use crius_api::images::images_server::ImagesServer;
-use crius_api::pod::pod_service_server::PodServiceServer;
 use crius_api::cri::image_service_server::ImageServiceServer;
 use crius_api::cri::runtime_service_server::RuntimeServiceServer;
+use crius_api::images::images_server::ImagesServer;
+use crius_api::pod::pod_service_server::PodServiceServer;
 use nix::fcntl::{Flock, FlockArg};
 use tokio::signal::unix::{SignalKind, signal};
 
