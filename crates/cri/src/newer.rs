@@ -9,8 +9,9 @@
 //!   not send them);
 //! - a Mount's `recursive_read_only` without `readonly` or with a propagation other than private, as the CRI
 //!   defines it (with both, it is made: `convert::mounts` asks the runtime for `rro`);
-//! - `supplemental_groups_policy` Strict, of a pod or a container (Merge, the default, is what crius does:
-//!   the image's `/etc/group` memberships are added);
+//! - a `supplemental_groups_policy` that is neither Merge nor Strict, of a pod or a container (both are
+//!   carried out by `convert::process::user`: Merge adds the image's `/etc/group` memberships, Strict does
+//!   not; a pod's has nothing of its own to act on, crius runs no pause container);
 //! - a user namespace of the pod (`userns_options` mode POD; `hostUsers: false`).
 //!
 //! `stop_signal` is carried out: [`stop_signal`] turns the CRI enum into the signal number StopContainer
@@ -153,18 +154,13 @@ fn recursive_read_only(call: &'static str, i: usize, m: &cri::Mount) -> Result<(
 }
 
 fn groups_policy(call: &'static str, at: &str, policy: i32) -> Result<()> {
-    if policy == cri::SupplementalGroupsPolicy::Merge as i32 {
+    if cri::SupplementalGroupsPolicy::try_from(policy).is_ok() {
         return Ok(());
     }
-    let why = if policy == cri::SupplementalGroupsPolicy::Strict as i32 {
-        "is Strict: crius merges the image's groups (Merge) and does not do Strict yet".to_string()
-    } else {
-        format!("is {policy}, not a SupplementalGroupsPolicy")
-    };
     Err(Error::invalid(
         call,
         format!("{at}.supplemental_groups_policy"),
-        why,
+        format!("is {policy}, not a SupplementalGroupsPolicy (Merge or Strict)"),
     ))
 }
 
@@ -285,19 +281,20 @@ mod tests {
         }));
         assert!(msg.contains("mounts[1].gidMappings"), "{msg}");
 
-        let strict = cri::ContainerConfig {
+        let policy = |p: i32| cri::ContainerConfig {
             linux: Some(cri::LinuxContainerConfig {
                 security_context: Some(cri::LinuxContainerSecurityContext {
-                    supplemental_groups_policy: cri::SupplementalGroupsPolicy::Strict as i32,
+                    supplemental_groups_policy: p,
                     ..Default::default()
                 }),
                 ..Default::default()
             }),
             ..Default::default()
         };
-        let msg = refused(&strict);
+        assert!(container_config(&policy(cri::SupplementalGroupsPolicy::Strict as i32)).is_ok());
+        let msg = refused(&policy(7));
         assert!(
-            msg.contains("linux.security_context.supplemental_groups_policy is Strict"),
+            msg.contains("linux.security_context.supplemental_groups_policy is 7"),
             "{msg}"
         );
     }

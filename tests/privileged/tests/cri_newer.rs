@@ -1,7 +1,8 @@
 //! What criusd does with the CRI of Kubernetes 1.32–1.36 (its own `proto/cri`): a container's `stop_signal`
 //! is what StopContainer sends first, UpdatePodSandboxResources checks its sandbox, an image volume mounts
 //! its image (or a sub path of it) read-only and noexec, a recursive read-only mount is read-only down to its
-//! submounts, and the request fields crius does not act on yet are refused by name. (The pod cgroup it writes is checked in vm_pods.rs.)
+//! submounts, SupplementalGroupsPolicy Merge adds the image's groups of the user and Strict does not (and
+//! ContainerStatus reports the user), and the request fields crius does not act on yet are refused by name. (The pod cgroup it writes is checked in vm_pods.rs.)
 //! Each case has a criusd of its own, its pod on the host's network.
 
 use crius_api::cri;
@@ -246,5 +247,95 @@ impl Drop for Tmpfs {
             .arg("-l")
             .arg(&self.0)
             .status();
+    }
+}
+
+/// Imports `groups:latest`: busybox whose /etc/group makes `app` (1000, primary group 1000) a member of
+/// `in-image` (50000), USER 1000, as critest's test-image-predefined-group.
+fn import_groups_image(p: &Pod) -> tempfile::TempDir {
+    use crius_test_support::image::{ImageSpec, write_layout};
+    let dir = tempfile::tempdir().unwrap();
+    let (base, etc) = (dir.path().join("base"), dir.path().join("etc-layer"));
+    crius_test_support::build_busybox_rootfs(&base).unwrap();
+    std::fs::create_dir_all(etc.join("etc")).unwrap();
+    std::fs::write(
+        etc.join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/:/bin/sh\n",
+    )
+    .unwrap();
+    std::fs::write(
+        etc.join("etc/group"),
+        "root:x:0:\napp:x:1000:\nin-image:x:50000:app\n",
+    )
+    .unwrap();
+    let layout = dir.path().join("layout");
+    write_layout(
+        &layout,
+        &[ImageSpec {
+            name: "groups:latest".into(),
+            layers: vec![base, etc],
+            cmd: vec!["sh".into()],
+            env: vec!["PATH=/bin".into()],
+            user: "1000".into(),
+            ..Default::default()
+        }],
+    )
+    .unwrap();
+    p.d.cli_ok(&["images", "import", &layout.display().to_string()]);
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn supplemental_groups_merge_adds_the_image_s_groups_and_strict_does_not() {
+    require_root();
+    let mut p = Pod::on_host_network("groups").await;
+    let _image = import_groups_image(&p);
+    let status =
+        p.c.status(cri::StatusRequest { verbose: false })
+            .await
+            .unwrap()
+            .into_inner();
+    assert!(status.features.unwrap().supplemental_groups_policy);
+    for (name, policy, groups, user) in [
+        (
+            "merge",
+            cri::SupplementalGroupsPolicy::Merge,
+            "1000 1234 50000",
+            vec![1000, 50000, 1234],
+        ),
+        (
+            "strict",
+            cri::SupplementalGroupsPolicy::Strict,
+            "1000 1234",
+            vec![1000, 1234],
+        ),
+    ] {
+        let mut c = container(name, "groups", "id -G; echo done");
+        c.linux = Some(cri::LinuxContainerConfig {
+            security_context: Some(cri::LinuxContainerSecurityContext {
+                run_as_user: Some(cri::Int64Value { value: 1000 }),
+                supplemental_groups: vec![1234],
+                supplemental_groups_policy: policy as i32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let id = p.started(c).await;
+        p.wait_for_log(name, "done").await;
+        let log = p.log_text(name);
+        assert!(log.contains(&format!(" stdout F {groups}\n")), "{name}: {log}");
+        let st = cstatus(&mut p.c, &id).await.unwrap();
+        assert_eq!(
+            st.user,
+            Some(cri::ContainerUser {
+                linux: Some(cri::LinuxContainerUser {
+                    uid: 1000,
+                    gid: 1000,
+                    supplemental_groups: user,
+                }),
+            }),
+            "{name}"
+        );
     }
 }

@@ -18,7 +18,7 @@ use crius_api::cri;
 use crate::error::{Error, Kind, Result};
 use crate::shim::{CreateTask, ShimClient};
 use crate::snapshots::Snapshots;
-use crate::store::container::{Container, Record, Records, name_key};
+use crate::store::container::{Container, ProcessUser, Record, Records, name_key};
 use crate::store::intents::{Intent, Intents, Op};
 use crate::store::names::{NameIndex, Taken};
 use crate::store::sandbox::Sandbox;
@@ -313,7 +313,7 @@ impl Containers {
             (d, l) if !d.is_empty() && !l.is_empty() => Path::new(d).join(l).display().to_string(),
             _ => String::new(),
         };
-        let made = (|| -> Result<()> {
+        let made = (|| -> Result<ProcessUser> {
             let input = crate::convert::Input {
                 id: &id,
                 config: &config,
@@ -325,6 +325,11 @@ impl Containers {
                 pid_target: pid_target.as_deref(),
             };
             let spec = crate::convert::spec(&input, &crate::convert::Host::probe(&input)?)?;
+            let user = spec.process().as_ref().map(|p| p.user()).map(|u| ProcessUser {
+                uid: u.uid(),
+                gid: u.gid(),
+                groups: u.additional_gids().clone().unwrap_or_default(),
+            });
             crate::convert::create_mount_sources(&config)?;
             let spec =
                 serde_json::to_vec(&spec).map_err(|e| Error::io("serializing config.json", e.into()))?;
@@ -367,13 +372,17 @@ impl Containers {
                     call: CALL,
                     id: id.clone(),
                     source,
-                })
+                })?;
+            Ok(user.unwrap_or_default())
         })();
-        if let Err(e) = made {
-            undo(false);
-            intent.done();
-            return Err(e);
-        }
+        let user = match made {
+            Ok(u) => u,
+            Err(e) => {
+                undo(false);
+                intent.done();
+                return Err(e);
+            }
+        };
         let c = Container {
             record: Record {
                 id: id.clone(),
@@ -381,6 +390,7 @@ impl Containers {
                 image_id: image.id.to_string(),
                 created_at: now_ns(),
                 log_path,
+                user: Some(user),
                 ..Default::default()
             },
             config,

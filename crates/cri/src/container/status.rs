@@ -86,6 +86,14 @@ pub fn status(c: &Container) -> cri::ContainerStatus {
         }),
         // As created (RUNTIME_DEFAULT: the image's STOPSIGNAL, else SIGTERM, is sent).
         stop_signal: c.config.stop_signal,
+        // As created too: the spec's process user, the groups Merge or Strict gave (as containerd reports it).
+        user: c.record.user.as_ref().map(|u| cri::ContainerUser {
+            linux: Some(cri::LinuxContainerUser {
+                uid: u.uid.into(),
+                gid: u.gid.into(),
+                supplemental_groups: u.groups.iter().map(|&g| g.into()).collect(),
+            }),
+        }),
         ..Default::default()
     }
 }

@@ -186,6 +186,34 @@ fn the_configs_stop_signal_comes_before_the_images() {
 }
 
 #[test]
+fn status_reports_the_user_the_process_was_created_with() {
+    let w = World::new();
+    let mut c = config("u", 0, "busybox");
+    c.linux = Some(cri::LinuxContainerConfig {
+        security_context: Some(cri::LinuxContainerSecurityContext {
+            run_as_user: Some(cri::Int64Value { value: 1000 }),
+            run_as_group: Some(cri::Int64Value { value: 3000 }),
+            supplemental_groups: vec![1234],
+            supplemental_groups_policy: cri::SupplementalGroupsPolicy::Strict as i32,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let id = w.create_with(c).unwrap();
+    let want = Some(cri::ContainerUser {
+        linux: Some(cri::LinuxContainerUser {
+            uid: 1000,
+            gid: 3000,
+            supplemental_groups: vec![3000, 1234],
+        }),
+    });
+    assert_eq!(super::status::status(&w.containers.get(&id).unwrap()).user, want);
+    // Kept in the record: a criusd started again reports the same.
+    let again = open(&w.dir, w.shim.clone(), w.images.clone());
+    assert_eq!(super::status::status(&again.get(&id).unwrap()).user, want);
+}
+
+#[test]
 fn an_unknown_stop_signal_is_refused_at_create() {
     let w = World::new();
     let mut c = config("u", 0, "stoppable");

@@ -77,9 +77,22 @@ fn lookup<'a>(file: &'a str, name: &str) -> Option<Vec<&'a str>> {
         .find(|f| f.first() == Some(&name))
 }
 
+/// The gids of the groups the image's /etc/group (`group`) lists `name` as a member of, in file order.
+fn member_of(group: &str, name: &str) -> Vec<u32> {
+    group
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .filter(|f| f.get(3).is_some_and(|m| m.split(',').any(|m| m.trim() == name)))
+        .filter_map(|f| f.get(2).and_then(|g| g.parse().ok()))
+        .collect()
+}
+
 /// The process user: the security context's run_as_user/run_as_username/run_as_group, else the image's User
 /// (`uid`, `name`, `uid:gid`, `name:group`), names looked up in the image's /etc/passwd and /etc/group
-/// (`host.passwd`, `host.group`).
+/// (`host.passwd`, `host.group`). Its additional gids, as containerd gives them: the primary gid, then (with
+/// `supplemental_groups_policy` Merge, the default) every group the image's /etc/group lists the user in, as
+/// a login would get, then the security context's `supplemental_groups`; with Strict, the image's groups are
+/// left out. Each gid once.
 pub fn user(config: &cri::ContainerConfig, image: &Value, host: &Host) -> Result<User> {
     let sc = config.linux.as_ref().and_then(|l| l.security_context.as_ref());
     let image_user = image["config"]["User"].as_str().unwrap_or_default();
@@ -104,24 +117,33 @@ pub fn user(config: &cri::ContainerConfig, image: &Value, host: &Host) -> Result
             group = Some(g.value.to_string());
         }
     }
-    let (uid, mut gid) = if who.is_empty() {
-        (0, 0)
-    } else if let Ok(uid) = who.parse::<u32>() {
-        // A numeric uid: its primary group from passwd if it has an entry there.
-        let gid = host
-            .passwd
-            .lines()
-            .map(|l| l.split(':').collect::<Vec<_>>())
-            .find(|f| f.get(2).and_then(|u| u.parse::<u32>().ok()) == Some(uid))
-            .and_then(|f| f.get(3).and_then(|g| g.parse().ok()))
-            .unwrap_or(0);
-        (uid, gid)
+    // The uid, the primary gid and the name /etc/group lists members by (None: the uid has no passwd entry).
+    let numeric = if who.is_empty() {
+        Some(0)
     } else {
-        let f = lookup(&host.passwd, &who).ok_or_else(|| {
-            Error::invalid(CALL, format!("user {who:?}"), "is not in the image's /etc/passwd")
-        })?;
-        let num = |i: usize| f.get(i).and_then(|x| x.parse::<u32>().ok()).unwrap_or(0);
-        (num(2), num(3))
+        who.parse::<u32>().ok()
+    };
+    let (uid, mut gid, name) = match numeric {
+        Some(uid) => {
+            // A numeric uid (none: root): its primary group and name from passwd if it has an entry there.
+            let entry = host
+                .passwd
+                .lines()
+                .map(|l| l.split(':').collect::<Vec<_>>())
+                .find(|f| f.get(2).and_then(|u| u.parse::<u32>().ok()) == Some(uid));
+            let gid = entry
+                .as_ref()
+                .and_then(|f| f.get(3).and_then(|g| g.parse().ok()))
+                .unwrap_or(0);
+            (uid, gid, entry.and_then(|f| f.first().map(|n| n.to_string())))
+        }
+        None => {
+            let f = lookup(&host.passwd, &who).ok_or_else(|| {
+                Error::invalid(CALL, format!("user {who:?}"), "is not in the image's /etc/passwd")
+            })?;
+            let num = |i: usize| f.get(i).and_then(|x| x.parse::<u32>().ok()).unwrap_or(0);
+            (num(2), num(3), Some(who.clone()))
+        }
     };
     if let Some(g) = group.filter(|g| !g.is_empty()) {
         gid = match g.parse::<u32>() {
@@ -134,23 +156,37 @@ pub fn user(config: &cri::ContainerConfig, image: &Value, host: &Host) -> Result
         };
     }
     let extra = sc.map(|s| s.supplemental_groups.as_slice()).unwrap_or_default();
-    let mut u = UserBuilder::default().uid(uid).gid(gid);
-    if !extra.is_empty() {
-        let gids = extra
-            .iter()
-            .map(|&g| {
-                u32::try_from(g).map_err(|_| {
-                    Error::invalid(
-                        CALL,
-                        "supplemental_groups",
-                        format!("holds {g}, which is not a gid"),
-                    )
-                })
+    let extra = extra
+        .iter()
+        .map(|&g| {
+            u32::try_from(g).map_err(|_| {
+                Error::invalid(
+                    CALL,
+                    "supplemental_groups",
+                    format!("holds {g}, which is not a gid"),
+                )
             })
-            .collect::<Result<Vec<u32>>>()?;
-        u = u.additional_gids(gids);
+        })
+        .collect::<Result<Vec<u32>>>()?;
+    let strict =
+        sc.is_some_and(|s| s.supplemental_groups_policy == cri::SupplementalGroupsPolicy::Strict as i32);
+    let from_image = match &name {
+        Some(n) if !strict => member_of(&host.group, n),
+        _ => Vec::new(),
+    };
+    let mut gids: Vec<u32> = Vec::new();
+    for g in std::iter::once(gid).chain(from_image).chain(extra) {
+        if !gids.contains(&g) {
+            gids.push(g);
+        }
     }
-    built(u.build())
+    built(
+        UserBuilder::default()
+            .uid(uid)
+            .gid(gid)
+            .additional_gids(gids)
+            .build(),
+    )
 }
 
 /// The container's process.

@@ -63,9 +63,15 @@ fn users_resolve_in_the_rootfs() {
         user(c, image, &host).map(|u| serde_json::to_value(u).unwrap())
     };
     let mut c = cri::ContainerConfig::default();
-    assert_eq!(user_of(&c, &image()).unwrap(), json!({"uid": 1000, "gid": 1001}));
+    assert_eq!(
+        user_of(&c, &image()).unwrap(),
+        json!({"uid": 1000, "gid": 1001, "additionalGids": [1001]})
+    );
     let named = json!({"config": {"User": "app:staff"}});
-    assert_eq!(user_of(&c, &named).unwrap(), json!({"uid": 1000, "gid": 50}));
+    assert_eq!(
+        user_of(&c, &named).unwrap(),
+        json!({"uid": 1000, "gid": 50, "additionalGids": [50]})
+    );
     c.linux = Some(cri::LinuxContainerConfig {
         security_context: Some(cri::LinuxContainerSecurityContext {
             run_as_user: Some(cri::Int64Value { value: 0 }),
@@ -77,11 +83,49 @@ fn users_resolve_in_the_rootfs() {
     });
     assert_eq!(
         user_of(&c, &image()).unwrap(),
-        json!({"uid": 0, "gid": 7, "additionalGids": [8, 9]})
+        json!({"uid": 0, "gid": 7, "additionalGids": [7, 8, 9]})
     );
     let ghost = json!({"config": {"User": "ghost"}});
     let e = user_of(&cri::ContainerConfig::default(), &ghost).unwrap_err();
     assert!(e.to_string().contains("\"ghost\""), "{e}");
+}
+
+#[test]
+fn merge_adds_the_image_s_groups_of_the_user_and_strict_does_not() {
+    // As critest's image: default-user (1000) is a member of group-defined-in-image (50000).
+    let host = Host {
+        passwd: "root:x:0:0::/root:/bin/sh\ndefault-user:x:1000:1000::/home:/bin/sh\n".into(),
+        group: "root:x:0:\ndefault-user:x:1000:\ngroup-defined-in-image:x:50000:default-user\n\
+                other:x:60000:root,nobody\n"
+            .into(),
+        ..Default::default()
+    };
+    let gids = |policy: cri::SupplementalGroupsPolicy, who: Option<i64>| {
+        let c = cri::ContainerConfig {
+            linux: Some(cri::LinuxContainerConfig {
+                security_context: Some(cri::LinuxContainerSecurityContext {
+                    run_as_user: who.map(|value| cri::Int64Value { value }),
+                    supplemental_groups: vec![1234, 1000],
+                    supplemental_groups_policy: policy as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let u = user(&c, &json!({"config": {"User": "1000"}}), &host).unwrap();
+        (u.uid(), u.gid(), u.additional_gids().clone().unwrap())
+    };
+    use cri::SupplementalGroupsPolicy::{Merge, Strict};
+    // The primary gid first, then the image's memberships (Merge only), then supplemental_groups; each once.
+    assert_eq!(gids(Merge, Some(1000)), (1000, 1000, vec![1000, 50000, 1234]));
+    assert_eq!(gids(Strict, Some(1000)), (1000, 1000, vec![1000, 1234]));
+    // The image's User, numeric; root is a member of `other`.
+    assert_eq!(gids(Merge, None), (1000, 1000, vec![1000, 50000, 1234]));
+    assert_eq!(gids(Merge, Some(0)), (0, 0, vec![0, 60000, 1234, 1000]));
+    assert_eq!(gids(Strict, Some(0)), (0, 0, vec![0, 1234, 1000]));
+    // A uid the image's passwd does not know has no name to be a member by.
+    assert_eq!(gids(Merge, Some(4242)), (4242, 0, vec![0, 1234, 1000]));
 }
 
 #[test]

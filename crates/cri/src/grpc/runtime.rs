@@ -197,7 +197,8 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
             info,
             runtime_handlers: runtime_handlers(handlers),
             features: Some(cri::RuntimeFeatures {
-                supplemental_groups_policy: false,
+                // Merge and Strict: convert::process::user.
+                supplemental_groups_policy: true,
                 user_namespaces_host_network: false,
             }),
         }))

@@ -44,6 +44,21 @@ pub struct Record {
     /// Its init process's pid, on the host (0: not started).
     #[serde(default)]
     pub pid: u32,
+    /// The identity its processes run as, from its spec (None: a record from before crius kept it).
+    #[serde(default)]
+    pub user: Option<ProcessUser>,
+}
+
+/// The uid, gid and supplemental groups a container's process was created with, as ContainerStatus reports
+/// them (its `user`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessUser {
+    /// The uid.
+    pub uid: u32,
+    /// The primary gid.
+    pub gid: u32,
+    /// The supplemental gids (the spec's `additionalGids`).
+    pub groups: Vec<u32>,
 }
 
 /// A container's state, as the CRI reports it (see the diagram in [`crate::store`]).
