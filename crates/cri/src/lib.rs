@@ -5,6 +5,8 @@
 //!  grpc/        tonic adapters only: take the request apart, one domain call, answer (errors via error.rs)
 //!  runtime.rs   the node's pods and containers, wired to real shims, CNI and the image store
 //!  pod_stats.rs PodSandboxStats, ListPodSandboxStats: the containers' figures summed, the netns' counters
+//!  pod_metrics.rs ListMetricDescriptors, ListPodSandboxMetrics: cAdvisor's names, from the same samples
+//!  metrics.rs   for criusd's Prometheus endpoint: image pull figures; pods, containers, shims by state
 //!  pod_resources.rs UpdatePodSandboxResources: checked, and written to the pod cgroup where crius may
 //!  sandbox/     RunPodSandbox, Stop, Remove (mod.rs); PodSandboxStatus, ListPodSandbox (status.rs)
 //!  container/   CreateContainer (mod.rs); start/stop/remove/update/reopen (lifecycle.rs); status, list,
@@ -34,8 +36,10 @@ pub mod error;
 pub mod events;
 pub mod grpc;
 pub mod handlers;
+pub mod metrics;
 pub mod network;
 pub mod newer;
+pub mod pod_metrics;
 pub mod pod_resources;
 pub mod pod_stats;
 pub mod recover;

@@ -51,7 +51,7 @@ fn totals(now: i64, containers: &[cri::ContainerStats]) -> (Option<cri::CpuUsage
 }
 
 /// The counters of `s`'s own network namespace (none with the host's network, or once it is gone).
-fn network(now: i64, s: &Sandbox) -> Option<cri::NetworkUsage> {
+pub(crate) fn network(now: i64, s: &Sandbox) -> Option<cri::NetworkUsage> {
     let path = s.record.namespaces.net.as_ref().filter(|_| s.record.ready)?;
     let all = match netdev::read(path) {
         Ok(all) => all,

@@ -28,6 +28,8 @@ pub struct Config {
     pub log_level: String,
     /// text or json.
     pub log_format: String,
+    /// Where `/metrics` (Prometheus) is served, `host:port`; empty: nowhere.
+    pub metrics_address: String,
     /// Image settings.
     pub image: ImageSection,
     /// Pod network settings.
@@ -118,6 +120,7 @@ impl Default for Config {
             listen_mode: 0o660,
             log_level: "info".into(),
             log_format: "text".into(),
+            metrics_address: String::new(),
             image: ImageSection::default(),
             network: NetworkSection::default(),
             runtime: RuntimeSection::default(),
@@ -172,6 +175,7 @@ impl Config {
             return Err(format!("cni_plugin_dirs {}: must be absolute paths", d.display()));
         }
         self.stream_config()?;
+        self.metrics_address()?;
         runtimes::check(&self.runtimes)?;
         self.pods.pull_policy()?;
         for (host, mirror) in &self.image.mirrors {
@@ -200,6 +204,19 @@ impl Config {
             insecure,
             pinned: self.image.pinned_images.clone(),
         }
+    }
+
+    /// The address to serve `/metrics` on (None: metrics are off).
+    pub fn metrics_address(&self) -> Result<Option<std::net::SocketAddr>, String> {
+        if self.metrics_address.is_empty() {
+            return Ok(None);
+        }
+        self.metrics_address.parse().map(Some).map_err(|_| {
+            format!(
+                "metrics_address {:?}: not an IP address and port (127.0.0.1:9090, [::1]:9090)",
+                self.metrics_address
+            )
+        })
     }
 
     /// The streaming server's settings.
@@ -298,6 +315,13 @@ impl Config {
             "log_format",
             toml_value(&self.log_format),
             toml_value(&d.log_format),
+        );
+        key(
+            "Serve Prometheus metrics at http://ADDRESS/metrics, as IP:port such as \"127.0.0.1:9090\"; empty: off \
+             (--metrics-address). Plain http, no authentication: keep it on loopback or a trusted network.",
+            "metrics_address",
+            toml_value(&self.metrics_address),
+            toml_value(&d.metrics_address),
         );
         out += "[image]\n";
         let mut key = |doc: &str, name: &str, value: String| {
@@ -451,6 +475,22 @@ mod tests {
         let sc = c.stream_config().unwrap();
         assert_eq!(sc.address.to_string(), "0.0.0.0:10010");
         assert!(sc.tls.is_some());
+        assert_eq!(toml::from_str::<Config>(&c.render()).unwrap(), c);
+    }
+
+    #[test]
+    fn the_metrics_address_is_off_by_default_and_checked() {
+        let mut c = Config::default();
+        assert_eq!(c.metrics_address(), Ok(None));
+        assert!(c.render().contains("metrics_address = \"\"\n"), "{}", c.render());
+        c.metrics_address = "localhost:9090".into();
+        assert!(
+            c.check()
+                .unwrap_err()
+                .contains("metrics_address \"localhost:9090\"")
+        );
+        c.metrics_address = "127.0.0.1:9090".into();
+        assert_eq!(c.metrics_address().unwrap().unwrap().port(), 9090);
         assert_eq!(toml::from_str::<Config>(&c.render()).unwrap(), c);
     }
 

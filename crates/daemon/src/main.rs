@@ -4,6 +4,7 @@
 
 mod config;
 mod memory;
+mod metrics;
 mod serve;
 
 use std::path::PathBuf;
@@ -62,6 +63,10 @@ struct Cli {
     /// text or json [config: log_format; default text].
     #[arg(long, value_name = "FORMAT")]
     log_format: Option<String>,
+    /// Serve Prometheus metrics at http://ADDRESS/metrics (IP:PORT, e.g. 127.0.0.1:9090) [config:
+    /// metrics_address; default: off].
+    #[arg(long, value_name = "ADDRESS")]
+    metrics_address: Option<String>,
     /// The streaming server's address [config: stream.address; default 127.0.0.1].
     #[arg(long, value_name = "IP")]
     stream_address: Option<String>,
@@ -105,6 +110,9 @@ impl Cli {
         }
         if let Some(v) = &self.log_format {
             c.log_format = v.clone();
+        }
+        if let Some(v) = &self.metrics_address {
+            c.metrics_address = v.clone();
         }
         if let Some(v) = &self.stream_address {
             c.stream.address = v.clone();

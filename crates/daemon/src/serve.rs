@@ -176,7 +176,9 @@ pub fn run(c: Config) -> Result<(), String> {
         crate::memory::spawn_trimmer();
         let stop = shutdown_signal();
         let listener = bind(&c)?;
-        let images = crius_cri::grpc::image::ImageService::new(store, c.image_config());
+        let metrics = c.metrics_address()?.map(|a| (a, crate::metrics::Metrics::new()));
+        let pulls = metrics.as_ref().map(|(_, m)| m.pulls.clone()).unwrap_or_default();
+        let images = crius_cri::grpc::image::ImageService::counting(store, c.image_config(), pulls);
         let api = crius_cri::grpc::images_api::ImagesApi::new(images.clone());
         tracing::info!(
             socket = %c.listen.display(),
@@ -186,6 +188,16 @@ pub fn run(c: Config) -> Result<(), String> {
             "criusd serving"
         );
         let runtime = std::sync::Arc::new(runtime);
+        let calls = match metrics {
+            Some((address, mut m)) => {
+                m.watch(runtime.clone());
+                let calls = m.calls.clone();
+                let bound = crate::metrics::serve(address, std::sync::Arc::new(m)).await?;
+                tracing::info!(address = %bound, "metrics at http://{bound}/metrics");
+                Some(calls)
+            }
+            None => None,
+        };
         let stream_config = c.stream_config()?;
         let streams = crius_stream::server::Server::start(
             stream_config,
@@ -212,6 +224,7 @@ pub fn run(c: Config) -> Result<(), String> {
         .map_err(|e| format!("starting the pod service: {e}"))?;
         let (down, shutdown) = tokio::sync::watch::channel(false);
         let served = tonic::transport::Server::builder()
+            .layer(tower::util::option_layer(calls.map(|c| c.layer())))
             .add_service(ImageServiceServer::new(images.clone()))
             .add_service(RuntimeServiceServer::new(
                 crius_cri::grpc::runtime::RuntimeService::shared(runtime)

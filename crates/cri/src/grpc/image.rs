@@ -26,6 +26,7 @@ pub struct ImageService {
 struct Inner {
     store: Store,
     config: ImageConfig,
+    pulls: crate::metrics::Pulls,
 }
 
 /// Runs blocking store work for call `call` off the async workers.
@@ -103,9 +104,19 @@ fn reference_of(spec: Option<&cri::ImageSpec>, call: &'static str) -> Result<Str
 impl ImageService {
     /// A service over `store`.
     pub fn new(store: Store, config: ImageConfig) -> ImageService {
+        ImageService::counting(store, config, Default::default())
+    }
+
+    /// A service over `store` that counts its pulls into `pulls`.
+    pub fn counting(store: Store, config: ImageConfig, pulls: crate::metrics::Pulls) -> ImageService {
         ImageService {
-            inner: Arc::new(Inner { store, config }),
+            inner: Arc::new(Inner { store, config, pulls }),
         }
+    }
+
+    /// Where its pulls are counted.
+    pub fn pulls(&self) -> &crate::metrics::Pulls {
+        &self.inner.pulls
     }
 
     /// The store it serves.
@@ -259,6 +270,7 @@ impl cri::image_service_server::ImageService for ImageService {
             .await
             .map_err(|e| {
                 tracing::warn!(image = %reference, error = %e, "pull failed");
+                self.inner.pulls.failed();
                 Error::Image {
                     call: "PullImage",
                     source: e,
@@ -272,6 +284,9 @@ impl cri::image_service_server::ImageService for ImageService {
             ms = started.elapsed().as_millis() as u64,
             "pulled"
         );
+        self.inner
+            .pulls
+            .succeeded(report.bytes_fetched, started.elapsed());
         Ok(Response::new(cri::PullImageResponse {
             image_ref: report.image.id.to_string(),
         }))

@@ -83,6 +83,7 @@ impl api::images_server::Images for ImagesApi {
         )?;
         let opts = self.images.pull_options(auth);
         let store = self.images.store().clone();
+        let pulls = self.images.pulls().clone();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
             let sink = tx.clone();
@@ -95,6 +96,7 @@ impl api::images_server::Images for ImagesApi {
                 Ok(r) => {
                     tracing::info!(image = %req.reference, id = %r.image.id, blobs = r.blobs_fetched,
                         bytes = r.bytes_fetched, ms = started.elapsed().as_millis() as u64, "pulled");
+                    pulls.succeeded(r.bytes_fetched, started.elapsed());
                     Ok(event(api::pull_event::Event::Done(api::PullDone {
                         image_id: r.image.id.to_string(),
                         repo_tags: r.image.names,
@@ -105,6 +107,7 @@ impl api::images_server::Images for ImagesApi {
                 }
                 Err(e) => {
                     tracing::warn!(image = %req.reference, error = %e, "pull failed");
+                    pulls.failed();
                     Err(Error::Image {
                         call: "Pull",
                         source: e,

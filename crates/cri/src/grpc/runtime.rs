@@ -587,7 +587,9 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         &self,
         _: Request<cri::StreamPodSandboxMetricsRequest>,
     ) -> Reply<Self::StreamPodSandboxMetricsStream> {
-        Err(not_yet("StreamPodSandboxMetrics"))
+        let listed = self.list_pod_sandbox_metrics(Request::new(cri::ListPodSandboxMetricsRequest {}));
+        let pod_sandbox_metrics = listed.await?.into_inner().pod_metrics;
+        one_chunk(cri::StreamPodSandboxMetricsResponse { pod_sandbox_metrics })
     }
 
     async fn update_pod_sandbox_resources(
@@ -607,13 +609,16 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         &self,
         _: Request<cri::ListMetricDescriptorsRequest>,
     ) -> Reply<cri::ListMetricDescriptorsResponse> {
-        Err(not_yet("ListMetricDescriptors"))
+        Ok(Response::new(cri::ListMetricDescriptorsResponse {
+            descriptors: crate::pod_metrics::descriptors(),
+        }))
     }
 
     async fn list_pod_sandbox_metrics(
         &self,
         _: Request<cri::ListPodSandboxMetricsRequest>,
     ) -> Reply<cri::ListPodSandboxMetricsResponse> {
-        Err(not_yet("ListPodSandboxMetrics"))
+        let pod_metrics = self.blocking(|r| Ok(r.list_pod_metrics())).await?;
+        Ok(Response::new(cri::ListPodSandboxMetricsResponse { pod_metrics }))
     }
 }

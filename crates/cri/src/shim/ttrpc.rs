@@ -376,6 +376,10 @@ impl ShimClient for TtrpcShims {
             .map(drop)
     }
 
+    fn connected(&self) -> usize {
+        self.conns().len()
+    }
+
     fn stats(&self, sandbox: &str, id: &str) -> ShimResult<Option<Metrics>> {
         let req = task::StatsRequest {
             id: id.into(),
