@@ -1,7 +1,8 @@
 //! criusd's metrics end to end: its Prometheus endpoint (`--metrics-address`) after a pull from a local
 //! registry and a pod with a busy container (the CRI call counters, the pods, containers and shims gauges, the
 //! pull figures, the process figures), and the CRI's ListMetricDescriptors, ListPodSandboxMetrics and
-//! StreamPodSandboxMetrics for that pod.
+//! StreamPodSandboxMetrics for that pod; then a pod on a CNI network of its own, whose eth0 counters are in its
+//! metrics.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -9,7 +10,8 @@ use std::time::{Duration, Instant};
 use crius_api::cri;
 use crius_api::cri::image_service_client::ImageServiceClient;
 use crius_privileged_tests::cri::{
-    client, config, container, create, cremove, cstop, host_network, remove, run, start, stop, wait_state,
+    Pod, client, config, container, create, cremove, cstop, host_network, remove, run, start, stop,
+    wait_state,
 };
 use crius_test_support::daemon::Daemon;
 use crius_test_support::registry::Registry;
@@ -247,4 +249,54 @@ async fn the_endpoint_and_the_cri_metrics_show_a_pod_and_its_busy_container() {
             .pod_metrics
             .is_empty()
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn a_pods_own_network_is_in_its_metrics_by_interface() {
+    require_root();
+    let mut p = Pod::on_network("metricsnet").await;
+    let id = p.started(container("idle", "busybox", "sleep 3600")).await;
+    wait_state(&mut p.c, &id, cri::ContainerState::ContainerRunning).await;
+    // Traffic on the pod's eth0: a ping of the bridge.
+    let gateway = format!("{}1", p.net().unwrap().subnet_prefix);
+    let r =
+        p.c.exec_sync(cri::ExecSyncRequest {
+            container_id: id.clone(),
+            cmd: vec!["ping".into(), "-c1".into(), "-W2".into(), gateway.clone()],
+            timeout: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.exit_code, 0, "ping {gateway}");
+    let all =
+        p.c.list_pod_sandbox_metrics(cri::ListPodSandboxMetricsRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .pod_metrics;
+    let pod = all.iter().find(|m| m.pod_sandbox_id == p.id).expect("our pod");
+    for name in [
+        "container_network_receive_bytes_total",
+        "container_network_transmit_bytes_total",
+    ] {
+        let m = pod
+            .metrics
+            .iter()
+            .find(|m| m.name == name && m.label_values.last().map(String::as_str) == Some("eth0"))
+            .unwrap_or_else(|| panic!("no {name} for eth0 in {:?}", pod.metrics));
+        assert_eq!(m.label_values, [p.id.as_str(), "metricsnet", "", "eth0"]);
+        assert_eq!(m.metric_type, cri::MetricType::Counter as i32);
+        assert!(value(m) > 0, "{m:?}");
+    }
+    assert!(
+        pod.metrics
+            .iter()
+            .all(|m| m.label_values.last().map(String::as_str) != Some("lo")),
+        "loopback is left out: {:?}",
+        pod.metrics
+    );
+    assert_eq!(pod.container_metrics.len(), 1);
+    assert_eq!(pod.container_metrics[0].container_id, id);
 }
