@@ -2,7 +2,8 @@
 //! under criusd's root ([`record`]) and is led by the pod engine ([`crate::engine::run_as`]) over criusd's own
 //! CRI socket; its status is Kubernetes' PodStatus, moved by the engine's events ([`status`]). Workloads
 //! (Job, Deployment, ReplicaSet, StatefulSet, DaemonSet) make and replace their pods (`controllers`);
-//! resizes are admitted against the node's allocatable resources and actuated in place (`resize`).
+//! resizes are admitted against the node's allocatable resources and actuated in place (`resize`); kubelet's
+//! events of each pod are in `events`, where its logs are in `logs`.
 //!
 //! Pods outlive the service: when criusd stops or crashes, its shims keep the containers; at start-up the
 //! records are read again and the engine takes each running pod back, its containers untouched
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event as KubeEvent, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::{Notify, broadcast, mpsc};
 use tonic::Status;
 use tonic::transport::Channel;
@@ -21,12 +22,15 @@ use tonic::transport::Channel;
 use crate::engine::{Control, Given, Options};
 use crate::manifest::{Manifest, PodDef};
 use crate::report::Event;
+use events::{event, kube_event, push_event};
 
 mod apply;
 mod controllers;
 mod cron;
+mod events;
 pub mod grpc;
 mod kinds;
+mod logs;
 mod patch;
 pub mod record;
 mod resize;
@@ -405,31 +409,6 @@ impl Service {
         Ok(out)
     }
 
-    /// The events of object `kind namespace/name`, oldest first (a workload's are its pods').
-    pub fn events(&self, kind: Kind, namespace: &str, name: &str) -> Vec<serde_json::Value> {
-        let namespace = ns(namespace);
-        let o = self.lock();
-        let mut out: Vec<&KubeEvent> = Vec::new();
-        for e in o.pods.values() {
-            let (n, nm) = record::names(&e.record.pod.metadata);
-            let owned = e
-                .record
-                .pod
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|r| r.name == name && kind.name() == r.kind);
-            if n == namespace && ((kind == Kind::Pod && nm == name) || owned) {
-                out.extend(&e.record.events);
-            }
-        }
-        out.sort_by_key(|e| e.last_timestamp.as_ref().map(|t| t.0));
-        out.into_iter()
-            .map(|e| serde_json::to_value(e).unwrap_or_default())
-            .collect()
-    }
-
     /// Deletes object `kind namespace/name`; a pod terminates within `grace_s` (its own grace period when
     /// None; 0 or less: at once, kubectl's `--now` being 1 s). With `wait`, returns once it is gone.
     pub async fn delete(
@@ -516,100 +495,6 @@ impl Service {
             .map(|(k, _)| k.clone())
             .collect()
     }
-
-    /// The log file of container `container` of pod `namespace/pod` (its only or first main container when
-    /// empty), of its previous run with `previous`, and a watch that turns false when that run has ended.
-    pub fn log_file(
-        &self,
-        namespace: &str,
-        pod: &str,
-        container: &str,
-        previous: bool,
-    ) -> Result<(PathBuf, tokio::sync::watch::Receiver<bool>), Status> {
-        let namespace = ns(namespace).to_string();
-        let k = key(&namespace, pod);
-        let (path, name) = {
-            let o = self.lock();
-            let e = o
-                .pods
-                .get(&k)
-                .ok_or_else(|| Status::not_found(format!("pods {pod:?} not found")))?;
-            let p = &e.record.pod;
-            let spec = p.spec.clone().unwrap_or_default();
-            let name = if container.is_empty() {
-                spec.containers
-                    .first()
-                    .map(|c| c.name.clone())
-                    .unwrap_or_default()
-            } else {
-                container.to_string()
-            };
-            if status::role(p, &name).is_none() {
-                let names: Vec<String> = spec
-                    .init_containers
-                    .iter()
-                    .flatten()
-                    .chain(&spec.containers)
-                    .map(|c| c.name.clone())
-                    .collect();
-                return Err(Status::invalid_argument(format!(
-                    "container {name} is not valid for pod {pod}: choose one of: [{}]",
-                    names.join(" ")
-                )));
-            }
-            let st = p
-                .status
-                .as_ref()
-                .and_then(|s| status::status_of(s, &name))
-                .cloned();
-            let restarts = st.as_ref().map_or(0, |c| c.restart_count).max(0) as u32;
-            let attempt = if previous {
-                if restarts == 0 {
-                    return Err(Status::invalid_argument(format!(
-                        "previous terminated container {name:?} in pod {pod:?} not found"
-                    )));
-                }
-                restarts - 1
-            } else {
-                restarts
-            };
-            let uid = p.metadata.uid.clone().unwrap_or_default();
-            let dir = self
-                .inner
-                .settings
-                .engine
-                .log_root
-                .join(format!("{namespace}_{pod}_{uid}"));
-            (dir.join(&name).join(format!("{attempt}.log")), name)
-        };
-        if !path.exists() {
-            return Err(Status::invalid_argument(format!(
-                "container {name:?} in pod {pod:?} is waiting to start: no log yet"
-            )));
-        }
-        let (tx, rx) = tokio::sync::watch::channel(!previous);
-        if !previous {
-            let me = self.clone();
-            tokio::spawn(async move {
-                loop {
-                    let alive = me
-                        .lock()
-                        .pods
-                        .get(&k)
-                        .is_some_and(|e| status::running(&e.record.pod, &name));
-                    if !alive {
-                        let _ = tx.send(false);
-                        return;
-                    }
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_millis(200)) => {}
-                        () = tx.closed() => return,
-                    }
-                }
-            });
-        }
-        Ok((path, rx))
-    }
 }
 
 /// A pod as the API gives it.
@@ -618,113 +503,4 @@ fn pod_json(p: &Pod) -> serde_json::Value {
     v["apiVersion"] = "v1".into();
     v["kind"] = "Pod".into();
     v
-}
-
-fn push_event(events: &mut Vec<KubeEvent>, e: KubeEvent) {
-    // A repeat of the last one of its reason and message counts up, as kubelet's recorder does.
-    if let Some(last) = events
-        .iter_mut()
-        .rev()
-        .find(|o| o.reason == e.reason && o.message == e.message)
-    {
-        last.count = Some(last.count.unwrap_or(1) + 1);
-        last.last_timestamp = e.last_timestamp;
-        return;
-    }
-    events.push(e);
-    if events.len() > record::MAX_EVENTS {
-        events.remove(0);
-    }
-}
-
-fn event(
-    pod: &Pod,
-    kind: &str,
-    reason: &str,
-    message: String,
-    container: Option<&str>,
-    node: &str,
-) -> KubeEvent {
-    let now = status::now();
-    let m = &pod.metadata;
-    KubeEvent {
-        type_: Some(kind.into()),
-        reason: Some(reason.into()),
-        message: Some(message),
-        count: Some(1),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now),
-        source: Some(k8s_openapi::api::core::v1::EventSource {
-            component: Some("kubelet".into()),
-            host: Some(node.into()),
-        }),
-        involved_object: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: m.name.clone(),
-            namespace: m.namespace.clone(),
-            uid: m.uid.clone(),
-            field_path: container.map(|c| {
-                let list = match status::role(pod, c) {
-                    Some(crate::Role::Main) => "containers",
-                    _ => "initContainers",
-                };
-                format!("spec.{list}{{{c}}}")
-            }),
-            ..Default::default()
-        },
-        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-            name: Some(format!(
-                "{}.{}",
-                m.name.clone().unwrap_or_default(),
-                crate::node::name_suffix()
-            )),
-            namespace: m.namespace.clone(),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
-
-/// The kubelet event of an engine event, if kubelet records one.
-fn kube_event(pod: &Pod, e: &Event, node: &str) -> Option<KubeEvent> {
-    let ev =
-        |kind, reason, message: String, c: Option<&str>| Some(event(pod, kind, reason, message, c, node));
-    match e {
-        Event::Pulling(image) => ev("Normal", "Pulling", format!("Pulling image {image:?}"), None),
-        Event::Started { name, .. } => ev(
-            "Normal",
-            "Started",
-            format!("Started container {name}"),
-            Some(name),
-        ),
-        Event::Failed { name, error } => ev("Warning", "Failed", error.clone(), Some(name)),
-        Event::Restarting { name, .. } => ev(
-            "Warning",
-            "BackOff",
-            format!("Back-off restarting failed container {name}"),
-            Some(name),
-        ),
-        Event::Stopping { name, .. } => ev(
-            "Normal",
-            "Killing",
-            format!("Stopping container {name}"),
-            Some(name),
-        ),
-        Event::Readiness { name, ready: false } => ev(
-            "Warning",
-            "Unhealthy",
-            "Readiness probe failed".into(),
-            Some(name),
-        ),
-        Event::Resized { name, applied, .. } => ev(
-            "Normal",
-            "ResizeCompleted",
-            format!("Container {name} resized: {applied}"),
-            Some(name),
-        ),
-        Event::ResizeFailed { name, error } => ev("Warning", "ResizeError", error.clone(), Some(name)),
-        Event::Note(n) => ev("Normal", "Note", n.clone(), None),
-        _ => None,
-    }
 }
