@@ -1,0 +1,231 @@
+//! The workload controllers of one node, each a reconciliation of what its object asks with the pods it
+//! owns, run whenever a pod changes and every second:
+//! - Job: pods until `completions` succeeded, at most `parallelism` at once; more than `backoffLimit`
+//!   failures fail it (each new pod after a doubling back-off), as does running past
+//!   `activeDeadlineSeconds`; `ttlSecondsAfterFinished` deletes it once finished;
+//! - Deployment and ReplicaSet: `replicas` running pods of the current template, failed ones replaced, old
+//!   templates' pods removed once the new ones are ready (the Deployment's ReplicaSet is not a separate
+//!   object here); StatefulSet: `<name>-<ordinal>` in order, each once the one before is ready; DaemonSet:
+//!   one pod on this one node;
+//! - CronJob: a Job of its template at each time its schedule names, while criusd runs ([`super::cron`]).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use super::{Kind, Service, status};
+
+mod job;
+mod replicas;
+
+/// Runs the controllers until criusd stops.
+pub(super) async fn run(s: Service) {
+    loop {
+        tokio::select! {
+            () = s.inner.wake.notified() => {}
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        if s.closing() {
+            continue;
+        }
+        s.reconcile();
+        s.retry_deferred();
+    }
+}
+
+/// A pod's phase.
+fn phase(p: &Pod) -> &str {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+fn ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn finished_at(p: &Pod) -> Option<k8s_openapi::jiff::Timestamp> {
+    p.status
+        .as_ref()?
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| {
+            c.state
+                .as_ref()?
+                .terminated
+                .as_ref()?
+                .finished_at
+                .as_ref()
+                .map(|t| t.0)
+        })
+        .max()
+}
+
+/// Kubernetes' short hash of a pod template (`pod-template-hash`).
+fn template_hash(template: &Value) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in template.to_string().bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..10)
+        .map(|i| ALPHABET[((h >> (i * 6)) % ALPHABET.len() as u64) as usize] as char)
+        .collect()
+}
+
+fn int(v: &Value, p: &str) -> Option<i64> {
+    v.pointer(p).and_then(Value::as_i64)
+}
+
+impl Service {
+    fn reconcile(&self) {
+        let workloads: Vec<Value> = self
+            .lock()
+            .others
+            .iter()
+            .filter(|(k, _)| !k.starts_with("ConfigMap/") && !k.starts_with("Secret/"))
+            .map(|(_, v)| v.clone())
+            .collect();
+        for w in workloads {
+            let kind = w.get("kind").and_then(Value::as_str).and_then(Kind::of_object);
+            let next = match kind {
+                Some(Kind::Job) => self.job(&w),
+                Some(Kind::Deployment | Kind::ReplicaSet) => self.replicas(&w),
+                Some(Kind::StatefulSet) => self.stateful(&w),
+                Some(Kind::DaemonSet) => self.daemon(&w),
+                Some(Kind::CronJob) => self.cron_job(&w),
+                _ => None,
+            };
+            if let Some(next) = next
+                && next != w
+            {
+                self.save_workload(next);
+            }
+        }
+    }
+
+    fn save_workload(&self, v: Value) {
+        let (kind, namespace, name) = super::record::object_names(&v);
+        let k = format!("{kind}/{namespace}/{name}");
+        let mut o = self.lock();
+        // Deleted meanwhile: not brought back.
+        if !o.others.contains_key(&k) {
+            return;
+        }
+        if let Err(e) = self.inner.records.save_object(&v) {
+            tracing::warn!("pod service: {e}");
+        }
+        o.others.insert(k, v);
+    }
+
+    /// The pods workload `w` owns, by key.
+    fn pods_of(&self, w: &Value) -> Vec<(String, Pod)> {
+        let uid = w.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+        self.lock()
+            .pods
+            .iter()
+            .filter(|(_, e)| {
+                e.record
+                    .pod
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.uid == uid)
+            })
+            .map(|(k, e)| (k.clone(), e.record.pod.clone()))
+            .collect()
+    }
+
+    /// Makes a pod of `w`'s template (`template` under it) named `name`, with `labels` added.
+    fn make_pod(&self, w: &Value, template: &Value, name: String, labels: &[(&str, String)]) {
+        let (kind, namespace, _) = super::record::object_names(w);
+        let mut meta = template.get("metadata").cloned().unwrap_or_else(|| json!({}));
+        for (k, v) in labels {
+            meta["labels"][*k] = v.clone().into();
+        }
+        meta["name"] = name.clone().into();
+        meta["namespace"] = namespace.into();
+        meta["ownerReferences"] = json!([{
+            "apiVersion": w.get("apiVersion").cloned().unwrap_or_default(),
+            "kind": kind,
+            "name": w.pointer("/metadata/name").cloned().unwrap_or_default(),
+            "uid": w.pointer("/metadata/uid").cloned().unwrap_or_default(),
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }]);
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": template.get("spec").cloned().unwrap_or_default()});
+        match serde_json::from_value::<Pod>(pod) {
+            Ok(p) => {
+                if let Err(e) = self.create_pod(p) {
+                    tracing::warn!("pod service: {kind} pod {name}: {}", e.message());
+                }
+            }
+            Err(e) => tracing::warn!("pod service: {kind} pod {name}: {e}"),
+        }
+    }
+
+    fn remove_pods(&self, keys: impl IntoIterator<Item = String>) {
+        for k in keys {
+            let _ = self.delete_pod(&k, None);
+        }
+    }
+
+    /// Sets the replicas of workload `kind namespace/name` (a Job's parallelism).
+    pub fn scale(&self, kind: Kind, namespace: &str, name: &str, replicas: i32) -> Result<(), tonic::Status> {
+        let namespace = super::ns(namespace);
+        let k = format!("{}/{namespace}/{name}", kind.name());
+        let field = match kind {
+            Kind::Deployment | Kind::ReplicaSet | Kind::StatefulSet => "replicas",
+            Kind::Job => "parallelism",
+            _ => {
+                return Err(tonic::Status::invalid_argument(format!(
+                    "{} cannot be scaled (deployments, replicasets, statefulsets and jobs can)",
+                    kind.plural()
+                )));
+            }
+        };
+        if replicas < 0 {
+            return Err(tonic::Status::invalid_argument(format!(
+                "replicas {replicas} is negative"
+            )));
+        }
+        let mut v = self
+            .lock()
+            .others
+            .get(&k)
+            .cloned()
+            .ok_or_else(|| tonic::Status::not_found(format!("{} {name:?} not found", kind.plural())))?;
+        v["spec"][field] = replicas.into();
+        if kind != Kind::Job && replicas as u64 > crate::manifest::MAX_REPLICAS {
+            return Err(tonic::Status::invalid_argument(format!(
+                "replicas {replicas} is more than the {} pods a node runs",
+                crate::manifest::MAX_REPLICAS
+            )));
+        }
+        self.save_workload(v);
+        self.inner.wake.notify_one();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_hash_is_stable_and_follows_the_template() {
+        let a = json!({"spec": {"containers": [{"name": "a", "image": "x:1"}]}});
+        let b = json!({"spec": {"containers": [{"name": "a", "image": "x:2"}]}});
+        assert_eq!(template_hash(&a), template_hash(&a));
+        assert_ne!(template_hash(&a), template_hash(&b));
+        assert_eq!(template_hash(&a).len(), 10);
+    }
+}
