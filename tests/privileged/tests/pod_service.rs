@@ -368,3 +368,70 @@ fn a_resize_past_the_node_is_infeasible_one_past_what_is_free_deferred_and_a_qos
     assert!(String::from_utf8_lossy(&out.stderr).contains("Pod QoS is immutable"));
     s.d.cli_ok(&["delete", "pod", "a", "--now"]);
 }
+
+#[test]
+#[ignore = "needs root: hack/test.sh runs it"]
+fn a_rolling_update_keeps_within_its_surge_and_its_ready_pods() {
+    let s = setup("");
+    let deployment = |version: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\nspec:\n  replicas: 3\n  \
+             selector: {{matchLabels: {{app: web}}}}\n  \
+             strategy: {{type: RollingUpdate, rollingUpdate: {{maxSurge: 1, maxUnavailable: 0}}}}\n  \
+             template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      terminationGracePeriodSeconds: 1\n      \
+             containers:\n      - name: app\n        image: docker.io/library/myapp:latest\n        \
+             command: [sleep, '1000']\n        env: [{{name: VERSION, value: '{version}'}}]\n        \
+             readinessProbe: {{exec: {{command: ['true']}}, periodSeconds: 1}}\n"
+        )
+    };
+    // (pods not terminating, of them ready, of them of the template whose env says `version`)
+    let count = |version: &str| {
+        let l = json(&s, &["get", "pods", "-o", "json"]);
+        let live: Vec<&Value> = l["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .collect();
+        let is_ready = |p: &&&Value| {
+            p["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        };
+        let ready = live.iter().filter(is_ready).count();
+        let of_version = live
+            .iter()
+            .filter(is_ready)
+            .filter(|p| p["spec"]["containers"][0]["env"][0]["value"] == version)
+            .count();
+        (live.len(), ready, of_version)
+    };
+    let v1 = write(&s, "v1.yaml", &deployment("1"));
+    s.d.cli_ok(&["apply", "-f", &v1]);
+    wait_for("3 ready pods of v1", Duration::from_secs(60), || {
+        count("1").2 == 3
+    });
+    let v2 = write(&s, "v2.yaml", &deployment("2"));
+    s.d.cli_ok(&["apply", "-f", &v2]);
+    let end = Instant::now() + Duration::from_secs(90);
+    let mut most = 0;
+    loop {
+        let (live, ready, updated) = count("2");
+        most = most.max(live);
+        assert!(live <= 4, "more than replicas + maxSurge pods: {live}");
+        assert!(ready >= 3, "fewer than replicas - maxUnavailable ready: {ready}");
+        if updated == 3 && live == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the rollout did not finish: {live} live, {updated} updated"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(most, 4, "the rollout used its surge");
+    s.d.cli_ok(&["delete", "deployment", "web"]);
+    wait_for("the pods to go", Duration::from_secs(30), || {
+        s.d.cli_ok(&["get", "pods", "-o", "name"]).trim().is_empty()
+    });
+}

@@ -3,9 +3,10 @@
 //! - Job: pods until `completions` succeeded, at most `parallelism` at once; more than `backoffLimit`
 //!   failures fail it (each new pod after a doubling back-off), as does running past
 //!   `activeDeadlineSeconds`; `ttlSecondsAfterFinished` deletes it once finished;
-//! - Deployment and ReplicaSet: `replicas` running pods of the current template, failed ones replaced, old
-//!   templates' pods removed once the new ones are ready (the Deployment's ReplicaSet is not a separate
-//!   object here); StatefulSet: `<name>-<ordinal>` in order, each once the one before is ready; DaemonSet:
+//! - Deployment and ReplicaSet: `replicas` running pods of the current template, failed ones replaced; a
+//!   Deployment's new template rolls out within `maxSurge` and `maxUnavailable` (or all at once for
+//!   `Recreate`), a ReplicaSet's old pods go as the new ones become ready (the Deployment's ReplicaSet is not
+//!   a separate object here); StatefulSet: `<name>-<ordinal>` in order, each once the one before is ready; DaemonSet:
 //!   one pod on this one node;
 //! - CronJob: a Job of its template at each time its schedule names, while criusd runs ([`super::cron`]).
 

@@ -37,7 +37,22 @@ impl Service {
         let (new, old): (Vec<_>, Vec<_>) = running.iter().map(|x| **x).partition(|(_, p)| current(p));
         let new_ready = new.iter().filter(|(_, p)| ready(p)).count() as i64;
         let deployment = w["kind"] == "Deployment";
-        for _ in new.len() as i64..replicas {
+        let strategy = Strategy::of(&w, replicas);
+        // Pods still terminating count against a surge, and a Recreate waits for the old ones to be gone.
+        let terminating_old = pods
+            .iter()
+            .filter(|(_, p)| p.metadata.deletion_timestamp.is_some() && !current(p))
+            .count() as i64;
+        let to_make = match strategy {
+            _ if !deployment => replicas - new.len() as i64,
+            Strategy::Recreate if !old.is_empty() || terminating_old > 0 => 0,
+            Strategy::Recreate => replicas - new.len() as i64,
+            Strategy::Rolling { surge, .. } => {
+                let total = (new.len() + old.len()) as i64 + terminating_old;
+                (replicas - new.len() as i64).min(replicas + surge - total)
+            }
+        };
+        for _ in 0..to_make.max(0) {
             let pod = if deployment {
                 format!("{name}-{hash}-{}", crate::node::name_suffix())
             } else {
@@ -50,9 +65,22 @@ impl Service {
             .skip(replicas as usize)
             .map(|(k, _)| k.clone())
             .collect();
-        // The old template's pods go as the new ones become ready.
-        let keep_old = (replicas - new_ready).max(0) as usize;
-        extra.extend(old.iter().skip(keep_old).map(|(k, _)| k.clone()));
+        // The old template's pods go: all at once for Recreate; for a rolling update, the unready first, then
+        // as many as keep `replicas - maxUnavailable` ready (a ReplicaSet: as the new ones become ready).
+        let old_ready: Vec<_> = old.iter().filter(|(_, p)| ready(p)).collect();
+        let old_unready = old.iter().filter(|(_, p)| !ready(p));
+        match strategy {
+            _ if !deployment => {
+                let keep_old = (replicas - new_ready).max(0) as usize;
+                extra.extend(old.iter().skip(keep_old).map(|(k, _)| k.clone()));
+            }
+            Strategy::Recreate => extra.extend(old.iter().map(|(k, _)| k.clone())),
+            Strategy::Rolling { unavailable, .. } => {
+                extra.extend(old_unready.map(|(k, _)| k.clone()));
+                let may_go = (new_ready + old_ready.len() as i64 - (replicas - unavailable)).max(0) as usize;
+                extra.extend(old_ready.iter().take(may_go).map(|(k, _)| k.clone()));
+            }
+        }
         self.remove_pods(extra);
         let all_ready = running.iter().filter(|(_, p)| ready(p)).count() as i64;
         let generation = int(&w, "/metadata/generation").unwrap_or(1);
@@ -166,5 +194,90 @@ impl Service {
         st["numberAvailable"] = r.into();
         st["numberMisscheduled"] = 0.into();
         Some(w)
+    }
+}
+
+/// A Deployment's `spec.strategy`: Recreate, or a rolling update within `maxSurge` pods over `replicas` and
+/// `maxUnavailable` under it (each a number or a percentage of `replicas`, 25% by default, the surge rounded
+/// up and the unavailable down, as Kubernetes does; both 0 would never move, so the unavailable is then 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Strategy {
+    Recreate,
+    Rolling { surge: i64, unavailable: i64 },
+}
+
+impl Strategy {
+    fn of(w: &Value, replicas: i64) -> Strategy {
+        if w.pointer("/spec/strategy/type").and_then(Value::as_str) == Some("Recreate") {
+            return Strategy::Recreate;
+        }
+        let amount = |field: &str, up: bool| {
+            let v = w.pointer(&format!("/spec/strategy/rollingUpdate/{field}"));
+            match v {
+                Some(Value::Number(n)) => n.as_i64().unwrap_or(0).max(0),
+                Some(Value::String(s)) if s.ends_with('%') => {
+                    let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(25).max(0);
+                    let scaled = replicas * pct;
+                    if up { (scaled + 99) / 100 } else { scaled / 100 }
+                }
+                _ => {
+                    let scaled = replicas * 25;
+                    if up { (scaled + 99) / 100 } else { scaled / 100 }
+                }
+            }
+        };
+        let (surge, unavailable) = (amount("maxSurge", true), amount("maxUnavailable", false));
+        Strategy::Rolling {
+            surge,
+            unavailable: if surge == 0 && unavailable == 0 {
+                1
+            } else {
+                unavailable
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategies_read_as_kubernetes_rounds_them() {
+        let d = |strategy: Value| json!({"kind": "Deployment", "spec": {"strategy": strategy}});
+        assert_eq!(
+            Strategy::of(&d(json!({})), 4),
+            Strategy::Rolling {
+                surge: 1,
+                unavailable: 1
+            }
+        );
+        assert_eq!(
+            Strategy::of(&d(json!({})), 1),
+            Strategy::Rolling {
+                surge: 1,
+                unavailable: 0
+            }
+        );
+        let r = json!({"rollingUpdate": {"maxSurge": "50%", "maxUnavailable": 0}});
+        assert_eq!(
+            Strategy::of(&d(r), 3),
+            Strategy::Rolling {
+                surge: 2,
+                unavailable: 0
+            }
+        );
+        let r = json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "10%"}});
+        assert_eq!(
+            Strategy::of(&d(r), 4),
+            Strategy::Rolling {
+                surge: 0,
+                unavailable: 1
+            }
+        );
+        assert_eq!(
+            Strategy::of(&d(json!({"type": "Recreate"})), 4),
+            Strategy::Recreate
+        );
     }
 }
