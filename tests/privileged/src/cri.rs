@@ -312,6 +312,28 @@ impl Pod {
         self.net.as_ref()
     }
 
+    /// Traffic on the pod's eth0: container `id` pings the bridge of the pod's own network once, which must
+    /// answer.
+    pub async fn ping_gateway(&mut self, id: &str) {
+        let gateway = format!("{}1", self.net().expect("a pod on_network").subnet_prefix);
+        let r = self
+            .c
+            .exec_sync(cri::ExecSyncRequest {
+                container_id: id.into(),
+                cmd: vec!["ping".into(), "-c1".into(), "-W2".into(), gateway.clone()],
+                timeout: 10,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            r.exit_code,
+            0,
+            "ping {gateway}: {}",
+            String::from_utf8_lossy(&r.stdout)
+        );
+    }
+
     /// Creates container `config` in the pod.
     pub async fn create(&mut self, config: cri::ContainerConfig) -> Result<String, tonic::Status> {
         create(&mut self.c, &self.id, config).await

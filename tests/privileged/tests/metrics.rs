@@ -259,17 +259,7 @@ async fn a_pods_own_network_is_in_its_metrics_by_interface() {
     let id = p.started(container("idle", "busybox", "sleep 3600")).await;
     wait_state(&mut p.c, &id, cri::ContainerState::ContainerRunning).await;
     // Traffic on the pod's eth0: a ping of the bridge.
-    let gateway = format!("{}1", p.net().unwrap().subnet_prefix);
-    let r =
-        p.c.exec_sync(cri::ExecSyncRequest {
-            container_id: id.clone(),
-            cmd: vec!["ping".into(), "-c1".into(), "-W2".into(), gateway.clone()],
-            timeout: 10,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(r.exit_code, 0, "ping {gateway}");
+    p.ping_gateway(&id).await;
     let all =
         p.c.list_pod_sandbox_metrics(cri::ListPodSandboxMetricsRequest {})
             .await

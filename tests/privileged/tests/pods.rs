@@ -1109,22 +1109,7 @@ async fn pod_sandbox_stats_sum_the_containers_and_count_the_pods_network() {
     let id = p.started(container("busy", "busybox", "sleep 3600")).await;
     wait_state(&mut p.c, &id, cri::ContainerState::ContainerRunning).await;
     // Traffic on the pod's eth0: a ping of the bridge.
-    let gateway = format!("{}1", p.net().unwrap().subnet_prefix);
-    let r =
-        p.c.exec_sync(cri::ExecSyncRequest {
-            container_id: id.clone(),
-            cmd: vec!["ping".into(), "-c1".into(), "-W2".into(), gateway.clone()],
-            timeout: 10,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        r.exit_code,
-        0,
-        "ping {gateway}: {}",
-        String::from_utf8_lossy(&r.stdout)
-    );
+    p.ping_gateway(&id).await;
     let stats =
         p.c.pod_sandbox_stats(cri::PodSandboxStatsRequest {
             pod_sandbox_id: p.id.clone(),
