@@ -33,6 +33,43 @@ async fn until(rx: &mut mpsc::Receiver<Vec<u8>>, got: &mut String, want: &str) {
     }
 }
 
+/// A follow of `0.log` (written with `content` first) in a directory of its own, with `opts` and `follow`
+/// set, while the container runs (`running` to stop it); `got` collects what it gave.
+struct Following {
+    dir: tempfile::TempDir,
+    path: PathBuf,
+    running: watch::Sender<bool>,
+    rx: mpsc::Receiver<Vec<u8>>,
+    task: tokio::task::JoinHandle<Result<u64, Error>>,
+    got: String,
+}
+
+fn following(content: &str, opts: LogOptions) -> Following {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("0.log");
+    std::fs::write(&path, content).unwrap();
+    let (running, watch) = watch::channel(true);
+    let (tx, rx) = mpsc::channel(16);
+    let opts = LogOptions { follow: true, ..opts };
+    let p = path.clone();
+    let task = tokio::spawn(async move { run(&p, &opts, watch, tx).await });
+    Following {
+        dir,
+        path,
+        running,
+        rx,
+        task,
+        got: String::new(),
+    }
+}
+
+impl Following {
+    /// Receives until `want` has been given.
+    async fn until(&mut self, want: &str) {
+        until(&mut self.rx, &mut self.got, want).await;
+    }
+}
+
 #[test]
 fn the_file_of_an_attempt() {
     assert_eq!(
@@ -125,83 +162,53 @@ async fn the_tail_of_a_10_mb_log_reads_only_its_end() {
 
 #[tokio::test]
 async fn follow_gives_appended_lines_and_ends_when_the_container_stops() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("0.log");
-    std::fs::write(&path, "t stdout F before\nt stdout F b2\n").unwrap();
-    let (running, watch) = watch::channel(true);
-    let (tx, mut rx) = mpsc::channel(16);
     let opts = LogOptions {
-        follow: true,
         tail_lines: Some(1),
         ..LogOptions::default()
     };
-    let p = path.clone();
-    let task = tokio::spawn(async move { run(&p, &opts, watch, tx).await });
-    let mut got = String::new();
-    until(&mut rx, &mut got, "b2\n").await;
-    append(&path, "t stdout P one \nt stderr F err\n");
-    until(&mut rx, &mut got, "err\n").await;
-    append(&path, "t stdout F two\n");
-    until(&mut rx, &mut got, "one two\n").await;
+    let mut f = following("t stdout F before\nt stdout F b2\n", opts);
+    f.until("b2\n").await;
+    append(&f.path, "t stdout P one \nt stderr F err\n");
+    f.until("err\n").await;
+    append(&f.path, "t stdout F two\n");
+    f.until("one two\n").await;
     // Written just before the container stopped: still given, and the unfinished line too.
-    append(&path, "t stdout F last\nt stdout P prompt$ ");
-    running.send(false).unwrap();
-    let done = tokio::time::timeout(Duration::from_secs(5), task).await;
+    append(&f.path, "t stdout F last\nt stdout P prompt$ ");
+    f.running.send(false).unwrap();
+    let done = tokio::time::timeout(Duration::from_secs(5), f.task).await;
     done.expect("stream did not end").unwrap().unwrap();
-    while let Some(chunk) = rx.recv().await {
-        got.push_str(&String::from_utf8(chunk).unwrap());
+    while let Some(chunk) = f.rx.recv().await {
+        f.got.push_str(&String::from_utf8(chunk).unwrap());
     }
-    assert_eq!(got, "b2\nerr\none two\nlast\nprompt$ \n");
+    assert_eq!(f.got, "b2\nerr\none two\nlast\nprompt$ \n");
 }
 
 #[tokio::test]
 async fn follow_ends_when_the_client_goes_away() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("0.log");
-    std::fs::write(&path, "t stdout F a\n").unwrap();
-    let (_running, watch) = watch::channel(true);
-    let (tx, mut rx) = mpsc::channel(16);
-    let opts = LogOptions {
-        follow: true,
-        ..LogOptions::default()
-    };
-    let p = path.clone();
-    let task = tokio::spawn(async move { run(&p, &opts, watch, tx).await });
-    let mut got = String::new();
-    until(&mut rx, &mut got, "a\n").await;
-    drop(rx);
-    let done = tokio::time::timeout(Duration::from_secs(2), task).await;
+    let mut f = following("t stdout F a\n", LogOptions::default());
+    f.until("a\n").await;
+    drop(f.rx);
+    let done = tokio::time::timeout(Duration::from_secs(2), f.task).await;
     assert!(done.expect("stream did not end").unwrap().is_ok());
 }
 
 #[tokio::test]
 async fn follow_goes_on_in_the_file_a_rotation_leaves() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("0.log");
-    std::fs::write(&path, "t stdout F old\n").unwrap();
-    let (running, watch) = watch::channel(true);
-    let (tx, mut rx) = mpsc::channel(16);
-    let opts = LogOptions {
-        follow: true,
-        ..LogOptions::default()
-    };
-    let p = path.clone();
-    let task = tokio::spawn(async move { run(&p, &opts, watch, tx).await });
-    let mut got = String::new();
-    until(&mut rx, &mut got, "old\n").await;
+    let mut f = following("t stdout F old\n", LogOptions::default());
+    f.until("old\n").await;
     // kubelet renames the file; the runtime writes on to the old one until it reopens the path.
-    let rotated = dir.path().join("0.log.20260101-000000");
-    std::fs::rename(&path, &rotated).unwrap();
+    let rotated = f.dir.path().join("0.log.20260101-000000");
+    std::fs::rename(&f.path, &rotated).unwrap();
     append(&rotated, "t stdout P split \n");
     tokio::time::sleep(POLL * 2).await;
-    std::fs::write(&path, "t stdout F across\nt stdout F new\n").unwrap();
-    until(&mut rx, &mut got, "new\n").await;
+    std::fs::write(&f.path, "t stdout F across\nt stdout F new\n").unwrap();
+    f.until("new\n").await;
     // Cut shorter in place: read again from the start.
-    std::fs::write(&path, "t stdout F cut\n").unwrap();
-    until(&mut rx, &mut got, "cut\n").await;
-    running.send(false).unwrap();
-    task.await.unwrap().unwrap();
-    assert_eq!(got, "old\nsplit across\nnew\ncut\n");
+    std::fs::write(&f.path, "t stdout F cut\n").unwrap();
+    f.until("cut\n").await;
+    f.running.send(false).unwrap();
+    f.task.await.unwrap().unwrap();
+    assert_eq!(f.got, "old\nsplit across\nnew\ncut\n");
 }
 
 #[tokio::test]
