@@ -12,6 +12,7 @@
 # Usage: hack/bench-exec.sh [N]   (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source hack/lib/bench.sh
 n=${1:-20}
 cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-shim -p crius-runc -p crius-test-support \
   --bin criusd --bin crius --bin containerd-shim-crius-v2 --bin crius-runc --bin crius-mkimage
@@ -23,7 +24,7 @@ criusd_pid= ctrd_pid= runs=()
 cleanup() {
   for p in "${runs[@]}"; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   for p in $criusd_pid $ctrd_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  { grep -o " $work[^ ]*" /proc/self/mountinfo || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
+  umount_under "$work"
   ip link del "$bridge" 2>/dev/null || true
   rm -rf "$work"
 }
@@ -39,12 +40,7 @@ metadata: {name: bench}
 spec:
   containers: [{name: c, image: myapp:latest, command: [sh, -c, "trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done"]}]
 YAML
-mkdir -p "$work/net.d"
-cat > "$work/net.d/10-bench.conflist" <<JSON
-{"cniVersion": "0.4.0", "name": "crius-bench", "plugins": [{"type": "bridge", "bridge": "$bridge",
- "isGateway": true, "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.212.0.0/24"}]],
- "dataDir": "$work/ipam"}}]}
-JSON
+bench_conflist "$work/net.d" "$bridge" 10.212.0.0/24
 "$bin/criusd" --root "$work/crius/lib" --state "$work/crius/run" --listen "$work/crius.sock" \
   --cni-conf-dir "$work/net.d" --cni-plugin-dir /usr/lib/cni 2>"$work/criusd.log" & criusd_pid=$!
 cat > "$work/containerd.toml" <<TOML
@@ -87,14 +83,6 @@ for rt in crius containerd; do
   [ -n "$up" ] || { echo "the pod did not come up on $rt:" >&2; cat "$work/run-$rt.log" >&2; exit 1; }
 done
 
-ms() { # the command's time in ms; a failing command ends the run
-  local t0 t1
-  t0=$(date +%s%N)
-  "$@" >/dev/null 2>"$work/last.err" || { echo "failed: $*" >&2; cat "$work/last.err" >&2; exit 1; }
-  t1=$(date +%s%N)
-  awk -v ns=$((t1 - t0)) 'BEGIN {printf "%.1f\n", ns / 1e6}'
-}
-median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 declare -A fig=() cid=()
 if [ -n "${CRICTL:-}" ]; then
   for rt in crius containerd; do

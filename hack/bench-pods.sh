@@ -11,6 +11,7 @@
 # machine. Usage: hack/bench-pods.sh [N]   (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source hack/lib/bench.sh
 n=${1:-10}
 cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-shim -p crius-runc -p crius-test-support \
   --bin criusd --bin crius --bin containerd-shim-crius-v2 --bin crius-runc --bin crius-mkimage
@@ -21,18 +22,13 @@ bridge=${bridge:0:15}
 criusd_pid= ctrd_pid=
 cleanup() {
   for p in $criusd_pid $ctrd_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  { grep -o " $work[^ ]*" /proc/self/mountinfo || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
+  umount_under "$work"
   ip link del "$bridge" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-mkdir -p "$work/net.d"
-cat > "$work/net.d/10-bench.conflist" <<JSON
-{"cniVersion": "0.4.0", "name": "crius-bench", "plugins": [{"type": "bridge", "bridge": "$bridge",
- "isGateway": true, "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.211.0.0/24"}]],
- "dataDir": "$work/ipam"}}]}
-JSON
+bench_conflist "$work/net.d" "$bridge" 10.211.0.0/24
 "$bin/crius-mkimage" seeds "$work/layout" >/dev/null
 "$bin/crius-mkimage" pause "$work/layout" registry.k8s.io/pause:3.6 >/dev/null
 "$bin/crius-mkimage" archive "$work/layout" "$work/images.tar"

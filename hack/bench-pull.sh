@@ -7,6 +7,7 @@
 # Usage: hack/bench-pull.sh [iterations]       (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source hack/lib/bench.sh
 n=${1:-10}
 cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-test-support --bin criusd --bin crius --bin crius-mkimage
 cargo rustc -p crius-testprog --release --bin crius-testprog --quiet -- -C target-feature=+crt-static
@@ -17,7 +18,7 @@ work=$(mktemp -d /tmp/crius-bench-pull.XXXXXX)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  { grep -o " $work[^ ]*" /proc/self/mountinfo || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
+  umount_under "$work"
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -10,6 +10,7 @@
 # test: figures depend on the machine. Usage: hack/bench-service.sh [N] [P]   (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source hack/lib/bench.sh
 n=${1:-10}
 pods=${2:-50}
 cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-shim -p crius-runc -p crius-test-support \
@@ -26,18 +27,13 @@ cleanup() {
   done
   wait_gone 2>/dev/null || true
   [ -n "$criusd_pid" ] && { kill "$criusd_pid" 2>/dev/null || true; wait "$criusd_pid" 2>/dev/null || true; }
-  { grep -o " $work[^ ]*" /proc/self/mountinfo || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
+  umount_under "$work"
   ip link del "$bridge" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-mkdir -p "$work/net.d"
-cat > "$work/net.d/10-bench.conflist" <<JSON
-{"cniVersion": "0.4.0", "name": "crius-bench", "plugins": [{"type": "bridge", "bridge": "$bridge",
- "isGateway": true, "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.213.0.0/24"}]],
- "dataDir": "$work/ipam"}}]}
-JSON
+bench_conflist "$work/net.d" "$bridge" 10.213.0.0/24
 cat > "$work/criusd.toml" <<TOML
 [pods]
 log_root = "$work/logs"
@@ -50,14 +46,6 @@ TOML
 for _ in $(seq 200); do [ -S "$work/crius.sock" ] && break; sleep 0.05; done
 crius images import "$work/layout" >/dev/null
 
-ms() { # the command's time in ms; a failing command ends the run
-  local t0 t1
-  t0=$(date +%s%N)
-  "$@" >/dev/null 2>"$work/last.err" || { echo "failed: $*" >&2; cat "$work/last.err" >&2; exit 1; }
-  t1=$(date +%s%N)
-  awk -v ns=$((t1 - t0)) 'BEGIN {printf "%.1f\n", ns / 1e6}'
-}
-median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 wait_gone() { # until no pod is left
   for _ in $(seq 300); do [ -z "$(crius get pods -o name)" ] && return; sleep 0.1; done
   echo "pods left after delete: $(crius get pods -o name)" >&2; return 1

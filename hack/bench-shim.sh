@@ -6,6 +6,7 @@
 # Usage: hack/bench-shim.sh        (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source hack/lib/bench.sh
 cargo build --release --quiet -p crius-runc -p crius-test-support --bin crius-runc --bin crius-mkimage
 # The shim as it ships: built for size (profile shim) and statically linked (no libc.so mapped into every pod's
 # shim); crius-runc is found next to it.
@@ -28,7 +29,7 @@ cleanup() {
     done
     kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
   fi
-  { grep -o " $work[^ ]*" /proc/self/mountinfo || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
+  umount_under "$work"
   rm -rf "$work"
 }
 trap cleanup EXIT
