@@ -100,11 +100,8 @@ pub fn limits(spec: &PodSpec, qos: Qos) -> Result<PodLimits, Error> {
     }
     let total = main.max(inits);
     Ok(PodLimits {
-        cpu_shares: (total.cpu_request as i64 * 1024 / 1000).clamp(2, 262_144) as u64,
-        cpu_quota: total
-            .cpu_limit
-            .map(|m| (m as i64).saturating_mul(CPU_PERIOD) / 1000)
-            .map(|q| q.max(1000)),
+        cpu_shares: convert::shares(total.cpu_request) as u64,
+        cpu_quota: total.cpu_limit.map(convert::quota),
         memory: total.memory_limit.map(|b| b as i64),
     })
 }

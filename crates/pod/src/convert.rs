@@ -108,19 +108,26 @@ pub fn resources(
 ) -> Result<cri::LinuxContainerResources, Error> {
     let a = amounts_of(c)?;
     let mut r = cri::LinuxContainerResources {
-        cpu_shares: a
-            .cpu_request
-            .map(|m| (m as i64 * 1024 / 1000).clamp(MIN_SHARES, MAX_SHARES))
-            .unwrap_or(MIN_SHARES),
+        cpu_shares: shares(a.cpu_request.unwrap_or(0)),
         memory_limit_in_bytes: a.memory_limit.unwrap_or(0) as i64,
         oom_score_adj: oom_score_adj(qos, a.memory_request.unwrap_or(0), memory_capacity),
         ..Default::default()
     };
     if let Some(l) = a.cpu_limit {
         r.cpu_period = CPU_PERIOD;
-        r.cpu_quota = (l as i64 * CPU_PERIOD / 1000).max(MIN_QUOTA);
+        r.cpu_quota = quota(l);
     }
     Ok(r)
+}
+
+/// kubelet's CFS shares of `milli_cpu` requested (`MilliCPUToShares`): 2 for none, at most 262144.
+pub(crate) fn shares(milli_cpu: u64) -> i64 {
+    (milli_cpu as i64 * 1024 / 1000).clamp(MIN_SHARES, MAX_SHARES)
+}
+
+/// kubelet's CFS quota over [`CPU_PERIOD`] of a `milli_cpu` limit (`MilliCPUToQuota`): at least 1 ms.
+pub(crate) fn quota(milli_cpu: u64) -> i64 {
+    ((milli_cpu as i64).saturating_mul(CPU_PERIOD) / 1000).max(MIN_QUOTA)
 }
 
 /// kubelet's OOM score policy: -997 Guaranteed, 1000 BestEffort, and for Burstable 1000 less the container's
