@@ -140,11 +140,6 @@ fn unsupported(file: &str, spec: &Spec) -> Result<()> {
             return no("process.execCPUAffinity");
         }
     }
-    for (i, m) in spec.mounts().iter().flatten().enumerate() {
-        if m.uid_mappings().is_some() || m.gid_mappings().is_some() {
-            return no(&format!("mounts[{i}].uidMappings (idmapped mounts)"));
-        }
-    }
     Ok(())
 }
 

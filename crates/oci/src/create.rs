@@ -19,7 +19,7 @@ use nix::fcntl::OFlag;
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
 use nix::unistd::{ForkResult, Pid, fork};
-use oci_spec::runtime::{LinuxIdMapping, LinuxNamespaceType, Spec};
+use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use crate::cgroup::Cgroup;
 use crate::channel::Channel;
@@ -187,12 +187,12 @@ fn drive(ch: &Channel, stage1: Pid, bundle: &Bundle, id: &str, undo: &mut Undo) 
         let (word, rest) = msg.split_once(' ').unwrap_or((&msg, ""));
         match word {
             "userns" => {
-                write_maps(
+                crate::namespaces::write_maps(
                     stage1,
                     "uid_map",
                     linux.uid_mappings().as_deref().unwrap_or_default(),
                 )?;
-                write_maps(
+                crate::namespaces::write_maps(
                     stage1,
                     "gid_map",
                     linux.gid_mappings().as_deref().unwrap_or_default(),
@@ -230,16 +230,6 @@ fn drive(ch: &Channel, stage1: Pid, bundle: &Bundle, id: &str, undo: &mut Undo) 
     }
 }
 
-fn write_maps(pid: Pid, file: &str, maps: &[LinuxIdMapping]) -> Result<()> {
-    let text: String = maps
-        .iter()
-        .map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size()))
-        .collect();
-    let path = format!("/proc/{pid}/{file}");
-    std::fs::write(&path, text.as_bytes())
-        .map_err(|e| err!("writing {path} ({}): {e}", text.trim().replace('\n', ", ")))
-}
-
 /// Sets oom_score_adj; lowering it needs CAP_SYS_RESOURCE, and without it the current value is kept with a warning
 /// instead of failing the container.
 fn set_oom_score_adj(pid: i32, adj: i32) {
@@ -263,15 +253,20 @@ fn stage1(
 ) -> Result<()> {
     let linux = bundle.spec.linux().as_ref().expect("checked");
     let (join, new) = crate::namespaces::split(linux.namespaces().as_deref().unwrap_or_default());
+    let joins_userns = join.iter().any(|(t, _)| *t == LinuxNamespaceType::User);
+    let userns = new.contains(&LinuxNamespaceType::User) || joins_userns;
+    // While still the host's root: the bind mounts (idmapped where asked) and the way to the rootfs.
+    let sources = crate::rootfs::sources::open(&bundle.spec, &bundle.rootfs, &bundle.dir, userns)?;
     for (t, path) in &join {
         crate::namespaces::join(*t, path)?;
     }
-    let userns =
-        new.contains(&LinuxNamespaceType::User) || join.iter().any(|(t, _)| *t == LinuxNamespaceType::User);
     if new.contains(&LinuxNamespaceType::User) {
         crate::namespaces::create(CloneFlags::CLONE_NEWUSER)?;
         ch.send("userns")?;
         ch.expect("go")?;
+    }
+    if userns {
+        // The user namespace's root (the host's root is not mapped in it).
         let root = (nix::unistd::Gid::from_raw(0), nix::unistd::Uid::from_raw(0));
         nix::unistd::setresgid(root.0, root.0, root.0)
             .map_err(|e| err!("setgid 0 in the user namespace: {e}"))?;
@@ -286,7 +281,8 @@ fn stage1(
     // SAFETY: single-threaded; the child runs init and never returns.
     match unsafe { fork() }.map_err(|e| err!("fork: {e}"))? {
         ForkResult::Child => {
-            let e = crate::init::run(id, bundle, ch, fifo, console, userns, preserve_fds).unwrap_err();
+            let e =
+                crate::init::run(id, bundle, ch, fifo, console, (userns, sources), preserve_fds).unwrap_err();
             let _ = ch.send(&format!("error {e}"));
             // SAFETY: as above.
             unsafe { libc::_exit(1) }

@@ -12,19 +12,21 @@ use crate::{Result, err};
 
 /// Runs init. Returns only errors that happen before the runtime was told "created"; later errors are printed on
 /// the container's stderr and end the process, since nobody waits for them on the channel any more.
+/// `userns`: whether the container has a user namespace, and what the runtime made before it
+/// ([`crate::rootfs::Sources`]).
 pub fn run(
     id: &str,
     b: &Bundle,
     ch: &Channel,
     fifo: &OwnedFd,
     console: Option<UnixStream>,
-    userns: bool,
+    (userns, sources): (bool, crate::rootfs::Sources),
     preserve_fds: u32,
 ) -> Result<()> {
     let spec = &b.spec;
     let process = spec.process().as_ref().expect("checked");
     nix::unistd::setsid().map_err(|e| err!("setsid: {e}"))?;
-    crate::rootfs::prepare(spec, &b.rootfs, &b.dir, userns)?;
+    let root = crate::rootfs::prepare(spec, &b.rootfs, &b.dir, userns, sources)?;
     set_names(spec)?;
     ch.send("hooks")?;
     let go = ch.recv()?;
@@ -40,7 +42,8 @@ pub fn run(
             &crate::create::hook_state(id, "created", host_pid, &b.dir, spec),
         )?;
     }
-    crate::rootfs::pivot(&b.rootfs)?;
+    crate::rootfs::pivot(&root)?;
+    drop(root);
     crate::rootfs::finalize(spec, userns)?;
     if let Some(sock) = console {
         crate::console::setup(&sock, process.console_size().as_ref())?;

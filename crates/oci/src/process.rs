@@ -204,11 +204,16 @@ pub fn finish(p: &Process, prep: Prepared, preserve_fds: u32) -> Result<std::con
         .flatten()
         .map(|&g| Gid::from_raw(g))
         .collect();
-    if let Err(e) = setgroups(&groups) {
-        // In a user namespace with setgroups denied, only an empty list is allowed to fail.
-        if !groups.is_empty() {
-            return Err(err!("setting additional groups {groups:?}: {e}"));
-        }
+    // A user namespace whose /proc/self/setgroups says "deny" (one an unprivileged runtime mapped) refuses
+    // setgroups altogether: no list to drop then, and one to set is refused by name.
+    let denied = std::fs::read_to_string("/proc/self/setgroups").is_ok_and(|s| s.trim() == "deny");
+    if denied && !groups.is_empty() {
+        return Err(err!(
+            "setting additional groups {groups:?}: the user namespace denies setgroups (/proc/self/setgroups)"
+        ));
+    }
+    if !denied && let Err(e) = setgroups(&groups) {
+        return Err(err!("setting additional groups {groups:?}: {e}"));
     }
     let (gid, uid) = (Gid::from_raw(user.gid()), Uid::from_raw(user.uid()));
     setresgid(gid, gid, gid).map_err(|e| err!("setting gid {gid}: {e}"))?;

@@ -60,6 +60,8 @@ pub fn features() -> Value {
             .collect();
     // The recursive ones (`rro`, ...): what a CRI client looks for to send recursive read-only mounts.
     mount_options.extend(crius_oci::rootfs::recursive_names());
+    // Idmapped mounts (a mount's uidMappings and gidMappings; `ridmap` for its submounts too).
+    mount_options.extend(["idmap", "ridmap"]);
     mount_options.sort_unstable();
     json!({
         "ociVersionMin": "1.0.0",
@@ -82,7 +84,8 @@ pub fn features() -> Value {
             },
             "apparmor": {"enabled": true},
             "selinux": {"enabled": false},
-            "intelRdt": {"enabled": false}
+            "intelRdt": {"enabled": false},
+            "mountExtensions": {"idmap": {"enabled": true}}
         },
         "annotations": {"io.crius.runtime.version": env!("CARGO_PKG_VERSION")}
     })
@@ -107,5 +110,6 @@ mod tests {
             .collect();
         assert!(opts.contains(&"rro") && opts.contains(&"rnoexec") && opts.contains(&"ro"));
         assert!(opts.is_sorted(), "{opts:?}");
+        assert!(opts.contains(&"idmap") && doc["linux"]["mountExtensions"]["idmap"]["enabled"] == true);
     }
 }

@@ -8,14 +8,16 @@ mod mountapi;
 pub mod mounts;
 pub mod options;
 mod paths;
+pub mod sources;
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use oci_spec::runtime::Spec;
 
 pub use options::{Options, parse_options, propagation, recursive_names};
+pub use sources::Sources;
 
 use crate::{Result, err};
 
@@ -61,18 +63,30 @@ fn locked_flags(fd: &impl AsFd) -> MsFlags {
 /// rootfsPropagation is `rshared`. The mount holding the rootfs (the rootfs itself when it is a mount point,
 /// as an overlay snapshot is) is made private in the container's mount namespace, as runc does, before the
 /// rootfs is bound onto itself (a bind of a private mount is private). Mounts made below it afterwards keep
-/// their own propagation, so a Bidirectional mount still reaches the host.
-fn rootfs_mount_private(rootfs: &Path) -> Result<()> {
-    let rootfs = std::fs::canonicalize(rootfs).unwrap_or_else(|_| rootfs.to_path_buf());
+/// their own propagation, so a Bidirectional mount still reaches the host. `fd` is the rootfs, open: the
+/// rootfs as its own mount point is changed through it (no path is searched again).
+fn rootfs_mount_private(rootfs: &Path, fd: &OwnedFd) -> Result<()> {
+    let rootfs = crius_common::inroot::real_path(fd).unwrap_or_else(|_| rootfs.to_path_buf());
     let mounts = crius_common::mountinfo::mounts().map_err(|e| err!("reading the mount table: {e}"))?;
     match crius_common::mountinfo::holding(&mounts, &rootfs) {
+        Some(m) if m.shared && m.mount_point == rootfs => {
+            mountapi::set_propagation(fd, MsFlags::MS_PRIVATE, &"the rootfs's mount")
+        }
         Some(m) if m.shared => mnt(None, &m.mount_point, None, MsFlags::MS_PRIVATE, None),
         _ => Ok(()),
     }
 }
 
-/// Before pivot_root: propagation, the rootfs as a mount point, the config's mounts and /dev.
-pub fn prepare(spec: &Spec, rootfs: &Path, bundle: &Path, userns: bool) -> Result<()> {
+/// Before pivot_root: propagation, the rootfs as a mount point, the config's mounts and /dev. `sources` holds
+/// what the runtime opened before a user namespace (else each is opened here by path). Returns the rootfs's
+/// own mount, for [`pivot`].
+pub fn prepare(
+    spec: &Spec,
+    rootfs: &Path,
+    bundle: &Path,
+    userns: bool,
+    mut sources: Sources,
+) -> Result<mounts::Root> {
     let linux = spec.linux().as_ref();
     let prop = linux
         .and_then(|l| l.rootfs_propagation().as_deref())
@@ -83,19 +97,21 @@ pub fn prepare(spec: &Spec, rootfs: &Path, bundle: &Path, userns: bool) -> Resul
         .transpose()?
         .unwrap_or(MsFlags::MS_SLAVE | MsFlags::MS_REC);
     mnt(None, Path::new("/"), None, prop, None)?;
-    rootfs_mount_private(rootfs)?;
-    mnt(
-        Some(rootfs),
-        rootfs,
-        None,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None,
-    )?;
-    // Opened after the bind: what is made from this fd lands on the rootfs's own mount.
-    let root = mounts::Root::open(rootfs)?;
+    let src = if sources.root_is_cwd {
+        mountapi::open_source(Path::new("."))?
+    } else {
+        mountapi::open_source(rootfs)?
+    };
+    rootfs_mount_private(rootfs, &src)?;
+    // The rootfs bound onto itself; the new mount's fd is where the mounts and pivot_root go.
+    let what = format!("the rootfs {}", rootfs.display());
+    let tree = mountapi::clone_tree(&src, true, &what)?;
+    mountapi::attach(&tree, &src, &what)?;
+    let path = crius_common::inroot::real_path(&tree).map_err(|e| err!("{what}: {e}"))?;
+    let root = mounts::Root { fd: tree, path };
     let mut dev_mounted = false;
-    for m in spec.mounts().iter().flatten() {
-        mounts::mount_one(&root, bundle, m, userns)?;
+    for (i, m) in spec.mounts().iter().flatten().enumerate() {
+        mounts::mount_one(&root, bundle, m, userns, sources.take(i))?;
         if m.destination() == Path::new("/dev") {
             dev_mounted = true;
         }
@@ -108,11 +124,12 @@ pub fn prepare(spec: &Spec, rootfs: &Path, bundle: &Path, userns: bool) -> Resul
     if !host_dev && (dev_mounted || has_dev()) {
         dev::setup(&root, spec, userns)?;
     }
-    Ok(())
+    Ok(root)
 }
 
-/// Makes `rootfs` the root: pivot_root with the old root stacked on top, then detached.
-pub fn pivot(rootfs: &Path) -> Result<()> {
+/// Makes `root` (the rootfs's own mount, from [`prepare`]) the root: pivot_root with the old root stacked on
+/// top, then detached.
+pub fn pivot(root: &mounts::Root) -> Result<()> {
     use nix::fcntl::{OFlag, open};
     use nix::sys::stat::Mode;
     let old = open(
@@ -121,14 +138,8 @@ pub fn pivot(rootfs: &Path) -> Result<()> {
         Mode::empty(),
     )
     .map_err(|e| err!("opening /: {e}"))?;
-    let new = open(
-        rootfs,
-        OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| err!("opening {}: {e}", rootfs.display()))?;
-    nix::unistd::fchdir(&new).map_err(|e| err!("chdir to rootfs: {e}"))?;
-    nix::unistd::pivot_root(".", ".").map_err(|e| err!("pivot_root {}: {e}", rootfs.display()))?;
+    nix::unistd::fchdir(&root.fd).map_err(|e| err!("chdir to rootfs {}: {e}", root.path.display()))?;
+    nix::unistd::pivot_root(".", ".").map_err(|e| err!("pivot_root {}: {e}", root.path.display()))?;
     nix::unistd::fchdir(&old).map_err(|e| err!("chdir to old root: {e}"))?;
     mnt(
         None,

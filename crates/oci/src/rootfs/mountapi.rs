@@ -29,6 +29,7 @@ const ATTR_ATIME: u64 = 0x70;
 const ATTR_NOATIME: u64 = 0x10;
 const ATTR_STRICTATIME: u64 = 0x20;
 const ATTR_NODIRATIME: u64 = 0x80;
+const ATTR_IDMAP: u64 = 0x0010_0000;
 
 #[repr(C)]
 struct MountAttr {
@@ -140,6 +141,23 @@ pub fn set_recursive(fd: &impl AsRawFd, set: u64, clear: u64, what: &dyn std::fm
         userns_fd: 0,
     };
     setattr(fd, true, &attr).map_err(|e| err!("setting the recursive flags of {what}: {e}"))
+}
+
+/// Idmaps the detached mount `fd` is the root of (and every mount below it when `recursive`) through user
+/// namespace `userns`: its ids on disk are shown as that namespace maps them.
+pub fn set_idmap(
+    fd: &impl AsRawFd,
+    userns: &OwnedFd,
+    recursive: bool,
+    what: &dyn std::fmt::Display,
+) -> Result<()> {
+    let attr = MountAttr {
+        attr_set: ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.as_raw_fd() as u64,
+    };
+    setattr(fd, recursive, &attr).map_err(|e| err!("idmapping {what} (MOUNT_ATTR_IDMAP): {e}"))
 }
 
 /// All the flags a mount may have, for `keep` in [`set_flags`].

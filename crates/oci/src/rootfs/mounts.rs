@@ -73,8 +73,26 @@ fn check_proc(dest: &Path, place: &Path, fstype: &str, source: Option<&OwnedFd>)
     }
 }
 
-/// Makes mount `m` inside `root`. A relative source is relative to `bundle`.
-pub fn mount_one(root: &Root, bundle: &Path, m: &Mount, userns: bool) -> Result<()> {
+/// A bind mount's tree from its source `src`, detached and with its flags (the recursive options last: they
+/// win over the top mount's own). In a user namespace (`userns`) the flags the source has locked are kept.
+pub(super) fn bind_tree(src: &OwnedFd, o: &Options, userns: bool, what: &str) -> Result<OwnedFd> {
+    let tree = clone_tree(src, o.flags.contains(MsFlags::MS_REC), &what)?;
+    let extra = o.flags & !(MsFlags::MS_BIND | MsFlags::MS_REC | MsFlags::MS_REMOUNT);
+    if !extra.is_empty() {
+        let keep = if userns {
+            mountapi::attrs(locked_flags(src))
+        } else {
+            0
+        };
+        mountapi::set_flags(&tree, mountapi::attrs(extra), keep, false, &what)?;
+    }
+    set_recursive(&tree, o, &what)?;
+    Ok(tree)
+}
+
+/// Makes mount `m` inside `root`. A relative source is relative to `bundle`; `made` is the bind tree the
+/// runtime made for it before the user namespace ([`super::sources`]), else it is made here.
+pub fn mount_one(root: &Root, bundle: &Path, m: &Mount, userns: bool, made: Option<OwnedFd>) -> Result<()> {
     let dest = Path::new("/").join(inroot::clean(m.destination()));
     let what = format!("mount {}", m.destination().display());
     let o = parse_options(m.options().as_deref().unwrap_or_default());
@@ -89,14 +107,17 @@ pub fn mount_one(root: &Root, bundle: &Path, m: &Mount, userns: bool) -> Result<
             bundle.join(s)
         }
     });
-    let bind = o.bind || fstype == "bind";
-    let src_fd = if bind {
-        let src = source
-            .as_ref()
-            .ok_or_else(|| err!("{what}: a bind mount needs a source"))?;
-        Some(open_source(src).map_err(|e| err!("{what}: {e}"))?)
-    } else {
-        None
+    let premade = made.is_some();
+    let bind = o.bind || fstype == "bind" || premade;
+    let src_fd = match made {
+        Some(tree) => Some(tree),
+        None if bind => {
+            let src = source
+                .as_ref()
+                .ok_or_else(|| err!("{what}: a bind mount needs a source"))?;
+            Some(open_source(src).map_err(|e| err!("{what}: {e}"))?)
+        }
+        None => None,
     };
     check_proc(&dest, &dest, &fstype, src_fd.as_ref())?;
     let is_dir = match &src_fd {
@@ -108,19 +129,12 @@ pub fn mount_one(root: &Root, bundle: &Path, m: &Mount, userns: bool) -> Result<
     let target = inroot::create(root.fd.as_fd(), &dest, is_dir)
         .map_err(|e| err!("{what}: making the mount point in the rootfs: {e}"))?;
     check_proc(&dest, &root.place_of(&target, &what)?, &fstype, src_fd.as_ref())?;
-    if let Some(src) = &src_fd {
-        let tree = clone_tree(src, o.flags.contains(MsFlags::MS_REC), &what)?;
-        let extra = o.flags & !(MsFlags::MS_BIND | MsFlags::MS_REC | MsFlags::MS_REMOUNT);
-        if !extra.is_empty() {
-            let keep = if userns {
-                mountapi::attrs(locked_flags(src))
-            } else {
-                0
-            };
-            mountapi::set_flags(&tree, mountapi::attrs(extra), keep, false, &what)?;
-        }
-        // The recursive options last, while the tree is detached: they win over the top mount's own.
-        set_recursive(&tree, &o, &what)?;
+    if let Some(src) = src_fd {
+        let tree = if premade {
+            src
+        } else {
+            bind_tree(&src, &o, userns, &what)?
+        };
         attach(&tree, &target, &what)?;
         if !o.propagation.is_empty() {
             mountapi::set_propagation(&tree, o.propagation, &what)?;

@@ -19,6 +19,8 @@ pub struct Options {
     pub rec_set: MsFlags,
     /// Flags cleared on the mount and all its submounts (`rrw`, `rsuid`, `rdev`, `rexec`).
     pub rec_clear: MsFlags,
+    /// `ridmap`: an idmapped mount idmaps its submounts too (`idmap`, the default, only the mount itself).
+    pub idmap_recursive: bool,
 }
 
 /// The recursive options: each name, the flag it sets and whether it clears it instead.
@@ -47,6 +49,7 @@ pub fn parse_options(opts: &[String]) -> Options {
         bind: false,
         rec_set: MsFlags::empty(),
         rec_clear: MsFlags::empty(),
+        idmap_recursive: false,
     };
     let mut data = Vec::new();
     for opt in opts {
@@ -98,6 +101,11 @@ pub fn parse_options(opts: &[String]) -> Options {
                 continue;
             }
             "tmpcopyup" | "defaults" => continue,
+            // The mappings are the mount's uidMappings and gidMappings (see `sources`).
+            "idmap" | "ridmap" => {
+                o.idmap_recursive = opt == "ridmap";
+                continue;
+            }
             other => {
                 data.push(other.to_string());
                 continue;
@@ -156,5 +164,8 @@ mod tests {
         let o = parse_options(&["rro", "rrw"].map(String::from));
         assert_eq!((o.rec_set, o.rec_clear), (MsFlags::empty(), MsFlags::MS_RDONLY));
         assert_eq!(recursive_names().count(), 8);
+        let o = parse_options(&["rbind", "ridmap"].map(String::from));
+        assert!(o.idmap_recursive && o.data.is_empty());
+        assert!(!parse_options(&["idmap".into()]).idmap_recursive);
     }
 }
