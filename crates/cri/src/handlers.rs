@@ -9,7 +9,9 @@
 //! once at start ([`probe`]), and are advertised only where crius's own CRI layer also acts on them
 //! ([`CRI_FEATURES`]): a Mount's `recursive_read_only` becomes the `rro` option, so a handler whose runtime
 //! lists `rro` (crius-runc, runc ≥ 1.1) advertises recursive read-only mounts; one without it (crun 1.8) does
-//! not, and kubelet does not ask it for them.
+//! not, and kubelet does not ask it for them. User namespaces (`hostUsers: false`) are advertised for a
+//! runtime that lists the user namespace and idmapped mounts (`linux.mountExtensions.idmap`: crius-runc, not
+//! runc 1.1), when the kernel makes idmapped mounts.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -41,10 +43,11 @@ pub struct Features {
 }
 
 /// What crius's CRI layer turns into the container's spec: a Mount's `recursive_read_only` (the `rro`
-/// option); not yet a pod's user namespace mappings, which no handler advertises, whatever its runtime can do.
+/// option); a pod's user namespace (`crate::sandbox::userns`) with idmapped mounts, where the kernel makes
+/// them ([`probe`] checks).
 pub const CRI_FEATURES: Features = Features {
     recursive_read_only_mounts: true,
-    user_namespaces: false,
+    user_namespaces: true,
 };
 
 impl Features {
@@ -151,15 +154,34 @@ pub fn default_binary(shim: &Path) -> Option<PathBuf> {
 }
 
 /// The features `binary` reports through `<binary> features` (given 5 s); none, with a warning, when it has no
-/// such command or its answer is not a features document.
+/// such command or its answer is not a features document. User namespaces only where the kernel also makes
+/// idmapped mounts.
 pub fn probe(binary: &Path) -> Features {
-    match features_document(binary, Duration::from_secs(5)) {
+    let f = match features_document(binary, Duration::from_secs(5)) {
         Ok(doc) => Features::of_document(&doc),
         Err(e) => {
             tracing::warn!(runtime = %binary.display(), "no features document, none advertised: {e}");
             Features::default()
         }
+    };
+    Features {
+        user_namespaces: f.user_namespaces && kernel_idmaps(),
+        ..f
     }
+}
+
+/// Whether the kernel makes idmapped mounts (of `/`'s filesystem; asked once).
+fn kernel_idmaps() -> bool {
+    static IDMAPS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *IDMAPS.get_or_init(
+        || match crius_oci::rootfs::sources::idmap_supported(Path::new("/")) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("user namespaces not advertised: no idmapped mounts here: {e}");
+                false
+            }
+        },
+    )
 }
 
 fn features_document(binary: &Path, limit: Duration) -> std::result::Result<serde_json::Value, String> {

@@ -5,14 +5,16 @@
 //! before anything is made ([`container_config`], [`sandbox_config`], called from [`crate::validate`]):
 //!
 //! - a Mount's `image_sub_path` without an `image` (image volumes are mounted: `container::image_volumes`);
-//! - a Mount's `uidMappings` and `gidMappings` (Status does not advertise idmapped mounts, so kubelet does
-//!   not send them);
+//! - a Mount's `uidMappings` without `gidMappings` or the other way round (with both, the mount is idmapped:
+//!   `convert::mounts`, in a pod with a user namespace of its own);
 //! - a Mount's `recursive_read_only` without `readonly` or with a propagation other than private, as the CRI
 //!   defines it (with both, it is made: `convert::mounts` asks the runtime for `rro`);
 //! - a `supplemental_groups_policy` that is neither Merge nor Strict, of a pod or a container (both are
 //!   carried out by `convert::process::user`: Merge adds the image's `/etc/group` memberships, Strict does
 //!   not; a pod's has nothing of its own to act on, crius runs no pause container);
-//! - a user namespace of the pod (`userns_options` mode POD; `hostUsers: false`).
+//! - a user namespace (`userns_options`) of mode CONTAINER or TARGET, or of mode POD with mappings crius
+//!   cannot make (not one of each, container id 0 not mapped): `crate::sandbox::userns` says what it takes;
+//!   mode POD is carried out (`hostUsers: false`: the pod's own user namespace, idmapped mounts).
 //!
 //! `stop_signal` is carried out: [`stop_signal`] turns the CRI enum into the signal number StopContainer
 //! sends first, and ContainerStatus reports the value the container was created with.
@@ -96,7 +98,7 @@ pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
             ));
         }
         recursive_read_only(CALL, i, m)?;
-        if !m.uid_mappings.is_empty() || !m.gid_mappings.is_empty() {
+        if m.uid_mappings.is_empty() != m.gid_mappings.is_empty() {
             let f = if m.uid_mappings.is_empty() {
                 "gidMappings"
             } else {
@@ -105,7 +107,7 @@ pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
             return Err(Error::invalid(
                 CALL,
                 field(f),
-                "is set: crius does not make idmapped mounts yet",
+                "is set alone: an idmapped mount needs both uidMappings and gidMappings",
             ));
         }
     }
@@ -164,22 +166,9 @@ fn groups_policy(call: &'static str, at: &str, policy: i32) -> Result<()> {
     ))
 }
 
+/// A user namespace's options, as [`crate::sandbox::userns`] takes them.
 fn userns(call: &'static str, at: &str, ns: Option<&cri::NamespaceOption>) -> Result<()> {
-    let Some(u) = ns.and_then(|n| n.userns_options.as_ref()) else {
-        return Ok(());
-    };
-    if u.mode == cri::NamespaceMode::Node as i32 {
-        return Ok(());
-    }
-    Err(Error::invalid(
-        call,
-        format!("{at}.namespace_options.userns_options.mode"),
-        format!(
-            "is {}: crius runs pods in the node's user namespace only (NODE) for now",
-            cri::NamespaceMode::try_from(u.mode)
-                .map_or_else(|_| u.mode.to_string(), |m| m.as_str_name().into())
-        ),
-    ))
+    crate::sandbox::userns::wanted(call, at, ns).map(drop)
 }
 
 #[cfg(test)]
@@ -300,7 +289,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_user_namespace_is_refused_and_the_node_s_is_fine() {
+    fn a_pod_user_namespace_needs_its_mappings_and_the_node_s_is_fine() {
         let pod = |mode: cri::NamespaceMode| cri::PodSandboxConfig {
             linux: Some(cri::LinuxPodSandboxConfig {
                 security_context: Some(cri::LinuxSandboxSecurityContext {
@@ -322,7 +311,7 @@ mod tests {
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
         assert!(
             e.to_string().contains(
-                "RunPodSandbox: linux.security_context.namespace_options.userns_options.mode is POD"
+                "RunPodSandbox: linux.security_context.namespace_options.userns_options.uids has 0 mappings"
             ),
             "{e}"
         );

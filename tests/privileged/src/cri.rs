@@ -261,6 +261,13 @@ impl Pod {
         Pod::start(config(name, &format!("uid-{name}")), args, Some(net), None).await
     }
 
+    /// Pod `conf` (as the test made it) on a CNI network of the test's own.
+    pub async fn on_network_with(conf: cri::PodSandboxConfig) -> Pod {
+        let net = Network::new();
+        let args = net.daemon_args();
+        Pod::start(conf, args, Some(net), None).await
+    }
+
     /// Pod `name` in the host's network namespace (no CNI needed), in criusd's default cgroup parent.
     pub async fn on_host_network(name: &str) -> Pod {
         let conf = host_network(config(name, &format!("uid-{name}")));

@@ -300,6 +300,11 @@ impl Containers {
                 return Err(Error::Image { call: CALL, source });
             }
         };
+        if let Err(e) = crate::sandbox::userns::idmap_rootfs(&rootfs, sandbox) {
+            undo(false);
+            intent.done();
+            return Err(e);
+        }
         let pid_target = self.pid_target(&config)?;
         let image_volumes = match image_volumes::prepare(&*self.images, &id, &config.mounts) {
             Ok(v) => v,

@@ -98,6 +98,7 @@ fn pod() -> Sandbox {
                 uts: Some(format!("{dir}/uts").into()),
                 shm: Some(format!("{dir}/shm").into()),
                 pid: None,
+                user: None,
             },
             ips: vec!["10.88.0.7".into()],
             ..Default::default()

@@ -1,6 +1,7 @@
 //! CRI to OCI: the runtime spec (config.json) of a CRI container, as oci-spec's typed [`Spec`]. Its process
 //! from the ContainerConfig over the image config (command, args, env, working dir, user), the pod's
-//! namespaces joined by path, the pod's hostname, hosts and resolv.conf files, kubelet's mounts, resources
+//! namespaces joined by path (its user namespace too, with its mappings), the pod's hostname, hosts and
+//! resolv.conf files, kubelet's mounts (idmapped when they have mappings), resources
 //! (CRI zero = unset), capabilities and the usual masked and read-only paths. What containerd's CRI plugin
 //! does by default, unless said otherwise here.
 //!
@@ -135,7 +136,9 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     // namespace, TARGET the target container's (`kubectl debug --target`); the pod's pinned namespaces are
     // joined whatever the container's options say.
     let pod_ns = crate::sandbox::namespace_options(&inp.sandbox.config);
-    let ctr_ns = sc.and_then(|s| s.namespace_options.clone()).unwrap_or(pod_ns);
+    let ctr_ns = sc
+        .and_then(|s| s.namespace_options.clone())
+        .unwrap_or_else(|| pod_ns.clone());
     let pins = &inp.sandbox.record.namespaces;
     let mut namespaces = vec![namespace(LinuxNamespaceType::Mount, None)?];
     // PID: the host's; the pod's shared one (when the pod holds one); else the container's own.
@@ -166,6 +169,15 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
         }
     }
     namespaces.push(namespace(LinuxNamespaceType::Cgroup, None)?);
+    // The pod's user namespace (`hostUsers: false`), with its mappings, if it has one.
+    crate::sandbox::userns::same_as_pod(CALL, sc.and_then(|s| s.namespace_options.as_ref()), &pod_ns)?;
+    let userns = match &pins.user {
+        Some(pin) => {
+            namespaces.push(namespace(LinuxNamespaceType::User, Some(pin))?);
+            crate::sandbox::userns::wanted(CALL, "the pod's linux.security_context", Some(&pod_ns))?
+        }
+        None => None,
+    };
 
     let ro = sc.is_some_and(|s| s.readonly_rootfs);
     let pod_ipc = ns_mode(&ctr_ns, |o| o.ipc) == cri::NamespaceMode::Pod;
@@ -202,6 +214,10 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
             given(sc.map(|s| &s.readonly_paths), READONLY),
         )
     };
+    if let Some((uids, gids)) = userns {
+        linux.set_uid_mappings(Some(uids));
+        linux.set_gid_mappings(Some(gids));
+    }
     linux.set_masked_paths(masked);
     linux.set_readonly_paths(readonly);
     linux.set_rootfs_propagation(mounts::rootfs_propagation(&c.mounts));

@@ -1,7 +1,8 @@
 //! A container's mounts, in the order the runtime makes them: the usual /proc, /dev and /sys, the pod's
 //! /dev/shm, the pod's hostname, hosts and resolv.conf files (unless kubelet mounts its own), then
-//! kubelet's mounts with their propagation (and `rro` where a mount is recursive read-only). kubelet's mounts
-//! must have absolute paths and stay out of /proc.
+//! kubelet's mounts with their propagation (and `rro` where a mount is recursive read-only; idmapped, with
+//! their `uidMappings`/`gidMappings`, in a pod with a user namespace). kubelet's mounts must have absolute
+//! paths and stay out of /proc.
 
 use std::path::Path;
 
@@ -152,7 +153,12 @@ pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly:
             check(i, &image_mount)?;
             let mut opts = vec!["rbind", "rprivate", "ro", "nosuid", "nodev", "noexec"];
             opts.extend(m.recursive_read_only.then_some("rro"));
-            out.push(mount(&m.container_path, "bind", source, &opts)?);
+            out.push(idmapped(
+                inp,
+                i,
+                m,
+                mount(&m.container_path, "bind", source, &opts)?,
+            )?);
             continue;
         }
         check(i, m)?;
@@ -160,9 +166,32 @@ pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly:
         let mut opts = vec!["rbind", propagation(m.propagation), mode];
         // Read-only all the way down, submounts too (`newer` made sure it is read-only and private).
         opts.extend(m.recursive_read_only.then_some("rro"));
-        out.push(mount(&m.container_path, "bind", &m.host_path, &opts)?);
+        out.push(idmapped(
+            inp,
+            i,
+            m,
+            mount(&m.container_path, "bind", &m.host_path, &opts)?,
+        )?);
     }
     Ok(out)
+}
+
+/// kubelet's mount `i` (`m`, made as `made`) idmapped with its uid and gid mappings, if it has them: only in a
+/// pod with a user namespace of its own, whose ids they map (kubelet sends the pod's).
+fn idmapped(inp: &Input<'_>, i: usize, m: &cri::Mount, mut made: Mount) -> Result<Mount> {
+    if m.uid_mappings.is_empty() && m.gid_mappings.is_empty() {
+        return Ok(made);
+    }
+    if inp.sandbox.record.namespaces.user.is_none() {
+        return Err(Error::invalid(
+            CALL,
+            format!("mounts[{i}].uidMappings"),
+            "is set in a pod without a user namespace of its own: an idmapped mount maps a pod's user namespace ids",
+        ));
+    }
+    made.set_uid_mappings(Some(crate::sandbox::userns::oci_maps(&m.uid_mappings)));
+    made.set_gid_mappings(Some(crate::sandbox::userns::oci_maps(&m.gid_mappings)));
+    Ok(made)
 }
 
 #[cfg(test)]

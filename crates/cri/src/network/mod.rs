@@ -1,6 +1,7 @@
 //! Pod networking and namespaces, behind two seams the sandbox lifecycle takes: [`Network`] (attaching a pod to
 //! the node's network: CNI ADD, CHECK and DEL, through the plugins in [`cni`]) and [`Namespaces`] (making and
-//! pinning a pod's network, IPC and UTS namespaces, [`netns`], and holding a shared PID namespace, [`pidns`]). Both need root in their real form; the fakes
+//! pinning a pod's network, IPC and UTS namespaces and its user namespace, [`netns`], and holding a shared PID
+//! namespace, [`pidns`]). Both need root in their real form; the fakes
 //! (`fake`, tests only) let the sandbox lifecycle be tested without it.
 
 use std::path::{Path, PathBuf};
@@ -148,7 +149,7 @@ impl Namespaces for Pinner {
     fn pin(&self, dir: &Path, want: &Wanted) -> Result<Pinned, NetError> {
         let mut pinned = netns::create(dir, want)?;
         if want.pid {
-            match pidns::create(dir, &self.shim) {
+            match pidns::create(dir, &self.shim, pinned.user.as_deref()) {
                 Ok(pin) => pinned.pid = Some(pin),
                 Err(e) => {
                     netns::remove(dir);

@@ -4,11 +4,17 @@
 //! them by path, CNI configures the network namespace by path, and no pause container is needed. A pod with its
 //! own IPC namespace also gets its own `/dev/shm`: a tmpfs at `<dir>/shm` (64 MiB) that every container binds,
 //! so POSIX shared memory is shared within the pod as SysV IPC is.
+//!
+//! A pod with a user namespace of its own (`hostUsers: false`) gets it here too, pinned at `<dir>/user`: a
+//! holder process ([`crius_oci::namespaces::Holder`]) unshares it together with the network, IPC and UTS
+//! namespaces, which it then owns (so the pod's root may set their sysctls and mount sysfs and mqueue in
+//! them), criusd writes its uid and gid maps, and all four are pinned from the holder's `/proc/<pid>/ns/`.
 
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags};
 use nix::sched::CloneFlags;
+use oci_spec::runtime::{LinuxIdMapping, LinuxNamespaceType};
 
 use super::NetError;
 
@@ -26,6 +32,8 @@ pub struct Wanted {
     /// A PID namespace shared by the pod's containers (PID mode POD), held by a process of its own
     /// ([`super::pidns`]).
     pub pid: bool,
+    /// A user namespace of the pod's own, with these (uid, gid) mappings, owning the others.
+    pub userns: Option<(Vec<LinuxIdMapping>, Vec<LinuxIdMapping>)>,
 }
 
 /// Pinned namespaces: the paths of the pins made (None: the host's namespace).
@@ -43,12 +51,15 @@ pub struct Pinned {
     /// The pod's shared PID namespace's pin (PID mode POD).
     #[serde(default)]
     pub pid: Option<PathBuf>,
+    /// The pod's user namespace's pin (`hostUsers: false`).
+    #[serde(default)]
+    pub user: Option<PathBuf>,
 }
 
 impl Pinned {
     /// Whether every pin still refers to a namespace (false after a reboot emptied the state directory).
     pub fn alive(&self) -> bool {
-        [&self.net, &self.ipc, &self.uts]
+        [&self.net, &self.ipc, &self.uts, &self.user]
             .into_iter()
             .flatten()
             .all(|p| is_nsfs(p))
@@ -103,20 +114,47 @@ pub fn create(dir: &Path, want: &Wanted) -> Result<Pinned, NetError> {
             names.push(name);
         }
     }
-    if names.is_empty() {
+    if names.is_empty() && want.userns.is_none() {
         return Ok(Pinned::default());
     }
     std::fs::create_dir_all(dir).map_err(|e| NetError::io(format!("creating {}", dir.display()), e))?;
-    for n in &names {
+    for n in names.iter().chain(want.userns.as_ref().map(|_| &"user")) {
         std::fs::File::create(dir.join(n))
             .map_err(|e| NetError::io(format!("creating {}", dir.join(n).display()), e))?;
     }
+    // With a user namespace the namespaces are a holder's, pinned here; the thread below then enters them.
+    let held = match &want.userns {
+        Some(maps) => match pin_held(dir, flags, &names, maps) {
+            Ok(()) => true,
+            Err(e) => {
+                remove(dir);
+                return Err(e);
+            }
+        },
+        None => false,
+    };
     let (d, want2) = (dir.to_path_buf(), want.clone());
     let made = std::thread::Builder::new()
         .name("pod-namespaces".into())
         .spawn(move || -> Result<(), NetError> {
             // This thread alone moves into the new namespaces; it ends once they are pinned.
-            nix::sched::unshare(flags).map_err(|e| NetError::io(format!("unshare {flags:?}"), e.into()))?;
+            if held {
+                for (on, flag, n) in [
+                    (want2.uts, CloneFlags::CLONE_NEWUTS, "uts"),
+                    (want2.net, CloneFlags::CLONE_NEWNET, "net"),
+                ] {
+                    if on {
+                        let f = std::fs::File::open(d.join(n))
+                            .map_err(|e| NetError::io(format!("opening {}", d.join(n).display()), e))?;
+                        nix::sched::setns(&f, flag).map_err(|e| {
+                            NetError::io(format!("entering {}", d.join(n).display()), e.into())
+                        })?;
+                    }
+                }
+            } else {
+                nix::sched::unshare(flags)
+                    .map_err(|e| NetError::io(format!("unshare {flags:?}"), e.into()))?;
+            }
             if want2.uts && !want2.hostname.is_empty() {
                 nix::unistd::sethostname(&want2.hostname)
                     .map_err(|e| NetError::io(format!("hostname {:?}", want2.hostname), e.into()))?;
@@ -124,16 +162,11 @@ pub fn create(dir: &Path, want: &Wanted) -> Result<Pinned, NetError> {
             if want2.net {
                 loopback_up().map_err(|e| NetError::io("bringing lo up", e))?;
             }
+            if held {
+                return Ok(());
+            }
             for n in names {
-                let src = format!("/proc/thread-self/ns/{n}");
-                nix::mount::mount(
-                    Some(src.as_str()),
-                    &d.join(n),
-                    None::<&str>,
-                    MsFlags::MS_BIND,
-                    None::<&str>,
-                )
-                .map_err(|e| NetError::io(format!("pinning {src} at {}", d.join(n).display()), e.into()))?;
+                pin(&format!("/proc/thread-self/ns/{n}"), &d.join(n))?;
             }
             Ok(())
         })
@@ -151,6 +184,7 @@ pub fn create(dir: &Path, want: &Wanted) -> Result<Pinned, NetError> {
         uts: want.uts.then(|| dir.join("uts")),
         shm: None,
         pid: None,
+        user: want.userns.as_ref().map(|_| dir.join("user")),
     };
     let shm = || -> Result<PathBuf, NetError> {
         let p = dir.join("shm");
@@ -184,10 +218,40 @@ pub fn create(dir: &Path, want: &Wanted) -> Result<Pinned, NetError> {
     Ok(pinned)
 }
 
+/// Bind-mounts the nsfs file `src` onto `at`.
+fn pin(src: &str, at: &Path) -> Result<(), NetError> {
+    nix::mount::mount(Some(src), at, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+        .map_err(|e| NetError::io(format!("pinning {src} at {}", at.display()), e.into()))
+}
+
+/// A user namespace with `maps` and the namespaces of `flags` (`names`) owned by it, made by a holder
+/// process and pinned under `dir` (`user` and each name).
+fn pin_held(
+    dir: &Path,
+    flags: CloneFlags,
+    names: &[&str],
+    maps: &(Vec<LinuxIdMapping>, Vec<LinuxIdMapping>),
+) -> Result<(), NetError> {
+    let io = |what: &str, e: crius_oci::Error| {
+        NetError::io(what.to_string(), std::io::Error::other(e.to_string()))
+    };
+    let holder = crius_oci::namespaces::Holder::new(CloneFlags::CLONE_NEWUSER | flags)
+        .map_err(|e| io("making the pod's user namespace", e))?;
+    holder
+        .write_maps(&maps.0, &maps.1)
+        .map_err(|e| io("mapping the pod's user namespace", e))?;
+    let user = holder.ns_path(LinuxNamespaceType::User);
+    pin(&user.display().to_string(), &dir.join("user"))?;
+    for n in names {
+        pin(&format!("/proc/{}/ns/{n}", holder.pid), &dir.join(n))?;
+    }
+    Ok(())
+}
+
 /// Unpins every namespace under `dir` and removes it; the namespaces go once nothing else holds them.
 /// Idempotent.
 pub fn remove(dir: &Path) {
-    for n in ["net", "ipc", "uts"] {
+    for n in ["net", "ipc", "uts", "user"] {
         let p = dir.join(n);
         if is_nsfs(&p) {
             let _ = nix::mount::umount2(&p, MntFlags::MNT_DETACH);

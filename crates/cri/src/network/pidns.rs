@@ -2,9 +2,11 @@
 //! needs a process: a PID namespace lives as long as its first process. That is the shim binary's `pid-init`
 //! action (see crius-shim), started in a session of its own, so it outlives criusd as the pod's shim does. Its
 //! namespace is pinned at `<dir>/pid` and its pid kept in `<dir>/pid.init`; removal SIGKILLs it, which ends
-//! every process left in the namespace.
+//! every process left in the namespace. In a pod with a user namespace of its own the init is started in it
+//! (as its root), so that the PID namespace is owned by it and the containers may mount their /proc.
 
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -15,10 +17,28 @@ use super::NetError;
 const PIN: &str = "pid";
 const INIT: &str = "pid.init";
 
-/// Starts the namespace's init with `holder` (the shim binary) and pins the namespace under `dir`; its pin.
-pub fn create(dir: &Path, holder: &Path) -> Result<PathBuf, NetError> {
+/// Starts the namespace's init with `holder` (the shim binary), in the user namespace pinned at `userns` if
+/// any, and pins the namespace under `dir`; its pin.
+pub fn create(dir: &Path, holder: &Path, userns: Option<&Path>) -> Result<PathBuf, NetError> {
     std::fs::create_dir_all(dir).map_err(|e| NetError::io(format!("creating {}", dir.display()), e))?;
-    let out = Command::new(holder)
+    let mut cmd = Command::new(holder);
+    if let Some(p) = userns {
+        let ns = std::fs::File::open(p).map_err(|e| NetError::io(format!("opening {}", p.display()), e))?;
+        // SAFETY: the forked child only makes system calls (setns, setresgid, setresuid) before exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                use std::os::fd::AsRawFd;
+                if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWUSER) != 0
+                    || libc::setresgid(0, 0, 0) != 0
+                    || libc::setresuid(0, 0, 0) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+    }
+    let out = cmd
         .arg("pid-init")
         .stdin(Stdio::null())
         .stderr(Stdio::piped())

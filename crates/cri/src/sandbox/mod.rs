@@ -1,6 +1,7 @@
 //! Pod sandboxes, the CRI's way: RunPodSandbox pins the pod's namespaces ([`Namespaces`]), attaches the node's
 //! network ([`Network`]: CNI), writes the files its containers will mount (hostname, hosts, resolv.conf) and
-//! records it ([`crate::store::sandbox`]); Stop detaches the network and drops the namespaces (idempotent);
+//! records it ([`crate::store::sandbox`]); a pod with `hostUsers: false` gets a user namespace of its own
+//! ([`userns`]); Stop detaches the network and drops the namespaces (idempotent);
 //! Remove forgets it (idempotent, also for an unknown id). There is no pause container. What sandboxes report
 //! is in [`status`].
 //!
@@ -21,6 +22,7 @@ use crate::store::sandbox::{Record, Sandbox, Sandboxes};
 use crate::store::{now_ns, random_id};
 
 pub mod status;
+pub mod userns;
 
 pub use status::{list, status_of};
 
@@ -275,6 +277,7 @@ impl Pods {
             uts: !host_net,
             hostname,
             pid: shares_pid(&s.config),
+            userns: userns::wanted(CALL, "linux.security_context", Some(ns))?,
         };
         // Without a network config there is no pod network to give: say so before making anything.
         let net = if host_net {

@@ -4,6 +4,7 @@
 //! and `paths` modules).
 
 mod dev;
+pub mod idmap_overlay;
 mod mountapi;
 pub mod mounts;
 pub mod options;
@@ -102,7 +103,13 @@ pub fn prepare(
     } else {
         mountapi::open_source(rootfs)?
     };
-    rootfs_mount_private(rootfs, &src)?;
+    // After a recursive slave, private or unbindable (rslave is the default) no mount is shared: the mount
+    // table need not be read (printing it is most of a create's kernel time on a node with many pods).
+    let none_shared = prop.contains(MsFlags::MS_REC)
+        && prop.intersects(MsFlags::MS_SLAVE | MsFlags::MS_PRIVATE | MsFlags::MS_UNBINDABLE);
+    if !none_shared {
+        rootfs_mount_private(rootfs, &src)?;
+    }
     // The rootfs bound onto itself; the new mount's fd is where the mounts and pivot_root go.
     let what = format!("the rootfs {}", rootfs.display());
     let tree = mountapi::clone_tree(&src, true, &what)?;

@@ -121,3 +121,18 @@ pub fn open(spec: &Spec, rootfs: &Path, bundle: &Path, userns: bool) -> Result<S
         mounts: out,
     })
 }
+
+/// Whether the kernel makes idmapped mounts of `path`'s filesystem: a detached copy of it idmapped through a
+/// throwaway user namespace, then dropped.
+pub fn idmap_supported(path: &Path) -> Result<()> {
+    let map = oci_spec::runtime::LinuxIdMappingBuilder::default()
+        .container_id(0u32)
+        .host_id(100_000u32)
+        .size(65_536u32)
+        .build()
+        .map_err(|e| err!("an id mapping: {e}"))?;
+    let ns = userns_with(std::slice::from_ref(&map), std::slice::from_ref(&map))?;
+    let what = format!("a copy of {}", path.display());
+    let tree = mountapi::clone_tree(&open_source(path)?, false, &what)?;
+    mountapi::set_idmap(&tree, &ns, false, &what)
+}
