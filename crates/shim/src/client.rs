@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::os::unix::net::UnixListener;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -63,30 +62,32 @@ pub fn start_shim_with(
     bundle: &Path,
     sealed: Option<&Handed>,
 ) -> Result<String, String> {
-    let mut cmd = Command::new(shim);
-    if let Some(h) = sealed {
-        let fd = h.fd;
-        cmd.env(crius_common::sealed::ENV, h.to_env());
-        // SAFETY: the hook makes one fcntl call (async-signal-safe) on a descriptor the caller keeps open.
-        unsafe { cmd.pre_exec(move || crius_common::sealed::inherit_in_child(fd)) };
+    // posix_spawn, not std's Command: keeping the sealed copy open across the exec needs a pre_exec hook there,
+    // which makes it fork criusd (`spawn`).
+    let env = sealed.map(|h| h.to_env());
+    let mut vars = vec![("TTRPC_ADDRESS", ttrpc_address)];
+    if let Some(e) = &env {
+        vars.push((crius_common::sealed::ENV, e));
     }
-    let out = cmd
-        .args([
-            "-namespace",
-            namespace,
-            "-address",
-            address,
-            "-publish-binary",
-            "",
-            "-id",
-            id,
-            "start",
-        ])
-        .env("TTRPC_ADDRESS", ttrpc_address)
-        .current_dir(bundle)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("starting {}: {e}", shim.display()))?;
+    let args = [
+        "-namespace",
+        namespace,
+        "-address",
+        address,
+        "-publish-binary",
+        "",
+        "-id",
+        id,
+        "start",
+    ];
+    let out = crate::spawn::output(&crate::spawn::Spawn {
+        program: shim,
+        args: &args,
+        env: &vars,
+        dir: bundle,
+        keep: sealed.map(|h| h.fd),
+    })
+    .map_err(|e| format!("starting {}: {e}", shim.display()))?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || text.is_empty() {
         return Err(format!(

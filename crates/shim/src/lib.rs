@@ -33,6 +33,7 @@
 //! - `task`: the containers of the pod and their processes, with their state machine (`task/state.rs`);
 //! - `error`: the one error type and its one mapping to ttrpc codes;
 //! - `runtime`: running the OCI runtime binary;
+//! - `spawn`: starting the shim from criusd without a fork (posix_spawn, one descriptor kept);
 //! - `reactor`, `server`, `pump`: the event loop, the ttrpc server on it, and stdio copying on it;
 //! - `reaper`, `oom`, `stdio`, `console`, `mounts`, `stats`: exits, OOM kills, stdio and CRI logs, terminals,
 //!   the rootfs mounts, and metrics;
@@ -54,6 +55,7 @@ mod reaper;
 mod runtime;
 mod server;
 mod service;
+mod spawn;
 mod start;
 mod stats;
 mod stdio;
