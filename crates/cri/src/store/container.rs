@@ -10,7 +10,7 @@ use crius_api::cri;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use super::{by_id_or_prefix, create_dir_durable, is_leftover, remove_record_dir, write_atomic};
+use super::{Gates, by_id_or_prefix, create_dir_durable, is_leftover, remove_record_dir, write_atomic};
 use crate::error::{Error, Result};
 
 /// A container record's main file, written after `config.pb`.
@@ -124,6 +124,8 @@ pub fn name_key(sandbox_id: &str, config: &cri::ContainerConfig) -> String {
 pub struct Records {
     dir: PathBuf,
     all: Mutex<HashMap<String, Container>>,
+    /// One write at a time per record.
+    gates: Gates,
 }
 
 impl Records {
@@ -148,6 +150,7 @@ impl Records {
         Ok(Records {
             dir: dir.to_path_buf(),
             all: Mutex::new(all),
+            gates: Gates::default(),
         })
     }
 
@@ -155,11 +158,14 @@ impl Records {
         self.all.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self, c: &Container) -> Result<()> {
+    /// Writes `c`'s record, and its config first when `config` (on the first write, and when it changed).
+    fn write(&self, c: &Container, config: bool) -> Result<()> {
         let dir = self.dir.join(&c.record.id);
         let write = || -> std::io::Result<()> {
-            create_dir_durable(&dir)?;
-            write_atomic(&dir.join("config.pb"), &c.config.encode_to_vec())?;
+            if config {
+                create_dir_durable(&dir)?;
+                write_atomic(&dir.join("config.pb"), &c.config.encode_to_vec())?;
+            }
             let rec = serde_json::to_vec_pretty(&c.record).map_err(std::io::Error::other)?;
             write_atomic(&dir.join(RECORD), &rec)
         };
@@ -168,22 +174,26 @@ impl Records {
 
     /// Records a new container.
     pub fn insert(&self, c: &Container) -> Result<()> {
-        let mut all = self.lock();
-        self.write(c)?;
-        all.insert(c.record.id.clone(), c.clone());
+        let _writing = self.gates.of(&c.record.id);
+        self.write(c, true)?;
+        self.lock().insert(c.record.id.clone(), c.clone());
         Ok(())
     }
 
     /// Changes container `id` with `f` and records it; returns it as it was before, or None if it is gone.
+    /// The change is seen once it is on disk.
     pub fn modify(&self, id: &str, f: impl FnOnce(&mut Container)) -> Result<Option<Container>> {
-        let mut all = self.lock();
-        let Some(c) = all.get_mut(id) else {
+        let _writing = self.gates.of(id);
+        let Some(before) = self.lock().get(id).cloned() else {
             return Ok(None);
         };
-        let before = c.clone();
-        f(c);
+        let mut c = before.clone();
+        f(&mut c);
         if c.record != before.record || c.config != before.config {
-            self.write(c)?;
+            self.write(&c, c.config != before.config)?;
+            if let Some(old) = self.lock().get_mut(id) {
+                *old = c;
+            }
         }
         Ok(Some(before))
     }
@@ -200,8 +210,8 @@ impl Records {
 
     /// Forgets container `id` and deletes its record.
     pub fn remove(&self, id: &str) -> Result<()> {
-        let mut all = self.lock();
-        all.remove(id);
+        let _writing = self.gates.of(id);
+        self.lock().remove(id);
         remove_record_dir(&self.dir.join(id), RECORD)
             .map_err(|e| Error::io(format!("removing the record of container {id}"), e))
     }
@@ -264,5 +274,45 @@ mod tests {
         again.remove("c1").unwrap();
         again.remove("c1").unwrap();
         assert!(Records::open(d.path()).unwrap().get("c1").is_none());
+    }
+
+    #[test]
+    fn concurrent_changes_of_a_record_all_land_and_its_config_is_written_only_when_it_changes() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let rs = std::sync::Arc::new(Records::open(d.path()).unwrap());
+        for id in ["c1", "c2"] {
+            let c = Container {
+                record: Record {
+                    id: id.into(),
+                    ..Default::default()
+                },
+                config: Default::default(),
+            };
+            rs.insert(&c).unwrap();
+        }
+        let config_inode = || std::fs::metadata(d.path().join("c1/config.pb")).unwrap().ino();
+        let first = config_inode();
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let rs = rs.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10 {
+                        let id = if i % 2 == 0 { "c1" } else { "c2" };
+                        rs.modify(id, |c| c.record.pid += 1).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let again = Records::open(d.path()).unwrap();
+        assert_eq!(again.get("c1").unwrap().record.pid, 40);
+        assert_eq!(again.get("c2").unwrap().record.pid, 40);
+        assert_eq!(config_inode(), first, "a record change leaves config.pb alone");
+        rs.modify("c1", |c| c.config.tty = true).unwrap();
+        assert_ne!(config_inode(), first, "a config change writes it");
+        assert!(Records::open(d.path()).unwrap().get("c1").unwrap().config.tty);
     }
 }

@@ -55,8 +55,7 @@ pub struct Intents {
 
 /// An intent on disk; [`Pending::done`] removes it. Dropping it leaves it (the call did not finish).
 #[must_use = "an intent is removed by done()"]
-pub struct Pending<'a> {
-    intents: &'a Intents,
+pub struct Pending {
     path: PathBuf,
 }
 
@@ -70,12 +69,12 @@ impl Intents {
     }
 
     /// Writes `intent` and returns once it is on disk.
-    pub fn begin(&self, intent: &Intent) -> Result<Pending<'_>> {
+    pub fn begin(&self, intent: &Intent) -> Result<Pending> {
         let path = self.dir.join(intent.file_name());
         let bytes = serde_json::to_vec(intent).map_err(|e| Error::io("serializing an intent", e.into()))?;
         write_atomic(&path, &bytes)
             .map_err(|e| Error::io(format!("writing the intent {}", path.display()), e))?;
-        Ok(Pending { intents: self, path })
+        Ok(Pending { path })
     }
 
     /// The intents left (by calls that did not finish), oldest name first. A file that does not parse is
@@ -122,10 +121,16 @@ impl Intents {
     }
 }
 
-impl Pending<'_> {
-    /// The call finished (its object is complete, or was undone): the intent goes.
+impl Pending {
+    /// The call finished (its object is complete, or was undone): the intent goes. Its removal is not
+    /// synced, as nothing depends on it reaching the disk: an intent a crash brings back is forgotten if its
+    /// object's record is complete, and undone again (which is idempotent) if the call had undone it.
     pub fn done(self) {
-        self.intents.remove(&self.path);
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(path = %self.path.display(), "removing a finished intent: {e}"),
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use prost::Message;
 use serde::{Deserialize, Serialize};
 
 use super::names::{NameIndex, Reservation, Taken};
-use super::{by_id_or_prefix, create_dir_durable, is_leftover, remove_record_dir, write_atomic};
+use super::{Gates, by_id_or_prefix, create_dir_durable, is_leftover, remove_record_dir, write_atomic};
 use crate::error::{Error, Result};
 use crate::network::Pinned;
 
@@ -71,6 +71,8 @@ pub fn reserved_name(c: &cri::PodSandboxConfig) -> String {
 pub struct Sandboxes {
     dir: PathBuf,
     all: Mutex<HashMap<String, Sandbox>>,
+    /// One write at a time per record.
+    gates: Gates,
     names: NameIndex<Request>,
 }
 
@@ -109,6 +111,7 @@ impl Sandboxes {
         Ok(Sandboxes {
             dir: dir.to_path_buf(),
             all: Mutex::new(all),
+            gates: Gates::default(),
             names,
         })
     }
@@ -139,29 +142,38 @@ impl Sandboxes {
 
     /// Adds `s` (whose name the caller reserved) and writes it.
     pub fn insert(&self, s: Sandbox) -> Result<()> {
-        let mut all = self.lock();
-        self.write(&s)
+        let _writing = self.gates.of(&s.record.id);
+        self.write(&s, true)
             .map_err(|e| Error::io(format!("writing sandbox {}", s.record.id), e))?;
-        all.insert(s.record.id.clone(), s);
+        self.lock().insert(s.record.id.clone(), s);
         Ok(())
     }
 
-    fn write(&self, s: &Sandbox) -> std::io::Result<()> {
+    /// Writes `s`'s record, and its config first when `config` (it never changes after the first write).
+    fn write(&self, s: &Sandbox, config: bool) -> std::io::Result<()> {
         let dir = self.dir_of(&s.record.id);
-        create_dir_durable(&dir)?;
-        write_atomic(&dir.join("config.pb"), &s.config.encode_to_vec())?;
+        if config {
+            create_dir_durable(&dir)?;
+            write_atomic(&dir.join("config.pb"), &s.config.encode_to_vec())?;
+        }
         let rec = serde_json::to_vec_pretty(&s.record).map_err(std::io::Error::other)?;
         write_atomic(&dir.join(RECORD), &rec)
     }
 
-    /// Changes sandbox `id`'s record with `f` and writes it.
+    /// Changes sandbox `id`'s record with `f` and writes it; the change is seen once it is on disk.
     /// A sandbox that is gone (removed meanwhile) is left alone.
     pub fn update(&self, id: &str, f: impl FnOnce(&mut Record)) -> Result<()> {
-        let mut all = self.lock();
-        let Some(s) = all.get_mut(id) else { return Ok(()) };
+        let _writing = self.gates.of(id);
+        let Some(mut s) = self.lock().get(id).cloned() else {
+            return Ok(());
+        };
         f(&mut s.record);
-        self.write(s)
-            .map_err(|e| Error::io(format!("writing sandbox {id}"), e))
+        self.write(&s, false)
+            .map_err(|e| Error::io(format!("writing sandbox {id}"), e))?;
+        if let Some(old) = self.lock().get_mut(id) {
+            *old = s;
+        }
+        Ok(())
     }
 
     /// The sandbox whose id is `id` or starts with it (when only one does).
@@ -176,6 +188,7 @@ impl Sandboxes {
 
     /// Forgets sandbox `id`, gives its name back and deletes its files.
     pub fn remove(&self, id: &str) -> Result<()> {
+        let _writing = self.gates.of(id);
         if let Some(s) = self.lock().remove(id) {
             self.names.release(&s.name(), id);
         }
@@ -253,5 +266,27 @@ mod tests {
         again.remove("abc123").unwrap();
         drop(again.reserve(&sandbox("x", "web")).unwrap());
         assert_eq!(Sandboxes::open(d.path(), alive).unwrap().list().len(), 1);
+    }
+
+    #[test]
+    fn an_update_writes_the_record_alone_and_is_seen_once_written() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let s = Sandboxes::open(d.path(), |_: &Pinned| true).unwrap();
+        s.insert(sandbox("abc123", "web")).unwrap();
+        let inode = |f: &str| std::fs::metadata(d.path().join("abc123").join(f)).unwrap().ino();
+        let (config, record) = (inode("config.pb"), inode(RECORD));
+        s.update("abc123", |r| r.ips = vec!["10.0.0.9".into()]).unwrap();
+        assert_eq!(
+            inode("config.pb"),
+            config,
+            "the config, which never changes, is not written again"
+        );
+        assert_ne!(inode(RECORD), record);
+        assert_eq!(s.get("abc123").unwrap().record.ips, vec!["10.0.0.9"]);
+        // A write that fails changes nothing in memory.
+        std::fs::remove_dir_all(d.path().join("abc123")).unwrap();
+        assert!(s.update("abc123", |r| r.ready = false).is_err());
+        assert!(s.get("abc123").unwrap().record.ready);
     }
 }
