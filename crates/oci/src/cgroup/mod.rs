@@ -42,8 +42,7 @@ pub struct Cgroup {
 
 /// Finds the cgroup2 mount: `/sys/fs/cgroup` if it is cgroup2, else the first cgroup2 mount in mountinfo.
 pub fn mount_point() -> Result<PathBuf> {
-    let mounts = crius_common::mountinfo::mounts().map_err(|e| err!("reading mountinfo: {e}"))?;
-    crius_common::mountinfo::cgroup2_in(&mounts)
+    crius_common::mountinfo::cgroup2()
         .ok_or_else(|| err!("no cgroup2 filesystem is mounted (crius needs cgroup v2)"))
 }
 
