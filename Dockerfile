@@ -24,9 +24,12 @@ COPY hack/kind/crictl.yaml /etc/crictl.yaml
 COPY hack/kind/criusd.service hack/kind/crius-preload.service /etc/systemd/system/
 COPY hack/kind/preload-images.sh /usr/local/bin/crius-kind-preload
 COPY hack/kind/README.md /usr/local/share/doc/crius/kind/README.md
-# criusd links libseccomp dynamically: the node image may lack it.
-RUN if ! ldconfig -p | grep -q 'libseccomp\.so\.2'; then \
-      apt-get update && apt-get install -y --no-install-recommends libseccomp2 && rm -rf /var/lib/apt/lists/*; \
+# criusd links libseccomp dynamically, and its systemd cgroup driver talks to systemd over the D-Bus system bus:
+# the node image may lack either.
+RUN missing=(); ldconfig -p | grep -q 'libseccomp\.so\.2' || missing+=(libseccomp2); \
+    command -v dbus-daemon >/dev/null || missing+=(dbus); \
+    if [ "${#missing[@]}" -gt 0 ]; then \
+      apt-get update && apt-get install -y --no-install-recommends "${missing[@]}" && rm -rf /var/lib/apt/lists/*; \
     fi
 # kind pulled the node's images into containerd's store when it built the base image: they are exported once, as
 # the archive crius-preload.service imports into crius's store at first boot (before kubelet starts).

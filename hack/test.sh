@@ -32,7 +32,7 @@ cargo rustc -p crius-testprog --release --bin crius-testprog --quiet -- -C targe
 step "the kind node's pieces that run without Docker: hadolint and the COPY sources of the Dockerfile, systemd-analyze verify of its units (hack/kind/check.sh)"
 bash hack/kind/check.sh
 
-step "privileged tests on the host: crius-runc, and the attacks on it (CVE-2019-5736, CVE-2024-21626, CVE-2021-30465); registry pulls, hostile images, 50 slow calls that must not starve criusd, criusd (images; pod sandboxes with CNI; a pod with hostUsers: false (its own mapped user namespace, idmapped rootfs and volumes) and crius-runc's idmapped bind mounts; the CRI 1.36 additions (a stop signal of SIGUSR1, UpdatePodSandboxResources, fields not acted on refused by name); streaming exec, attach and port-forward; criusd SIGKILLed mid-churn; 3 rounds of 200 pods), the shim (under containerd and over ttrpc), the pod service (the seed Job through crius apply, a bad manifest refused, the seed Deployment surviving a SIGKILL of criusd),, criusd's metrics (the Prometheus endpoint after a pull and a busy pod; ListMetricDescriptors and ListPodSandboxMetrics), and the kind node's criusd (its config on a kindnet-like ptp/host-local/portmap network, import from a pipe and tag, the preload script)"
+step "privileged tests on the host: crius-runc, and the attacks on it (CVE-2019-5736, CVE-2024-21626, CVE-2021-30465); registry pulls, hostile images, 50 slow calls that must not starve criusd, criusd (images; pod sandboxes with CNI; a pod with hostUsers: false (its own mapped user namespace, idmapped rootfs and volumes) and crius-runc's idmapped bind mounts; the CRI 1.36 additions (a stop signal of SIGUSR1, UpdatePodSandboxResources, fields not acted on refused by name); streaming exec, attach and port-forward; criusd SIGKILLed mid-churn; 3 rounds of 200 pods), the shim (under containerd and over ttrpc), the pod service (the seed Job through crius apply, a bad manifest refused, the seed Deployment surviving a SIGKILL of criusd), criusd's metrics (the Prometheus endpoint after a pull and a busy pod; ListMetricDescriptors and ListPodSandboxMetrics), and the kind node's criusd (its config on a kindnet-like ptp/host-local/portmap network, import from a pipe and tag, the preload script)"
 cargo test -p crius-privileged-tests "${host_suites[@]}" --test pull --test attacks_images --test starvation --test daemon --test pods --test cri_newer --test userns --test timeouts --test streaming --test shim --test engine --test pod_service --test chaos --test load --test attacks_host --test kind --test metrics -- --ignored
 step "privileged tests on the host: runc (crius-only tests excepted)"
 CRIUS_TEST_RUNTIME=runc cargo test -p crius-privileged-tests "${host_suites[@]}" -- --ignored --skip crius_only
@@ -60,5 +60,11 @@ RUN_IN_VM_TIMEOUT=${RUN_IN_VM_TIMEOUT:-1500} hack/vm/run-in-vm.sh sh -c "
   '${vm_bin[vm_apparmor]}' --ignored --test-threads=1 &&
   '${vm_bin[vm_runtime_handlers]}' --ignored --test-threads=1 &&
   '${vm_bin[vm_metrics]}' --ignored --test-threads=1"
+
+step "the systemd cgroup driver in a VM booted with systemd as PID 1: vm_systemd (a container is a delegated scope in its pod's kubepods slice, its limits unit properties; a live update keeps the pid and outlasts systemctl daemon-reload; removal leaves no unit)"
+vm_systemd=$(cargo test -p crius-privileged-tests --test vm_systemd --no-run --message-format=json-render-diagnostics |
+  jq -r 'select(.profile.test == true and .executable != null) | .executable')
+[ -x "$vm_systemd" ] || { echo "could not build the VM test binary vm_systemd" >&2; exit 1; }
+RUN_IN_VM_INIT=systemd RUN_IN_VM_TIMEOUT=${RUN_IN_VM_TIMEOUT:-600} hack/vm/run-in-vm.sh "$vm_systemd" --ignored --test-threads=1
 
 step "all test groups passed"

@@ -39,6 +39,11 @@
 #   RUN_IN_VM_KEEP=1   keep the job dir (console.log = guest kernel console, status, initrd)
 #   RUN_IN_VM_DISK     size of an extra zero-reading virtio-blk disk /dev/vda for io.max tests
 #                      (default: 1G; 0 = none)
+#   RUN_IN_VM_INIT     sh (default): the command runs under a busybox PID 1, in the root cgroup;
+#                      systemd: systemd (the host's /lib/systemd/systemd) is PID 1 and runs the
+#                      command as the oneshot run-in-vm.service (in /system.slice), nothing else
+#                      started but the D-Bus system bus (when dbus is installed); systemctl and
+#                      systemd's D-Bus API work
 set -euo pipefail
 
 die() { echo "run-in-vm: $*" >&2; exit 125; }
@@ -103,6 +108,12 @@ DISK=${RUN_IN_VM_DISK:-1G}
 TIMEOUT=${RUN_IN_VM_TIMEOUT:-900}
 case $TIMEOUT in ''|*[!0-9]*) die "RUN_IN_VM_TIMEOUT must be a number of seconds" ;; esac
 DEBUG=${RUN_IN_VM_DEBUG:-0}
+INIT=${RUN_IN_VM_INIT:-sh}
+case $INIT in
+  sh) ;;
+  systemd) [ -x /lib/systemd/systemd ] || die "RUN_IN_VM_INIT=systemd: /lib/systemd/systemd not found (apt-get install systemd)" ;;
+  *) die "RUN_IN_VM_INIT must be sh or systemd" ;;
+esac
 ACCEL=${RUN_IN_VM_ACCEL:-auto}
 if [ "$ACCEL" = auto ]; then
   if [ -w /dev/kvm ] && grep -qwE 'vmx|svm' /proc/cpuinfo; then ACCEL=kvm; else ACCEL=tcg; fi
@@ -293,6 +304,23 @@ q() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
   echo '$B hostname run-in-vm; $B ip link set lo up 2>/dev/null'
   # enable every available controller for children of the root cgroup
   echo 'for c in $($B cat /sys/fs/cgroup/cgroup.controllers); do echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control || echo "run-in-vm: cannot enable $c" >&2; done'
+  if [ "$INIT" = systemd ]; then
+    # systemd as PID 1: the command runs as a oneshot service, the only unit pulled in, and powers the VM
+    # off itself when it is done (cmd.sh, the rest of this script).
+    echo '$B mkdir -p /run/systemd/system'
+    echo '$B sed -n "/^#CMD-START/,\$p" "$0" > /run/run-in-vm/cmd.sh'
+    echo 'printf "%s\n" "[Unit]" "Description=run-in-vm command" "DefaultDependencies=no" "[Service]" "Type=oneshot" "StandardInput=null" "StandardOutput=null" "StandardError=null" "ExecStart=/run/run-in-vm/busybox sh /run/run-in-vm/cmd.sh" > /run/systemd/system/run-in-vm.service'
+    # The D-Bus system bus too, where dbus is installed (systemd's D-Bus API for clients such as runc): the
+    # bus and its socket without their default dependencies, which would pull in the whole sysinit.target.
+    echo 'if [ -e /lib/systemd/system/dbus.socket ]; then'
+    echo '  for u in dbus.socket dbus.service; do $B mkdir -p /run/systemd/system/$u.d; printf "%s\n" "[Unit]" "DefaultDependencies=no" > /run/systemd/system/$u.d/run-in-vm.conf; done'
+    echo '  printf "%s\n" "[Unit]" "Wants=dbus.socket dbus.service" "After=dbus.socket dbus.service" > /run/systemd/system/run-in-vm.service.d.conf'
+    echo '  $B mkdir -p /run/systemd/system/run-in-vm.service.d; $B mv /run/systemd/system/run-in-vm.service.d.conf /run/systemd/system/run-in-vm.service.d/dbus.conf'
+    echo 'fi'
+    echo 'exec /lib/systemd/systemd --unit=run-in-vm.service --log-target=kmsg'
+  fi
+  echo '#CMD-START'
+  echo 'B=/run/run-in-vm/busybox'
   # environment: host's exported variables minus host-session specific ones
   while IFS= read -r -d '' kv; do
     k=${kv%%=*}

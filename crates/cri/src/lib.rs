@@ -30,6 +30,7 @@
 //! A container's state is kept from the shims' events, not asked of them ([`store`]); the lifecycle is
 //! unit-tested against the fakes, without root.
 
+pub mod cgroup_driver;
 pub mod container;
 pub mod convert;
 pub mod error;

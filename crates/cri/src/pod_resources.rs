@@ -1,7 +1,8 @@
 //! UpdatePodSandboxResources (CRI 1.33+, in-place pod resize): kubelet has resized the pod's cgroup itself
 //! and tells the runtime the pod's new totals. crius checks the sandbox and the resources, and writes them to
-//! the pod cgroup too when it can: a cgroupfs `cgroup_parent` that exists below the cgroup2 mount. A parent
-//! in systemd form, or one not made yet, is left to kubelet. The sandbox's recorded config keeps the
+//! the pod cgroup too when it can: a `cgroup_parent` that names a directory below the cgroup2 mount, a path
+//! under the cgroupfs driver or a slice under systemd's (whose properties stay kubelet's to set). A parent in
+//! the other driver's form, or one not made yet, is left to kubelet. The sandbox's recorded config keeps the
 //! resources it was run with (PodSandboxStatus does not report them).
 
 use std::path::Path;
@@ -75,13 +76,11 @@ impl Pods {
     }
 }
 
-/// The pod cgroup of `parent` if crius may write it: a cgroupfs path (not systemd's `slice:prefix:name`)
-/// naming a directory that exists below the cgroup2 mount.
+/// The pod cgroup of `parent` if crius may write it: a directory below the cgroup2 mount that exists, named by a
+/// cgroupfs path or, under the systemd driver, by its slice.
 fn writable_pod_cgroup(parent: &str) -> Option<crius_oci::cgroup::Cgroup> {
-    if parent.trim_matches('/').is_empty() {
-        return None;
-    }
-    let cgroup = crius_oci::cgroup::Cgroup::resolve(Some(Path::new(parent)), "").ok()?;
+    let dir = crate::cgroup_driver::get().pod_dir(parent)?;
+    let cgroup = crius_oci::cgroup::Cgroup::resolve(Some(&Path::new("/").join(dir)), "").ok()?;
     cgroup.dir.is_dir().then_some(cgroup)
 }
 

@@ -257,6 +257,7 @@ pub fn sandbox_config(c: &cri::PodSandboxConfig) -> Result<()> {
     if let Some(l) = &c.linux {
         // The parent of every container's cgroup path, and sysctls written under /proc/sys.
         no_nul(CALL, || "linux.cgroup_parent".into(), &l.cgroup_parent)?;
+        cgroup_parent(CALL, crate::cgroup_driver::get(), &l.cgroup_parent)?;
         for (k, v) in &l.sysctls {
             no_nul(CALL, || "linux.sysctls".into(), k)?;
             no_nul(CALL, || format!("linux.sysctls[{k:?}]"), v)?;
@@ -360,6 +361,24 @@ pub fn sysctls(
     Ok(())
 }
 
+/// A pod's `cgroup_parent` in the form the node's cgroup driver names cgroups: any path under cgroupfs, a
+/// slice name under systemd (kubelet sends `kubepods-burstable-pod<uid>.slice` then).
+fn cgroup_parent(call: &'static str, driver: crate::cgroup_driver::Driver, parent: &str) -> Result<()> {
+    if driver != crate::cgroup_driver::Driver::Systemd || parent.is_empty() {
+        return Ok(());
+    }
+    crius_oci::cgroup::systemd::expand_slice(parent).map(drop).map_err(|_| {
+        Error::invalid(
+            call,
+            "linux.cgroup_parent",
+            format!(
+                "{parent:?}: under the systemd cgroup driver it is a slice name (NAME.slice), as kubelet's \
+                 cgroupDriver: systemd sends it; is kubelet's cgroupDriver cgroupfs?"
+            ),
+        )
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -376,6 +395,21 @@ pub(crate) mod tests {
     }
 
     /// Found by convert/proptests.rs: these reached config.json and failed only in the runtime.
+    #[test]
+    fn a_cgroup_parent_must_be_a_slice_under_the_systemd_driver() {
+        use crate::cgroup_driver::Driver;
+        for ok in ["kubepods-besteffort-pod1.slice", ""] {
+            cgroup_parent("RunPodSandbox", Driver::Systemd, ok).unwrap();
+        }
+        cgroup_parent("RunPodSandbox", Driver::Cgroupfs, "/kubepods/besteffort/pod1").unwrap();
+        let e = cgroup_parent("RunPodSandbox", Driver::Systemd, "/kubepods/besteffort/pod1").unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(
+            e.to_string().contains("linux.cgroup_parent") && e.to_string().contains("slice name"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn nul_bytes_in_paths_and_sysctls_are_refused() {
         let image = Some(cri::ImageSpec {

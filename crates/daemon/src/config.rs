@@ -73,11 +73,33 @@ impl Default for StreamSection {
 }
 
 /// The `[runtime]` table.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RuntimeSection {
     /// The shim binary (one process per pod); empty: `containerd-shim-crius-v2` next to criusd, else on PATH.
     pub shim: PathBuf,
+    /// `cgroupfs` (the default) or `systemd`: how containers' cgroups are made, as kubelet's
+    /// `cgroupDriver` must say too (RuntimeConfig tells it).
+    pub cgroup_driver: String,
+}
+
+impl Default for RuntimeSection {
+    fn default() -> RuntimeSection {
+        RuntimeSection {
+            shim: PathBuf::new(),
+            cgroup_driver: "cgroupfs".into(),
+        }
+    }
+}
+
+impl RuntimeSection {
+    /// The cgroup driver it names.
+    pub fn cgroup_driver(&self) -> Result<crius_cri::cgroup_driver::Driver, String> {
+        match self.cgroup_driver.as_str() {
+            "" => Ok(Default::default()),
+            s => s.parse().map_err(|e| format!("[runtime] {e}")),
+        }
+    }
 }
 
 /// The `[network]` table.
@@ -176,6 +198,7 @@ impl Config {
         }
         self.stream_config()?;
         self.metrics_address()?;
+        self.runtime.cgroup_driver()?;
         runtimes::check(&self.runtimes)?;
         self.pods.pull_policy()?;
         for (host, mirror) in &self.image.mirrors {
@@ -359,6 +382,16 @@ impl Config {
              # else on PATH.\n# default: \"\"\nshim = {}\n\n",
             toml_value(&self.runtime.shim)
         );
+        out += &format!(
+            "# How containers' cgroups are made: \"cgroupfs\" (directories below the pod's cgroup_parent) or\n\
+             # \"systemd\" (transient scopes in the pod's slice, through systemd's D-Bus API). kubelet's\n\
+             # cgroupDriver must be the same (RuntimeConfig reports it).\n# default: \"cgroupfs\"\ncgroup_driver = {}\n\n",
+            toml_value(&if self.runtime.cgroup_driver.is_empty() {
+                "cgroupfs"
+            } else {
+                &self.runtime.cgroup_driver
+            })
+        );
         out += "[stream]\n";
         let mut key = |doc: &str, name: &str, value: String, default: String| {
             out += &format!("# {doc}\n# default: {default}\n{name} = {value}\n\n");
@@ -492,6 +525,24 @@ mod tests {
         c.metrics_address = "127.0.0.1:9090".into();
         assert_eq!(c.metrics_address().unwrap().unwrap().port(), 9090);
         assert_eq!(toml::from_str::<Config>(&c.render()).unwrap(), c);
+    }
+
+    #[test]
+    fn the_cgroup_driver_is_cgroupfs_by_default_and_checked() {
+        use crius_cri::cgroup_driver::Driver;
+        let mut c = Config::default();
+        assert_eq!(c.runtime.cgroup_driver(), Ok(Driver::Cgroupfs));
+        assert!(
+            c.render().contains("cgroup_driver = \"cgroupfs\"\n"),
+            "{}",
+            c.render()
+        );
+        c.runtime.cgroup_driver = "systemd".into();
+        assert_eq!(c.runtime.cgroup_driver(), Ok(Driver::Systemd));
+        assert_eq!(toml::from_str::<Config>(&c.render()).unwrap(), c);
+        c.runtime.cgroup_driver = "system".into();
+        let e = c.check().unwrap_err();
+        assert!(e.contains("[runtime] cgroup driver \"system\""), "{e}");
     }
 
     #[test]

@@ -57,6 +57,10 @@ struct Cli {
     /// criusd, else on PATH].
     #[arg(long, value_name = "PATH")]
     shim: Option<PathBuf>,
+    /// cgroupfs or systemd: containers' cgroups as directories or as systemd scopes; kubelet's cgroupDriver
+    /// must match [config: runtime.cgroup_driver; default cgroupfs].
+    #[arg(long, value_name = "DRIVER")]
+    cgroup_driver: Option<String>,
     /// error, warn, info, debug, trace, or a tracing filter [config: log_level; default info].
     #[arg(long, value_name = "LEVEL")]
     log_level: Option<String>,
@@ -104,6 +108,9 @@ impl Cli {
         }
         if let Some(v) = &self.shim {
             c.runtime.shim = v.clone();
+        }
+        if let Some(v) = &self.cgroup_driver {
+            c.runtime.cgroup_driver = v.clone();
         }
         if let Some(v) = &self.log_level {
             c.log_level = v.clone();

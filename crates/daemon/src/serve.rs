@@ -149,6 +149,9 @@ pub fn run(c: Config) -> Result<(), String> {
             crius_cri::convert::APPARMOR_DEFAULT_PROFILE
         ),
     }
+    let driver = c.runtime.cgroup_driver()?;
+    crius_cri::cgroup_driver::set(driver);
+    tracing::info!(cgroup_driver = ?driver, "cgroup driver");
     let store = crius_image::Store::open(&c.root.join("images"))
         .map_err(|e| format!("opening the image store: {e}"))?;
     let runtime = crius_cri::runtime::Runtime::open(

@@ -21,7 +21,7 @@ use nix::sys::stat::Mode;
 use nix::unistd::{ForkResult, Pid, fork};
 use oci_spec::runtime::{LinuxNamespaceType, Spec};
 
-use crate::cgroup::Cgroup;
+use crate::cgroup::{Cgroup, systemd};
 use crate::channel::Channel;
 use crate::config::Bundle;
 use crate::state::{EXEC_FIFO, Record};
@@ -36,12 +36,15 @@ pub struct CreateOptions {
     pub console_socket: Option<PathBuf>,
     /// Descriptors 3 to 3+N-1 of the caller that the container's process gets (runc's `--preserve-fds`).
     pub preserve_fds: u32,
+    /// The cgroup is a systemd scope (`--systemd-cgroup`; cgroupsPath `slice:prefix:name`).
+    pub systemd_cgroup: bool,
 }
 
 /// Removes what a failed create made.
 struct Undo {
     dir: PathBuf,
     cgroup: Option<Cgroup>,
+    unit: Option<String>,
     pid: Option<i32>,
     armed: bool,
 }
@@ -56,6 +59,9 @@ impl Drop for Undo {
         }
         if let Some(cg) = &self.cgroup {
             let _ = cg.kill_all();
+            if let Some(unit) = &self.unit {
+                let _ = systemd::dbus::Systemd::connect().and_then(|s| s.stop(unit));
+            }
             let _ = cg.remove();
             remove_default_parent(cg);
         }
@@ -101,6 +107,7 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
     let mut undo = Undo {
         dir: dir.clone(),
         cgroup: None,
+        unit: None,
         pid: None,
         armed: true,
     };
@@ -114,9 +121,24 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
     )
     .map_err(|e| err!("chmod exec fifo: {e}"))?;
     let linux = spec.linux().as_ref().expect("checked by config::load");
-    let cg = Cgroup::resolve(linux.cgroups_path().as_deref(), id)?;
-    cg.create()?;
-    undo.cgroup = Some(cg.clone());
+    let (cg, holder) = if opts.systemd_cgroup {
+        let path = linux.cgroups_path().as_ref().map(|p| p.to_string_lossy());
+        let scope = systemd::Scope::parse(path.as_deref(), id)?;
+        let cg = Cgroup::of_scope(&scope)?;
+        let limits = match linux.resources() {
+            Some(res) => systemd::props::of_writes(&crate::cgroup::plan(res)?)?,
+            None => Vec::new(),
+        };
+        undo.cgroup = Some(cg.clone());
+        undo.unit = Some(scope.unit.clone());
+        let holder = systemd::hold::start(&scope, id, limits)?;
+        (cg, Some(holder))
+    } else {
+        let cg = Cgroup::resolve(linux.cgroups_path().as_deref(), id)?;
+        cg.create()?;
+        undo.cgroup = Some(cg.clone());
+        (cg, None)
+    };
     if let Some(res) = linux.resources() {
         cg.apply(res)?;
     }
@@ -142,6 +164,8 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
     };
     drop(child);
     let result = drive(&parent, stage1, &bundle, id, &mut undo);
+    // The container's processes are in the scope now: its holder may go.
+    drop(holder);
     let _ = nix::sys::wait::waitpid(stage1, None);
     let pid = result?;
     let (pid_start, _) = crate::state::proc_stat(pid).ok_or_else(|| err!("container init {pid} vanished"))?;
@@ -153,6 +177,7 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         rootfs: bundle.rootfs.clone(),
         created: crate::state::now_rfc3339(),
         cgroup: cg.dir.clone(),
+        systemd_unit: undo.unit.clone(),
         spec: bundle.spec.clone(),
     };
     record.save(root)?;

@@ -121,6 +121,10 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
     if status == Status::Paused {
         let _ = cg.freeze(false);
     }
+    if let Some(unit) = &rec.systemd_unit {
+        // The scope is empty now; systemd would collect it by itself, but the caller expects it gone on return.
+        crate::cgroup::systemd::dbus::Systemd::connect()?.stop(unit)?;
+    }
     // The init process may be a zombie of its parent for a moment; it has left the cgroup already.
     cg.remove()?;
     crate::create::remove_default_parent(&cg);
@@ -197,6 +201,12 @@ pub fn update(root: &Path, id: &str, new: &LinuxResources) -> Result<()> {
     cg.check_memory_decrease(new, id)?;
     let mut linux = rec.spec.linux().clone().unwrap_or_default();
     let merged = crate::merge::resources(linux.resources().clone().unwrap_or_default(), new);
+    if let Some(unit) = &rec.systemd_unit {
+        // The unit's properties first, as runc does: systemd writes them to the files itself, and writes them
+        // again on a daemon-reload, so a limit set in the files alone would not last.
+        let props = crate::cgroup::systemd::props::of_writes(&crate::cgroup::plan(&merged)?)?;
+        crate::cgroup::systemd::dbus::Systemd::connect()?.set(unit, &props)?;
+    }
     cg.apply(&merged)?;
     linux.set_resources(Some(merged));
     rec.spec.set_linux(Some(linux));

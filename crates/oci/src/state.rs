@@ -63,6 +63,9 @@ pub struct Record {
     pub created: String,
     /// The container's cgroup directory (absolute).
     pub cgroup: PathBuf,
+    /// The systemd scope that holds that cgroup, when the systemd driver made it (`--systemd-cgroup`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub systemd_unit: Option<String>,
     /// The configuration the container was created with; `update` keeps its resources current.
     pub spec: oci_spec::runtime::Spec,
 }

@@ -22,7 +22,7 @@ pub struct Cli {
     /// Format of the log file.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    /// Use systemd to manage cgroups (not supported yet: an error).
+    /// Containers' cgroups are systemd scopes: cgroupsPath is slice:prefix:name (default system.slice:crius:ID).
     #[arg(long, global = true)]
     pub systemd_cgroup: bool,
     /// Accepted for compatibility; logs are always at debug detail on error.

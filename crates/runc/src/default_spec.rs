@@ -71,7 +71,7 @@ pub fn features() -> Value {
         "linux": {
             "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "time", "user", "uts"],
             "capabilities": caps,
-            "cgroup": {"v1": false, "v2": true, "systemd": false, "systemdUser": false, "rdma": true},
+            "cgroup": {"v1": false, "v2": true, "systemd": true, "systemdUser": false, "rdma": true},
             "seccomp": {
                 "enabled": true,
                 "actions": ["SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS",

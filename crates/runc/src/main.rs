@@ -64,27 +64,24 @@ fn print_json(v: &impl serde::Serialize) -> Result<()> {
     Ok(())
 }
 
-fn create_opts(a: &cli::CreateArgs) -> Result<CreateOptions> {
+fn create_opts(a: &cli::CreateArgs, systemd_cgroup: bool) -> Result<CreateOptions> {
     Ok(CreateOptions {
         pid_file: a.pid_file.clone(),
         console_socket: a.console_socket.clone(),
         preserve_fds: a.preserve_fds,
+        systemd_cgroup,
     })
 }
 
 fn run(cli: Cli) -> Result<i32> {
-    if cli.systemd_cgroup {
-        return Err(err!(
-            "--systemd-cgroup: the systemd cgroup driver is not supported yet; use cgroupfs paths"
-        ));
-    }
     let root = cli.root.as_path();
+    let systemd = cli.systemd_cgroup;
     match cli.command {
         Command::Create(a) => {
-            crius_oci::create(root, &a.id, &a.bundle, &create_opts(&a)?)?;
+            crius_oci::create(root, &a.id, &a.bundle, &create_opts(&a, systemd)?)?;
         }
         Command::Start { id } => ops::start(root, &id)?,
-        Command::Run { create, detach, keep } => return run_container(root, &create, detach, keep),
+        Command::Run { create, detach, keep } => return run_container(root, &create, detach, keep, systemd),
         Command::State { id } => print_json(&crius_oci::Record::load(root, &id)?.oci_state(root))?,
         Command::Kill { id, signal, all } => ops::kill(root, &id, ops::parse_signal(&signal)?, all)?,
         Command::Delete { id, force } => ops::delete(root, &id, force)?,
@@ -116,11 +113,11 @@ fn wants_terminal(bundle: &Path) -> bool {
         .is_some_and(|v| v["process"]["terminal"] == true)
 }
 
-fn run_container(root: &Path, a: &cli::CreateArgs, detach: bool, keep: bool) -> Result<i32> {
+fn run_container(root: &Path, a: &cli::CreateArgs, detach: bool, keep: bool, systemd: bool) -> Result<i32> {
     if !detach {
         crius_oci::wait::become_subreaper()?;
     }
-    let mut opts = create_opts(a)?;
+    let mut opts = create_opts(a, systemd)?;
     // A terminal in the foreground, as runc gives one, when nobody else takes the master.
     let foreground = if !detach && opts.console_socket.is_none() && wants_terminal(&a.bundle) {
         let fg = crius_oci::foreground::Foreground::listen()?;

@@ -19,6 +19,8 @@ pub(crate) struct Runtime {
     pub(crate) binary: PathBuf,
     /// Its `--root`.
     pub(crate) root: PathBuf,
+    /// Pass `--systemd-cgroup` (the container's cgroup is a systemd scope).
+    pub(crate) systemd_cgroup: bool,
     reaper: Reaper,
 }
 
@@ -86,7 +88,12 @@ fn command_for(binary: &Path) -> Command {
 impl Runtime {
     /// A runtime `binary` keeping its state under `root`.
     pub(crate) fn new(binary: PathBuf, root: PathBuf, reaper: Reaper) -> Runtime {
-        Runtime { binary, root, reaper }
+        Runtime {
+            binary,
+            root,
+            systemd_cgroup: false,
+            reaper,
+        }
     }
 
     /// Runs `<binary> --root R --log L --log-format json <args>` in `scratch` (a directory for its output),
@@ -104,9 +111,11 @@ impl Runtime {
                 .arg("--log")
                 .arg(&log)
                 .arg("--log-format")
-                .arg("json")
-                .args(args)
-                .current_dir(scratch);
+                .arg("json");
+            if self.systemd_cgroup {
+                cmd.arg("--systemd-cgroup");
+            }
+            cmd.args(args).current_dir(scratch);
             match io {
                 Some(io) => {
                     cmd.stdin(stdio(io.stdin))

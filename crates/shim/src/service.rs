@@ -67,6 +67,7 @@ fn runtime_choice(options: &MessageField<Any>) -> Result<RuntimeChoice> {
     Ok(RuntimeChoice {
         binary: path(o.binary_name),
         root: path(o.root),
+        systemd_cgroup: o.systemd_cgroup,
     })
 }
 

@@ -257,11 +257,12 @@ fn delete(f: &Flags) -> Result<(), String> {
         && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&note)
     {
         let reaper = Reaper::start().map_err(|e| format!("becoming a subreaper: {e}"))?;
-        let rt = Runtime::new(
+        let mut rt = Runtime::new(
             PathBuf::from(v["binary"].as_str().unwrap_or("crius-runc")),
             PathBuf::from(v["root"].as_str().unwrap_or_default()),
             reaper,
         );
+        rt.systemd_cgroup = v["systemd_cgroup"].as_bool().unwrap_or(false);
         if let Err(e) = rt.run(&["delete", "--force", &f.id], None, &bundle) {
             eprintln!("containerd-shim-crius-v2: {e}");
         }

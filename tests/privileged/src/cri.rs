@@ -283,6 +283,15 @@ impl Pod {
         Pod::start(conf, Vec::new(), None, Some(parent)).await
     }
 
+    /// Pod `name` for the VM booted with systemd as PID 1: criusd runs with the systemd cgroup driver, and the
+    /// pod's `cgroup_parent` is `slice` (a name such as `kubepods-besteffort-pod<uid>.slice`).
+    pub async fn under_systemd(name: &str, slice: &str) -> Pod {
+        let mut conf = host_network(config(name, &format!("uid-{name}")));
+        conf.linux.as_mut().expect("set by host_network").cgroup_parent = slice.into();
+        let args = vec!["--cgroup-driver".to_string(), "systemd".to_string()];
+        Pod::start(conf, args, None, None).await
+    }
+
     async fn start(
         mut conf: cri::PodSandboxConfig,
         args: Vec<String>,

@@ -69,11 +69,15 @@ impl KindNet {
 fn kind_daemon(net: &KindNet) -> Daemon {
     let mut d = Daemon::start(&[]);
     std::fs::copy(repo_file("hack/kind/criusd.toml"), d.config_path()).unwrap();
+    // The kind config's systemd cgroup driver needs systemd as PID 1, which the host has not: the driver is
+    // tested in the VM (vm_systemd), the rest of the config here.
     d.restart(&[
         "--cni-conf-dir",
         &net.conf_dir(),
         "--cni-plugin-dir",
         "/usr/lib/cni",
+        "--cgroup-driver",
+        "cgroupfs",
     ]);
     d
 }

@@ -184,14 +184,11 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     let mounts = mounts::mounts(inp, privileged, pod_ipc, ro)?;
 
     let pod_linux = inp.sandbox.config.linux.as_ref();
-    let parent = pod_linux
-        .map(|l| l.cgroup_parent.trim_end_matches('/').to_string())
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "/crius".into());
+    let parent = pod_linux.map(|l| l.cgroup_parent.as_str()).unwrap_or_default();
     let mut linux = built(
         LinuxBuilder::default()
             .namespaces(namespaces)
-            .cgroups_path(format!("{parent}/{}", inp.id))
+            .cgroups_path(crate::cgroup_driver::get().cgroups_path(parent, inp.id))
             .resources(resources(
                 c.linux.as_ref().and_then(|l| l.resources.as_ref()),
                 host.cpu_controller,

@@ -210,7 +210,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     ) -> Reply<cri::RuntimeConfigResponse> {
         Ok(Response::new(cri::RuntimeConfigResponse {
             linux: Some(cri::LinuxRuntimeConfiguration {
-                cgroup_driver: cri::CgroupDriver::Cgroupfs as i32,
+                cgroup_driver: crate::cgroup_driver::get().cri() as i32,
             }),
         }))
     }

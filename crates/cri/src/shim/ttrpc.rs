@@ -89,22 +89,26 @@ fn any(type_url: &str, json: Vec<u8>) -> containerd_shim_protos::protobuf::Messa
 }
 
 /// The runtime `r` as containerd names a shim's runtime: `containerd.runc.v1.Options` with `BinaryName` and
-/// `Root` (the shim runs that binary by its path; only its default, crius-runc, through the sealed copy).
-fn runc_options(r: &crate::handlers::OciRuntime) -> Any {
+/// `Root` (the shim runs that binary by its path; only its default, crius-runc, through the sealed copy), and
+/// `SystemdCgroup` under the systemd driver. None when all of it is the shim's default.
+fn runc_options(r: Option<&crate::handlers::OciRuntime>, systemd_cgroup: bool) -> Option<Any> {
+    if r.is_none() && !systemd_cgroup {
+        return None;
+    }
     let o = containerd_shim_protos::shim::oci::Options {
-        binary_name: r.binary.display().to_string(),
+        binary_name: r.map(|r| r.binary.display().to_string()).unwrap_or_default(),
         root: r
-            .root
-            .as_ref()
+            .and_then(|r| r.root.as_ref())
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
+        systemd_cgroup,
         ..Default::default()
     };
-    Any {
+    Some(Any {
         type_url: RUNC_OPTIONS.into(),
         value: o.write_to_bytes().unwrap_or_default(),
         ..Default::default()
-    }
+    })
 }
 
 /// The type of [`runc_options`], as containerd's typeurl names it.
@@ -240,7 +244,11 @@ impl ShimClient for TtrpcShims {
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
-            options: t.runtime.as_ref().map(runc_options).into(),
+            options: runc_options(
+                t.runtime.as_ref(),
+                crate::cgroup_driver::get() == crate::cgroup_driver::Driver::Systemd,
+            )
+            .into(),
             ..Default::default()
         };
         let start_for = Some((t.id.as_str(), t.bundle.as_path()));

@@ -20,6 +20,7 @@
 mod devices;
 mod plan;
 mod stats;
+pub mod systemd;
 
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -54,10 +55,10 @@ impl Cgroup {
         let rel = match cgroups_path {
             Some(p) if !p.as_os_str().is_empty() => {
                 let s = p.to_string_lossy();
-                if s.contains(':') && !s.starts_with('/') {
+                if systemd::is_systemd_form(&s) {
                     return Err(err!(
-                        "cgroupsPath {s:?} is in systemd form (slice:prefix:name); the systemd cgroup driver is \
-                         not supported yet: use a cgroupfs path"
+                        "cgroupsPath {s:?} is in systemd form (slice:prefix:name): run with --systemd-cgroup, or \
+                         give a cgroupfs path"
                     ));
                 }
                 p.to_path_buf()
@@ -76,6 +77,15 @@ impl Cgroup {
             return Err(err!("cgroupsPath {} is the cgroup root", rel.display()));
         }
         Ok(Cgroup { mount, dir })
+    }
+
+    /// The cgroup of the systemd scope `scope` (which systemd makes: see [`systemd`]).
+    pub fn of_scope(scope: &systemd::Scope) -> Result<Cgroup> {
+        let mount = mount_point()?;
+        Ok(Cgroup {
+            dir: mount.join(scope.relative_dir()?),
+            mount,
+        })
     }
 
     /// Opens an existing cgroup directory (from a state record).

@@ -55,6 +55,8 @@ pub(crate) struct RuntimeChoice {
     pub(crate) binary: Option<PathBuf>,
     /// Its state root (else `/run/crius/shim/<binary name>/<namespace>`).
     pub(crate) root: Option<PathBuf>,
+    /// Run it with `--systemd-cgroup` (`SystemdCgroup`): the container's cgroup is a systemd scope.
+    pub(crate) systemd_cgroup: bool,
 }
 
 /// What Create asks for.

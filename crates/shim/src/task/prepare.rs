@@ -40,7 +40,9 @@ impl Tasks {
             context: format!("creating {}", root.display()),
             source,
         })?;
-        Ok(Runtime::new(binary, root, self.inner.reaper.clone()))
+        let mut runtime = Runtime::new(binary, root, self.inner.reaper.clone());
+        runtime.systemd_cgroup = choice.systemd_cgroup;
+        Ok(runtime)
     }
 
     /// Runs the runtime's `create` for `req`, its rootfs mounted first; undoes what it did on failure.
@@ -88,7 +90,11 @@ impl Tasks {
         )
         .map_err(fail)?;
         let pid = read_pid(&pid_file).map_err(fail)?;
-        let note = serde_json::json!({"binary": runtime.binary, "root": runtime.root});
+        let note = serde_json::json!({
+            "binary": runtime.binary,
+            "root": runtime.root,
+            "systemd_cgroup": runtime.systemd_cgroup,
+        });
         let _ = std::fs::write(bundle.join(RUNTIME_FILE), note.to_string());
         let mut init = Process::new(process_name(&req.id, ""), io, req.terminal);
         init.pid = pid;

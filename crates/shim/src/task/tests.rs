@@ -122,6 +122,7 @@ impl Fixture {
             runtime: Ok(RuntimeChoice {
                 binary: Some(fake_runtime().to_path_buf()),
                 root: Some(self.root.path().to_path_buf()),
+                systemd_cgroup: false,
             }),
         }
     }
