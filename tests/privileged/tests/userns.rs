@@ -1,6 +1,7 @@
 //! User namespaces (`hostUsers: false`): crius-runc's idmapped bind mounts and a user namespace joined by
 //! path, then a pod with a user namespace of its own through criusd (its mappings inside, its network
-//! namespace owned by it, a volume written by the container's root, nothing left behind).
+//! namespace owned by it, an idmapped rootfs and volume written by the container's root, one namespace for
+//! every container and exec, after a criusd restart too, nothing left behind), Status, and bad mappings.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Child, Command};
@@ -270,7 +271,10 @@ mod pod {
             Some(link.as_str())
         );
 
-        // Every container of the pod is in that one user namespace.
+        // Every container of the pod is in that one user namespace, after a restart of criusd too.
+        p.restart_daemon().await;
+        let ready = c::status(&mut p.c, &p.id.clone()).await.unwrap();
+        assert_eq!(ready.state, cri::PodSandboxState::SandboxReady as i32);
         let second = p
             .started(in_userns(container(
                 "second",
@@ -284,6 +288,34 @@ mod pod {
             "{}",
             p.log_text("second")
         );
+
+        // An exec (kubelet's probes) runs in it too, as the container's root.
+        let long = p
+            .started(in_userns(container("long", "busybox", "sleep 60")))
+            .await;
+        let r =
+            p.c.exec_sync(cri::ExecSyncRequest {
+                container_id: long.clone(),
+                cmd: [
+                    "sh",
+                    "-c",
+                    "id -u; readlink /proc/self/ns/user; touch /exec-file && echo ok",
+                ]
+                .map(String::from)
+                .to_vec(),
+                timeout: 10,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let text = String::from_utf8_lossy(&r.stdout);
+        assert_eq!(
+            (r.exit_code, text.as_ref()),
+            (0, format!("0\n{link}\nok\n").as_str()),
+            "{}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        c::cstop(&mut p.c, &long, 0).await;
 
         // A container asking for another user namespace than its pod's is refused by name.
         let mut other = container("other", "busybox", "true");
@@ -305,7 +337,7 @@ mod pod {
         assert!(e.message().contains("userns_options"), "{}", e.message());
 
         // Once the pod is gone, nothing holds the namespace, and no pin or mount is left.
-        for id in [&main, &second] {
+        for id in [&main, &second, &long] {
             c::cremove(&mut p.c, id).await;
         }
         c::stop(&mut p.c, &p.id.clone()).await.unwrap();
