@@ -150,6 +150,8 @@ fn a_crash_mid_call_is_undone_and_finished_calls_are_kept() {
     };
     let r = rt.pods.sandboxes.reserve(&half).unwrap();
     rt.pods.sandboxes.insert(half).unwrap();
+    // Its record written, network and all, as RunPodSandbox writes it before ADD.
+    rt.pods.sandboxes.update(&half_id, |_| ()).unwrap();
     r.commit();
     std::fs::create_dir_all(d.path().join("ns").join(&half_id)).unwrap();
     // Pins no sandbox owns.

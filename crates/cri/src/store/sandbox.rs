@@ -140,24 +140,24 @@ impl Sandboxes {
         self.names.reserve(&s.name(), &s.record.id, request_of(s))
     }
 
-    /// Adds `s` (whose name the caller reserved) and writes it.
+    /// Adds `s` (whose name the caller reserved) with its directory and config on disk. Its record file is
+    /// written by its first [`Sandboxes::update`] (RunPodSandbox makes one before anything it must undo
+    /// after a crash): until then a crash leaves a directory without its main file, which the next start
+    /// removes, and the call's intent says what else to undo.
     pub fn insert(&self, s: Sandbox) -> Result<()> {
         let _writing = self.gates.of(&s.record.id);
-        self.write(&s, true)
+        let dir = self.dir_of(&s.record.id);
+        create_dir_durable(&dir)
+            .and_then(|()| write_atomic(&dir.join("config.pb"), &s.config.encode_to_vec()))
             .map_err(|e| Error::io(format!("writing sandbox {}", s.record.id), e))?;
         self.lock().insert(s.record.id.clone(), s);
         Ok(())
     }
 
-    /// Writes `s`'s record, and its config first when `config` (it never changes after the first write).
-    fn write(&self, s: &Sandbox, config: bool) -> std::io::Result<()> {
-        let dir = self.dir_of(&s.record.id);
-        if config {
-            create_dir_durable(&dir)?;
-            write_atomic(&dir.join("config.pb"), &s.config.encode_to_vec())?;
-        }
+    /// Writes `s`'s record (its config, which never changes, was written by [`Sandboxes::insert`]).
+    fn write(&self, s: &Sandbox) -> std::io::Result<()> {
         let rec = serde_json::to_vec_pretty(&s.record).map_err(std::io::Error::other)?;
-        write_atomic(&dir.join(RECORD), &rec)
+        write_atomic(&self.dir_of(&s.record.id).join(RECORD), &rec)
     }
 
     /// Changes sandbox `id`'s record with `f` and writes it; the change is seen once it is on disk.
@@ -168,7 +168,7 @@ impl Sandboxes {
             return Ok(());
         };
         f(&mut s.record);
-        self.write(&s, false)
+        self.write(&s)
             .map_err(|e| Error::io(format!("writing sandbox {id}"), e))?;
         if let Some(old) = self.lock().get_mut(id) {
             *old = s;
@@ -274,6 +274,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = Sandboxes::open(d.path(), |_: &Pinned| true).unwrap();
         s.insert(sandbox("abc123", "web")).unwrap();
+        assert!(
+            !d.path().join("abc123").join(RECORD).exists(),
+            "the record is written by the first update"
+        );
+        s.update("abc123", |_| ()).unwrap();
         let inode = |f: &str| std::fs::metadata(d.path().join("abc123").join(f)).unwrap().ino();
         let (config, record) = (inode("config.pb"), inode(RECORD));
         s.update("abc123", |r| r.ips = vec!["10.0.0.9".into()]).unwrap();
