@@ -223,7 +223,7 @@ mod pod {
             "cat /proc/self/uid_map /proc/self/gid_map; id -u; \
              cat /proc/sys/net/ipv4/ip_unprivileged_port_start; \
              stat -c 'rootfs %u' /bin; touch /rootfs-file && echo rootfs-writable; \
-             stat -c 'vol %u' /vol; echo x > /vol/by-root && stat -c 'written %u' /vol/by-root; \
+             stat -c 'vol %u' /vol; echo x > /vol/by-root && stat -c 'written %u' /vol/by-root; stat -c 'image %u' /image/bin; \
              echo y > /plain/by-root; readlink /proc/self/ns/user",
         ));
         for (host, at, mapped) in [(&vol, "/vol", true), (&plain, "/plain", false)] {
@@ -235,6 +235,18 @@ mod pod {
                 ..Default::default()
             });
         }
+        // An image volume, which kubelet sends with the mappings too.
+        ctr.mounts.push(cri::Mount {
+            container_path: "/image".into(),
+            image: Some(cri::ImageSpec {
+                image: "busybox".into(),
+                ..Default::default()
+            }),
+            readonly: true,
+            uid_mappings: ids(),
+            gid_mappings: ids(),
+            ..Default::default()
+        });
         let main = p.started(ctr).await;
         let st = c::wait_state(&mut p.c, &main, cri::ContainerState::ContainerExited).await;
         let log = p.log_text("main");
@@ -247,7 +259,7 @@ mod pod {
             })
             .collect();
         assert_eq!(
-            out[..8],
+            out[..9],
             [
                 "0 100000 65536",
                 "0 100000 65536",
@@ -257,6 +269,7 @@ mod pod {
                 "rootfs-writable",
                 "vol 0",
                 "written 0",
+                "image 0",
             ],
             "{log}"
         );
@@ -264,7 +277,7 @@ mod pod {
         // host uid it is mapped to.
         assert_eq!(std::fs::metadata(vol.join("by-root")).unwrap().uid(), 0);
         assert_eq!(std::fs::metadata(plain.join("by-root")).unwrap().uid(), 100000);
-        let link = out[8].clone();
+        let link = out[9].clone();
         assert!(link.starts_with("user:["), "{log}");
         assert_ne!(
             std::fs::read_link("/proc/self/ns/user").unwrap().to_str(),

@@ -35,12 +35,14 @@ pub(crate) fn is_image(m: &cri::Mount) -> bool {
     m.image.as_ref().is_some_and(|s| !s.image.is_empty())
 }
 
-/// Makes the snapshots of container `id`'s image volumes; returns where each mount (by index) is on the host.
-/// On error what was made is left for the caller's undo ([`remove`]).
+/// Makes the snapshots of container `id`'s image volumes, each given to `idmap` once mounted (the pod's user
+/// namespace idmaps it); returns where each mount (by index) is on the host. On error what was made is left
+/// for the caller's undo ([`remove`]).
 pub(crate) fn prepare(
     images: &dyn Snapshots,
     id: &str,
     mounts: &[cri::Mount],
+    idmap: &dyn Fn(&Path) -> Result<()>,
 ) -> Result<BTreeMap<usize, PathBuf>> {
     let mut out = BTreeMap::new();
     for (i, m) in mounts.iter().enumerate() {
@@ -66,6 +68,7 @@ pub(crate) fn prepare(
         let root = images
             .prepare_snapshot(&snapshot_id(id, i), &image)
             .map_err(|source| Error::Image { call: CALL, source })?;
+        idmap(&root)?;
         out.insert(i, resolve(&root, sub, &spec.image, &field("image_sub_path"))?);
     }
     Ok(out)
@@ -138,7 +141,7 @@ mod tests {
             container_path: "/t".into(),
             ..Default::default()
         };
-        let got = prepare(&images, &id, &[plain, mount("tools:1", "")]).unwrap();
+        let got = prepare(&images, &id, &[plain, mount("tools:1", "")], &|_| Ok(())).unwrap();
         assert_eq!(got.keys().copied().collect::<Vec<_>>(), [1]);
         assert!(got[&1].ends_with(format!("{id}-vol1/rootfs")), "{:?}", got[&1]);
         // A symlink in the image resolves inside the image, never on the host.
@@ -146,16 +149,16 @@ mod tests {
         let root = images.dir.path().join(format!("{other}-vol0/rootfs"));
         std::fs::create_dir_all(root.join("usr/bin")).unwrap();
         std::os::unix::fs::symlink("/usr", root.join("link")).unwrap();
-        let p = prepare(&images, &other, &[mount("tools:1", "link/bin")]).unwrap();
+        let p = prepare(&images, &other, &[mount("tools:1", "link/bin")], &|_| Ok(())).unwrap();
         assert_eq!(p[&0], root.join("usr/bin"));
-        let e = prepare(&images, "d", &[mount("tools:1", "nope")]).unwrap_err();
+        let e = prepare(&images, "d", &[mount("tools:1", "nope")], &|_| Ok(())).unwrap_err();
         assert!(
             e.to_string().contains("mounts[0].image_sub_path") && e.to_string().contains("does not exist"),
             "{e}"
         );
-        let e = prepare(&images, "e", &[mount("tools:1", "../etc")]).unwrap_err();
+        let e = prepare(&images, "e", &[mount("tools:1", "../etc")], &|_| Ok(())).unwrap_err();
         assert!(e.to_string().contains("must be relative"), "{e}");
-        let e = prepare(&images, "f", &[mount("absent:1", "")]).unwrap_err();
+        let e = prepare(&images, "f", &[mount("absent:1", "")], &|_| Ok(())).unwrap_err();
         assert!(matches!(e, Error::ImageNotPulled { .. }), "{e}");
         remove(&images, &id).unwrap();
         assert!(!images.snapshots().iter().any(|s| owner(s) == id));

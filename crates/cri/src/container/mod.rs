@@ -306,7 +306,9 @@ impl Containers {
             return Err(e);
         }
         let pid_target = self.pid_target(&config)?;
-        let image_volumes = match image_volumes::prepare(&*self.images, &id, &config.mounts) {
+        let image_volumes = match image_volumes::prepare(&*self.images, &id, &config.mounts, &|root| {
+            crate::sandbox::userns::idmap_rootfs(root, sandbox)
+        }) {
             Ok(v) => v,
             Err(e) => {
                 undo(false);

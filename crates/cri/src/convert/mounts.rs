@@ -151,14 +151,11 @@ pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly:
                 ..m.clone()
             };
             check(i, &image_mount)?;
+            // In a pod with a user namespace its snapshot's layers are idmapped already (as the rootfs's
+            // are: `sandbox::userns::idmap_rootfs`), whatever mappings kubelet sends for it.
             let mut opts = vec!["rbind", "rprivate", "ro", "nosuid", "nodev", "noexec"];
             opts.extend(m.recursive_read_only.then_some("rro"));
-            out.push(idmapped(
-                inp,
-                i,
-                m,
-                mount(&m.container_path, "bind", source, &opts)?,
-            )?);
+            out.push(mount(&m.container_path, "bind", source, &opts)?);
             continue;
         }
         check(i, m)?;
