@@ -21,12 +21,13 @@ async fn status_lists_every_handler_and_an_unknown_one_is_not_found() {
     let names: Vec<_> = st.runtime_handlers.iter().map(|h| h.name.as_str()).collect();
     assert_eq!(names, ["", "crius-runc", "crun", "runc"]);
     // Recursive read-only mounts where the runtime lists `rro` (crius-runc, runc 1.1; not crun 1.8); user
-    // namespaces nowhere, crius does not act on them yet.
+    // namespaces where it lists idmapped mounts too (crius-runc alone: the default and by name).
     for rh in &st.runtime_handlers {
         let f = rh.features.unwrap();
         let rro = rh.name != "crun";
         assert_eq!(f.recursive_read_only_mounts, rro, "{rh:?}");
-        assert!(!f.user_namespaces, "{rh:?}");
+        let userns = rh.name.is_empty() || rh.name == "crius-runc";
+        assert_eq!(f.user_namespaces, userns, "{rh:?}");
     }
     let info: serde_json::Value = serde_json::from_str(&st.info["runtimeHandlers"]).unwrap();
     let runc = info
