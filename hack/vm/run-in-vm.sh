@@ -359,6 +359,8 @@ APPEND="panic=-1 rdinit=/init cgroup_no_v1=all systemd.unified_cgroup_hierarchy=
 # ttyS0 -> our stdout (command output); ttyS1 -> $JOB/console.log (kernel console + init trace,
 # shown on failure); ttyS2 -> $JOB/status ("exit=N" written by the guest's PID 1)
 if [ "$DEBUG" = 1 ]; then APPEND+=" console=ttyS1 runinvm.debug=1 loglevel=7"; else APPEND+=" console=ttyS1 loglevel=4"; fi
+# systemd's boot status lines would land on the command's output
+[ "$INIT" = systemd ] && APPEND+=" systemd.show_status=0"
 APPEND+=" edd=off tsc=reliable no_timer_check cryptomgr.notests mitigations=off ${RUN_IN_VM_APPEND:-}"
 QARGS=(-nodefaults -no-user-config -display none -no-reboot "${ACCEL_ARGS[@]}"
   -machine q35 -bios "${RUN_IN_VM_BIOS:-/usr/share/qemu/qboot.rom}" -smp "$CPUS" -m "$MEM"

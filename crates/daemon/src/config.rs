@@ -198,7 +198,7 @@ impl Config {
         }
         self.stream_config()?;
         self.metrics_address()?;
-        self.runtime.cgroup_driver()?;
+        self.pods.cgroup_root(self.runtime.cgroup_driver()?)?;
         runtimes::check(&self.runtimes)?;
         self.pods.pull_policy()?;
         for (host, mirror) in &self.image.mirrors {
@@ -540,6 +540,14 @@ mod tests {
         c.runtime.cgroup_driver = "systemd".into();
         assert_eq!(c.runtime.cgroup_driver(), Ok(Driver::Systemd));
         assert_eq!(toml::from_str::<Config>(&c.render()).unwrap(), c);
+        let roots = |root: &str| {
+            let mut c = c.clone();
+            c.pods.cgroup_root = root.into();
+            c.check().map(|()| c.pods.cgroup_root(Driver::Systemd).unwrap())
+        };
+        assert_eq!(roots("/kubepods"), Ok(Some("kubepods.slice".into())));
+        assert_eq!(roots("crius.slice"), Ok(Some("crius.slice".into())));
+        assert!(roots("/other").unwrap_err().contains("wants a slice name"));
         c.runtime.cgroup_driver = "system".into();
         let e = c.check().unwrap_err();
         assert!(e.contains("[runtime] cgroup driver \"system\""), "{e}");

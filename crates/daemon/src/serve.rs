@@ -217,7 +217,7 @@ pub fn run(c: Config) -> Result<(), String> {
                     log_root: c.pods.log_root.clone(),
                     backoff: std::time::Duration::from_millis(c.pods.restart_backoff_ms),
                     pull: c.pods.pull_policy()?,
-                    cgroup_root: c.pods.cgroup_root(),
+                    cgroup_root: c.pods.cgroup_root(driver)?,
                     ..Default::default()
                 },
                 allocatable: c.pods.allocatable(),

@@ -1,7 +1,8 @@
 //! Pod-level cgroups as kubelet makes them with the cgroupfs driver: `<root>/pod<uid>` for a Guaranteed pod,
 //! `<root>/burstable/pod<uid>` and `<root>/besteffort/pod<uid>` for the others (`root` is `/kubepods` by
 //! default), passed to the runtime as the sandbox's `cgroup_parent`, so every container of the pod is charged
-//! to it.
+//! to it. With the systemd driver the root is a slice (`kubepods.slice`) and each pod gets a transient slice,
+//! `kubepods-burstable-pod<uid>.slice`, its limits set as unit properties and in the files.
 //!
 //! The pod cgroup's limits are its containers', summed as kubelet sums them (`PodRequests`/`PodLimits`): the
 //! main containers and sidecars together, or a regular init container with the sidecars started before it if
@@ -19,6 +20,7 @@ use oci_spec::runtime::{LinuxCpuBuilder, LinuxMemoryBuilder, LinuxResources, Lin
 use crate::Error;
 use crate::convert::{self, CPU_PERIOD, Qos};
 use crate::manifest::PodDef;
+use crius_oci::cgroup::systemd;
 
 /// What kubelet writes to a pod cgroup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,8 +108,18 @@ pub fn limits(spec: &PodSpec, qos: Qos) -> Result<PodLimits, Error> {
     })
 }
 
-/// The pod cgroup's path below the cgroup root, as the sandbox's `cgroup_parent`.
+/// The pod cgroup's path below the cgroup root, as the sandbox's `cgroup_parent`. A root that is a slice
+/// (`kubepods.slice`, the systemd cgroup driver's) gives the pod's slice as kubelet names it then:
+/// `kubepods-burstable-pod<uid>.slice`, the uid's dashes made underscores.
 pub fn path(root: &str, qos: Qos, uid: &str) -> String {
+    if let Some(stem) = root.strip_suffix(".slice") {
+        let uid = uid.replace('-', "_");
+        return match qos {
+            Qos::Guaranteed => format!("{stem}-pod{uid}.slice"),
+            Qos::Burstable => format!("{stem}-burstable-pod{uid}.slice"),
+            Qos::BestEffort => format!("{stem}-besteffort-pod{uid}.slice"),
+        };
+    }
     let root = root.trim_end_matches('/');
     match qos {
         Qos::Guaranteed => format!("{root}/pod{uid}"),
@@ -126,6 +138,8 @@ pub struct PodCgroup {
     pub limits: PodLimits,
     cpu: bool,
     memory: bool,
+    /// Its systemd slice, under the systemd driver (the path is then that slice's name).
+    unit: Option<String>,
 }
 
 fn failed(path: &str) -> impl FnOnce(crius_oci::Error) -> Error {
@@ -138,19 +152,40 @@ impl PodCgroup {
     pub fn create(root: &str, def: &PodDef, qos: Qos, uid: &str) -> Result<PodCgroup, Error> {
         let path = path(root, qos, uid);
         let limits = limits(&def.spec, qos)?;
-        let cg = crius_oci::cgroup::Cgroup::resolve(Some(std::path::Path::new(&path)), uid)
-            .map_err(failed(&path))?;
-        cg.create().map_err(failed(&path))?;
-        let has = |c: &str| {
-            cg.read("cgroup.controllers")
-                .is_ok_and(|s| s.split_whitespace().any(|w| w == c))
+        let unit = path.ends_with(".slice").then(|| path.clone());
+        let cg = match &unit {
+            Some(slice) => {
+                let dir = systemd::expand_slice(slice).map_err(failed(&path))?;
+                let mount = crius_oci::cgroup::mount_point().map_err(failed(&path))?;
+                let sd = systemd::dbus::Systemd::connect().map_err(failed(&path))?;
+                // A pod taken back after a crash has its slice still.
+                if sd.active_state(slice).map_err(failed(&path))?.as_deref() != Some("active") {
+                    let props = systemd::props::slice(format!("crius pod {uid}"));
+                    sd.start(slice, &props).map_err(failed(&path))?;
+                }
+                crius_oci::cgroup::Cgroup::at(&mount.join(dir)).map_err(failed(&path))?
+            }
+            None => {
+                let cg = crius_oci::cgroup::Cgroup::resolve(Some(std::path::Path::new(&path)), uid)
+                    .map_err(failed(&path))?;
+                cg.create().map_err(failed(&path))?;
+                cg
+            }
         };
+        // systemd enables a slice's controllers when a property needs them (in `write`), so what the tree offers
+        // is read at its root then.
+        let offered = match &unit {
+            Some(_) => std::fs::read_to_string(cg.mount.join("cgroup.controllers")).unwrap_or_default(),
+            None => cg.read("cgroup.controllers").unwrap_or_default(),
+        };
+        let has = |c: &str| offered.split_whitespace().any(|w| w == c);
         let mut pod = PodCgroup {
             cpu: has("cpu"),
             memory: has("memory"),
             cg,
             path,
             limits,
+            unit,
         };
         pod.write(limits, limits)?;
         Ok(pod)
@@ -178,6 +213,14 @@ impl PodCgroup {
             );
         }
         let res: LinuxResources = res.build().map_err(|e| Error::Cgroup(e.to_string()))?;
+        if let Some(slice) = &self.unit {
+            // The slice's properties first: systemd writes them again on a daemon-reload.
+            let plan = crius_oci::cgroup::plan(&res).map_err(failed(&self.path))?;
+            let props = systemd::props::of_writes(&plan).map_err(failed(&self.path))?;
+            systemd::dbus::Systemd::connect()
+                .and_then(|sd| sd.set(slice, &props))
+                .map_err(failed(&self.path))?;
+        }
         self.cg.apply(&res).map_err(failed(&self.path))
     }
 
@@ -212,6 +255,11 @@ impl PodCgroup {
 
     /// Removes the pod's cgroup (once the runtime has removed its containers); QoS cgroups stay.
     pub fn remove(&self) -> Result<(), Error> {
+        if let Some(slice) = &self.unit {
+            systemd::dbus::Systemd::connect()
+                .and_then(|sd| sd.stop(slice))
+                .map_err(failed(&self.path))?;
+        }
         self.cg.remove().map_err(failed(&self.path))
     }
 }
@@ -237,6 +285,18 @@ mod tests {
             "/kubepods/burstable/podu"
         );
         assert_eq!(path("kubepods", Qos::BestEffort, "u"), "kubepods/besteffort/podu");
+        assert_eq!(
+            path("kubepods.slice", Qos::Guaranteed, "a-b"),
+            "kubepods-poda_b.slice"
+        );
+        assert_eq!(
+            path("kubepods.slice", Qos::Burstable, "a-b"),
+            "kubepods-burstable-poda_b.slice"
+        );
+        assert_eq!(
+            path("kubepods.slice", Qos::BestEffort, "u"),
+            "kubepods-besteffort-podu.slice"
+        );
     }
 
     #[test]

@@ -177,3 +177,54 @@ async fn a_container_is_a_scope_in_its_pod_slice_and_a_live_update_outlasts_daem
     // The pod's slices are kubelet's under a real node; here systemd made them for the scope: stop them.
     systemctl(&["stop", "kubepods.slice"]);
 }
+
+/// `crius apply` under the systemd driver: the pod engine gives the pod a slice of its own, named as kubelet's
+/// systemd driver names it, with its limits as the slice's properties; the containers' scopes are in it; both
+/// go with the pod.
+#[test]
+#[ignore = "needs root, pure cgroup v2 and systemd as PID 1: run through hack/test.sh (RUN_IN_VM_INIT=systemd)"]
+fn an_applied_pod_gets_its_own_slice_under_kubepods_slice() {
+    use crius_privileged_tests::engine::manifest;
+    use crius_privileged_tests::service::{cid, json, setup, wait_for};
+    require_pure_cgroup_v2();
+    let s = setup("allocatable_milli_cpu = 4000\n\n[runtime]\ncgroup_driver = \"systemd\"\n");
+    s.d.cli_ok(&[
+        "apply",
+        "-f",
+        &manifest("seed-resize-pod.yaml").display().to_string(),
+    ]);
+    let pod = || json(&s, &["get", "pod", "myapp", "-o", "json"]);
+    wait_for("myapp to run", Duration::from_secs(60), || {
+        pod()["status"]["phase"] == "Running"
+    });
+    let p = pod();
+    let uid = p["metadata"]["uid"].as_str().unwrap().replace('-', "_");
+    let slice = format!("kubepods-burstable-pod{uid}.slice");
+    let dir = cgroup2_mount()
+        .join("kubepods.slice/kubepods-burstable.slice")
+        .join(&slice);
+    // requests 500m/512Mi, limits 1/1Gi.
+    let mut shown = show(&slice, &["ActiveState", "MemoryMax", "CPUQuotaPerSecUSec"]);
+    shown.sort();
+    assert_eq!(
+        shown,
+        [
+            "ActiveState=active".to_string(),
+            "CPUQuotaPerSecUSec=1s".into(),
+            format!("MemoryMax={}", 1u64 << 30)
+        ]
+    );
+    assert_eq!(read(&dir, "memory.max"), (1u64 << 30).to_string());
+    let id = cid(&p, "containerStatuses", "app");
+    let id = id.rsplit('/').next().unwrap();
+    let scope = dir.join(format!("crius-{id}.scope"));
+    assert_eq!(read(&scope, "memory.max"), (1u64 << 30).to_string());
+
+    s.d.cli_ok(&["delete", "pod", "myapp"]);
+    wait_for("myapp's slice to go", Duration::from_secs(60), || !dir.exists());
+    assert_eq!(units_of(id).trim(), "", "a scope is left");
+    let left = systemctl(&["list-units", "--all", "--no-legend", "--plain", &slice]);
+    assert_eq!(left.trim(), "", "the pod's slice is left");
+    drop(s);
+    systemctl(&["stop", "kubepods.slice"]);
+}

@@ -54,9 +54,29 @@ impl PodsSection {
         })
     }
 
-    /// The pod cgroups' root, if pods get cgroups.
-    pub fn cgroup_root(&self) -> Option<String> {
-        Some(self.cgroup_root.clone()).filter(|r| !r.is_empty())
+    /// The pod cgroups' root, if pods get cgroups, in the form of the cgroup driver `driver`: under systemd
+    /// a slice (the default `/kubepods` becomes `kubepods.slice`), under cgroupfs a path.
+    pub fn cgroup_root(&self, driver: crius_cri::cgroup_driver::Driver) -> Result<Option<String>, String> {
+        use crius_cri::cgroup_driver::Driver;
+        let root = self.cgroup_root.as_str();
+        let slice = root.ends_with(".slice");
+        Ok(match (driver, root) {
+            (_, "") => None,
+            (Driver::Systemd, "/kubepods") => Some("kubepods.slice".into()),
+            (Driver::Systemd, r) if slice && Driver::Systemd.pod_dir(r).is_some() => Some(r.into()),
+            (Driver::Cgroupfs, r) if !slice => Some(r.into()),
+            (Driver::Systemd, r) => {
+                return Err(format!(
+                    "[pods] cgroup_root = {r:?}: the systemd cgroup driver wants a slice name (kubepods.slice)"
+                ));
+            }
+            (Driver::Cgroupfs, r) => {
+                return Err(format!(
+                    "[pods] cgroup_root = {r:?}: a slice name wants cgroup_driver = \"systemd\"; the cgroupfs driver \
+                     takes a path (/kubepods)"
+                ));
+            }
+        })
     }
 
     /// The node's allocatable resources.

@@ -45,7 +45,10 @@ impl Systemd {
     /// Connects through the system bus, as runc does first. (systemd's private socket would need no bus
     /// daemon, but zbus 5 cannot read the replies systemd sends there: their sender is not a unique name.)
     pub fn connect() -> Result<Systemd> {
-        let conn = Connection::system().map_err(|e| {
+        // A call systemd never answers (it is busy, or stuck) fails after the job timeout instead of hanging.
+        let conn = zbus::blocking::connection::Builder::system()
+            .and_then(|b| b.method_timeout(JOB_TIMEOUT).build())
+            .map_err(|e| {
             err!(
                 "connecting to systemd through the D-Bus system bus: {e} (the systemd cgroup driver needs \
                  systemd as PID 1 and dbus-daemon running)"

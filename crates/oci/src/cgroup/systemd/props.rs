@@ -112,6 +112,23 @@ pub fn scope(description: String, slice: &str, pid: u32) -> Vec<Property> {
     out
 }
 
+/// What a new slice gets besides its limits (a pod's slice: not delegated, as kubelet makes them).
+pub fn slice(description: String) -> Vec<Property> {
+    let mut out = vec![
+        p("Description", Value::Str(description)),
+        p("DefaultDependencies", Value::Bool(false)),
+    ];
+    for a in [
+        "MemoryAccounting",
+        "CPUAccounting",
+        "IOAccounting",
+        "TasksAccounting",
+    ] {
+        out.push(p(a, Value::Bool(true)));
+    }
+    out
+}
+
 fn bad(w: &Write) -> crate::Error {
     err!("{}={:?}: no systemd property takes that value", w.file, w.value)
 }
