@@ -126,7 +126,7 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         let scope = systemd::Scope::parse(path.as_deref(), id)?;
         let cg = Cgroup::of_scope(&scope)?;
         let limits = match linux.resources() {
-            Some(res) => systemd::props::of_writes(&crate::cgroup::plan(res)?)?,
+            Some(res) => systemd::props::of_resources(res)?,
             None => Vec::new(),
         };
         undo.cgroup = Some(cg.clone());

@@ -204,7 +204,7 @@ pub fn update(root: &Path, id: &str, new: &LinuxResources) -> Result<()> {
     if let Some(unit) = &rec.systemd_unit {
         // The unit's properties first, as runc does: systemd writes them to the files itself, and writes them
         // again on a daemon-reload, so a limit set in the files alone would not last.
-        let props = crate::cgroup::systemd::props::of_writes(&crate::cgroup::plan(&merged)?)?;
+        let props = crate::cgroup::systemd::props::of_resources(&merged)?;
         crate::cgroup::systemd::dbus::Systemd::connect()?.set(unit, &props)?;
     }
     cg.apply(&merged)?;

@@ -215,8 +215,7 @@ impl PodCgroup {
         let res: LinuxResources = res.build().map_err(|e| Error::Cgroup(e.to_string()))?;
         if let Some(slice) = &self.unit {
             // The slice's properties first: systemd writes them again on a daemon-reload.
-            let plan = crius_oci::cgroup::plan(&res).map_err(failed(&self.path))?;
-            let props = systemd::props::of_writes(&plan).map_err(failed(&self.path))?;
+            let props = systemd::props::of_resources(&res).map_err(failed(&self.path))?;
             systemd::dbus::Systemd::connect()
                 .and_then(|sd| sd.set(slice, &props))
                 .map_err(failed(&self.path))?;

@@ -90,15 +90,24 @@ pub fn of_writes(writes: &[Write]) -> Result<Vec<Property>> {
     Ok(out)
 }
 
-/// What a new scope gets besides its limits: its description, slice, the container's first process, delegation
-/// and accounting for every controller systemd manages.
+/// What a new scope gets besides its limits: what a slice gets, and its slice, the container's first process
+/// and delegation.
 pub fn scope(description: String, slice: &str, pid: u32) -> Vec<Property> {
-    let mut out = vec![
-        p("Description", Value::Str(description)),
+    let mut out = self::slice(description);
+    out.extend([
         p("Slice", Value::Str(slice.into())),
         p("PIDs", Value::U32s(vec![pid])),
         p("Delegate", Value::Bool(true)),
-        // No ordering against shutdown.target and friends: the container's lifetime is its runtime's business.
+    ]);
+    out
+}
+
+/// What a new slice gets besides its limits (a pod's slice: not delegated, as kubelet makes them): its
+/// description, no default dependencies and accounting for every controller systemd manages.
+pub fn slice(description: String) -> Vec<Property> {
+    let mut out = vec![
+        p("Description", Value::Str(description)),
+        // No ordering against shutdown.target and friends: the unit's lifetime is its runtime's business.
         p("DefaultDependencies", Value::Bool(false)),
     ];
     for a in [
@@ -112,21 +121,9 @@ pub fn scope(description: String, slice: &str, pid: u32) -> Vec<Property> {
     out
 }
 
-/// What a new slice gets besides its limits (a pod's slice: not delegated, as kubelet makes them).
-pub fn slice(description: String) -> Vec<Property> {
-    let mut out = vec![
-        p("Description", Value::Str(description)),
-        p("DefaultDependencies", Value::Bool(false)),
-    ];
-    for a in [
-        "MemoryAccounting",
-        "CPUAccounting",
-        "IOAccounting",
-        "TasksAccounting",
-    ] {
-        out.push(p(a, Value::Bool(true)));
-    }
-    out
+/// The properties that keep `res`: those of the file writes [`crate::cgroup::plan`] makes of it.
+pub fn of_resources(res: &oci_spec::runtime::LinuxResources) -> Result<Vec<Property>> {
+    of_writes(&crate::cgroup::plan(res)?)
 }
 
 fn bad(w: &Write) -> crate::Error {
