@@ -172,6 +172,8 @@ pub fn run(c: Config) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(16)
+        // A blocking thread idle for 2 s ends, giving back its stack: bursts (a pod start, a pull) come and go.
+        .thread_keep_alive(std::time::Duration::from_secs(2))
         .enable_all()
         .build()
         .map_err(|e| format!("starting the async runtime: {e}"))?;
