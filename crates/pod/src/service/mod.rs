@@ -76,8 +76,8 @@ pub struct Settings {
 pub struct Change {
     /// `ADDED`, `MODIFIED` or `DELETED`.
     pub kind: &'static str,
-    /// The pod after it.
-    pub pod: Pod,
+    /// The pod after it (shared: the channel keeps 1024 of them, and a pod is a few KiB).
+    pub pod: Arc<Pod>,
 }
 
 /// A pod the service keeps.
@@ -214,7 +214,7 @@ impl Service {
     fn changed(&self, kind: &'static str, pod: &Pod) {
         let _ = self.inner.changes.send(Change {
             kind,
-            pod: pod.clone(),
+            pod: Arc::new(pod.clone()),
         });
     }
 
