@@ -252,8 +252,14 @@ fn image_code(e: &crius_image::Error) -> tonic::Code {
 }
 
 impl From<Error> for Status {
+    /// A failure of the node or of the runtime (Internal, Unknown) is also logged: the client's log is not the
+    /// operator's. The answers to bad or stale requests (InvalidArgument, NotFound, ...) are the client's alone.
     fn from(e: Error) -> Status {
-        Status::new(e.code(), e.to_string())
+        let code = e.code();
+        if matches!(code, tonic::Code::Internal | tonic::Code::Unknown) {
+            tracing::warn!(code = ?code, "{e}");
+        }
+        Status::new(code, e.to_string())
     }
 }
 
@@ -383,6 +389,44 @@ mod tests {
             status(e),
             (Code::Internal, "writing /x/config.json: disk full".into())
         );
+    }
+
+    #[test]
+    fn internal_failures_are_logged_and_bad_requests_are_not() {
+        #[derive(Clone, Default)]
+        struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Log {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let log = Log::default();
+        let w = log.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || w.clone())
+            .finish();
+        tracing::subscriber::with_default(sub, || {
+            let _ = status(Error::io(
+                "writing /x/config.json",
+                std::io::Error::other("disk full"),
+            ));
+            let _ = status(Error::NotFound {
+                call: "ContainerStatus",
+                kind: Kind::Container,
+                id: "abc".into(),
+            });
+        });
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            text.contains("WARN") && text.contains("writing /x/config.json: disk full"),
+            "{text}"
+        );
+        assert!(!text.contains("abc"), "{text}");
     }
 
     #[test]
