@@ -110,13 +110,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod(cpu: &str, mem: &str) -> Value {
-        json!({"metadata": {"name": "p"}, "spec": {"containers": [
-            {"name": "app", "image": "i", "resources": {
-                "requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}}},
-            {"name": "side", "image": "i"}
-        ]}})
-    }
+    use crate::service::resize::tests::pod;
 
     #[test]
     fn the_seeds_strategic_patch_merges_by_container_name() {

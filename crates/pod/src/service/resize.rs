@@ -424,11 +424,12 @@ fn decide(o: &mut Objects, k: &str, node: Allocatable) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod(cpu: &str, mem: &str) -> Value {
+    /// A pod of two containers, `app` with `cpu` and `mem` as requests and limits (Guaranteed), and `side`.
+    pub(in crate::service) fn pod(cpu: &str, mem: &str) -> Value {
         json!({"metadata": {"name": "p"}, "spec": {"containers": [
             {"name": "app", "image": "i", "resources": {
                 "requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}}},
