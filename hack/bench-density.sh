@@ -14,12 +14,16 @@
 # several rounds). Usage: hack/bench-density.sh [N] [P]   (root; hack/install-deps.sh first; ROUNDS=2)
 # DRIVER=grpc starts the pods through the CRI directly (hack/cri-start.py on Debian's python3-grpcio, one
 # channel per stream) instead of crictl, whose own start-up per call weighs on both runtimes alike.
+# Both daemons keep their state (records, bundles, sockets, namespace pins) on a tmpfs, as in /run on a node;
+# STATE=disk puts it next to their roots instead (on this machine's disk, as /run is here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-100}
 par=${2:-8}
 rounds=${ROUNDS:-2}
 driver=${DRIVER:-crictl}
+state=${STATE:-tmpfs}
+case $state in tmpfs | disk) ;; *) echo "bench-density: STATE is tmpfs or disk, not $state" >&2; exit 2 ;; esac
 case $driver in crictl | grpc) ;; *) echo "bench-density: DRIVER is crictl or grpc, not $driver" >&2; exit 2 ;; esac
 crictl_bin=${CRICTL:-$(command -v crictl || echo /work/tools/bin/crictl)}
 [ -x "$crictl_bin" ] || { echo "bench-density: crictl not found (CRICTL=path)" >&2; exit 1; }
@@ -74,7 +78,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$work/net.d" "$work/cfg" "$work/logs"
+mkdir -p "$work/net.d" "$work/cfg" "$work/logs" "$work/state"
+[ "$state" = disk ] || mount -t tmpfs -o mode=0755 bench-state "$work/state"
 : >"$work/crictl.yaml"
 cat >"$work/net.d/10-bench.conflist" <<JSON
 {"cniVersion": "0.4.0", "name": "crius-bench", "plugins": [{"type": "bridge", "bridge": "$bridge",
@@ -85,13 +90,13 @@ JSON
 "$bin/crius-mkimage" pause "$work/layout" registry.k8s.io/pause:3.6 >/dev/null
 "$bin/crius-mkimage" archive "$work/layout" "$work/images.tar"
 
-"$criusd" --root "$work/crius/lib" --state "$work/crius/run" --listen "${sock[crius]}" --shim "$shim" \
+"$criusd" --root "$work/crius/lib" --state "$work/state/crius" --listen "${sock[crius]}" --shim "$shim" \
   --cni-conf-dir "$work/net.d" --cni-plugin-dir /usr/lib/cni 2>"$work/criusd.log" &
 criusd_pid=$!
 cat >"$work/containerd.toml" <<TOML
 version = 2
 root = "$work/ctrd/root"
-state = "$work/ctrd/state"
+state = "$work/state/containerd"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "registry.k8s.io/pause:3.6"
   restrict_oom_score_adj = true
@@ -215,5 +220,5 @@ printf '%-11s %8s %11s %17s %17s %17s %10s\n' crius/ctrd "$(ratio "${m[crius.2]}
   "$(ratio "${after_rss[crius]}" "${after_rss[containerd]}") / $(ratio "${after_pss[crius]}" "${after_pss[containerd]}")" \
   "$(ratio "${m[crius.6]}" "${m[containerd.6]}")"
 echo "(crictl alone, 3 no-op calls per pod on $par streams: $floor pods/s at most)"
-echo "(N=$n pods on $par streams driven by $driver, medians of $rounds rounds, alternating which runtime goes first;" \
+echo "(N=$n pods on $par streams driven by $driver, state on $state, medians of $rounds rounds, alternating which runtime goes first;" \
   "goals: crius >= 4x containerd's pods/s, shim < 300 KiB/pod, criusd < 10 MB RSS idle and < 20 MB with 100 pods)"
