@@ -121,6 +121,7 @@ mod tests {
         let pods = Pods::open(
             &dir.path().join("sandboxes"),
             dir.path().join("ns"),
+            dir.path().join("files"),
             Arc::new(FakeNetwork::default()),
             Arc::new(FakeNamespaces),
             Arc::new(crate::store::intents::Intents::open(&dir.path().join("intents")).unwrap()),

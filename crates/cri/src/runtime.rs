@@ -20,7 +20,8 @@ use crate::store::intents::Intents;
 pub struct Setup {
     /// `--root`: records (`sandboxes/`, `containers/`).
     pub root: PathBuf,
-    /// `--state`: bundles, namespace pins, the shims' events socket.
+    /// `--state`: bundles, namespace pins, the sandboxes' files (hostname, hosts, resolv.conf), intents, the
+    /// shims' events socket.
     pub state: PathBuf,
     /// The shim binary.
     pub shim: PathBuf,
@@ -50,10 +51,11 @@ impl Runtime {
             move |e| Error::io(what, e)
         };
         let intents =
-            Arc::new(Intents::open(&setup.root.join("intents")).map_err(io("opening the intents"))?);
+            Arc::new(Intents::open(&setup.state.join("intents")).map_err(io("opening the intents"))?);
         let pods = Pods::open(
             &setup.root.join("sandboxes"),
             setup.state.join("ns"),
+            setup.state.join("sandboxes"),
             Arc::new(setup.cni.clone()),
             Arc::new(Pinner {
                 shim: setup.shim.clone(),
@@ -95,14 +97,24 @@ impl Runtime {
         crate::events::serve(&events, containers.clone())
             .map_err(io(&format!("serving shim events on {}", events.display())))?;
         let runtime = Runtime { pods, containers };
-        runtime.reconcile(&intents);
+        // Intents an older criusd kept under its root are finished too, and their directory goes.
+        let old = setup.root.join("intents");
+        let older = old
+            .is_dir()
+            .then(|| Intents::open(&old))
+            .transpose()
+            .map_err(io("opening the old intents"))?;
+        runtime.reconcile(&[&*intents].into_iter().chain(older.as_ref()).collect::<Vec<_>>());
+        if older.is_some() {
+            let _ = std::fs::remove_dir(&old);
+        }
         Ok(runtime)
     }
 
     /// CreateContainer in sandbox `pod_id`.
     pub fn create_container(&self, pod_id: &str, config: cri::ContainerConfig) -> Result<String> {
         let s = self.pods.get("CreateContainer", pod_id)?;
-        let files = self.pods.sandboxes.dir_of(&s.record.id);
+        let files = self.pods.files_of(&s.record.id);
         self.containers.create(&s, &files, config)
     }
 

@@ -39,10 +39,11 @@ fn mkdir(p: &Path, mode: u32) -> Result<(), String> {
 const PRIVATE_DIRS: &[(&str, &str)] = &[
     ("root", "containers"),
     ("root", "sandboxes"),
-    ("root", "intents"),
     ("root", "images"),
     ("state", "containers"),
     ("state", "ns"),
+    ("state", "sandboxes"),
+    ("state", "intents"),
 ];
 
 /// Gives every entry directly in `dir` its owner's access alone: directories 0700, files and sockets 0600

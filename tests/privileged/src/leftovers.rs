@@ -65,6 +65,8 @@ pub fn now(d: &Daemon, net: &Network, parent: &CgroupParent) -> Vec<String> {
     for dir in [
         state.join("ns"),
         state.join("containers"),
+        state.join("sandboxes"),
+        state.join("intents"),
         root.join("containers"),
         root.join("sandboxes"),
         root.join("intents"),

@@ -286,7 +286,6 @@ async fn nobody_reaches_nothing_criusd_keeps() {
         root.join("containers").join(&id),
         root.join("sandboxes"),
         root.join("sandboxes").join(&pod.id),
-        root.join("intents"),
         root.join("images"),
         root.join("images/layers"),
         root.join("images/snapshots"),
@@ -294,6 +293,9 @@ async fn nobody_reaches_nothing_criusd_keeps() {
         state.join("containers"),
         bundle.clone(),
         state.join("ns"),
+        state.join("intents"),
+        state.join("sandboxes"),
+        state.join("sandboxes").join(&pod.id),
     ] {
         assert_eq!(mode(&dir), 0o700, "{}", dir.display());
     }
@@ -419,12 +421,13 @@ async fn an_older_installs_loose_modes_are_tightened_at_start_up() {
     let dirs = [
         root.join("containers"),
         root.join("sandboxes"),
-        root.join("intents"),
         root.join("images"),
         root.join("images/layers"),
         root.join("images/snapshots"),
         state.join("containers"),
         state.join("ns"),
+        state.join("intents"),
+        state.join("sandboxes"),
     ];
     set(&root, 0o711);
     for dir in &dirs {

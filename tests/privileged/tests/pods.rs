@@ -108,6 +108,7 @@ async fn without_a_network_config_only_a_host_network_pod_runs() {
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
     assert!(e.message().contains("no network config"), "{}", e.message());
     assert!(entries(&d.root().join("sandboxes")).is_empty());
+    assert!(entries(&d.state().join("sandboxes")).is_empty());
     assert!(entries(&d.state().join("ns")).is_empty());
     // A host-network pod needs none.
     let host = host_network(config("host", "u2"));
@@ -228,7 +229,7 @@ async fn pods_get_pinned_namespaces_an_address_each_and_reach_each_other() {
 #[ignore = "needs root and the CNI plugins: run through hack/test.sh"]
 async fn a_pods_resolv_conf_and_hostname_are_written_for_its_containers() {
     let p = TwoPods::start().await;
-    let files = p.d.root().join("sandboxes").join(&p.a);
+    let files = p.d.state().join("sandboxes").join(&p.a);
     assert_eq!(
         std::fs::read_to_string(files.join("resolv.conf")).unwrap(),
         "search default.svc.cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n"
@@ -339,6 +340,7 @@ async fn removing_pods_releases_their_addresses_even_with_their_namespaces_gone_
     remove(c, "nope").await.unwrap();
     assert!(list(c, None).await.is_empty());
     assert!(entries(&d.root().join("sandboxes")).is_empty());
+    assert!(entries(&d.state().join("sandboxes")).is_empty());
     assert!(entries(&d.state().join("ns")).is_empty());
     assert!(!p.net.ipam_dir().join(&ip_b).exists());
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();

@@ -13,7 +13,9 @@
 //! - A sandbox whose pinned namespaces are gone (a reboot emptied `/run`) is NOTREADY (`store::sandbox`).
 //! - An exec of a streaming session that was open when criusd went down is killed and deleted (its session
 //!   ended with criusd; the container goes on).
-//! - A call that makes an object wrote an intent first ([`crate::store::intents`]); one left behind was cut
+//! - A call that makes an object wrote an intent first ([`crate::store::intents`], under the state directory:
+//!   they cover crashes of criusd, and a reboot, which empties it, leaves nothing of theirs but what the
+//!   sweep below removes); one left behind was cut
 //!   short. Its object is kept if its record is complete (the call's answer was lost, kubelet's retry finds
 //!   it by name), else undone: a container's task, snapshot and bundle; a sandbox's CNI attachment (DEL with
 //!   the network its record names: ADD may have run), pins and record.
@@ -33,11 +35,14 @@ use crate::store::container::State;
 use crate::store::intents::{Intents, Op};
 
 impl Runtime {
-    /// The start-up pass over `intents`, the records, the shims and what lies on disk; returns the number
-    /// of repairs.
-    pub(crate) fn reconcile(&self, intents: &Intents) -> usize {
+    /// The start-up pass over `intents` (each directory of them: an older criusd kept them under its root),
+    /// the records, the shims and what lies on disk; returns the number of repairs.
+    pub(crate) fn reconcile(&self, intents: &[&Intents]) -> usize {
         let mut repairs = 0;
-        for i in intents.left() {
+        for (intents, i) in intents
+            .iter()
+            .flat_map(|d| d.left().into_iter().map(move |i| (d, i)))
+        {
             let exact = |id: &str| id == i.id;
             match i.op {
                 Op::CreateContainer if self.containers.get(&i.id).is_some_and(|c| exact(&c.record.id)) => {}

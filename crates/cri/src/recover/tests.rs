@@ -30,6 +30,7 @@ fn open(dir: &Path, p: &Parts) -> (Runtime, Arc<Intents>) {
     let pods = Pods::open(
         &dir.join("sandboxes"),
         dir.join("ns"),
+        dir.join("files"),
         p.net.clone(),
         Arc::new(FakeNamespaces),
         intents.clone(),
@@ -154,8 +155,11 @@ fn a_crash_mid_call_is_undone_and_finished_calls_are_kept() {
     rt.pods.sandboxes.update(&half_id, |_| ()).unwrap();
     r.commit();
     std::fs::create_dir_all(d.path().join("ns").join(&half_id)).unwrap();
-    // Pins no sandbox owns.
+    std::fs::create_dir_all(d.path().join("files").join(&half_id)).unwrap();
+    // Pins and files no sandbox owns.
     std::fs::create_dir_all(d.path().join("ns").join(&pin)).unwrap();
+    let files = "f".repeat(64);
+    std::fs::create_dir_all(d.path().join("files").join(&files)).unwrap();
     // A finished RunPodSandbox whose intent outlived it (the crash came just after READY was written).
     let _ = intents
         .begin(&Intent {
@@ -168,9 +172,9 @@ fn a_crash_mid_call_is_undone_and_finished_calls_are_kept() {
 
     let (rt, intents) = open(d.path(), &p);
     assert_eq!(
-        rt.reconcile(&intents),
-        4,
-        "the cut container, the stray one, the half sandbox, the pin"
+        rt.reconcile(&[&intents]),
+        5,
+        "the cut container, the stray one, the half sandbox, the pin, the files"
     );
     assert!(intents.left().is_empty());
     let calls = p.shim.calls();
@@ -187,6 +191,12 @@ fn a_crash_mid_call_is_undone_and_finished_calls_are_kept() {
     assert!(rt.pods.sandboxes.get(&half_id).is_none());
     assert!(!d.path().join("ns").join(&half_id).exists());
     assert!(!d.path().join("ns").join(&pin).exists());
+    assert!(!d.path().join("files").join(&half_id).exists());
+    assert!(!d.path().join("files").join(&files).exists());
+    assert!(
+        rt.pods.files_of(&web).join("hostname").exists(),
+        "a live sandbox's files stay"
+    );
     // What finished is all there, and the half sandbox's name is free again.
     assert!(rt.pods.sandboxes.get(&web).unwrap().record.ready);
     assert!(rt.containers.get(&kept).is_some());
@@ -197,5 +207,5 @@ fn a_crash_mid_call_is_undone_and_finished_calls_are_kept() {
     // A second start finds nothing to repair.
     drop((rt, intents));
     let (rt, intents) = open(d.path(), &p);
-    assert_eq!(rt.reconcile(&intents), 0);
+    assert_eq!(rt.reconcile(&[&intents]), 0);
 }

@@ -38,6 +38,8 @@ pub struct Pods {
     namespaces: Arc<dyn Namespaces>,
     /// Where namespaces are pinned (`<state>/ns/<id>/`).
     ns_dir: PathBuf,
+    /// Where the files its containers mount are (`<state>/sandboxes/<id>/`).
+    files_dir: PathBuf,
     /// One lifecycle change at a time per sandbox.
     busy: crate::store::busy::Busy,
     /// Where RunPodSandbox says what it is about to make.
@@ -95,11 +97,13 @@ fn protocol(p: i32) -> &'static str {
 }
 
 impl Pods {
-    /// The pods recorded under `dir`, with namespaces pinned under `ns_dir` by `namespaces`, attached to
-    /// `network`; RunPodSandbox writes its intents to `intents`.
+    /// The pods recorded under `dir`, with namespaces pinned under `ns_dir` by `namespaces` and the files
+    /// their containers mount under `files_dir`, attached to `network`; RunPodSandbox writes its intents to
+    /// `intents`.
     pub fn open(
         dir: &Path,
         ns_dir: PathBuf,
+        files_dir: PathBuf,
         network: Arc<dyn Network>,
         namespaces: Arc<dyn Namespaces>,
         intents: Arc<Intents>,
@@ -110,6 +114,7 @@ impl Pods {
             network,
             namespaces,
             ns_dir,
+            files_dir,
             busy: Default::default(),
             intents,
             handlers: Arc::default(),
@@ -119,6 +124,29 @@ impl Pods {
     /// These pods with `handlers` to pick from (else crius-runc alone).
     pub fn with_handlers(self, handlers: Arc<Handlers>) -> Pods {
         Pods { handlers, ..self }
+    }
+
+    /// The directory of the files (hostname, hosts, resolv.conf) that sandbox `id`'s containers mount. They
+    /// are in the state directory (a tmpfs on a node, as `/run` is), not with the record: they are made anew
+    /// for every pod and gone with it, and nothing after a reboot mounts them. A sandbox made by a criusd
+    /// that kept them with its record has them there.
+    pub fn files_of(&self, id: &str) -> PathBuf {
+        let dir = self.files_dir.join(id);
+        let old = self.sandboxes.dir_of(id);
+        if !dir.exists() && old.join("hostname").exists() {
+            return old;
+        }
+        dir
+    }
+
+    /// Removes the files of sandbox `id` (gone already is fine).
+    fn remove_files(&self, id: &str) {
+        match std::fs::remove_dir_all(self.files_dir.join(id)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!(sandbox = %id, "removing its files: {e}");
+            }
+            _ => {}
+        }
     }
 
     /// The sandbox `id` names, for call `call`.
@@ -246,6 +274,7 @@ impl Pods {
             tracing::warn!(sandbox = %id, "undoing its network: {e}");
         }
         self.namespaces.unpin(&self.ns_dir.join(id));
+        self.remove_files(id);
         if let Err(e) = self.sandboxes.remove(id) {
             tracing::warn!(sandbox = %id, "removing its record: {e}");
         }
@@ -261,7 +290,8 @@ impl Pods {
         } else {
             s.config.hostname.clone()
         };
-        let dir = self.sandboxes.dir_of(&id);
+        let dir = self.files_dir.join(&id);
+        crate::store::private_dir(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let files = [
             ("hostname", format!("{hostname}\n")),
             ("resolv.conf", resolv_conf(s.config.dns_config.as_ref())),
@@ -338,13 +368,21 @@ impl Pods {
         Ok(())
     }
 
-    /// Unpins the namespaces of sandboxes not in `known` (what a crash left); returns how many.
+    /// Unpins the namespaces and removes the files of sandboxes not in `known` (what a crash left); returns
+    /// how many.
     pub(crate) fn sweep_pins(&self, known: &std::collections::HashSet<String>) -> usize {
         let mut n = 0;
         for id in crate::store::list_dir(&self.ns_dir) {
             if !known.contains(&id) {
                 tracing::info!(sandbox = %id, "repaired: unpinned the namespaces of a sandbox no record owns");
                 self.namespaces.unpin(&self.ns_dir.join(&id));
+                n += 1;
+            }
+        }
+        for id in crate::store::list_dir(&self.files_dir) {
+            if !known.contains(&id) {
+                tracing::info!(sandbox = %id, "repaired: removed the files of a sandbox no record owns");
+                self.remove_files(&id);
                 n += 1;
             }
         }
@@ -385,6 +423,7 @@ impl Pods {
         let lock = self.busy.guard(&id);
         let _held = lock.write().unwrap_or_else(|p| p.into_inner());
         self.namespaces.unpin(&self.ns_dir.join(&id));
+        self.remove_files(&id);
         self.sandboxes.remove(&id)?;
         self.busy.forget(&id);
         tracing::info!(sandbox = %id, "pod sandbox removed");

@@ -21,6 +21,7 @@ fn world() -> World {
     let pods = Pods::open(
         &dir.path().join("sandboxes"),
         dir.path().join("ns"),
+        dir.path().join("files"),
         net.clone(),
         Arc::new(FakeNamespaces),
         Arc::new(Intents::open(&dir.path().join("intents")).unwrap()),
@@ -51,8 +52,17 @@ fn run_stop_remove_with_a_network() {
     assert!(s.record.ready);
     assert_eq!(s.record.ips, ["10.88.0.2"]);
     assert!(s.record.namespaces.net.is_some() && s.record.namespaces.uts.is_some());
-    let files = w.pods.sandboxes.dir_of(&id);
+    let files = w.pods.files_of(&id);
+    assert_eq!(
+        files,
+        w.dir.path().join("files").join(&id),
+        "in the state directory"
+    );
     assert_eq!(std::fs::read_to_string(files.join("hostname")).unwrap(), "web\n");
+    assert!(
+        !w.pods.sandboxes.dir_of(&id).join("hostname").exists(),
+        "not with the record"
+    );
     let st = status_of(&s, true);
     assert_eq!(
         st.status.as_ref().unwrap().network.as_ref().unwrap().ip,
@@ -66,6 +76,7 @@ fn run_stop_remove_with_a_network() {
     w.pods.remove(&id).unwrap();
     w.pods.remove(&id).unwrap();
     assert!(w.pods.sandboxes.get(&id).is_none());
+    assert!(!files.exists(), "its files go with it");
     assert_eq!(w.net.calls(), [format!("ADD {id}"), format!("DEL {id}")]);
 }
 

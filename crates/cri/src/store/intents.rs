@@ -7,7 +7,11 @@
 //! Calls that take objects apart need none: their records go last, so a crash leaves a record that the
 //! next call (kubelet retries) takes apart again.
 //!
-//! One file per intent, `<dir>/<op>-<id>.json`; ids are unique, so writers never share a file.
+//! One file per intent, `<dir>/<op>-<id>.json`; ids are unique, so writers never share a file. criusd keeps
+//! them under its state directory (`/run` on a node, a tmpfs): an intent is there for a crash of criusd,
+//! which keeps it, and after a reboot, which empties it, what its call made that lasts (a snapshot, a record
+//! directory without its main file) is owned by no record and swept at the next start. A disk under the
+//! root would make every pod pay for two files created and deleted on it.
 
 use std::path::{Path, PathBuf};
 
