@@ -13,7 +13,12 @@ pub trait Snapshots: Send + Sync {
     fn find(&self, reference: &str) -> crius_image::Result<ImageRecord>;
     /// The image's config JSON (`{}` if it cannot be read).
     fn config(&self, image: &Digest) -> serde_json::Value;
-    /// Mounts container `id`'s root filesystem over `image`'s layers; returns it.
+    /// A container's rootfs: as [`Snapshots::prepare_snapshot`], with the image's mount points for the files
+    /// criusd mounts over (`crius_image::mount_points`).
+    fn prepare_rootfs(&self, id: &str, image: &ImageRecord) -> crius_image::Result<PathBuf> {
+        self.prepare_snapshot(id, image)
+    }
+    /// Mounts snapshot `id` over `image`'s layers (exactly the image's content); returns it.
     fn prepare_snapshot(&self, id: &str, image: &ImageRecord) -> crius_image::Result<PathBuf>;
     /// Unmounts and deletes container `id`'s snapshot (none is fine).
     fn remove_snapshot(&self, id: &str) -> crius_image::Result<()>;
@@ -37,6 +42,10 @@ impl Snapshots for Store {
 
     fn prepare_snapshot(&self, id: &str, image: &ImageRecord) -> crius_image::Result<PathBuf> {
         Store::prepare_snapshot(self, id, image)
+    }
+
+    fn prepare_rootfs(&self, id: &str, image: &ImageRecord) -> crius_image::Result<PathBuf> {
+        Store::prepare_rootfs(self, id, image)
     }
 
     fn remove_snapshot(&self, id: &str) -> crius_image::Result<()> {

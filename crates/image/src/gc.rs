@@ -53,6 +53,8 @@ pub struct Collected {
     pub blobs: usize,
     /// Unpacked layers removed.
     pub layers: usize,
+    /// Mount-point layers ([`crate::mount_points`]) removed.
+    pub mount_points: usize,
 }
 
 /// Bytes and inodes a directory tree uses (hard links counted once).
@@ -113,6 +115,14 @@ impl Store {
             layers.extend(i.diff_ids.iter().map(|d| d.hex().to_string()));
         }
         layers.extend(self.snapshot_layers());
+        let mut mount_points: HashSet<String> = self.mount_point_names(&images).into_iter().collect();
+        mount_points.extend(
+            layers
+                .iter()
+                .filter(|l| l.starts_with(crate::mount_points::PREFIX))
+                .cloned(),
+        );
+        out.mount_points = self.collect_mount_points(&mount_points);
         let dir = self.root().join("blobs/sha256");
         for e in std::fs::read_dir(&dir)
             .map_err(|e| io(format!("reading {}", dir.display()), e))?

@@ -21,6 +21,7 @@ pub mod gc;
 pub mod import;
 pub mod ingest;
 pub mod manifest;
+pub mod mount_points;
 pub mod pull;
 pub mod reference;
 pub mod snapshot;

@@ -1,5 +1,6 @@
 //! A container's root filesystem: an overlay of its image's layer directories (read-only, top layer first)
-//! with its own upper and work directories under `<root>/snapshots/<id>/`. Removing it unmounts and deletes.
+//! with its own upper and work directories under `<root>/snapshots/<id>/`; a container's also stands on its
+//! image's mount points ([`crate::mount_points`]). Removing it unmounts and deletes.
 
 use std::path::PathBuf;
 
@@ -30,37 +31,59 @@ impl Store {
         self.root().join("snapshots").join(id)
     }
 
-    /// Mounts the rootfs of container `id` from `image` and returns its path. Every layer must be unpacked.
+    /// Mounts a snapshot `id` of `image`, exactly the image's content (an image volume's), and returns its
+    /// path. Every layer must be unpacked.
     pub fn prepare_snapshot(&self, id: &str, image: &ImageRecord) -> Result<PathBuf> {
+        self.prepare(id, image, &[])
+    }
+
+    /// Mounts the rootfs of container `id` from `image` and returns its path: the image's layers, under the
+    /// image's mount-point layer ([`crate::mount_points`]) for the files criusd mounts over in every
+    /// container. Every layer must be unpacked.
+    pub fn prepare_rootfs(&self, id: &str, image: &ImageRecord) -> Result<PathBuf> {
+        self.prepare(id, image, crate::mount_points::CONTAINER_FILES)
+    }
+
+    fn prepare(&self, id: &str, image: &ImageRecord, mount_points: &[&str]) -> Result<PathBuf> {
         check_id(id)?;
         let dir = self.snapshot_dir(id);
         if dir.exists() {
             return Err(Error::InvalidArgument(format!("snapshot {id:?} already exists")));
         }
-        let lowers: Vec<String> = image
+        let mut lowers: Vec<PathBuf> = image
             .diff_ids
             .iter()
             .rev()
             .map(|d| {
                 let l = self.layer_dir(d);
                 if l.exists() {
-                    Ok(l.display().to_string())
+                    Ok(l)
                 } else {
                     Err(Error::NotFound(format!("layer {d}")))
                 }
             })
             .collect::<Result<_>>()?;
+        let mut names: Vec<String> = image.diff_ids.iter().map(|d| d.hex().to_string()).collect();
+        if !mount_points.is_empty()
+            && let Some((dir, name)) = self.mount_point_layer(image, &lowers, mount_points)?
+        {
+            lowers.insert(0, dir);
+            names.push(name);
+        }
         let (upper, work, rootfs) = (dir.join("upper"), dir.join("work"), dir.join("rootfs"));
         for d in [&upper, &work, &rootfs] {
             std::fs::create_dir_all(d).map_err(|e| io(format!("creating {}", d.display()), e))?;
         }
         // The layers it stands on, so garbage collection leaves them alone.
-        let hexes: Vec<&str> = image.diff_ids.iter().map(|d| d.hex()).collect();
-        std::fs::write(dir.join("layers"), hexes.join("\n"))
+        std::fs::write(dir.join("layers"), names.join("\n"))
             .map_err(|e| io(format!("recording the layers of snapshot {id}"), e))?;
         let data = format!(
             "lowerdir={},upperdir={},workdir={}",
-            lowers.join(":"),
+            lowers
+                .iter()
+                .map(|l| l.display().to_string())
+                .collect::<Vec<_>>()
+                .join(":"),
             upper.display(),
             work.display()
         );

@@ -404,3 +404,81 @@ fn docker_archives_import_with_their_tags() {
     // The config travels unchanged, so the image id is the same as from the OCI layout.
     assert_eq!(rec.id.as_str(), bb.config);
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_rootfs_stands_on_its_images_mount_points_which_go_with_the_image() {
+    let rt = Runtime::from_env();
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    image::busybox(&layout, "busybox:latest").unwrap();
+    let store = Store::open(&dir.path().join("store")).unwrap();
+    import::import_layout(&store, &layout).unwrap();
+    let bb = store.find("busybox").unwrap();
+    assert!(
+        !store.layer_dir(&bb.diff_ids[0]).join("etc/hostname").exists(),
+        "the image has no /etc/hostname of its own"
+    );
+    let points = store.root().join("mountpoints");
+    let count = || std::fs::read_dir(&points).map(|d| d.count()).unwrap_or(0);
+
+    // Two containers' rootfs share one mount-point layer, made once; an image volume's snapshot has none.
+    let (a, b, vol) = (unique("mp"), unique("mp"), unique("mpvol"));
+    let root_a = store.prepare_rootfs(&a, &bb).unwrap();
+    let made = std::fs::read_dir(&points)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let ino = std::fs::metadata(&made).unwrap().ino();
+    let root_b = store.prepare_rootfs(&b, &bb).unwrap();
+    assert_eq!((count(), std::fs::metadata(&made).unwrap().ino()), (1, ino));
+    for f in ["etc/hostname", "etc/hosts", "etc/resolv.conf"] {
+        let m = std::fs::symlink_metadata(root_b.join(f)).unwrap();
+        assert!(m.is_file() && m.len() == 0, "{f}: an empty file to mount over");
+    }
+    let image_etc = std::fs::metadata(store.layer_dir(&bb.diff_ids[0]).join("etc")).unwrap();
+    let etc = std::fs::metadata(root_a.join("etc")).unwrap();
+    assert_eq!(
+        (etc.mode(), etc.uid(), etc.gid()),
+        (image_etc.mode(), image_etc.uid(), image_etc.gid()),
+        "/etc keeps the image's mode and owner"
+    );
+    assert!(
+        root_a.join("etc/passwd").exists(),
+        "the image's /etc shows through"
+    );
+    let root_vol = store.prepare_snapshot(&vol, &bb).unwrap();
+    assert!(
+        !root_vol.join("etc/hostname").exists(),
+        "an image volume is the image alone"
+    );
+
+    // A container that binds a file over /etc/hostname writes nothing to its upper directory for it.
+    let host_file = dir.path().join("hostname");
+    write(&host_file, "pod-a\n");
+    let mut bundle = Bundle::new(&["cat", "/etc/hostname"]);
+    bundle.config["root"] = serde_json::json!({"path": root_a, "readonly": false});
+    bundle.config["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+            "destination": "/etc/hostname", "type": "bind", "source": host_file, "options": ["rbind", "ro"]
+        }));
+    let path = bundle.write().to_str().unwrap().to_string();
+    let out = rt.run(&["run", "--bundle", &path, &unique("mp")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "pod-a\n");
+    let upper = store.root().join("snapshots").join(&a).join("upper");
+    assert!(!upper.join("etc").exists(), "no copy-up of /etc");
+
+    // The layer outlives the image while a snapshot stands on it, and goes with the last of them.
+    store.remove_image("busybox").unwrap();
+    assert_eq!(count(), 1);
+    for id in [&a, &b, &vol] {
+        store.remove_snapshot(id).unwrap();
+    }
+    assert_eq!(store.collect_garbage().unwrap().mount_points, 1);
+    assert_eq!(count(), 0);
+}

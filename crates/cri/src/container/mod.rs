@@ -292,7 +292,7 @@ impl Containers {
         let undo = |task: bool| {
             self.undo_create(&sandbox.record.id, &id, task);
         };
-        let rootfs = match self.images.prepare_snapshot(&id, &image) {
+        let rootfs = match self.images.prepare_rootfs(&id, &image) {
             Ok(r) => r,
             Err(source) => {
                 undo(false);
