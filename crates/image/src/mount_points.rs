@@ -179,8 +179,10 @@ impl Store {
         let wanted = wanted(lowers, files);
         let parent = self.mount_points_dir();
         std::fs::create_dir_all(&parent).map_err(|e| io(format!("creating {}", parent.display()), e))?;
-        let tmp = parent.join(format!(".tmp-{k}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
+        // Unique per call: creates of one image's containers on parallel streams make it at the same time.
+        static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = parent.join(format!(".tmp-{k}-{}-{n}", std::process::id()));
         let made = (|| -> std::io::Result<()> {
             std::fs::DirBuilder::new().mode(0o755).create(&tmp)?;
             for w in &wanted {
@@ -222,13 +224,13 @@ impl Store {
         let Ok(entries) = std::fs::read_dir(self.mount_points_dir()) else {
             return 0;
         };
-        let ours = format!("-{}", std::process::id());
+        let ours = format!("-{}-", std::process::id());
         let mut n = 0;
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             let stale = match name.strip_prefix(".tmp-") {
                 // Being made by this process now, or left by an earlier one.
-                Some(rest) => !rest.ends_with(&ours),
+                Some(rest) => !rest.contains(&ours),
                 None => !keep.contains(&format!("{PREFIX}{name}")),
             };
             if stale && std::fs::remove_dir_all(e.path()).is_ok() {
@@ -289,6 +291,50 @@ mod tests {
             names(&w),
             [("etc".to_string(), vec!["hostname".into(), "hosts".into()])]
         );
+    }
+
+    #[test]
+    fn callers_at_the_same_time_get_one_whole_layer() {
+        let t = tempfile::tempdir().unwrap();
+        let store = Store::open(&t.path().join("store")).unwrap();
+        let low = layer(t.path(), "low");
+        std::fs::create_dir_all(low.join("etc")).unwrap();
+        let image = ImageRecord {
+            id: Digest::of(b"config"),
+            names: vec![],
+            repo_digests: vec![],
+            manifest: Digest::of(b"manifest"),
+            diff_ids: vec![Digest::of(b"layer")],
+            layer_blobs: vec![],
+            size: 0,
+        };
+        let start = std::sync::Barrier::new(8);
+        let made: Vec<PathBuf> = std::thread::scope(|s| {
+            let calls: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        let lowers = [low.clone()];
+                        store
+                            .mount_point_layer(&image, &lowers, CONTAINER_FILES)
+                            .unwrap()
+                            .unwrap()
+                            .0
+                    })
+                })
+                .collect();
+            calls.into_iter().map(|c| c.join().unwrap()).collect()
+        });
+        assert!(made.iter().all(|p| p == &made[0]));
+        for f in ["hostname", "hosts", "resolv.conf"] {
+            assert!(made[0].join("etc").join(f).is_file(), "{f}");
+        }
+        let left: Vec<_> = std::fs::read_dir(store.root().join("mountpoints"))
+            .unwrap()
+            .collect();
+        assert_eq!(left.len(), 1, "no temporary directory left");
+        let keep = std::collections::HashSet::new();
+        assert_eq!(store.collect_mount_points(&keep), 1);
     }
 
     #[test]
