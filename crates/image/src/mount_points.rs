@@ -13,10 +13,11 @@
 //! images that share a stack share the layer. Garbage collection keeps those of existing images and of
 //! snapshots (their `layers` file names it); one is made under a temporary name and renamed into place.
 
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::io;
+use crate::unpack::{is_opaque, is_whiteout};
 use crate::{Digest, ImageRecord, Result, Store};
 
 /// The files criusd mounts over in every container, relative to its root.
@@ -35,23 +36,10 @@ enum Found {
     Other,
 }
 
-fn is_whiteout(m: &std::fs::Metadata) -> bool {
-    m.file_type().is_char_device() && m.rdev() == 0
-}
-
-fn is_opaque(dir: &Path) -> bool {
-    xattr_is_y(dir, c"trusted.overlay.opaque")
-}
-
-fn xattr_is_y(path: &Path, name: &std::ffi::CStr) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(p) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    let mut buf = [0u8; 2];
-    // SAFETY: NUL-terminated path and name, and a buffer of the length given.
-    let n = unsafe { libc::lgetxattr(p.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    n == 1 && buf[0] == b'y'
+impl Found {
+    fn is_missing(&self) -> bool {
+        matches!(self, Found::Missing)
+    }
 }
 
 /// What `name` is in the merged view of `layers` (top first), as overlayfs resolves one path component.
@@ -131,12 +119,6 @@ fn wanted(layers: &[PathBuf], files: &[&str]) -> Vec<Wanted> {
     out
 }
 
-impl Found {
-    fn is_missing(&self) -> bool {
-        matches!(self, Found::Missing)
-    }
-}
-
 /// The key of the mount-point layer of the layer stack `diff_ids` with `files`.
 fn key(diff_ids: &[Digest], files: &[&str]) -> String {
     let mut text = String::new();
@@ -171,13 +153,14 @@ impl Store {
         files: &[&str],
     ) -> Result<Option<(PathBuf, String)>> {
         let k = key(&image.diff_ids, files);
-        let dir = self.mount_points_dir().join(&k);
+        let parent = self.mount_points_dir();
+        let dir = parent.join(&k);
         let name = format!("{PREFIX}{k}");
-        if dir.is_dir() {
-            return Ok((!is_empty(&dir)).then_some((dir, name)));
+        // Made already (every container of the image but its first): one look, no stat besides.
+        if let Some(empty) = emptiness(&dir) {
+            return Ok((!empty).then_some((dir, name)));
         }
         let wanted = wanted(lowers, files);
-        let parent = self.mount_points_dir();
         std::fs::create_dir_all(&parent).map_err(|e| io(format!("creating {}", parent.display()), e))?;
         // Unique per call: creates of one image's containers on parallel streams make it at the same time.
         static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -215,7 +198,7 @@ impl Store {
                 ));
             }
         }
-        Ok((!is_empty(&dir)).then_some((dir, name)))
+        Ok((!emptiness(&dir).unwrap_or(true)).then_some((dir, name)))
     }
 
     /// Removes the mount-point layers not in `keep` (names as in a snapshot's `layers` file), and what a
@@ -241,10 +224,9 @@ impl Store {
     }
 }
 
-fn is_empty(dir: &Path) -> bool {
-    std::fs::read_dir(dir)
-        .map(|mut d| d.next().is_none())
-        .unwrap_or(true)
+/// Whether directory `dir` is empty; none if it cannot be read (it is not there).
+fn emptiness(dir: &Path) -> Option<bool> {
+    std::fs::read_dir(dir).ok().map(|mut d| d.next().is_none())
 }
 
 #[cfg(test)]

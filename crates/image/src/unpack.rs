@@ -118,6 +118,26 @@ fn cpath(p: &Path) -> Result<CString> {
         .map_err(|_| Error::InvalidArgument(format!("{} has a NUL byte", p.display())))
 }
 
+/// The xattr (value `y`) that marks a directory opaque: the layers below it add nothing to it.
+pub(crate) const OPAQUE_XATTR: &str = "trusted.overlay.opaque";
+
+/// Whether `m` is a whiteout as a layer holds it: a 0:0 character device.
+pub(crate) fn is_whiteout(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    m.file_type().is_char_device() && m.rdev() == 0
+}
+
+/// Whether directory `p` of a layer is opaque ([`OPAQUE_XATTR`]); unreadable counts as not.
+pub(crate) fn is_opaque(p: &Path) -> bool {
+    let (Ok(cp), Ok(cn)) = (cpath(p), CString::new(OPAQUE_XATTR)) else {
+        return false;
+    };
+    let mut buf = [0u8; 2];
+    // SAFETY: valid NUL-terminated strings and a live buffer of the length given.
+    let n = unsafe { libc::lgetxattr(cp.as_ptr(), cn.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    n == 1 && buf[0] == b'y'
+}
+
 fn set_xattr(p: &Path, name: &str, value: &[u8]) -> Result<()> {
     let (cp, cn) = (
         cpath(p)?,
@@ -156,7 +176,7 @@ fn apply<R: Read>(mut entry: tar::Entry<'_, R>, dest: &Path) -> Result<()> {
         .unwrap_or_default();
     let parent = dest.join(rel.parent().unwrap_or(Path::new("")));
     if name == ".wh..wh..opq" {
-        return set_xattr(&parent, "trusted.overlay.opaque", b"y");
+        return set_xattr(&parent, OPAQUE_XATTR, b"y");
     }
     if let Some(hidden) = name.strip_prefix(".wh.") {
         // `.wh.`, `.wh..` and `.wh...` would name the directory itself or its parent: without this, `.wh...` at

@@ -371,22 +371,23 @@ impl Pods {
     /// Unpins the namespaces and removes the files of sandboxes not in `known` (what a crash left); returns
     /// how many.
     pub(crate) fn sweep_pins(&self, known: &std::collections::HashSet<String>) -> usize {
-        let mut n = 0;
-        for id in crate::store::list_dir(&self.ns_dir) {
-            if !known.contains(&id) {
-                tracing::info!(sandbox = %id, "repaired: unpinned the namespaces of a sandbox no record owns");
-                self.namespaces.unpin(&self.ns_dir.join(&id));
-                n += 1;
-            }
+        let unowned = |dir: &Path| {
+            crate::store::list_dir(dir)
+                .into_iter()
+                .filter(|id| !known.contains(id))
+                .collect::<Vec<_>>()
+        };
+        let pins = unowned(&self.ns_dir);
+        for id in &pins {
+            tracing::info!(sandbox = %id, "repaired: unpinned the namespaces of a sandbox no record owns");
+            self.namespaces.unpin(&self.ns_dir.join(id));
         }
-        for id in crate::store::list_dir(&self.files_dir) {
-            if !known.contains(&id) {
-                tracing::info!(sandbox = %id, "repaired: removed the files of a sandbox no record owns");
-                self.remove_files(&id);
-                n += 1;
-            }
+        let files = unowned(&self.files_dir);
+        for id in &files {
+            tracing::info!(sandbox = %id, "repaired: removed the files of a sandbox no record owns");
+            self.remove_files(id);
         }
-        n
+        pins.len() + files.len()
     }
 
     /// CNI DEL of the network `s`'s record names, if any. After a reboot the namespace is gone but the
