@@ -14,7 +14,8 @@
 //!               the execs and attaches of streaming sessions (stream.rs)
 //!  streaming/   the streaming server's Backend: exec and attach through the shims, attach's log follower
 //!               (follow.rs), port-forward connections inside the pod's netns (connect.rs)
-//!  store/       records on disk and in memory, names reserved before anything is made (names.rs)
+//!  store/       records in memory and on disk, one journal per kind (journal.rs); names reserved before
+//!               anything is made (names.rs); intents (intents.rs)
 //!  shim/        the ShimClient seam: ttrpc to real shims (ttrpc.rs, watch.rs), an in-memory fake for tests
 //!  network/     the Network (CNI) and Namespaces (pinned netns) seams, real and fake; netns counters
 //!  snapshots.rs the image store seam (the real store, or a fake for tests)

@@ -194,6 +194,7 @@ pub fn run(c: Config) -> Result<(), String> {
             "criusd serving"
         );
         let runtime = std::sync::Arc::new(runtime);
+        let kept = runtime.clone();
         let calls = match metrics {
             Some((address, mut m)) => {
                 m.watch(runtime.clone());
@@ -251,7 +252,13 @@ pub fn run(c: Config) -> Result<(), String> {
             .await;
         let _ = std::fs::remove_file(&c.listen);
         served.map_err(|e| format!("serving on {}: {e}", c.listen.display()))?;
-        tracing::info!("stopped");
+        let census = kept.census();
+        let count = |by: &[(&str, u64)]| by.iter().map(|(_, n)| n).sum::<u64>();
+        tracing::info!(
+            sandboxes = count(&census.pods),
+            containers = count(&census.containers),
+            "stopped (the records it keeps for the next start)"
+        );
         Ok(())
     });
     // Calls still waiting on a shim (an exec or attach session's wait for its process) are not waited for:

@@ -79,14 +79,8 @@ impl Setup {
     /// No pod, container, shim, volume or mount is left.
     pub fn assert_nothing_left(&self) {
         for sub in ["sandboxes", "containers"] {
-            let left: Vec<_> = std::fs::read_dir(self.d.root().join(sub))
-                .map(|d| d.flatten().collect())
-                .unwrap_or_default();
-            assert!(
-                left.is_empty(),
-                "{sub} left: {:?}",
-                left.iter().map(|e| e.file_name()).collect::<Vec<_>>()
-            );
+            let left = crate::cri::records(&self.d.root().join(sub));
+            assert!(left.is_empty(), "{sub} left: {left:?}");
         }
         let pods: Vec<_> = std::fs::read_dir(self.dir.path().join("pods"))
             .map(|d| d.flatten().collect())

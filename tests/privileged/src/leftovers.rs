@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crius_test_support::cni::Network;
 use crius_test_support::daemon::Daemon;
 
-use crate::cri::entries;
+use crate::cri::{entries, records};
 
 /// The cgroup hierarchies mounted: their mount points.
 fn hierarchies() -> Vec<String> {
@@ -67,8 +67,6 @@ pub fn now(d: &Daemon, net: &Network, parent: &CgroupParent) -> Vec<String> {
         state.join("containers"),
         state.join("sandboxes"),
         state.join("intents"),
-        root.join("containers"),
-        root.join("sandboxes"),
         root.join("intents"),
         root.join("images/snapshots"),
     ] {
@@ -76,6 +74,13 @@ pub fn now(d: &Daemon, net: &Network, parent: &CgroupParent) -> Vec<String> {
             entries(&dir)
                 .into_iter()
                 .map(|e| format!("{}/{e}", dir.display())),
+        );
+    }
+    for dir in [root.join("containers"), root.join("sandboxes")] {
+        left.extend(
+            records(&dir)
+                .into_iter()
+                .map(|e| format!("{}: {e}", dir.display())),
         );
     }
     left.extend(parent.children().into_iter().map(|g| format!("cgroup {g}")));

@@ -272,10 +272,8 @@ async fn nobody_reaches_nothing_criusd_keeps() {
     let bundle = state.join("containers").join(&id);
     let records = [
         bundle.join("config.json"),
-        root.join("containers").join(&id).join("container.json"),
-        root.join("containers").join(&id).join("config.pb"),
-        root.join("sandboxes").join(&pod.id).join("sandbox.json"),
-        root.join("sandboxes").join(&pod.id).join("config.pb"),
+        root.join("containers/journal"),
+        root.join("sandboxes/journal"),
         state.join("criusd.lock"),
     ];
     for f in &records {
@@ -283,9 +281,7 @@ async fn nobody_reaches_nothing_criusd_keeps() {
     }
     for dir in [
         root.join("containers"),
-        root.join("containers").join(&id),
         root.join("sandboxes"),
-        root.join("sandboxes").join(&pod.id),
         root.join("images"),
         root.join("images/layers"),
         root.join("images/snapshots"),

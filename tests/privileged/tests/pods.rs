@@ -11,7 +11,8 @@ use std::process::Command;
 use crius_api::cri;
 use crius_privileged_tests::cri::{
     Client, Pod, client, config, container, containers, create, cremove, cstatus, cstop, entries, eventually,
-    host_network, import_busybox, in_20s, list, remove, restart, run, start, status, stop, wait_state,
+    host_network, import_busybox, in_20s, list, records, remove, restart, run, start, status, stop,
+    wait_state,
 };
 use crius_test_support::cni::Network;
 use crius_test_support::daemon::Daemon;
@@ -107,7 +108,7 @@ async fn without_a_network_config_only_a_host_network_pod_runs() {
     let e = run(&mut c, config("web", "u1")).await.unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
     assert!(e.message().contains("no network config"), "{}", e.message());
-    assert!(entries(&d.root().join("sandboxes")).is_empty());
+    assert!(records(&d.root().join("sandboxes")).is_empty());
     assert!(entries(&d.state().join("sandboxes")).is_empty());
     assert!(entries(&d.state().join("ns")).is_empty());
     // A host-network pod needs none.
@@ -339,7 +340,7 @@ async fn removing_pods_releases_their_addresses_even_with_their_namespaces_gone_
     remove(c, &b).await.unwrap();
     remove(c, "nope").await.unwrap();
     assert!(list(c, None).await.is_empty());
-    assert!(entries(&d.root().join("sandboxes")).is_empty());
+    assert!(records(&d.root().join("sandboxes")).is_empty());
     assert!(entries(&d.state().join("sandboxes")).is_empty());
     assert!(entries(&d.state().join("ns")).is_empty());
     assert!(!p.net.ipam_dir().join(&ip_b).exists());
@@ -811,7 +812,7 @@ async fn stopping_a_pod_kills_its_containers_and_removing_it_leaves_nothing_behi
         || shim_pids(&owner).is_empty(),
     )
     .await;
-    assert!(entries(&d.root().join("containers")).is_empty());
+    assert!(records(&d.root().join("containers")).is_empty());
     assert!(entries(&d.state().join("containers")).is_empty());
     assert!(entries(&d.root().join("images/snapshots")).is_empty());
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -1051,7 +1052,7 @@ async fn a_shim_killed_under_a_running_container_leaves_it_not_running_and_stop_
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains(&id), "a mount of the container is left");
     assert!(entries(&p.d.state().join("containers")).is_empty());
-    assert!(entries(&p.d.root().join("containers")).is_empty());
+    assert!(records(&p.d.root().join("containers")).is_empty());
     assert!(entries(&p.d.root().join("images/snapshots")).is_empty());
     let socket = crius_shim::client::socket_address(&owner, "k8s.io", &p.id);
     let socket = socket.trim_start_matches("unix://");

@@ -20,8 +20,9 @@
 //!   it by name), else undone: a container's task, snapshot and bundle; a sandbox's CNI attachment (DEL with
 //!   the network its record names: ADD may have run), pins and record.
 //! - Calls that take objects apart remove their records last, so what a crash cut short is taken apart again
-//!   by kubelet's next call; a record directory without its main file is a removal cut short
-//!   (`store::is_leftover`).
+//!   by kubelet's next call. Records live in journals ([`crate::store::journal`]), whose last entry, if a
+//!   crash left it half-written, is cut off when they are opened; an older criusd's record directory
+//!   without its main file is a removal cut short (`store::is_leftover`).
 //! - Last, what no record owns is removed: bundles, snapshots (their overlay mounts), namespace pins.
 //!
 //! Every repair is logged (`repaired: ...`), and a summary line says how many there were.

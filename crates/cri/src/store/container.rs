@@ -1,19 +1,21 @@
-//! Container records: what criusd keeps of each container (`<root>/containers/<id>/container.json`, with the
-//! CRI config as sent in `config.pb`), on disk and in memory. Writers change a record under the map's lock
-//! and write it before the lock is let go, so two changes never interleave; a record is written whole.
+//! Container records: what criusd keeps of each container (its record and the CRI config as sent), in
+//! memory and in the journal `<root>/containers/journal` ([`super::journal`]). The changes of one record
+//! are written one at a time, each whole, and seen once written. Records an older criusd kept as a
+//! directory each (`<id>/container.json` and `config.pb`) move into the journal at start.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use crius_api::cri;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use super::{Gates, by_id_or_prefix, create_dir_durable, is_leftover, remove_record_dir, write_atomic};
+use super::journal::Journal;
+use super::{Gates, by_id_or_prefix, decode, encode, is_leftover, remove_record_dir};
 use crate::error::{Error, Result};
 
-/// A container record's main file, written after `config.pb`.
+/// The main file of a record an older criusd kept as a directory, written after its `config.pb`.
 const RECORD: &str = "container.json";
 
 /// What criusd records of a container.
@@ -122,7 +124,7 @@ pub fn name_key(sandbox_id: &str, config: &cri::ContainerConfig) -> String {
 
 /// The container records under one directory.
 pub struct Records {
-    dir: PathBuf,
+    journal: Journal,
     all: Mutex<HashMap<String, Container>>,
     /// One write at a time per record.
     gates: Gates,
@@ -130,25 +132,37 @@ pub struct Records {
 
 impl Records {
     /// The records under `dir` (created if missing). A record that cannot be read is skipped with a warning;
-    /// it is not deleted.
+    /// it is not deleted. Those an older criusd kept in directories move into the journal.
     pub fn open(dir: &Path) -> std::io::Result<Records> {
         super::private_dir(dir)?;
+        let (journal, values) = Journal::open(&dir.join(super::JOURNAL))?;
         let mut all = HashMap::new();
-        for e in std::fs::read_dir(dir)?.flatten() {
+        for (id, v) in values {
+            match decode(&v) {
+                Ok((record, config)) => {
+                    all.insert(id, Container { record, config });
+                }
+                Err(err) => tracing::warn!(container = %id, "skipping a container record: {err}"),
+            }
+        }
+        for e in std::fs::read_dir(dir)?.flatten().filter(|e| e.path().is_dir()) {
             if is_leftover(&e.path(), RECORD) {
                 tracing::info!(path = %e.path().display(), "repaired: removed what a crash left of a container record");
                 remove_record_dir(&e.path(), RECORD)?;
                 continue;
             }
-            match read(&e.path()) {
+            match read_old(&e.path()) {
                 Ok(c) => {
+                    journal.put(&c.record.id, &encode(&c.record, &c.config)?)?;
+                    remove_record_dir(&e.path(), RECORD)?;
+                    tracing::info!(container = %c.record.id, "moved an older criusd's record into the journal");
                     all.insert(c.record.id.clone(), c);
                 }
                 Err(err) => tracing::warn!(path = %e.path().display(), "skipping a container record: {err}"),
             }
         }
         Ok(Records {
-            dir: dir.to_path_buf(),
+            journal,
             all: Mutex::new(all),
             gates: Gates::default(),
         })
@@ -158,24 +172,17 @@ impl Records {
         self.all.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Writes `c`'s record, and its config first when `config` (on the first write, and when it changed).
-    fn write(&self, c: &Container, config: bool) -> Result<()> {
-        let dir = self.dir.join(&c.record.id);
-        let write = || -> std::io::Result<()> {
-            if config {
-                create_dir_durable(&dir)?;
-                write_atomic(&dir.join("config.pb"), &c.config.encode_to_vec())?;
-            }
-            let rec = serde_json::to_vec_pretty(&c.record).map_err(std::io::Error::other)?;
-            write_atomic(&dir.join(RECORD), &rec)
-        };
-        write().map_err(|e| Error::io(format!("recording container {}", c.record.id), e))
+    /// Writes `c`'s record and config.
+    fn write(&self, c: &Container) -> Result<()> {
+        encode(&c.record, &c.config)
+            .and_then(|v| self.journal.put(&c.record.id, &v))
+            .map_err(|e| Error::io(format!("recording container {}", c.record.id), e))
     }
 
     /// Records a new container.
     pub fn insert(&self, c: &Container) -> Result<()> {
         let _writing = self.gates.of(&c.record.id);
-        self.write(c, true)?;
+        self.write(c)?;
         self.lock().insert(c.record.id.clone(), c.clone());
         Ok(())
     }
@@ -190,7 +197,7 @@ impl Records {
         let mut c = before.clone();
         f(&mut c);
         if c.record != before.record || c.config != before.config {
-            self.write(&c, c.config != before.config)?;
+            self.write(&c)?;
             if let Some(old) = self.lock().get_mut(id) {
                 *old = c;
             }
@@ -212,12 +219,14 @@ impl Records {
     pub fn remove(&self, id: &str) -> Result<()> {
         let _writing = self.gates.of(id);
         self.lock().remove(id);
-        remove_record_dir(&self.dir.join(id), RECORD)
+        self.journal
+            .delete(id)
             .map_err(|e| Error::io(format!("removing the record of container {id}"), e))
     }
 }
 
-fn read(dir: &Path) -> std::result::Result<Container, String> {
+/// A record as an older criusd kept it: a directory of `container.json` and `config.pb`.
+fn read_old(dir: &Path) -> std::result::Result<Container, String> {
     let rec = std::fs::read(dir.join(RECORD)).map_err(|e| e.to_string())?;
     let record: Record = serde_json::from_slice(&rec).map_err(|e| e.to_string())?;
     let pb = std::fs::read(dir.join("config.pb")).map_err(|e| e.to_string())?;
@@ -277,8 +286,30 @@ mod tests {
     }
 
     #[test]
-    fn concurrent_changes_of_a_record_all_land_and_its_config_is_written_only_when_it_changes() {
-        use std::os::unix::fs::MetadataExt;
+    fn an_older_criusds_records_move_into_the_journal() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("c1");
+        std::fs::create_dir(&dir).unwrap();
+        let config = cri::ContainerConfig {
+            tty: true,
+            ..Default::default()
+        };
+        let record = Record {
+            id: "c1".into(),
+            pid: 7,
+            ..Default::default()
+        };
+        std::fs::write(dir.join("config.pb"), config.encode_to_vec()).unwrap();
+        std::fs::write(dir.join(RECORD), serde_json::to_vec(&record).unwrap()).unwrap();
+        assert_eq!(Records::open(d.path()).unwrap().get("c1").unwrap().record.pid, 7);
+        assert!(!dir.exists());
+        let again = Records::open(d.path()).unwrap();
+        let c1 = again.get("c1").unwrap();
+        assert_eq!((c1.record, c1.config), (record, config));
+    }
+
+    #[test]
+    fn concurrent_changes_of_records_all_land() {
         let d = tempfile::tempdir().unwrap();
         let rs = std::sync::Arc::new(Records::open(d.path()).unwrap());
         for id in ["c1", "c2"] {
@@ -291,8 +322,6 @@ mod tests {
             };
             rs.insert(&c).unwrap();
         }
-        let config_inode = || std::fs::metadata(d.path().join("c1/config.pb")).unwrap().ino();
-        let first = config_inode();
         let threads: Vec<_> = (0..8)
             .map(|i| {
                 let rs = rs.clone();
@@ -310,9 +339,7 @@ mod tests {
         let again = Records::open(d.path()).unwrap();
         assert_eq!(again.get("c1").unwrap().record.pid, 40);
         assert_eq!(again.get("c2").unwrap().record.pid, 40);
-        assert_eq!(config_inode(), first, "a record change leaves config.pb alone");
         rs.modify("c1", |c| c.config.tty = true).unwrap();
-        assert_ne!(config_inode(), first, "a config change writes it");
         assert!(Records::open(d.path()).unwrap().get("c1").unwrap().config.tty);
     }
 }

@@ -1,7 +1,7 @@
-//! What criusd keeps of its sandboxes and containers: the records on disk and in memory, and the names they
-//! reserve ([`names::NameIndex`]). Shared here: writing a file whole (`crius_common::durable`), finding a
-//! record by its id or a unique prefix of it, times as nanoseconds since the epoch (the CRI's unit), and new
-//! ids.
+//! What criusd keeps of its sandboxes and containers: the records in memory and in a journal on disk per
+//! kind ([`journal`]), and the names they reserve ([`names::NameIndex`]). Shared here: a record's encoding
+//! in its journal, writing a file whole (`crius_common::durable`), finding a record by its id or a unique
+//! prefix of it, times as nanoseconds since the epoch (the CRI's unit), and new ids.
 //!
 //! A container's state is derived from its record, never asked of its shim (containerd's `status.go` does the
 //! same); the record is kept current by the lifecycle calls and by the shim's events:
@@ -21,6 +21,7 @@ use std::sync::{Mutex, MutexGuard};
 pub mod busy;
 pub mod container;
 pub mod intents;
+pub mod journal;
 pub mod names;
 pub mod sandbox;
 
@@ -77,17 +78,41 @@ impl Gates {
     }
 }
 
-/// Makes `dir` (a record's directory, [`DIR_MODE`]) if it is missing, its entry in its parent on disk.
-pub(crate) fn create_dir_durable(dir: &Path) -> std::io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    private_dir(dir)?;
-    sync_dir(dir.parent().unwrap_or(Path::new(".")))
+/// The name of a store's journal in its directory.
+pub(crate) const JOURNAL: &str = "journal";
+
+/// A record as its journal holds it: the record's JSON (its length first, 4 bytes little-endian), then the
+/// CRI config as sent, in protobuf.
+pub(crate) fn encode<R: serde::Serialize, C: prost::Message>(
+    record: &R,
+    config: &C,
+) -> std::io::Result<Vec<u8>> {
+    let json = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+    let len = u32::try_from(json.len()).map_err(std::io::Error::other)?;
+    let mut v = Vec::with_capacity(4 + json.len() + config.encoded_len());
+    v.extend_from_slice(&len.to_le_bytes());
+    v.extend_from_slice(&json);
+    config.encode(&mut v).map_err(std::io::Error::other)?;
+    Ok(v)
 }
 
-/// Removes a record's directory `dir`, its main file `main` first: a crash part-way leaves a directory
-/// without its main file, which [`is_leftover`] tells from a record and the next start removes.
+/// The record and config [`encode`] made `v` of.
+pub(crate) fn decode<R: serde::de::DeserializeOwned, C: prost::Message + Default>(
+    v: &[u8],
+) -> Result<(R, C), String> {
+    let len = v
+        .get(..4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .ok_or("a record shorter than its header")?;
+    let json = v.get(4..4 + len).ok_or("a record shorter than its header says")?;
+    let record = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+    let config = C::decode(&v[4 + len..]).map_err(|e| e.to_string())?;
+    Ok((record, config))
+}
+
+/// Removes a record's directory `dir` (as an older criusd kept records), its main file `main` first: a
+/// crash part-way leaves a directory without its main file, which [`is_leftover`] tells from a record and
+/// the next start removes.
 pub(crate) fn remove_record_dir(dir: &Path, main: &str) -> std::io::Result<()> {
     let gone = |r: std::io::Result<()>| match r {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -98,8 +123,8 @@ pub(crate) fn remove_record_dir(dir: &Path, main: &str) -> std::io::Result<()> {
     gone(std::fs::remove_dir_all(dir))
 }
 
-/// Whether record directory `dir` is what a crash left of a record being written for the first time or
-/// removed: it has no main file `main` (the first write makes it last, removal takes it first).
+/// Whether record directory `dir` (an older criusd's) is what a crash left of a record being written for
+/// the first time or removed: it has no main file `main` (the first write makes it last, removal takes it first).
 pub(crate) fn is_leftover(dir: &Path, main: &str) -> bool {
     dir.is_dir() && !dir.join(main).exists()
 }

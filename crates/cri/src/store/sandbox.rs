@@ -1,8 +1,8 @@
-//! Sandbox records: the pod sandboxes criusd holds: a record per sandbox on disk (`<root>/sandboxes/<id>/sandbox.json`, with the
-//! CRI config as sent in `config.pb` and the files its containers will mount: `hostname`, `hosts`,
-//! `resolv.conf`), and in memory while criusd runs. Records are written whole (a temporary file renamed over
-//! the old one), so a crash never leaves half a record; after a reboot, a sandbox whose namespaces are gone
-//! comes back NOTREADY.
+//! Sandbox records: the pod sandboxes criusd holds, each its record and the CRI config as sent, in memory
+//! and in the journal `<root>/sandboxes/journal` ([`super::journal`]), so a crash never leaves half a
+//! record. After a reboot, a sandbox whose namespaces are gone comes back NOTREADY. Records an older criusd
+//! kept as a directory each (`<id>/sandbox.json` and `config.pb`) move into the journal at start; the
+//! directory stays while it holds that sandbox's `hostname`, `hosts` and `resolv.conf`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,12 +12,13 @@ use crius_api::cri;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
+use super::journal::Journal;
 use super::names::{NameIndex, Reservation, Taken};
-use super::{Gates, by_id_or_prefix, create_dir_durable, is_leftover, remove_record_dir, write_atomic};
+use super::{Gates, by_id_or_prefix, decode, encode, is_leftover, remove_record_dir};
 use crate::error::{Error, Result};
 use crate::network::Pinned;
 
-/// A sandbox record's main file, written after `config.pb`.
+/// The main file of a record an older criusd kept as a directory, written after its `config.pb`.
 const RECORD: &str = "sandbox.json";
 
 /// What criusd records of a sandbox beyond its CRI config.
@@ -70,6 +71,7 @@ pub fn reserved_name(c: &cri::PodSandboxConfig) -> String {
 /// The sandboxes, on disk under `dir` and in memory.
 pub struct Sandboxes {
     dir: PathBuf,
+    journal: Journal,
     all: Mutex<HashMap<String, Sandbox>>,
     /// One write at a time per record.
     gates: Gates,
@@ -89,34 +91,59 @@ impl Sandboxes {
     /// back NOTREADY.
     pub fn open(dir: &Path, alive: impl Fn(&Pinned) -> bool) -> std::io::Result<Sandboxes> {
         super::private_dir(dir)?;
-        let mut all = HashMap::new();
-        let names = NameIndex::default();
-        for e in std::fs::read_dir(dir)?.flatten() {
+        let (journal, values) = Journal::open(&dir.join(super::JOURNAL))?;
+        let mut found = Vec::new();
+        for (id, v) in values {
+            match decode(&v) {
+                Ok((record, config)) => found.push(Sandbox { record, config }),
+                Err(err) => tracing::warn!(sandbox = %id, "skipping a sandbox record: {err}"),
+            }
+        }
+        let held: std::collections::HashSet<String> = found.iter().map(|s| s.record.id.clone()).collect();
+        for e in std::fs::read_dir(dir)?.flatten().filter(|e| e.path().is_dir()) {
+            let id = e.file_name().to_string_lossy().into_owned();
+            if held.contains(&id) {
+                continue; // an older criusd's files of a sandbox whose record moved
+            }
             if is_leftover(&e.path(), RECORD) {
                 tracing::info!(path = %e.path().display(), "repaired: removed what a crash left of a sandbox record");
                 remove_record_dir(&e.path(), RECORD)?;
                 continue;
             }
-            match Self::read(&e.path()) {
-                Ok(mut s) => {
-                    if s.record.ready && !alive(&s.record.namespaces) {
-                        s.record.ready = false;
+            match Self::read_old(&e.path()) {
+                Ok(s) => {
+                    journal.put(&s.record.id, &encode(&s.record, &s.config)?)?;
+                    for f in [RECORD, "config.pb"] {
+                        std::fs::remove_file(e.path().join(f))?;
                     }
-                    names.hold(&s.name(), &s.record.id, request_of(&s));
-                    all.insert(s.record.id.clone(), s);
+                    // Gone unless it holds the files the sandbox's containers mount.
+                    let _ = std::fs::remove_dir(e.path());
+                    tracing::info!(sandbox = %s.record.id, "moved an older criusd's record into the journal");
+                    found.push(s);
                 }
                 Err(err) => tracing::warn!(path = %e.path().display(), "skipping a sandbox record: {err}"),
             }
         }
+        let mut all = HashMap::new();
+        let names = NameIndex::default();
+        for mut s in found {
+            if s.record.ready && !alive(&s.record.namespaces) {
+                s.record.ready = false;
+            }
+            names.hold(&s.name(), &s.record.id, request_of(&s));
+            all.insert(s.record.id.clone(), s);
+        }
         Ok(Sandboxes {
             dir: dir.to_path_buf(),
+            journal,
             all: Mutex::new(all),
             gates: Gates::default(),
             names,
         })
     }
 
-    fn read(dir: &Path) -> std::result::Result<Sandbox, String> {
+    /// A record as an older criusd kept it: a directory of `sandbox.json` and `config.pb`.
+    fn read_old(dir: &Path) -> std::result::Result<Sandbox, String> {
         let rec = std::fs::read(dir.join(RECORD)).map_err(|e| e.to_string())?;
         let record: Record = serde_json::from_slice(&rec).map_err(|e| e.to_string())?;
         let pb = std::fs::read(dir.join("config.pb")).map_err(|e| e.to_string())?;
@@ -128,7 +155,7 @@ impl Sandboxes {
         self.all.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Where sandbox `id` keeps its files.
+    /// Where an older criusd kept sandbox `id`'s record and the files its containers mount.
     pub fn dir_of(&self, id: &str) -> PathBuf {
         self.dir.join(id)
     }
@@ -140,24 +167,18 @@ impl Sandboxes {
         self.names.reserve(&s.name(), &s.record.id, request_of(s))
     }
 
-    /// Adds `s` (whose name the caller reserved) with its directory and config on disk. Its record file is
-    /// written by its first [`Sandboxes::update`] (RunPodSandbox makes one before anything it must undo
-    /// after a crash): until then a crash leaves a directory without its main file, which the next start
-    /// removes, and the call's intent says what else to undo.
+    /// Adds `s` (whose name the caller reserved), in memory: its record is written by its first
+    /// [`Sandboxes::update`] (RunPodSandbox makes one before anything it must undo after a reboot). Until
+    /// then a crash leaves nothing of it here, and the call's intent says what else to undo.
     pub fn insert(&self, s: Sandbox) -> Result<()> {
         let _writing = self.gates.of(&s.record.id);
-        let dir = self.dir_of(&s.record.id);
-        create_dir_durable(&dir)
-            .and_then(|()| write_atomic(&dir.join("config.pb"), &s.config.encode_to_vec()))
-            .map_err(|e| Error::io(format!("writing sandbox {}", s.record.id), e))?;
         self.lock().insert(s.record.id.clone(), s);
         Ok(())
     }
 
-    /// Writes `s`'s record (its config, which never changes, was written by [`Sandboxes::insert`]).
+    /// Writes `s`'s record and config.
     fn write(&self, s: &Sandbox) -> std::io::Result<()> {
-        let rec = serde_json::to_vec_pretty(&s.record).map_err(std::io::Error::other)?;
-        write_atomic(&self.dir_of(&s.record.id).join(RECORD), &rec)
+        self.journal.put(&s.record.id, &encode(&s.record, &s.config)?)
     }
 
     /// Changes sandbox `id`'s record with `f` and writes it; the change is seen once it is on disk.
@@ -186,14 +207,22 @@ impl Sandboxes {
         self.lock().values().cloned().collect()
     }
 
-    /// Forgets sandbox `id`, gives its name back and deletes its files.
+    /// Forgets sandbox `id`, gives its name back and deletes its record (and the directory an older criusd
+    /// kept it in, if that is left).
     pub fn remove(&self, id: &str) -> Result<()> {
         let _writing = self.gates.of(id);
         if let Some(s) = self.lock().remove(id) {
             self.names.release(&s.name(), id);
         }
-        remove_record_dir(&self.dir_of(id), RECORD)
-            .map_err(|e| Error::io(format!("removing {}", self.dir_of(id).display()), e))
+        self.journal
+            .delete(id)
+            .map_err(|e| Error::io(format!("removing the record of sandbox {id}"), e))?;
+        match std::fs::remove_dir_all(self.dir_of(id)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io(format!("removing {}", self.dir_of(id).display()), e))
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -247,8 +276,9 @@ mod tests {
         s.update("abd789", |r| r.ips = vec!["10.0.0.2".into()]).unwrap();
         // A pin that is a plain file, as after a reboot emptied /run: that sandbox comes back NOTREADY; one
         // with only the host's namespaces stays READY.
+        let plain = tempfile::NamedTempFile::new().unwrap();
         s.update("abc123", |r| {
-            r.namespaces.net = Some(d.path().join("abc123/config.pb"));
+            r.namespaces.net = Some(plain.path().to_path_buf());
         })
         .unwrap();
         let again = Sandboxes::open(d.path(), alive).unwrap();
@@ -269,29 +299,74 @@ mod tests {
     }
 
     #[test]
-    fn an_update_writes_the_record_alone_and_is_seen_once_written() {
-        use std::os::unix::fs::MetadataExt;
+    fn a_record_is_on_disk_from_its_first_update_and_seen_once_written() {
         let d = tempfile::tempdir().unwrap();
         let s = Sandboxes::open(d.path(), |_: &Pinned| true).unwrap();
         s.insert(sandbox("abc123", "web")).unwrap();
+        assert!(s.get("abc123").is_some());
+        let reopen = || Sandboxes::open(d.path(), |_: &Pinned| true).unwrap();
         assert!(
-            !d.path().join("abc123").join(RECORD).exists(),
-            "the record is written by the first update"
+            reopen().get("abc123").is_none(),
+            "not written before its first update"
         );
-        s.update("abc123", |_| ()).unwrap();
-        let inode = |f: &str| std::fs::metadata(d.path().join("abc123").join(f)).unwrap().ino();
-        let (config, record) = (inode("config.pb"), inode(RECORD));
         s.update("abc123", |r| r.ips = vec!["10.0.0.9".into()]).unwrap();
+        let again = reopen();
+        assert_eq!(again.get("abc123").unwrap().record.ips, vec!["10.0.0.9"]);
+        assert_eq!(again.get("abc123").unwrap().config.labels["app"], "web");
         assert_eq!(
-            inode("config.pb"),
-            config,
-            "the config, which never changes, is not written again"
+            crate::store::list_dir(d.path()),
+            vec![crate::store::JOURNAL.to_string()],
+            "one file for all records"
         );
-        assert_ne!(inode(RECORD), record);
-        assert_eq!(s.get("abc123").unwrap().record.ips, vec!["10.0.0.9"]);
-        // A write that fails changes nothing in memory.
-        std::fs::remove_dir_all(d.path().join("abc123")).unwrap();
-        assert!(s.update("abc123", |r| r.ready = false).is_err());
-        assert!(s.get("abc123").unwrap().record.ready);
+        // A write that fails (an id no journal takes) changes nothing in memory.
+        let long = "a".repeat(300);
+        s.insert(sandbox(&long, "db")).unwrap();
+        assert!(s.update(&long, |r| r.ready = false).is_err());
+        assert!(s.get(&long).unwrap().record.ready);
+    }
+
+    #[test]
+    fn an_older_criusds_records_move_into_the_journal_and_its_files_stay_while_needed() {
+        let d = tempfile::tempdir().unwrap();
+        let old = |id: &str, name: &str, files: bool| {
+            let dir = d.path().join(id);
+            std::fs::create_dir(&dir).unwrap();
+            let sb = sandbox(id, name);
+            std::fs::write(dir.join("config.pb"), sb.config.encode_to_vec()).unwrap();
+            std::fs::write(dir.join(RECORD), serde_json::to_vec(&sb.record).unwrap()).unwrap();
+            if files {
+                std::fs::write(dir.join("hostname"), "web\n").unwrap();
+            }
+        };
+        old("abc123", "web", true);
+        old("def456", "db", false);
+        // What a crash left of an older criusd's record: a directory without its record file.
+        std::fs::create_dir(d.path().join("half")).unwrap();
+        std::fs::write(d.path().join("half/config.pb"), b"").unwrap();
+        let s = Sandboxes::open(d.path(), |_: &Pinned| true).unwrap();
+        assert_eq!(s.list().len(), 2);
+        assert!(!d.path().join("def456").exists(), "moved, its directory gone");
+        assert!(!d.path().join("half").exists(), "a leftover is removed");
+        let web = d.path().join("abc123");
+        assert_eq!(
+            crate::store::list_dir(&web),
+            vec!["hostname".to_string()],
+            "its files stay"
+        );
+        drop(s);
+        let s = Sandboxes::open(d.path(), |_: &Pinned| true).unwrap();
+        assert_eq!(s.get("abc123").unwrap().config.labels["app"], "web");
+        assert!(
+            web.join("hostname").exists(),
+            "a moved record's files are not a leftover"
+        );
+        s.remove("abc123").unwrap();
+        assert!(!web.exists(), "gone with the sandbox");
+        assert!(
+            Sandboxes::open(d.path(), |_: &Pinned| true)
+                .unwrap()
+                .get("abc123")
+                .is_none()
+        );
     }
 }
