@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use containerd_shim_protos as protos;
 use crius_common::sealed::Handed;
-pub use protos::TaskClient;
 use protos::{api, ttrpc};
 use sha2::{Digest, Sha256};
 
@@ -21,6 +20,7 @@ use crate::reactor::Reactor;
 use crate::server::Server;
 use crate::start::SOCKET_DIR;
 pub use crate::stdio::{CAPPED_LOG_MAX, CAPPED_LOG_SCHEME, CRI_LOG_SCHEME, REOPEN_ANNOTATION};
+pub use crate::task_client::{LATE, TaskClient};
 
 /// The address of the shim serving `pod` (the pod's sandbox id, or a container's own id when it has no pod)
 /// for the owner at `owner` (criusd's or containerd's socket) in `namespace`. The shim's `start` action
@@ -103,8 +103,7 @@ pub fn start_shim_with(
 
 /// Connects to a shim at `address` (`unix:///…`); the client is its Task API.
 pub fn connect(address: &str) -> Result<TaskClient, String> {
-    let c = ttrpc::Client::connect(address).map_err(|e| format!("connecting to shim {address}: {e}"))?;
-    Ok(TaskClient::new(c))
+    TaskClient::dial(address).map_err(|e| format!("connecting to shim {address}: {e}"))
 }
 
 /// A context with a deadline of `secs` seconds.

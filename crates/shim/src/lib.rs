@@ -38,6 +38,8 @@
 //! - `reaper`, `oom`, `stdio`, `console`, `mounts`, `stats`: exits, OOM kills, stdio and CRI logs, terminals,
 //!   the rootfs mounts, and metrics;
 //! - `events`, `publisher`: task events and their wire form, and sending them to the owner.
+//! - `task_client`: the client side of the Task API (criusd's and the tests'), one reader thread per
+//!   connection that sleeps until an answer comes.
 
 mod args;
 pub mod beneath;
@@ -60,6 +62,7 @@ mod start;
 mod stats;
 mod stdio;
 mod task;
+mod task_client;
 
 /// The protocol types: containerd's shim v2 Task API, its events and ttrpc, as the shim speaks them.
 pub use containerd_shim_protos as protos;

@@ -1,0 +1,192 @@
+//! The client against the shim's own ttrpc server, with a Task service of the test's: typed answers,
+//! refusals, many calls at once on one connection, deadlines, and the end of a connection from either side.
+
+use std::collections::HashMap;
+use std::os::unix::net::UnixListener;
+use std::time::Instant;
+
+use containerd_shim_protos::ttrpc::TtrpcContext;
+use containerd_shim_protos::{Task, create_task};
+
+use super::*;
+use crate::reactor::Reactor;
+use crate::server::Server;
+
+/// Answers State with the id asked for (and Kill after sleeping `signal` milliseconds); refuses Pids.
+struct Echo;
+
+impl Task for Echo {
+    fn state(&self, _: &TtrpcContext, req: api::StateRequest) -> ttrpc::Result<api::StateResponse> {
+        Ok(api::StateResponse {
+            id: req.id,
+            pid: 7,
+            ..Default::default()
+        })
+    }
+
+    fn kill(&self, _: &TtrpcContext, req: api::KillRequest) -> ttrpc::Result<api::Empty> {
+        std::thread::sleep(Duration::from_millis(u64::from(req.signal)));
+        Ok(api::Empty::default())
+    }
+
+    fn pids(&self, _: &TtrpcContext, req: api::PidsRequest) -> ttrpc::Result<api::PidsResponse> {
+        Err(ttrpc::Error::RpcStatus(ttrpc::get_status(
+            Code::NOT_FOUND,
+            format!("no task {}", req.id),
+        )))
+    }
+}
+
+fn serve() -> (tempfile::TempDir, String, Arc<Reactor>) {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("shim.sock");
+    let reactor = Reactor::new().unwrap();
+    Server::new(create_task(Arc::new(Echo)), HashMap::new())
+        .listen(&reactor, UnixListener::bind(&sock).unwrap())
+        .unwrap();
+    let r = reactor.clone();
+    std::thread::spawn(move || r.run());
+    (dir, format!("unix://{}", sock.display()), reactor)
+}
+
+fn ctx(ms: u64) -> Context {
+    ttrpc::context::with_timeout(ms as i64 * 1_000_000)
+}
+
+fn state(c: &TaskClient, id: &str) -> ttrpc::Result<api::StateResponse> {
+    c.state(
+        ctx(10_000),
+        &api::StateRequest {
+            id: id.into(),
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn calls_get_their_typed_answers_and_refusals_keep_their_code() {
+    let (_dir, addr, _r) = serve();
+    let c = TaskClient::dial(&addr).unwrap();
+    let st = state(&c, "c1").unwrap();
+    assert_eq!((st.id.as_str(), st.pid), ("c1", 7));
+    let refused = c.pids(
+        ctx(10_000),
+        &api::PidsRequest {
+            id: "c2".into(),
+            ..Default::default()
+        },
+    );
+    match refused {
+        Err(ttrpc::Error::RpcStatus(s)) => {
+            assert_eq!((s.code(), s.message()), (Code::NOT_FOUND, "no task c2"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // A method the service leaves to the generated default is refused by the server, not lost.
+    assert!(matches!(
+        c.stats(ctx(10_000), &api::StatsRequest::default()),
+        Err(ttrpc::Error::RpcStatus(_))
+    ));
+}
+
+#[test]
+fn concurrent_calls_on_one_connection_each_get_their_own_answer() {
+    let (_dir, addr, _r) = serve();
+    let c = TaskClient::dial(&addr).unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    let id = format!("t{t}-{i}");
+                    assert_eq!(state(&c, &id).unwrap().id, id);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn a_late_answer_is_a_deadline_error_and_the_connection_goes_on() {
+    let (_dir, addr, _r) = serve();
+    let c = TaskClient::dial(&addr).unwrap();
+    let t = Instant::now();
+    let late = c.kill(
+        ctx(100),
+        &api::KillRequest {
+            signal: 600,
+            ..Default::default()
+        },
+    );
+    let took = t.elapsed();
+    match late {
+        Err(ttrpc::Error::Others(m)) => assert!(m.starts_with(LATE) && m.contains("Kill"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        took >= Duration::from_millis(100) && took < Duration::from_millis(500),
+        "{took:?}"
+    );
+    // The late answer arrives meanwhile and is dropped; the next call gets its own.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(state(&c, "after").unwrap().id, "after");
+    // No deadline: the call waits as long as it takes.
+    c.kill(
+        ttrpc::context::with_timeout(0),
+        &api::KillRequest {
+            signal: 50,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_shim_that_goes_fails_the_waiting_call_at_once_and_later_ones_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("shim.sock");
+    let listener = UnixListener::bind(&sock).unwrap();
+    let c = TaskClient::dial(&format!("unix://{}", sock.display())).unwrap();
+    let (conn, _) = listener.accept().unwrap();
+    let closer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        drop(conn);
+    });
+    let t = Instant::now();
+    let gone = state(&c, "c1");
+    assert!(matches!(&gone, Err(ttrpc::Error::Socket(_))), "{gone:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "not the call's 10 s deadline"
+    );
+    closer.join().unwrap();
+    assert!(matches!(state(&c, "c1"), Err(ttrpc::Error::Socket(_))));
+}
+
+#[test]
+fn dropping_the_last_handle_closes_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("shim.sock");
+    let listener = UnixListener::bind(&sock).unwrap();
+    let c = TaskClient::dial(&sock.display().to_string()).unwrap();
+    let (mut conn, _) = listener.accept().unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let other = c.clone();
+    drop(c);
+    drop(other);
+    let mut b = [0u8; 1];
+    assert_eq!(conn.read(&mut b).unwrap(), 0, "the client's side shut down");
+}
+
+#[test]
+fn an_address_nobody_serves_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = TaskClient::dial(&format!("unix://{}/none", dir.path().display()))
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    assert!(TaskClient::dial("unix://@crius-no-such-abstract-socket").is_err());
+}
