@@ -122,6 +122,7 @@ fn replay(bytes: &[u8]) -> Replay {
 /// half-written last entry is left out); none if there is no journal there.
 pub fn keys(path: &Path) -> Result<Vec<String>> {
     let bytes = match std::fs::read(path) {
+        Ok(b) if MAGIC.starts_with(&b) => return Ok(Vec::new()),
         Ok(b) => b,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
@@ -154,14 +155,26 @@ impl Journal {
     /// a journal is an error, and is left alone.
     pub fn open(path: &Path) -> Result<(Journal, HashMap<String, Vec<u8>>)> {
         let dir = path.parent().unwrap_or(Path::new("."));
+        let tmp = path.with_extension("tmp");
+        if tmp.exists() {
+            // A rewrite cut short: the journal itself is the old one, whole.
+            tracing::info!(path = %tmp.display(), "repaired: removed a journal rewrite a crash cut short");
+            std::fs::remove_file(&tmp)?;
+        }
         let bytes = match std::fs::read(path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
+            // Missing, or cut short while it was first made (empty, or part of its header).
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            Ok(b) if b.len() < MAGIC.len() && MAGIC.starts_with(&b) => None,
+            Ok(b) => Some(b),
+            Err(e) => return Err(e),
+        };
+        let bytes = match bytes {
+            Some(b) => b,
+            None => {
                 create(path, MAGIC)?;
                 sync_dir(dir)?;
                 Vec::from(MAGIC)
             }
-            Err(e) => return Err(e),
         };
         if !bytes.starts_with(MAGIC) {
             return Err(Error::new(

@@ -138,3 +138,22 @@ fn concurrent_writers_all_land() {
     assert_eq!(v.len(), 8 + 8 * 100);
     assert!((0..8).all(|t| v[&format!("t{t}")] == b"199"));
 }
+
+#[test]
+fn a_journal_cut_short_while_first_made_and_a_rewrite_cut_short_are_repaired() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("journal");
+    for made in [&b""[..], &MAGIC[..5]] {
+        std::fs::write(&p, made).unwrap();
+        assert!(keys(&p).unwrap().is_empty());
+        let (j, v) = open(&p);
+        assert!(v.is_empty());
+        j.put("a", b"1").unwrap();
+        drop(j);
+        assert_eq!(open(&p).1["a"], b"1");
+    }
+    std::fs::write(p.with_extension("tmp"), b"half a rewrite").unwrap();
+    let (_, v) = open(&p);
+    assert_eq!(v["a"], b"1", "the journal is the old one, whole");
+    assert!(!p.with_extension("tmp").exists());
+}
