@@ -8,11 +8,10 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crius_api::cri;
-use prost::Message;
 use serde::{Deserialize, Serialize};
 
 use super::journal::Journal;
-use super::{Gates, by_id_or_prefix, decode, encode, is_leftover, remove_record_dir};
+use super::{Gates, by_id_or_prefix, encode};
 use crate::error::{Error, Result};
 
 /// The main file of a record an older criusd kept as a directory, written after its `config.pb`.
@@ -134,33 +133,11 @@ impl Records {
     /// The records under `dir` (created if missing). A record that cannot be read is skipped with a warning;
     /// it is not deleted. Those an older criusd kept in directories move into the journal.
     pub fn open(dir: &Path) -> std::io::Result<Records> {
-        super::private_dir(dir)?;
-        let (journal, values) = Journal::open(&dir.join(super::JOURNAL))?;
-        let mut all = HashMap::new();
-        for (id, v) in values {
-            match decode(&v) {
-                Ok((record, config)) => {
-                    all.insert(id, Container { record, config });
-                }
-                Err(err) => tracing::warn!(container = %id, "skipping a container record: {err}"),
-            }
-        }
-        for e in std::fs::read_dir(dir)?.flatten().filter(|e| e.path().is_dir()) {
-            if is_leftover(&e.path(), RECORD) {
-                tracing::info!(path = %e.path().display(), "repaired: removed what a crash left of a container record");
-                remove_record_dir(&e.path(), RECORD)?;
-                continue;
-            }
-            match read_old(&e.path()) {
-                Ok(c) => {
-                    journal.put(&c.record.id, &encode(&c.record, &c.config)?)?;
-                    remove_record_dir(&e.path(), RECORD)?;
-                    tracing::info!(container = %c.record.id, "moved an older criusd's record into the journal");
-                    all.insert(c.record.id.clone(), c);
-                }
-                Err(err) => tracing::warn!(path = %e.path().display(), "skipping a container record: {err}"),
-            }
-        }
+        let (journal, found) = super::open_records(dir, RECORD, "container")?;
+        let all = found
+            .into_iter()
+            .map(|(record, config): (Record, _)| (record.id.clone(), Container { record, config }))
+            .collect();
         Ok(Records {
             journal,
             all: Mutex::new(all),
@@ -225,18 +202,10 @@ impl Records {
     }
 }
 
-/// A record as an older criusd kept it: a directory of `container.json` and `config.pb`.
-fn read_old(dir: &Path) -> std::result::Result<Container, String> {
-    let rec = std::fs::read(dir.join(RECORD)).map_err(|e| e.to_string())?;
-    let record: Record = serde_json::from_slice(&rec).map_err(|e| e.to_string())?;
-    let pb = std::fs::read(dir.join("config.pb")).map_err(|e| e.to_string())?;
-    let config = cri::ContainerConfig::decode(&pb[..]).map_err(|e| e.to_string())?;
-    Ok(Container { record, config })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
 
     #[test]
     fn the_state_follows_the_record_and_an_exit_wins() {

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Error, ErrorKind, Result};
+use std::io::{Error, ErrorKind, Read, Result};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -133,7 +133,7 @@ pub fn keys(path: &Path) -> Result<Vec<String>> {
             format!("{} is not a crius journal", path.display()),
         ));
     }
-    Ok(replay(&bytes).values.into_keys().collect())
+    Ok(replay(&bytes).live.into_keys().collect())
 }
 
 fn create(path: &Path, contents: &[u8]) -> Result<File> {
@@ -161,21 +161,23 @@ impl Journal {
             tracing::info!(path = %tmp.display(), "repaired: removed a journal rewrite a crash cut short");
             std::fs::remove_file(&tmp)?;
         }
-        let bytes = match std::fs::read(path) {
-            // Missing, or cut short while it was first made (empty, or part of its header).
-            Err(e) if e.kind() == ErrorKind::NotFound => None,
-            Ok(b) if b.len() < MAGIC.len() && MAGIC.starts_with(&b) => None,
-            Ok(b) => Some(b),
-            Err(e) => return Err(e),
-        };
-        let bytes = match bytes {
-            Some(b) => b,
-            None => {
-                create(path, MAGIC)?;
-                sync_dir(dir)?;
-                Vec::from(MAGIC)
-            }
-        };
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(FILE_MODE)
+            .open(path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        if bytes.len() < MAGIC.len() && MAGIC.starts_with(&bytes) {
+            // New, or cut short while it was first made (empty, or part of its header).
+            file.set_len(0)?;
+            file.write_all_at(MAGIC, 0)?;
+            file.sync_all()?;
+            sync_dir(dir)?;
+            bytes = Vec::from(MAGIC);
+        }
         if !bytes.starts_with(MAGIC) {
             return Err(Error::new(
                 ErrorKind::InvalidData,
@@ -187,7 +189,6 @@ impl Journal {
             live,
             end: at,
         } = replay(&bytes);
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
         if at < bytes.len() {
             tracing::info!(path = %path.display(), cut = bytes.len() - at,
                 "repaired: cut off the journal's last entry, which a crash left half-written");
@@ -216,11 +217,8 @@ impl Journal {
         self.append(PUT, key, value)
     }
 
-    /// Forgets `key` (a key it does not hold is fine); returns once that is on disk.
+    /// Forgets `key` (a key it does not hold is fine: nothing is written); returns once that is on disk.
     pub fn delete(&self, key: &str) -> Result<()> {
-        if !self.lock().live.contains_key(key) {
-            return Ok(());
-        }
         self.append(DELETE, key, &[])
     }
 
@@ -228,21 +226,23 @@ impl Journal {
         let e = entry(op, key, value)?;
         let file = {
             let mut g = self.lock();
+            if op == DELETE && !g.live.contains_key(key) {
+                return Ok(());
+            }
             let at = g.len;
             if let Err(err) = g.file.write_all_at(&e, at) {
                 // Whatever part of it reached the file goes, so the next entry follows the last whole one.
                 let _ = g.file.set_len(at);
                 return Err(err);
             }
-            g.len += e.len() as u64;
-            let old = if op == PUT {
-                g.live.insert(key.to_string(), (at, e.len() as u64))
-            } else {
-                g.live.remove(key)
-            };
-            g.live_bytes -= old.map_or(0, |(_, n)| n);
+            let n = e.len() as u64;
+            g.len += n;
+            if let Some((_, old)) = g.live.remove(key) {
+                g.live_bytes -= old;
+            }
             if op == PUT {
-                g.live_bytes += e.len() as u64;
+                g.live.insert(key.to_string(), (at, n));
+                g.live_bytes += n;
             }
             if g.len > COMPACT_FLOOR && g.len > COMPACT_RATIO * g.live_bytes {
                 // The rewrite is synced whole, this entry with it.

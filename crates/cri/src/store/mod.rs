@@ -79,7 +79,7 @@ impl Gates {
 }
 
 /// The name of a store's journal in its directory.
-pub(crate) const JOURNAL: &str = "journal";
+pub const JOURNAL: &str = "journal";
 
 /// A record as its journal holds it: the record's JSON (its length first, 4 bytes little-endian), then the
 /// CRI config as sent, in protobuf.
@@ -110,10 +110,79 @@ pub(crate) fn decode<R: serde::de::DeserializeOwned, C: prost::Message + Default
     Ok((record, config))
 }
 
+/// Opens the records of one kind under `dir` (`kind` names them in the log): its journal, and the records
+/// in it. Those an older criusd kept as a directory each (`<id>/<main>` and `config.pb`) move into the
+/// journal; such a directory goes once its record has moved, unless it holds other files (a sandbox's
+/// `hostname`, `hosts` and `resolv.conf`, which stay until the sandbox is removed), and one without `main`
+/// is what a crash left of a record and goes whole. A record that cannot be read is skipped with a warning;
+/// it is not deleted.
+pub(crate) fn open_records<R, C>(
+    dir: &Path,
+    main: &str,
+    kind: &str,
+) -> std::io::Result<(journal::Journal, Vec<(R, C)>)>
+where
+    R: serde::Serialize + serde::de::DeserializeOwned,
+    C: prost::Message + Default,
+{
+    private_dir(dir)?;
+    let (journal, values) = journal::Journal::open(&dir.join(JOURNAL))?;
+    let mut found = Vec::new();
+    for (id, v) in &values {
+        match decode(v) {
+            Ok(rc) => found.push(rc),
+            Err(err) => tracing::warn!(kind, id = %id, "skipping a record: {err}"),
+        }
+    }
+    for e in std::fs::read_dir(dir)?.flatten().filter(|e| e.path().is_dir()) {
+        let old = e.path();
+        let id = e.file_name().to_string_lossy().into_owned();
+        if !values.contains_key(&id) {
+            if is_leftover(&old, main) {
+                tracing::info!(kind, path = %old.display(), "repaired: removed what a crash left of a record");
+                remove_record_dir(&old, main)?;
+                continue;
+            }
+            match read_old::<R, C>(&old, main) {
+                Ok((record, config)) => {
+                    journal.put(&id, &encode(&record, &config)?)?;
+                    tracing::info!(kind, id = %id, "moved an older criusd's record into the journal");
+                    found.push((record, config));
+                }
+                Err(err) => {
+                    tracing::warn!(kind, path = %old.display(), "skipping a record: {err}");
+                    continue;
+                }
+            }
+        }
+        // Its record is in the journal (moved now, or by a start a crash cut short): the old files go.
+        for f in [main, "config.pb"] {
+            match std::fs::remove_file(old.join(f)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        let _ = std::fs::remove_dir(&old); // fails while it holds other files
+    }
+    Ok((journal, found))
+}
+
+/// A record as an older criusd kept it: directory `dir` holding `main` (the record's JSON) and `config.pb`.
+fn read_old<R: serde::de::DeserializeOwned, C: prost::Message + Default>(
+    dir: &Path,
+    main: &str,
+) -> Result<(R, C), String> {
+    let rec = std::fs::read(dir.join(main)).map_err(|e| e.to_string())?;
+    let record = serde_json::from_slice(&rec).map_err(|e| e.to_string())?;
+    let pb = std::fs::read(dir.join("config.pb")).map_err(|e| e.to_string())?;
+    let config = C::decode(&pb[..]).map_err(|e| e.to_string())?;
+    Ok((record, config))
+}
+
 /// Removes a record's directory `dir` (as an older criusd kept records), its main file `main` first: a
 /// crash part-way leaves a directory without its main file, which [`is_leftover`] tells from a record and
 /// the next start removes.
-pub(crate) fn remove_record_dir(dir: &Path, main: &str) -> std::io::Result<()> {
+fn remove_record_dir(dir: &Path, main: &str) -> std::io::Result<()> {
     let gone = |r: std::io::Result<()>| match r {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         r => r,
@@ -125,7 +194,7 @@ pub(crate) fn remove_record_dir(dir: &Path, main: &str) -> std::io::Result<()> {
 
 /// Whether record directory `dir` (an older criusd's) is what a crash left of a record being written for
 /// the first time or removed: it has no main file `main` (the first write makes it last, removal takes it first).
-pub(crate) fn is_leftover(dir: &Path, main: &str) -> bool {
+fn is_leftover(dir: &Path, main: &str) -> bool {
     dir.is_dir() && !dir.join(main).exists()
 }
 

@@ -9,12 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crius_api::cri;
-use prost::Message;
 use serde::{Deserialize, Serialize};
 
 use super::journal::Journal;
 use super::names::{NameIndex, Reservation, Taken};
-use super::{Gates, by_id_or_prefix, decode, encode, is_leftover, remove_record_dir};
+use super::{Gates, by_id_or_prefix, encode};
 use crate::error::{Error, Result};
 use crate::network::Pinned;
 
@@ -90,43 +89,11 @@ impl Sandboxes {
     /// warning; it is not deleted. A READY sandbox whose pins are no longer `alive` (after a reboot) comes
     /// back NOTREADY.
     pub fn open(dir: &Path, alive: impl Fn(&Pinned) -> bool) -> std::io::Result<Sandboxes> {
-        super::private_dir(dir)?;
-        let (journal, values) = Journal::open(&dir.join(super::JOURNAL))?;
-        let mut found = Vec::new();
-        for (id, v) in values {
-            match decode(&v) {
-                Ok((record, config)) => found.push(Sandbox { record, config }),
-                Err(err) => tracing::warn!(sandbox = %id, "skipping a sandbox record: {err}"),
-            }
-        }
-        let held: std::collections::HashSet<String> = found.iter().map(|s| s.record.id.clone()).collect();
-        for e in std::fs::read_dir(dir)?.flatten().filter(|e| e.path().is_dir()) {
-            let id = e.file_name().to_string_lossy().into_owned();
-            if held.contains(&id) {
-                continue; // an older criusd's files of a sandbox whose record moved
-            }
-            if is_leftover(&e.path(), RECORD) {
-                tracing::info!(path = %e.path().display(), "repaired: removed what a crash left of a sandbox record");
-                remove_record_dir(&e.path(), RECORD)?;
-                continue;
-            }
-            match Self::read_old(&e.path()) {
-                Ok(s) => {
-                    journal.put(&s.record.id, &encode(&s.record, &s.config)?)?;
-                    for f in [RECORD, "config.pb"] {
-                        std::fs::remove_file(e.path().join(f))?;
-                    }
-                    // Gone unless it holds the files the sandbox's containers mount.
-                    let _ = std::fs::remove_dir(e.path());
-                    tracing::info!(sandbox = %s.record.id, "moved an older criusd's record into the journal");
-                    found.push(s);
-                }
-                Err(err) => tracing::warn!(path = %e.path().display(), "skipping a sandbox record: {err}"),
-            }
-        }
+        let (journal, found) = super::open_records(dir, RECORD, "sandbox")?;
         let mut all = HashMap::new();
         let names = NameIndex::default();
-        for mut s in found {
+        for (record, config) in found {
+            let mut s = Sandbox { record, config };
             if s.record.ready && !alive(&s.record.namespaces) {
                 s.record.ready = false;
             }
@@ -140,15 +107,6 @@ impl Sandboxes {
             gates: Gates::default(),
             names,
         })
-    }
-
-    /// A record as an older criusd kept it: a directory of `sandbox.json` and `config.pb`.
-    fn read_old(dir: &Path) -> std::result::Result<Sandbox, String> {
-        let rec = std::fs::read(dir.join(RECORD)).map_err(|e| e.to_string())?;
-        let record: Record = serde_json::from_slice(&rec).map_err(|e| e.to_string())?;
-        let pb = std::fs::read(dir.join("config.pb")).map_err(|e| e.to_string())?;
-        let config = cri::PodSandboxConfig::decode(&pb[..]).map_err(|e| e.to_string())?;
-        Ok(Sandbox { record, config })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Sandbox>> {
@@ -229,6 +187,7 @@ impl Sandboxes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
 
     fn sandbox(id: &str, name: &str) -> Sandbox {
         Sandbox {
