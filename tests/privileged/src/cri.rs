@@ -225,21 +225,24 @@ pub async fn wait_state(c: &mut Client, id: &str, state: cri::ContainerState) ->
     }
 }
 
-/// The names in `dir` (none if it does not exist).
 /// The records criusd holds in record directory `dir` (`<root>/containers`, `<root>/sandboxes`): the keys of
 /// its journal, and anything else in the directory (which should not be there).
 pub fn records(dir: &Path) -> Vec<String> {
-    let journal = dir.join("journal");
+    let journal = dir.join(crius_cri::store::JOURNAL);
     let mut left: Vec<String> = crius_cri::store::journal::keys(&journal)
         .unwrap_or_else(|e| vec![format!("an unreadable journal: {e}")])
         .into_iter()
         .map(|k| format!("record {k}"))
         .collect();
-    left.extend(entries(dir).into_iter().filter(|e| e != "journal"));
+    left.extend(
+        entries(dir)
+            .into_iter()
+            .filter(|e| e != crius_cri::store::JOURNAL),
+    );
     left
 }
 
-/// The names in directory `dir` (none if it cannot be read).
+/// The names in `dir` (none if it does not exist).
 pub fn entries(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|d| {
