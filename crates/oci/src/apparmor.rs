@@ -6,8 +6,6 @@
 //! step before it): the runtime's own setup in the container stays unconfined, and the program starts
 //! confined from its first instruction.
 
-use std::io::Write;
-
 use crius_common::apparmor;
 
 use crate::{Error, Result, err};
@@ -41,34 +39,44 @@ pub fn check(file: &str, profile: &str) -> Result<()> {
     Ok(())
 }
 
-/// Asks the kernel to confine this process by `profile` from its next `execve` on (`exec PROFILE` written to
-/// `/proc/self/attr/apparmor/exec`, or `/proc/self/attr/exec` on kernels before 5.8). Nothing for no profile.
+/// Asks the kernel to confine this thread by `profile` from its next `execve` on (`exec PROFILE` written to
+/// `attr/apparmor/exec` of this thread's procfs directory, or `attr/exec` on kernels before 5.8). The file is
+/// opened through [`crate::procfs`], so a file mounted over it cannot swallow the request and leave the process
+/// unconfined (CVE-2025-52881). Nothing for no profile.
 pub fn apply(profile: Option<&str>) -> Result<()> {
     let Some(profile) = profile.filter(|p| !p.is_empty()) else {
         return Ok(());
     };
     let request = format!("exec {profile}");
-    let attrs = ["/proc/self/attr/apparmor/exec", "/proc/self/attr/exec"];
+    let proc = crate::procfs::Proc::open().map_err(|e| err!("apparmor profile {profile:?}: {e}"))?;
+    let me = proc
+        .thread_self()
+        .map_err(|e| err!("apparmor profile {profile:?}: {e}"))?;
+    let attrs = ["attr/apparmor/exec", "attr/exec"];
     let mut last = None;
     for attr in attrs {
-        let mut f = match std::fs::OpenOptions::new().write(true).open(attr) {
-            Ok(f) => f,
-            Err(e) => {
-                last = Some(err!("apparmor profile {profile:?}: opening {attr}: {e}"));
-                continue;
-            }
-        };
+        let rel = format!("{me}/{attr}");
         // The kernel reads the request from one write.
-        return match f.write(request.as_bytes()) {
+        return match proc.write(&rel, request.as_bytes()) {
             Ok(n) if n == request.len() => Ok(()),
             Ok(n) => Err(err!(
-                "apparmor profile {profile:?}: {attr} took {n} of {} bytes",
+                "apparmor profile {profile:?}: /proc/{rel} took {n} of {} bytes",
                 request.len()
             )),
+            // attr/apparmor/ is missing before Linux 5.8 (an open that failed: no errno of a write): try the
+            // older file.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && e.raw_os_error().is_none()
+                    && attr == attrs[0] =>
+            {
+                last = Some(err!("apparmor profile {profile:?}: opening /proc/{rel}: {e}"));
+                continue;
+            }
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(err!(
-                "apparmor profile {profile:?} is not loaded (writing {attr}: {e})"
+                "apparmor profile {profile:?} is not loaded (writing /proc/{rel}: {e})"
             )),
-            Err(e) => Err(err!("apparmor profile {profile:?}: writing {attr}: {e}")),
+            Err(e) => Err(err!("apparmor profile {profile:?}: writing /proc/{rel}: {e}")),
         };
     }
     Err(last.unwrap_or_else(|| err!("apparmor profile {profile:?}: no attr file")))

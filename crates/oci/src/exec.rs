@@ -174,7 +174,7 @@ fn run_process(
     let p = &opts.process;
     if let Some(sock) = console {
         nix::unistd::setsid().map_err(|e| err!("setsid: {e}"))?;
-        crate::console::setup(&sock, p.console_size().as_ref())?;
+        crate::console::setup(&sock, p.console_size().as_ref(), false)?;
     }
     nix::unistd::chdir(p.cwd()).map_err(|e| err!("process.cwd {}: {e}", p.cwd().display()))?;
     crate::process::check_cwd(p.cwd())?;

@@ -44,10 +44,11 @@ pub fn run(
     }
     crate::rootfs::pivot(&root)?;
     drop(root);
-    crate::rootfs::finalize(spec, userns)?;
+    // The terminal before the masks and the read-only root: /dev/console is bound in a /dev still writable.
     if let Some(sock) = console {
-        crate::console::setup(&sock, process.console_size().as_ref())?;
+        crate::console::setup(&sock, process.console_size().as_ref(), true)?;
     }
+    crate::rootfs::finalize(spec, userns)?;
     let cwd = process.cwd();
     let _ = std::fs::create_dir_all(cwd);
     nix::unistd::chdir(cwd).map_err(|e| err!("process.cwd {}: {e}", cwd.display()))?;

@@ -32,6 +32,7 @@ mod merge;
 pub mod namespaces;
 pub mod ops;
 pub mod process;
+pub mod procfs;
 pub mod rootfs;
 pub mod seccomp;
 mod spawn;

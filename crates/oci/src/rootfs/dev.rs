@@ -150,3 +150,39 @@ pub fn setup(root: &Root, spec: &Spec, userns: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// Binds the pty slave `slave` onto `/dev/console` in `root` (the container's root, after pivot_root): an
+/// empty regular file made afresh in its /dev with no symlink followed (whatever was there is removed first),
+/// so the bind lands on that file and nowhere else. Nothing when the root has no /dev.
+pub fn bind_console(root: &OwnedFd, slave: &OwnedFd) -> Result<()> {
+    use nix::fcntl::{OpenHow, ResolveFlag};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
+    let dev = match nix::fcntl::openat2(root.as_fd(), "dev", how) {
+        Ok(d) => d,
+        Err(nix::errno::Errno::ENOENT) => return Ok(()),
+        Err(e) => {
+            return Err(err!(
+                "/dev/console: opening /dev with no symlink on its path: {e}"
+            ));
+        }
+    };
+    match nix::unistd::unlinkat(dev.as_fd(), "console", nix::unistd::UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(nix::errno::Errno::ENOENT) => {}
+        Err(e) => return Err(err!("/dev/console: removing what was there: {e}")),
+    }
+    let file = openat(
+        dev.as_fd(),
+        "console",
+        OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )
+    .map_err(|e| err!("/dev/console: creating its mount point: {e}"))?;
+    let what = "the terminal on /dev/console";
+    attach(&clone_tree(slave, false, &what)?, &file, &what)
+}

@@ -12,11 +12,12 @@ mod paths;
 pub mod sources;
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use oci_spec::runtime::Spec;
 
+pub use dev::bind_console;
 pub use options::{Options, parse_options, propagation, recursive_names};
 pub use sources::Sources;
 
@@ -170,18 +171,25 @@ pub fn finalize(spec: &Spec, userns: bool) -> Result<()> {
         .flatten()
         .collect();
     sysctls.sort();
-    for (k, v) in sysctls {
-        if k.split(['.', '/']).any(|s| s.is_empty() || s == "..") {
-            return Err(err!("linux.sysctl: {k:?} is not a sysctl name"));
+    if !sysctls.is_empty() {
+        // Through procfs only: a file mounted over /proc/sys/... cannot take the write (CVE-2025-52881).
+        let proc = crate::procfs::Proc::open().map_err(|e| err!("linux.sysctl: {e}"))?;
+        for (k, v) in sysctls {
+            if k.split(['.', '/']).any(|s| s.is_empty() || s == "..") {
+                return Err(err!("linux.sysctl: {k:?} is not a sysctl name"));
+            }
+            let rel = format!("sys/{}", k.replace('.', "/"));
+            proc.write(&rel, v.as_bytes())
+                .map_err(|e| err!("linux.sysctl {k}={v}: writing /proc/{rel}: {e}"))?;
         }
-        let p = PathBuf::from("/proc/sys").join(k.replace('.', "/"));
-        std::fs::write(&p, v).map_err(|e| err!("linux.sysctl {k}={v}: writing {}: {e}", p.display()))?;
     }
     let root = mounts::Root::open(Path::new("/"))?;
     let masked = linux.and_then(|l| l.masked_paths().as_ref());
     let readonly = linux.and_then(|l| l.readonly_paths().as_ref());
-    paths::mask(&root, masked.into_iter().flatten())?;
+    // Read-only paths first, as runc >= 1.2.8 does: a mask's bind can then land in no writable place under
+    // them (CVE-2025-31133), and /proc/sys is read-only before anything else is mounted in /proc.
     paths::read_only(&root, readonly.into_iter().flatten())?;
+    paths::mask(&root, masked.into_iter().flatten())?;
     if spec.root().as_ref().and_then(|r| r.readonly()) == Some(true) {
         let locked = if userns {
             locked_flags(&root.fd)

@@ -1,6 +1,12 @@
 //! Masked and read-only paths, after pivot_root: each is opened inside the new root by fd (no magic link
 //! followed), then masked (an empty read-only tmpfs on a directory, /dev/null on a file) or bound onto itself
 //! read-only, through that fd. Missing paths are skipped, as runc does.
+//!
+//! The /dev/null bound over masked files is the container's own, and a container sharing its /dev with a
+//! sibling may swap it for a symlink to anything (`/proc/sys/kernel/core_pattern`) at any time (runc
+//! CVE-2025-31133). So it is opened once, with no symlink followed on its path, checked by fstat to be the
+//! character device 1:3, and that very descriptor is the source of every mask: nothing the container can swap
+//! is looked up again.
 
 use std::io::ErrorKind;
 use std::os::fd::{AsFd, OwnedFd};
@@ -25,6 +31,7 @@ fn open(root: &Root, p: &str, what: &str) -> Result<Option<OwnedFd>> {
 
 /// Masks `paths` in the root.
 pub fn mask<'a>(root: &Root, paths: impl Iterator<Item = &'a String>) -> Result<()> {
+    let mut null: Option<OwnedFd> = None;
     for p in paths {
         let Some(fd) = open(root, p, "masking")? else {
             continue;
@@ -41,13 +48,42 @@ pub fn mask<'a>(root: &Root, paths: impl Iterator<Item = &'a String>) -> Result<
             )
             .map_err(|e| err!("masking {p}: {e}"))?;
         } else {
-            let null =
-                open(root, "/dev/null", "masking")?.ok_or_else(|| err!("masking {p}: no /dev/null"))?;
+            if null.is_none() {
+                null = Some(null_device(root).map_err(|e| err!("masking {p}: {e}"))?);
+            }
             let what = format!("masking {p}");
-            attach(&clone_tree(&null, false, &what)?, &fd, &what)?;
+            attach(
+                &clone_tree(null.as_ref().expect("set"), false, &what)?,
+                &fd,
+                &what,
+            )?;
         }
     }
     Ok(())
+}
+
+/// The container's /dev/null (O_PATH), opened with no symlink followed on its path and checked to be the
+/// null device: a char device 1:3.
+fn null_device(root: &Root) -> Result<OwnedFd> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
+    let fd = nix::fcntl::openat2(root.fd.as_fd(), "dev/null", how)
+        .map_err(|e| err!("opening /dev/null with no symlink on its path: {e}"))?;
+    let st = nix::sys::stat::fstat(fd.as_fd()).map_err(|e| err!("/dev/null: {e}"))?;
+    let (major, minor) = (libc::major(st.st_rdev), libc::minor(st.st_rdev));
+    if st.st_mode & libc::S_IFMT != libc::S_IFCHR || (major, minor) != (1, 3) {
+        return Err(err!(
+            "/dev/null is not the null device (char 1:3; mode {:o}, device {major}:{minor}): refused as a mask",
+            st.st_mode
+        ));
+    }
+    Ok(fd)
 }
 
 /// Makes `paths` in the root read-only (and nosuid, nodev, noexec), with what is mounted below them.
