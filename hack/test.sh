@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n=== %s\n' "$*"; }
-host_suites=(--test lifecycle --test isolation --test bad_input --test images --test image_store --test attacks_runtime --test attacks_mounts)
+host_suites=(--test lifecycle --test isolation --test bad_input --test images --test image_store --test attacks_runtime --test attacks_mounts --test attacks_procfs)
 
 step "rustfmt"
 cargo fmt --all --check
