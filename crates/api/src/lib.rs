@@ -35,6 +35,10 @@ mod env_text {
     }
 }
 
+/// Every gRPC method criusd serves, as `/package.Service/Method`, sorted: read from the .proto files at build
+/// time.
+pub const GRPC_METHODS: &[&str] = include!(concat!(env!("OUT_DIR"), "/grpc_methods.rs"));
+
 /// criusd's default socket.
 pub const DEFAULT_SOCKET: &str = "/run/crius/crius.sock";
 
@@ -78,6 +82,22 @@ pub fn connect_lazy(path: &Path) -> tonic::transport::Channel {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_method_list_holds_every_service_method_once() {
+        let m = super::GRPC_METHODS;
+        for want in [
+            "/runtime.v1.RuntimeService/Version",
+            "/runtime.v1.RuntimeService/RunPodSandbox",
+            "/runtime.v1.ImageService/PullImage",
+            "/crius.pod.v1.PodService/Apply",
+            "/crius.images.v1.Images/Pull",
+        ] {
+            assert!(m.contains(&want), "{want} missing from {m:?}");
+        }
+        assert!(m.windows(2).all(|w| w[0] < w[1]), "sorted, no duplicates");
+        assert!(m.iter().all(|p| p.matches('/').count() == 2 && !p.ends_with('/')));
+    }
+
     #[test]
     fn an_environment_value_is_text_in_json() {
         let kv = super::cri::KeyValue {

@@ -12,7 +12,10 @@
 //! ```
 //!
 //! A call's code is the response's `grpc-status` header, which tonic sends there for every error; a call
-//! without one is OK (a unary call's OK status comes in the trailers, after the layer is done).
+//! without one is OK (a unary call's OK status comes in the trailers, after the layer is done). Only the
+//! methods criusd serves ([`crius_api::GRPC_METHODS`]) are labels of their own: any other path a client makes
+//! up is counted under `service="unknown",method="unknown"`, so that no client can grow the series without
+//! bound (3,000 made-up names made 60,000 series before).
 
 mod http_server;
 mod process;
@@ -35,6 +38,9 @@ use tonic::codegen::http::{self, Response};
 
 /// A call's labels: service, method, code.
 type CallLabels = [(&'static str, String); 3];
+
+/// The service and method labels of a path that names no method criusd serves.
+const UNKNOWN: &str = "unknown";
 
 /// gRPC's names of its codes, as Prometheus exporters spell them (`OK`, `NotFound`, ...).
 const CODES: [&str; 17] = [
@@ -82,7 +88,11 @@ impl Calls {
     /// Counts a call of `path` (`/runtime.v1.RuntimeService/RunPodSandbox`) that ended with `code` after
     /// `took`.
     pub fn observe(&self, path: &str, code: Option<&str>, took: Duration) {
-        let (service, method) = path.trim_start_matches('/').split_once('/').unwrap_or((path, ""));
+        let (service, method) = if crius_api::GRPC_METHODS.binary_search(&path).is_ok() {
+            path.trim_start_matches('/').split_once('/').unwrap_or((path, ""))
+        } else {
+            (UNKNOWN, UNKNOWN)
+        };
         let code = match code.map(|c| c.trim().parse::<usize>()) {
             None => "OK".to_string(),
             Some(Ok(n)) if n < CODES.len() => CODES[n].to_string(),
@@ -320,7 +330,7 @@ mod tests {
         let calls = Calls::default();
         let inner = tower::service_fn(|req: http::Request<()>| async move {
             let mut r = Response::new(());
-            if req.uri().path().ends_with("Missing") {
+            if req.uri().path().ends_with("ContainerStatus") {
                 r.headers_mut()
                     .insert("grpc-status", http::HeaderValue::from_static("5"));
             }
@@ -329,19 +339,57 @@ mod tests {
         let mut svc = calls.layer().layer(inner);
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         rt.block_on(async {
-            for p in ["/s.S/Found", "/s.S/Missing", "/s.S/Missing"] {
+            for p in [
+                "/runtime.v1.RuntimeService/Version",
+                "/runtime.v1.RuntimeService/ContainerStatus",
+                "/runtime.v1.RuntimeService/ContainerStatus",
+            ] {
                 let req = http::Request::builder().uri(p).body(()).unwrap();
                 svc.ready().await.unwrap().call(req).await.unwrap();
             }
         });
         let labels = |m: &str, c: &str| {
             [
-                ("service", "s.S".to_string()),
+                ("service", "runtime.v1.RuntimeService".to_string()),
                 ("method", m.to_string()),
                 ("code", c.to_string()),
             ]
         };
-        assert_eq!(calls.count.get_or_create(&labels("Found", "OK")).get(), 1);
-        assert_eq!(calls.count.get_or_create(&labels("Missing", "NotFound")).get(), 2);
+        assert_eq!(calls.count.get_or_create(&labels("Version", "OK")).get(), 1);
+        assert_eq!(
+            calls
+                .count
+                .get_or_create(&labels("ContainerStatus", "NotFound"))
+                .get(),
+            2
+        );
+    }
+
+    #[test]
+    fn made_up_methods_share_one_label_set() {
+        let m = Metrics::new();
+        for i in 0..3000 {
+            m.calls.observe(
+                &format!("/runtime.v1.RuntimeService/Made{i}"),
+                Some("12"),
+                Duration::ZERO,
+            );
+            m.calls.observe(&format!("/x{i}.Y/Z"), None, Duration::ZERO);
+        }
+        m.calls.observe("no-slash", None, Duration::ZERO);
+        let text = m.render();
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("crius_grpc_requests_total{"))
+            .count();
+        assert_eq!(series, 2, "{text}");
+        has(
+            &text,
+            "crius_grpc_requests_total{service=\"unknown\",method=\"unknown\",code=\"Unimplemented\"} 3000",
+        );
+        has(
+            &text,
+            "crius_grpc_requests_total{service=\"unknown\",method=\"unknown\",code=\"OK\"} 3001",
+        );
     }
 }
