@@ -120,19 +120,32 @@ pub fn open_append(base: &Path, rel: &Path, mode: u32) -> io::Result<File> {
     let names = names(rel)?;
     let (last, dirs) = names.split_last().ok_or_else(|| bad(rel, "is empty"))?;
     let dir = walk(base, rel, dirs, Some(0o755))?;
+    // O_NONBLOCK: a FIFO in the log's place fails the open (ENXIO, no reader) or returns at once instead of
+    // blocking the shim; whatever was opened must then be a regular file, checked on the descriptor.
     let fd = openat(
         &dir,
         last,
-        libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT,
+        libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_NONBLOCK,
         mode as libc::mode_t,
     )
-    .map_err(|e| symlink_error(e, rel, last))?;
+    .map_err(|e| match e.raw_os_error() {
+        Some(libc::ENXIO) => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: is not a regular file (a FIFO with no reader)", rel.display()),
+        ),
+        _ => symlink_error(e, rel, last),
+    })?;
     let f = File::from(fd);
     if !f.metadata()?.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{}: is not a regular file", rel.display()),
         ));
+    }
+    // A regular file: back to blocking writes.
+    // SAFETY: F_SETFL on a descriptor we own.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, libc::O_APPEND) } != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(f)
 }
@@ -141,6 +154,7 @@ pub fn open_append(base: &Path, rel: &Path, mode: u32) -> io::Result<File> {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
 
     #[test]
     fn opens_and_makes_beneath() {
@@ -151,6 +165,37 @@ mod tests {
         prepare(d.path(), Path::new("a/b/0.log"), 0o755).unwrap();
         prepare(d.path(), Path::new("c/1.log"), 0o755).unwrap();
         assert!(d.path().join("c").is_dir());
+    }
+
+    #[test]
+    fn a_fifo_in_the_logs_place_is_refused_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        nix::unistd::mkfifo(
+            &d.path().join("p.log"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let base = d.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // No reader: the open itself fails.
+            let lone = open_append(&base, Path::new("p.log"), 0o640).map(drop);
+            // With a reader: it opens, and the type check refuses it.
+            let reader = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(base.join("p.log"))
+                .unwrap();
+            let read = open_append(&base, Path::new("p.log"), 0o640).map(drop);
+            drop(reader);
+            let _ = tx.send((lone, read));
+        });
+        let (lone, read) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("open_append blocked on a FIFO");
+        for e in [lone.unwrap_err(), read.unwrap_err()] {
+            assert!(e.to_string().contains("p.log: is not a regular file"), "{e}");
+        }
     }
 
     #[test]

@@ -17,14 +17,12 @@ pub(super) async fn follow(
 ) {
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::MetadataExt;
-    // A symlink planted in the log's place is not followed (nor read as root).
-    let open = |p: &PathBuf| {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(p)
-            .ok()
+    let open = |p: &PathBuf| match open_log(p) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(path = %p.display(), "attach: not following the container's log: {e}");
+            None
+        }
     };
     let mut file = open(&path);
     let mut pos = file
@@ -72,7 +70,7 @@ pub(super) async fn follow(
             return;
         }
         // Rotated: a new file at the path.
-        if let Ok(m) = std::fs::metadata(&path)
+        if let Ok(m) = std::fs::symlink_metadata(&path)
             && (m.ino() != ino || m.len() < pos)
         {
             file = open(&path);
@@ -83,6 +81,29 @@ pub(super) async fn follow(
             let _ = tokio::time::timeout(Duration::from_millis(50), stop.changed()).await;
         }
     }
+}
+
+/// Opens the CRI log at `path` to read, if it is there: a symlink planted in its place is not followed (nor
+/// read as root), and the open does not wait (`O_NONBLOCK`) on a FIFO or device put there; anything but a
+/// regular file is refused, so a container cannot park this task (an async worker) in open(2) or read(2).
+fn open_log(path: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !f.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, device or socket in the log's place is refused)",
+        ));
+    }
+    Ok(Some(f))
 }
 
 /// The stream and text of one CRI log record (`<time> <stream> <P|F> <text>`, read by
@@ -104,6 +125,27 @@ fn record(line: &[u8]) -> Option<(&'static str, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fifo_or_device_in_the_logs_place_is_refused_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("0.log");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send((
+                open_log(&fifo).map(|f| f.is_some()),
+                open_log(std::path::Path::new("/dev/zero")).map(|f| f.is_some()),
+            ));
+        });
+        let (fifo, dev) = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("open_log blocked on a FIFO");
+        for e in [fifo.unwrap_err(), dev.unwrap_err()] {
+            assert!(e.to_string().contains("not a regular file"), "{e}");
+        }
+        assert!(open_log(&d.path().join("missing")).unwrap().is_none());
+    }
 
     #[test]
     fn log_records_give_their_stream_and_text() {
