@@ -73,6 +73,69 @@ impl Driver {
     }
 }
 
+/// The cgroup every pod's `cgroup_parent` must lie within (`[runtime] cgroup_parent_root`): a path under
+/// cgroupfs (`/kubepods`), a slice under systemd (`kubepods.slice`); `/` or empty, any. Without it a client could
+/// name any cgroup of the node (`/system.slice`) as a pod's parent, and UpdatePodSandboxResources would then
+/// write that cgroup's limits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParentRoot(String);
+
+impl ParentRoot {
+    /// The root `root` in `driver`'s form; an error naming it when it is not one.
+    pub fn new(driver: Driver, root: &str) -> Result<ParentRoot, String> {
+        let r = ParentRoot(root.to_string());
+        if !r.is_any() {
+            r.parts(driver, root)
+                .map_err(|e| format!("cgroup_parent_root {root:?}: {e}"))?;
+        }
+        Ok(r)
+    }
+
+    /// Whether it allows every parent.
+    pub fn is_any(&self) -> bool {
+        self.0.trim_matches('/').is_empty()
+    }
+
+    /// The cgroup's components below the cgroup2 mount, as `driver` reads `name`.
+    fn parts(&self, driver: Driver, name: &str) -> Result<Vec<String>, String> {
+        match driver {
+            Driver::Cgroupfs => {
+                let parts: Vec<String> = name
+                    .split('/')
+                    .filter(|p| !p.is_empty())
+                    .map(String::from)
+                    .collect();
+                if parts.iter().any(|p| p == "." || p == "..") {
+                    return Err("a path with . or .. in it".into());
+                }
+                Ok(parts)
+            }
+            Driver::Systemd => crius_oci::cgroup::systemd::expand_slice(name)
+                .map(|p| p.iter().map(|c| c.to_string_lossy().into_owned()).collect())
+                .map_err(|_| "not a slice name (NAME.slice)".into()),
+        }
+    }
+
+    /// Checks a pod's `parent` against the root: empty (crius's own default) or within it.
+    pub fn check(&self, driver: Driver, parent: &str) -> Result<(), String> {
+        if parent.is_empty() {
+            return Ok(());
+        }
+        let p = self.parts(driver, parent)?;
+        if self.is_any() {
+            return Ok(());
+        }
+        let root = self.parts(driver, &self.0)?;
+        if !p.starts_with(&root) {
+            return Err(format!(
+                "{parent:?} is not within {:?}, the node's cgroup_parent_root ([runtime] in criusd's config)",
+                self.0
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl std::str::FromStr for Driver {
     type Err = String;
 
@@ -111,5 +174,47 @@ mod tests {
             std::path::PathBuf::from("kubepods/x")
         );
         assert!("systemd".parse::<Driver>().is_ok() && "other".parse::<Driver>().is_err());
+    }
+
+    #[test]
+    fn a_parent_must_lie_within_the_root() {
+        let fs = Driver::Cgroupfs;
+        let any = ParentRoot::new(fs, "/").unwrap();
+        any.check(fs, "/system.slice").unwrap();
+        assert!(any.check(fs, "/kubepods/../x").is_err());
+        let kube = ParentRoot::new(fs, "/kubepods").unwrap();
+        for ok in [
+            "",
+            "/kubepods",
+            "/kubepods/",
+            "/kubepods/burstable/pod1",
+            "kubepods/besteffort",
+        ] {
+            kube.check(fs, ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in [
+            "/",
+            "/system.slice",
+            "/kubepods2",
+            "/kubepodsx/pod",
+            "/kubepods/../system.slice",
+            "/kube",
+        ] {
+            let e = kube.check(fs, bad).unwrap_err();
+            assert!(e.contains("cgroup_parent_root") || e.contains(".."), "{bad}: {e}");
+        }
+        let sd = Driver::Systemd;
+        let kube = ParentRoot::new(sd, "kubepods.slice").unwrap();
+        kube.check(sd, "kubepods-burstable-pod1.slice").unwrap();
+        kube.check(sd, "kubepods.slice").unwrap();
+        for bad in ["system.slice", "kubepods2-x.slice", "-.slice"] {
+            assert!(kube.check(sd, bad).is_err(), "{bad}");
+        }
+        assert!(ParentRoot::new(sd, "/kubepods").is_err());
+        assert!(ParentRoot::new(fs, "/a/../b").is_err());
+        ParentRoot::new(sd, "")
+            .unwrap()
+            .check(sd, "system.slice")
+            .unwrap();
     }
 }

@@ -31,6 +31,8 @@ pub struct Setup {
     pub cni: Cni,
     /// The runtime handlers pods pick from.
     pub handlers: Arc<Handlers>,
+    /// Where every pod's `cgroup_parent` must lie (`[runtime] cgroup_parent_root`).
+    pub cgroup_parent_root: crate::cgroup_driver::ParentRoot,
 }
 
 /// The pods and containers of one criusd.
@@ -63,7 +65,8 @@ impl Runtime {
             intents.clone(),
         )
         .map_err(io("opening the sandbox records"))?
-        .with_handlers(setup.handlers.clone());
+        .with_handlers(setup.handlers.clone())
+        .with_cgroup_parent_root(setup.cgroup_parent_root.clone());
         let events = setup.state.join("events.sock");
         // The shims' watcher reports a dead shim to the containers, which need the shims first.
         let containers_slot: Arc<OnceLock<Weak<Containers>>> = Arc::new(OnceLock::new());

@@ -24,6 +24,8 @@ pub struct Config {
     pub listen: PathBuf,
     /// Mode of that socket (octal).
     pub listen_mode: u32,
+    /// The socket's group (a name or a number); empty: root's group.
+    pub listen_group: String,
     /// error, warn, info, debug or trace (or a tracing filter such as `info,crius_cri=debug`).
     pub log_level: String,
     /// text or json.
@@ -81,6 +83,9 @@ pub struct RuntimeSection {
     /// `cgroupfs` (the default) or `systemd`: how containers' cgroups are made, as kubelet's
     /// `cgroupDriver` must say too (RuntimeConfig tells it).
     pub cgroup_driver: String,
+    /// The cgroup every pod's `cgroup_parent` must lie within (a path under cgroupfs, a slice under
+    /// systemd); `/`: any.
+    pub cgroup_parent_root: String,
 }
 
 impl Default for RuntimeSection {
@@ -88,6 +93,7 @@ impl Default for RuntimeSection {
         RuntimeSection {
             shim: PathBuf::new(),
             cgroup_driver: "cgroupfs".into(),
+            cgroup_parent_root: "/".into(),
         }
     }
 }
@@ -99,6 +105,12 @@ impl RuntimeSection {
             "" => Ok(Default::default()),
             s => s.parse().map_err(|e| format!("[runtime] {e}")),
         }
+    }
+
+    /// The root every pod's `cgroup_parent` must lie within, in the driver's form.
+    pub fn cgroup_parent_root(&self) -> Result<crius_cri::cgroup_driver::ParentRoot, String> {
+        crius_cri::cgroup_driver::ParentRoot::new(self.cgroup_driver()?, &self.cgroup_parent_root)
+            .map_err(|e| format!("[runtime] {e}"))
     }
 }
 
@@ -140,6 +152,7 @@ impl Default for Config {
             state: "/run/crius".into(),
             listen: crius_api::DEFAULT_SOCKET.into(),
             listen_mode: 0o660,
+            listen_group: String::new(),
             log_level: "info".into(),
             log_format: "text".into(),
             metrics_address: String::new(),
@@ -198,7 +211,16 @@ impl Config {
         }
         self.stream_config()?;
         self.metrics_address()?;
-        self.pods.cgroup_root(self.runtime.cgroup_driver()?)?;
+        let driver = self.runtime.cgroup_driver()?;
+        let parents = self.runtime.cgroup_parent_root()?;
+        if let Some(pods) = self.pods.cgroup_root(driver)? {
+            parents.check(driver, &pods).map_err(|e| {
+                format!("[pods] cgroup_root: {e}; set [runtime] cgroup_parent_root to include it")
+            })?;
+        }
+        if !self.listen_group.is_empty() {
+            self.listen_gid()?;
+        }
         runtimes::check(&self.runtimes)?;
         self.pods.pull_policy()?;
         for (host, mirror) in &self.image.mirrors {
@@ -209,6 +231,22 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The gid of `listen_group` (a group name of /etc/group, or a number); None when it is empty.
+    pub fn listen_gid(&self) -> Result<Option<u32>, String> {
+        let g = self.listen_group.as_str();
+        if g.is_empty() {
+            return Ok(None);
+        }
+        if let Ok(n) = g.parse::<u32>() {
+            return Ok(Some(n));
+        }
+        match nix::unistd::Group::from_name(g) {
+            Ok(Some(group)) => Ok(Some(group.gid.as_raw())),
+            Ok(None) => Err(format!("listen_group {g:?}: no such group (in /etc/group)")),
+            Err(e) => Err(format!("listen_group {g:?}: looking it up: {e}")),
+        }
     }
 
     /// The image service's settings: a mirror given as `http://…` is also reached over plain http.
@@ -328,6 +366,14 @@ impl Config {
             format!("0o{:o}", d.listen_mode),
         );
         key(
+            "Group of that socket, a name or a number (--listen-group); empty: root's. Whoever can connect can run \
+             privileged pods, mount host paths and join host namespaces: root-equivalent, as kubelet's runtime \
+             socket is.",
+            "listen_group",
+            toml_value(&self.listen_group),
+            toml_value(&d.listen_group),
+        );
+        key(
             "error, warn, info, debug, trace, or a tracing filter like \"info,crius_cri=debug\" (--log-level).",
             "log_level",
             toml_value(&self.log_level),
@@ -391,6 +437,13 @@ impl Config {
             } else {
                 &self.runtime.cgroup_driver
             })
+        );
+        out += &format!(
+            "# The cgroup every pod's cgroup_parent must lie within: a path under cgroupfs (\"/kubepods\"), a\n\
+             # slice under systemd (\"kubepods.slice\"); \"/\": any. RunPodSandbox refuses a parent outside it\n\
+             # (InvalidArgument), so no client can name another cgroup of the node (\"/system.slice\") for\n\
+             # UpdatePodSandboxResources to write.\n# default: \"/\"\ncgroup_parent_root = {}\n\n",
+            toml_value(&self.runtime.cgroup_parent_root)
         );
         out += "[stream]\n";
         let mut key = |doc: &str, name: &str, value: String, default: String| {
@@ -551,6 +604,50 @@ mod tests {
         c.runtime.cgroup_driver = "system".into();
         let e = c.check().unwrap_err();
         assert!(e.contains("[runtime] cgroup driver \"system\""), "{e}");
+    }
+
+    #[test]
+    fn pod_cgroup_parents_may_be_confined_to_a_root() {
+        let mut c = Config::default();
+        assert_eq!(c.runtime.cgroup_parent_root, "/");
+        assert!(c.runtime.cgroup_parent_root().unwrap().is_any());
+        c.runtime.cgroup_parent_root = "/kubepods".into();
+        c.check().unwrap();
+        assert_eq!(toml::from_str::<Config>(&c.render()).unwrap(), c);
+        assert!(c.render().contains("cgroup_parent_root = \"/kubepods\""));
+        // The pod service's own pods must be within it.
+        c.pods.cgroup_root = "/other".into();
+        let e = c.check().unwrap_err();
+        assert!(
+            e.contains("[pods] cgroup_root") && e.contains("cgroup_parent_root"),
+            "{e}"
+        );
+        c.pods.cgroup_root = "/kubepods".into();
+        c.runtime.cgroup_driver = "systemd".into();
+        let e = c.check().unwrap_err();
+        assert!(
+            e.contains("cgroup_parent_root \"/kubepods\"") && e.contains("slice"),
+            "{e}"
+        );
+        c.runtime.cgroup_parent_root = "kubepods.slice".into();
+        c.check().unwrap();
+    }
+
+    #[test]
+    fn the_socket_group_is_a_name_or_a_number() {
+        let mut c = Config::default();
+        assert_eq!(c.listen_gid(), Ok(None));
+        c.listen_group = "0".into();
+        assert_eq!(c.listen_gid(), Ok(Some(0)));
+        c.listen_group = "root".into();
+        assert_eq!(c.listen_gid(), Ok(Some(0)));
+        assert_eq!(toml::from_str::<Config>(&c.render()).unwrap(), c);
+        c.listen_group = "crius-no-such-group".into();
+        let e = c.check().unwrap_err();
+        assert!(
+            e.contains("listen_group \"crius-no-such-group\": no such group"),
+            "{e}"
+        );
     }
 
     #[test]

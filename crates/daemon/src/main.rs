@@ -35,6 +35,10 @@ struct Cli {
     /// Unix socket to serve on [config: listen; default /run/crius/crius.sock].
     #[arg(long, value_name = "SOCKET")]
     listen: Option<PathBuf>,
+    /// Group of the socket, a name or a number; its members may use criusd, which is root-equivalent
+    /// [config: listen_group; default root's group].
+    #[arg(long, value_name = "GROUP")]
+    listen_group: Option<String>,
     /// Pull HOST's images from MIRROR instead (`docker.io=http://127.0.0.1:5000`); repeatable
     /// [config: image.mirrors].
     #[arg(long = "registry-mirror", value_name = "HOST=MIRROR")]
@@ -61,6 +65,10 @@ struct Cli {
     /// must match [config: runtime.cgroup_driver; default cgroupfs].
     #[arg(long, value_name = "DRIVER")]
     cgroup_driver: Option<String>,
+    /// Every pod's cgroup_parent must lie within this cgroup (a path under cgroupfs, a slice under systemd;
+    /// `/`: any) [config: runtime.cgroup_parent_root; default /].
+    #[arg(long, value_name = "CGROUP")]
+    cgroup_parent_root: Option<String>,
     /// error, warn, info, debug, trace, or a tracing filter [config: log_level; default info].
     #[arg(long, value_name = "LEVEL")]
     log_level: Option<String>,
@@ -100,6 +108,9 @@ impl Cli {
         if let Some(v) = &self.listen {
             c.listen = v.clone();
         }
+        if let Some(v) = &self.listen_group {
+            c.listen_group = v.clone();
+        }
         if let Some(v) = &self.cni_conf_dir {
             c.network.cni_conf_dir = v.clone();
         }
@@ -111,6 +122,9 @@ impl Cli {
         }
         if let Some(v) = &self.cgroup_driver {
             c.runtime.cgroup_driver = v.clone();
+        }
+        if let Some(v) = &self.cgroup_parent_root {
+            c.runtime.cgroup_parent_root = v.clone();
         }
         if let Some(v) = &self.log_level {
             c.log_level = v.clone();

@@ -104,6 +104,10 @@ fn bind(c: &Config) -> Result<tokio::net::UnixListener, String> {
     }
     let l =
         tokio::net::UnixListener::bind(path).map_err(|e| format!("listening on {}: {e}", path.display()))?;
+    if let Some(gid) = c.listen_gid()? {
+        std::os::unix::fs::chown(path, None, Some(gid))
+            .map_err(|e| format!("setting the group of {} to {gid}: {e}", path.display()))?;
+    }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(c.listen_mode))
         .map_err(|e| format!("setting the mode of {}: {e}", path.display()))?;
     Ok(l)
@@ -163,6 +167,7 @@ pub fn run(c: Config) -> Result<(), String> {
             owner: c.listen.display().to_string(),
             cni: c.cni(),
             handlers: std::sync::Arc::new(c.handlers()?),
+            cgroup_parent_root: c.runtime.cgroup_parent_root()?,
         },
         store.clone(),
     )

@@ -70,7 +70,8 @@ fn kind_daemon(net: &KindNet) -> Daemon {
     let mut d = Daemon::start(&[]);
     std::fs::copy(repo_file("hack/kind/criusd.toml"), d.config_path()).unwrap();
     // The kind config's systemd cgroup driver needs systemd as PID 1, which the host has not: the driver is
-    // tested in the VM (vm_systemd), the rest of the config here.
+    // tested in the VM (vm_systemd), the rest of the config here. Its parent root is a slice, which means
+    // nothing under cgroupfs: any parent here.
     d.restart(&[
         "--cni-conf-dir",
         &net.conf_dir(),
@@ -78,6 +79,8 @@ fn kind_daemon(net: &KindNet) -> Daemon {
         "/usr/lib/cni",
         "--cgroup-driver",
         "cgroupfs",
+        "--cgroup-parent-root",
+        "/",
     ]);
     d
 }

@@ -46,6 +46,8 @@ pub struct Pods {
     intents: Arc<Intents>,
     /// The runtime handlers RunPodSandbox picks from.
     pub handlers: Arc<Handlers>,
+    /// Where every pod's `cgroup_parent` must lie.
+    cgroup_parent_root: crate::cgroup_driver::ParentRoot,
 }
 
 /// The pod's namespace options (defaults: all the pod's own).
@@ -118,12 +120,21 @@ impl Pods {
             busy: Default::default(),
             intents,
             handlers: Arc::default(),
+            cgroup_parent_root: Default::default(),
         })
     }
 
     /// These pods with `handlers` to pick from (else crius-runc alone).
     pub fn with_handlers(self, handlers: Arc<Handlers>) -> Pods {
         Pods { handlers, ..self }
+    }
+
+    /// These pods with every `cgroup_parent` within `root` (else any).
+    pub fn with_cgroup_parent_root(self, root: crate::cgroup_driver::ParentRoot) -> Pods {
+        Pods {
+            cgroup_parent_root: root,
+            ..self
+        }
     }
 
     /// The directory of the files (hostname, hosts, resolv.conf) that sandbox `id`'s containers mount. They
@@ -203,6 +214,11 @@ impl Pods {
             ));
         }
         crate::validate::sandbox_config(&config)?;
+        if let Some(l) = &config.linux {
+            self.cgroup_parent_root
+                .check(crate::cgroup_driver::get(), &l.cgroup_parent)
+                .map_err(|e| Error::invalid(CALL, "linux.cgroup_parent", e))?;
+        }
         let runtime = self.handlers.find(CALL, &handler)?.runtime.clone();
         let id = random_id().map_err(|e| Error::io("reading /dev/urandom", e))?;
         let ns = namespace_options(&config);

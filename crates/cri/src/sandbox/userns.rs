@@ -63,6 +63,17 @@ fn check_maps(call: &'static str, field: String, ids: &[cri::IdMapping]) -> Resu
     if m.length == 0 {
         return Err(Error::invalid(call, field, "maps a length of 0"));
     }
+    if m.host_id == 0 {
+        return Err(Error::invalid(
+            call,
+            field,
+            format!(
+                "maps host ids 0 to {}: a range with the host's root (id 0) would make the pod's root the \
+                 host's; map ids above 0 (kubelet's range starts at 65536)",
+                u64::from(m.length) - 1
+            ),
+        ));
+    }
     if u64::from(m.host_id) + u64::from(m.length) > u64::from(u32::MAX) {
         return Err(Error::invalid(
             call,
@@ -235,6 +246,13 @@ mod tests {
         }
         let msg = refused(&opts(cri::NamespaceMode::Pod, vec![]));
         assert!(msg.contains("has 0 mappings"), "{msg}");
+        let msg = refused(&opts(cri::NamespaceMode::Pod, vec![map(0, 0, 65536)]));
+        assert!(
+            msg.contains(&format!("{at}.uids maps host ids 0 to 65535")) && msg.contains("host's root"),
+            "{msg}"
+        );
+        let msg = refused(&opts(cri::NamespaceMode::Pod, vec![map(0, 0, 1)]));
+        assert!(msg.contains("maps host ids 0 to 0"), "{msg}");
         let msg = refused(&opts(cri::NamespaceMode::Pod, vec![map(0, u32::MAX - 10, 100)]));
         assert!(msg.contains("past the 32-bit ids"), "{msg}");
         let msg = refused(&cri::NamespaceOption {
