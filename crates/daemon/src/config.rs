@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 pub mod pods;
 pub mod runtimes;
+pub mod stream;
+
+pub use stream::StreamSection;
 
 /// Where the config file is looked for when `--config` is not given (a missing default file is fine).
 pub const DEFAULT_CONFIG: &str = "/etc/crius/config.toml";
@@ -44,34 +47,6 @@ pub struct Config {
     pub runtimes: runtimes::RuntimesSection,
     /// The pod service.
     pub pods: pods::PodsSection,
-}
-
-/// The `[stream]` table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct StreamSection {
-    /// The address it listens on.
-    pub address: String,
-    /// Its port (0: a free one, chosen at start).
-    pub port: u16,
-    /// A PEM certificate chain to serve https with (with `tls_key`); empty: plain http.
-    pub tls_cert: PathBuf,
-    /// The PEM key of `tls_cert`.
-    pub tls_key: PathBuf,
-    /// Seconds a stream may go without traffic before it is closed (0: never).
-    pub idle_timeout: u64,
-}
-
-impl Default for StreamSection {
-    fn default() -> StreamSection {
-        StreamSection {
-            address: "127.0.0.1".into(),
-            port: 0,
-            tls_cert: PathBuf::new(),
-            tls_key: PathBuf::new(),
-            idle_timeout: 4 * 3600,
-        }
-    }
 }
 
 /// The `[runtime]` table.
@@ -282,29 +257,7 @@ impl Config {
 
     /// The streaming server's settings.
     pub fn stream_config(&self) -> Result<crius_stream::server::Config, String> {
-        let s = &self.stream;
-        let ip: std::net::IpAddr = s
-            .address
-            .parse()
-            .map_err(|_| format!("stream address {:?}: not an IP address", s.address))?;
-        let tls = match (
-            s.tls_cert.as_os_str().is_empty(),
-            s.tls_key.as_os_str().is_empty(),
-        ) {
-            (true, true) => None,
-            (false, false) => Some((s.tls_cert.clone(), s.tls_key.clone())),
-            _ => return Err("stream tls_cert and tls_key go together: give both or neither".into()),
-        };
-        Ok(crius_stream::server::Config {
-            address: std::net::SocketAddr::new(ip, s.port),
-            tls,
-            idle_timeout: if s.idle_timeout == 0 {
-                std::time::Duration::from_secs(100 * 365 * 24 * 3600)
-            } else {
-                std::time::Duration::from_secs(s.idle_timeout)
-            },
-            ..crius_stream::server::Config::default()
-        })
+        self.stream.server_config()
     }
 
     /// The shim binary to run pods with.
@@ -445,41 +398,7 @@ impl Config {
              # UpdatePodSandboxResources to write.\n# default: \"/\"\ncgroup_parent_root = {}\n\n",
             toml_value(&self.runtime.cgroup_parent_root)
         );
-        out += "[stream]\n";
-        let mut key = |doc: &str, name: &str, value: String, default: String| {
-            out += &format!("# {doc}\n# default: {default}\n{name} = {value}\n\n");
-        };
-        key(
-            "Address of the streaming server behind Exec, Attach and PortForward (--stream-address). kubelet \
-             proxies to it, so 127.0.0.1 serves a node.",
-            "address",
-            toml_value(&self.stream.address),
-            toml_value(&d.stream.address),
-        );
-        key(
-            "Its port; 0 picks a free one at start (--stream-port).",
-            "port",
-            toml_value(&self.stream.port),
-            toml_value(&d.stream.port),
-        );
-        key(
-            "PEM certificate chain to serve https with, with tls_key; empty: plain http.",
-            "tls_cert",
-            toml_value(&self.stream.tls_cert),
-            toml_value(&d.stream.tls_cert),
-        );
-        key(
-            "PEM key of tls_cert.",
-            "tls_key",
-            toml_value(&self.stream.tls_key),
-            toml_value(&d.stream.tls_key),
-        );
-        key(
-            "Seconds a stream may go without traffic before it is closed; 0: never (--stream-idle-timeout).",
-            "idle_timeout",
-            toml_value(&self.stream.idle_timeout),
-            toml_value(&d.stream.idle_timeout),
-        );
+        out += &self.stream.render(|v| v.toml());
         out += "# Registry host = mirror to pull from instead: \"host:port\", or \"http://host:port\" for plain http\n\
                 # (--registry-mirror HOST=MIRROR). Example: \"docker.io\" = \"http://127.0.0.1:5000\"\n\
                 # default: none\n[image.mirrors]\n";

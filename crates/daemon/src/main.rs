@@ -159,8 +159,21 @@ impl Cli {
     }
 }
 
+/// Raises criusd's soft RLIMIT_NOFILE to its hard limit, as containerd does at start: every client
+/// connection, port-forward and shim costs a descriptor, and the default soft limit (often 1024) is the first
+/// thing a flood of connections would exhaust. The processes criusd starts inherit it. Returns the limits now.
+fn raise_nofile() -> Result<(u64, u64), nix::Error> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    }
+    getrlimit(Resource::RLIMIT_NOFILE)
+}
+
 fn main() -> std::process::ExitCode {
     memory::limit_arenas();
+    let nofile = raise_nofile();
     let cli = Cli::parse();
     let config = match cli.config() {
         Ok(c) => c,
@@ -176,6 +189,10 @@ fn main() -> std::process::ExitCode {
     if let Err(e) = serve::init_logging(&config) {
         eprintln!("criusd: {e}");
         return std::process::ExitCode::from(2);
+    }
+    match nofile {
+        Ok((soft, hard)) => tracing::debug!(soft, hard, "RLIMIT_NOFILE"),
+        Err(e) => tracing::warn!("raising RLIMIT_NOFILE: {e}"),
     }
     match serve::run(config) {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -127,7 +127,8 @@ pub async fn connect_ws(
         HeaderValue::from_str(protocols).map_err(|e| ClientError::Protocol(e.to_string()))?,
     );
     let mut cfg = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default();
-    cfg.max_message_size = Some(ws::MAX_MESSAGE);
+    // What the server sends: up to 1 MiB (a SPDY tunnel's writes batch several frames).
+    cfg.max_message_size = Some(1 << 20);
     let (socket, resp) = tokio_tungstenite::client_async_with_config(req, tcp, Some(cfg))
         .await
         .map_err(|e| match e {

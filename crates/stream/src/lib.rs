@@ -7,9 +7,11 @@
 //! ```text
 //!  backend.rs      the Backend trait: what the server asks of the runtime (criusd implements it)
 //!  token.rs        single-use tokens behind the URLs, 1 minute each
+//!  http.rs         the connection cap and head deadline every HTTP server of criusd's has
 //!  server.rs       the HTTP server: routes, the upgrade to SPDY or WebSocket, TLS (tls.rs), idle timeouts
 //!                  (idle.rs)
-//!  session.rs      exec and attach over abstract channels (stdin, stdout, stderr, error, resize)
+//!  session.rs      exec and attach over abstract channels (stdin, stdout, stderr, error, resize); resize.rs:
+//!                  the resize channel's parser, bounded
 //!  remote.rs       those channels on a WebSocket; spdy_serve.rs: on SPDY streams, and port-forward's pairs
 //!  portforward.rs  port-forward over WebSocket channels, and the copy between a port and a channel pair
 //!  status.rs       the error channel's Status objects
@@ -24,9 +26,11 @@
 
 pub mod backend;
 pub mod client;
+pub mod http;
 pub mod idle;
 pub mod portforward;
 pub mod remote;
+pub mod resize;
 pub mod server;
 pub mod session;
 pub mod spdy;

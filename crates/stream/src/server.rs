@@ -2,6 +2,12 @@
 //! `/portforward/<token>`, each upgraded to SPDY/3.1 (`Upgrade: SPDY/3.1`, the protocol picked from
 //! `X-Stream-Protocol-Version`) or WebSocket (picked from `Sec-WebSocket-Protocol`). A token is taken by its
 //! first connection; an unknown, used or expired one is 404, as kubelet's server answers.
+//!
+//! Limits (see [`Config`]): `max_connections` HTTP connections at once, each with `header_timeout` for its TLS
+//! handshake and for each request's head; `max_sessions` upgraded sessions at once (one
+//! more is 503); `max_streams` streams per session (SPDY: refused with RST_STREAM; a WebSocket port-forward
+//! asking for more ports is 400). A session's memory is bounded in bytes: frames and messages of at most
+//! 64 KiB, and inbound data bounded per session (see `spdy::conn` and `ws`).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -17,12 +23,15 @@ use hyper::{Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::Role;
 
 use crate::backend::{Backend, Request};
+use crate::http::Slots;
 use crate::idle::IdleIo;
+use crate::spdy::conn::Config as SpdyConfig;
 use crate::token::{TokenError, Tokens};
 use crate::{portforward, remote, spdy_serve, ws};
 
@@ -44,6 +53,17 @@ pub struct Config {
     pub token_lifetime: Duration,
     /// How long a SPDY client has to open the streams its request needs.
     pub stream_creation_timeout: Duration,
+    /// HTTP connections served at once (before their upgrade); more wait in the listen backlog.
+    pub max_connections: usize,
+    /// How long a connection has for its TLS handshake, and then for its request's head.
+    pub header_timeout: Duration,
+    /// Upgraded sessions (exec, attach, port-forward) at once; one more is answered 503.
+    pub max_sessions: usize,
+    /// Streams one session may have open at once (SPDY streams; WebSocket port-forward: two per port).
+    pub max_streams: usize,
+    /// Bytes of a client's data one SPDY session holds before its consumers take it (the process's stdin, a
+    /// port's connection); past it the session stops reading the client.
+    pub session_buffer: usize,
 }
 
 impl Default for Config {
@@ -54,6 +74,11 @@ impl Default for Config {
             idle_timeout: Duration::from_secs(4 * 3600),
             token_lifetime: crate::token::LIFETIME,
             stream_creation_timeout: Duration::from_secs(30),
+            max_connections: 256,
+            header_timeout: crate::http::HEADER_TIMEOUT,
+            max_sessions: 128,
+            max_streams: 64,
+            session_buffer: 1024 * 1024,
         }
     }
 }
@@ -82,6 +107,19 @@ struct State {
     tokens: Arc<Tokens>,
     backend: Arc<dyn Backend>,
     config: Config,
+    sessions: Arc<Semaphore>,
+}
+
+impl State {
+    /// A SPDY session's limits.
+    fn spdy(&self) -> SpdyConfig {
+        SpdyConfig {
+            open_timeout: self.config.stream_creation_timeout,
+            max_streams: self.config.max_streams,
+            inbound_bytes: self.config.session_buffer,
+            ..SpdyConfig::default()
+        }
+    }
 }
 
 /// Why the server could not start.
@@ -111,28 +149,35 @@ impl Server {
         let scheme = if tls.is_some() { "https" } else { "http" };
         let base = format!("{scheme}://{addr}");
         let tokens = Arc::new(Tokens::with_lifetime(config.token_lifetime));
+        let slots = Slots::new(config.max_connections);
         let state = Arc::new(State {
             tokens: tokens.clone(),
             backend,
+            sessions: Arc::new(Semaphore::new(
+                config.max_sessions.clamp(1, Semaphore::MAX_PERMITS),
+            )),
             config,
         });
         let accept = tokio::spawn(async move {
             loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                };
+                let (tcp, slot) = slots.accept(&listener).await;
                 let _ = tcp.set_nodelay(true);
                 let state = state.clone();
                 let tls = tls.clone();
                 tokio::spawn(async move {
+                    let deadline = state.config.header_timeout;
                     match tls {
-                        Some(tls) => match tls.accept(tcp).await {
-                            Ok(s) => serve_connection(state, s).await,
-                            Err(e) => tracing::debug!("streaming TLS handshake: {e}"),
+                        Some(tls) => match tokio::time::timeout(deadline, tls.accept(tcp)).await {
+                            Ok(Ok(s)) => serve_connection(state, s).await,
+                            Ok(Err(e)) => tracing::debug!("streaming TLS handshake: {e}"),
+                            Err(_) => {
+                                tracing::debug!("streaming TLS handshake: not done within {deadline:?}");
+                            }
                         },
                         None => serve_connection(state, tcp).await,
                     }
+                    // The slot is the HTTP connection's: an upgraded session holds one of `sessions` instead.
+                    drop(slot);
                 });
             }
         });
@@ -165,11 +210,13 @@ async fn serve_connection<S>(state: Arc<State>, io: S)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let deadline = state.config.header_timeout;
     let service = hyper::service::service_fn(move |req| {
         let state = state.clone();
         async move { Ok::<_, Infallible>(handle(state, req)) }
     });
-    let _ = hyper::server::conn::http1::Builder::new()
+    // A kept-alive connection waiting for its next request is closed at the same deadline.
+    let _ = crate::http::builder(deadline)
         .serve_connection(TokioIo::new(io), service)
         .with_upgrades()
         .await;
@@ -224,6 +271,16 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
     if !matches!(kind, "exec" | "attach" | "portforward") || token.is_empty() || token.contains('/') {
         return reply(StatusCode::NOT_FOUND, format!("no such streaming path {path:?}"));
     }
+    // Checked before the token is taken, so that a refused client may try again with it.
+    let Ok(session) = state.sessions.clone().try_acquire_owned() else {
+        return reply(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the streaming server has {} sessions open, its limit ([stream] max_sessions); try again later",
+                state.config.max_sessions
+            ),
+        );
+    };
     let Some(kept) = state.tokens.take(token) else {
         return reply(
             StatusCode::NOT_FOUND,
@@ -281,18 +338,32 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
             {
                 return reply(StatusCode::BAD_REQUEST, e.clone());
             }
+            if let Ok(p) = &ports
+                && port_forward
+                && !tunnel
+                && p.len().saturating_mul(2) > state.config.max_streams
+            {
+                return reply(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "{} ports take {} streams, over the limit of {} per session ([stream] max_streams)",
+                        p.len(),
+                        p.len().saturating_mul(2),
+                        state.config.max_streams
+                    ),
+                );
+            }
             let upgrade = hyper::upgrade::on(&mut req);
             let st = state.clone();
             tokio::spawn(async move {
+                let _session = session;
                 let Ok(up) = upgrade.await else { return };
                 let io = IdleIo::new(TokioIo::new(up), st.config.idle_timeout);
-                let mut cfg = WebSocketConfig::default();
-                cfg.max_message_size = Some(ws::MAX_MESSAGE);
-                cfg.max_frame_size = Some(ws::MAX_MESSAGE);
-                let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(cfg)).await;
+                let socket =
+                    WebSocketStream::from_raw_socket(io, Role::Server, Some(ws::server_config())).await;
                 if tunnel {
                     let io = crate::tunnel::Tunnel::new(socket);
-                    spdy_serve::serve(io, kept, st.backend.clone(), st.config.stream_creation_timeout).await;
+                    spdy_serve::serve(io, kept, st.backend.clone(), st.spdy()).await;
                 } else if port_forward {
                     portforward::over_ws(socket, kept, ports.unwrap_or_default(), st.backend.clone()).await;
                 } else {
@@ -323,9 +394,10 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
             let upgrade = hyper::upgrade::on(&mut req);
             let st = state.clone();
             tokio::spawn(async move {
+                let _session = session;
                 let Ok(up) = upgrade.await else { return };
                 let io = IdleIo::new(TokioIo::new(up), st.config.idle_timeout);
-                spdy_serve::serve(io, kept, st.backend.clone(), st.config.stream_creation_timeout).await;
+                spdy_serve::serve(io, kept, st.backend.clone(), st.spdy()).await;
             });
             switching(SPDY, HeaderName::from_static(PROTOCOL_HEADER), &chosen)
         }

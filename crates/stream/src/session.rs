@@ -11,6 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+
+use crate::resize::Sizes;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -69,7 +71,7 @@ pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
         error,
         gone,
     } = channels;
-    let mut resize_buf = BytesMut::new();
+    let mut resize_sizes = Sizes::new();
     // Sizes that came before the start: the first is the terminal's at start, the others are applied after.
     let mut early = Vec::new();
     let (started, cmd) = match req {
@@ -79,7 +81,7 @@ pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
             if r.tty
                 && let Some(rx) = resize.as_mut()
             {
-                early = first_sizes(rx, &mut resize_buf).await;
+                early = first_sizes(rx, &mut resize_sizes).await;
                 r.size = early.first().copied();
             }
             let cmd = r.cmd.clone();
@@ -121,13 +123,12 @@ pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
     if let Some(mut rx) = resize {
         let control = control.clone();
         tasks.push(tokio::spawn(async move {
-            let mut buf = resize_buf;
-            for (w, h) in early.into_iter().skip(1).chain(sizes(&mut buf)) {
+            let mut sizes = resize_sizes;
+            for (w, h) in early.into_iter().skip(1) {
                 let _ = control.resize(w, h).await;
             }
             while let Some(b) = rx.recv().await {
-                buf.extend_from_slice(&b);
-                for (w, h) in sizes(&mut buf) {
+                for (w, h) in sizes.push(&b) {
                     let _ = control.resize(w, h).await;
                 }
             }
@@ -173,18 +174,18 @@ pub async fn run(backend: Arc<dyn Backend>, req: Request, channels: Channels) {
 pub const FIRST_SIZE: Duration = Duration::from_secs(1);
 
 /// The terminal sizes the client sent first, read off `rx` until there is one or [`FIRST_SIZE`] passed
-/// (empty then); an unfinished one stays in `buf`.
-async fn first_sizes(rx: &mut mpsc::Receiver<Bytes>, buf: &mut BytesMut) -> Vec<(u16, u16)> {
+/// (empty then); an unfinished one stays in `sizes`.
+async fn first_sizes(rx: &mut mpsc::Receiver<Bytes>, sizes: &mut Sizes) -> Vec<(u16, u16)> {
     let deadline = tokio::time::Instant::now() + FIRST_SIZE;
     loop {
-        match tokio::time::timeout_at(deadline, rx.recv()).await {
+        let b = match tokio::time::timeout_at(deadline, rx.recv()).await {
             Ok(Some(b)) if b.is_empty() => continue,
-            Ok(Some(b)) => buf.extend_from_slice(&b),
+            Ok(Some(b)) => b,
             _ => return Vec::new(),
-        }
-        let got = sizes(buf);
-        // Sizes, or garbage (which `sizes` drops whole, where an unfinished size stays): either ends the wait.
-        if !got.is_empty() || buf.is_empty() {
+        };
+        let got = sizes.push(&b);
+        // Sizes, or garbage (which `push` drops whole, where an unfinished size stays): either ends the wait.
+        if !got.is_empty() || sizes.buffered() == 0 {
             return got;
         }
     }
@@ -209,55 +210,4 @@ async fn copy_out(mut from: Output, mut to: Out) {
         }
     }
     to.close().await;
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct Size {
-    width: u16,
-    height: u16,
-}
-
-/// Takes the complete terminal sizes off the front of `buf`; a malformed one ends the list and drops what
-/// is there (a client that sends garbage on the resize channel gets no resizes, not a crash).
-fn sizes(buf: &mut BytesMut) -> Vec<(u16, u16)> {
-    let mut out = Vec::new();
-    let mut it = serde_json::Deserializer::from_slice(buf).into_iter::<Size>();
-    let mut used = 0;
-    loop {
-        match it.next() {
-            Some(Ok(s)) => {
-                out.push((s.width, s.height));
-                used = it.byte_offset();
-            }
-            Some(Err(e)) if e.is_eof() => break,
-            Some(Err(_)) => {
-                used = buf.len();
-                break;
-            }
-            None => {
-                used = buf.len();
-                break;
-            }
-        }
-    }
-    let _ = buf.split_to(used);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_come_whole_or_wait_for_the_rest() {
-        let mut b = BytesMut::from(&br#"{"Width":80,"Height":24}{"Width":1"#[..]);
-        assert_eq!(sizes(&mut b), vec![(80, 24)]);
-        b.extend_from_slice(br#"00,"Height":40}"#);
-        assert_eq!(sizes(&mut b), vec![(100, 40)]);
-        assert!(b.is_empty());
-        let mut junk = BytesMut::from(&b"]]"[..]);
-        assert!(sizes(&mut junk).is_empty());
-        assert!(junk.is_empty());
-    }
 }

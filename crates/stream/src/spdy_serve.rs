@@ -17,8 +17,8 @@ use tokio::sync::mpsc;
 use crate::backend::{Backend, PortForwardRequest, Request};
 use crate::portforward;
 use crate::remote::Wanted;
-use crate::session::{self, Channels, Gone, Out, Outbound, QUEUE};
-use crate::spdy::conn::{Connection, Incoming, RecvHalf, Role, SendHalf, Stream};
+use crate::session::{self, Channels, Gone, Out, Outbound};
+use crate::spdy::conn::{Config, Connection, Incoming, RecvHalf, Role, SendHalf, Stream};
 use crate::spdy::frame::Headers;
 
 /// The header naming a stream's channel.
@@ -62,13 +62,16 @@ impl Outbound for Discard {
     }
 }
 
-/// The data of `recv`, in a bounded queue that ends with the stream.
+/// The data of `recv`, in a queue of one chunk that ends with the stream: what waits in the stream itself is
+/// counted in the session's inbound budget, so this keeps at most one chunk (and the consumer one) beyond it.
 pub fn queue(mut recv: RecvHalf) -> mpsc::Receiver<Bytes> {
-    let (tx, rx) = mpsc::channel(QUEUE);
+    let (tx, rx) = mpsc::channel(1);
     tokio::spawn(async move {
-        while let Some(b) = recv.recv().await {
-            if tx.send(b).await.is_err() {
-                return;
+        // Room first, then the data: nothing is held here while the consumer is slow.
+        while let Ok(room) = tx.reserve().await {
+            match recv.recv().await {
+                Some(b) => room.send(b),
+                None => return,
             }
         }
     });
@@ -76,11 +79,13 @@ pub fn queue(mut recv: RecvHalf) -> mpsc::Receiver<Bytes> {
 }
 
 /// Serves `req` over an upgraded SPDY connection (or a WebSocket tunnel of one).
-pub async fn serve<S>(io: S, req: Request, backend: Arc<dyn Backend>, timeout: Duration)
+/// `config.open_timeout` is how long a remote-command client has to open its streams.
+pub async fn serve<S>(io: S, req: Request, backend: Arc<dyn Backend>, config: Config)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (conn, incoming) = Connection::new(io, Role::Server);
+    let timeout = config.open_timeout;
+    let (conn, incoming) = Connection::with_config(io, Role::Server, config);
     match req {
         Request::PortForward(pf) => port_forward(&conn, incoming, pf, backend).await,
         req => remote_command(&conn, incoming, req, backend, timeout).await,

@@ -16,8 +16,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 
 use crate::session::{Gone, Outbound, QUEUE};
 
@@ -34,8 +34,21 @@ pub const RESIZE: u8 = 4;
 /// v5's close signal.
 pub const CLOSE: u8 = 255;
 
-/// Largest message accepted from a peer (a chunk of stdin, say).
-pub const MAX_MESSAGE: usize = 1 << 20;
+/// Largest message (and frame) the server accepts from a client (a chunk of stdin, say): 64 KiB, as SPDY's
+/// DATA frames. client-go writes 32 KiB chunks.
+pub const MAX_MESSAGE: usize = 64 * 1024;
+
+/// The WebSocket limits of the server's side: frames and messages of at most [`MAX_MESSAGE`].
+pub fn server_config() -> WebSocketConfig {
+    let mut cfg = WebSocketConfig::default();
+    cfg.max_message_size = Some(MAX_MESSAGE);
+    cfg.max_frame_size = Some(MAX_MESSAGE);
+    cfg
+}
+
+/// Messages queued per inbound channel before the reader waits for the channel's consumer: with
+/// [`MAX_MESSAGE`], a channel holds at most 128 KiB.
+pub const INBOUND_QUEUE: usize = 2;
 
 enum Out {
     Data(u8, Bytes),
@@ -89,7 +102,7 @@ impl Mux {
 
     /// Messages on `channel` go to the returned queue (closed by the peer's close signal or the end).
     pub fn inbound(&mut self, channel: u8) -> mpsc::Receiver<Bytes> {
-        let (tx, rx) = mpsc::channel(QUEUE);
+        let (tx, rx) = mpsc::channel(INBOUND_QUEUE);
         self.inbound.insert(channel, tx);
         rx
     }
@@ -132,7 +145,7 @@ where
         let read = async {
             while let Some(msg) = source.next().await {
                 match msg {
-                    Ok(Message::Binary(b)) if !b.is_empty() && b.len() <= MAX_MESSAGE => {
+                    Ok(Message::Binary(b)) if !b.is_empty() => {
                         let (ch, data) = (b[0], b.slice(1..));
                         if ch == CLOSE {
                             if let Some(c) = data.first() {

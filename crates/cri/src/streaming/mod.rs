@@ -20,19 +20,23 @@ use crate::runtime::Runtime;
 mod connect;
 mod follow;
 
-use connect::connect_in;
+use connect::Connects;
 use follow::follow;
 
 /// The backend; cheap to clone.
 #[derive(Clone)]
 pub struct Streaming {
     runtime: Arc<Runtime>,
+    connects: Connects,
 }
 
 impl Streaming {
     /// A backend over `runtime`.
     pub fn new(runtime: Arc<Runtime>) -> Streaming {
-        Streaming { runtime }
+        Streaming {
+            runtime,
+            connects: Connects::new(),
+        }
     }
 }
 
@@ -272,19 +276,16 @@ impl Backend for Streaming {
         port: u16,
     ) -> BoxFuture<'static, StreamResult<tokio::net::TcpStream>> {
         let runtime = self.runtime.clone();
+        let connects = self.connects.clone();
         Box::pin(async move {
             let sb = runtime
                 .pods
                 .get("PortForward", &sandbox_id)
                 .map_err(stream_error)?;
-            let std = match sb.record.namespaces.net.clone() {
-                None => tokio::task::spawn_blocking(move || connect_in(None, port)).await,
-                Some(pin) => tokio::task::spawn_blocking(move || connect_in(Some(pin), port)).await,
-            }
-            .map_err(|e| crius_stream::Error::new(ErrorKind::Internal, e.to_string()))?
-            .map_err(|e| crius_stream::Error::new(ErrorKind::Internal, e))?;
-            tokio::net::TcpStream::from_std(std)
-                .map_err(|e| crius_stream::Error::new(ErrorKind::Internal, format!("port {port}: {e}")))
+            connects
+                .connect_in(sb.record.namespaces.net.clone(), port)
+                .await
+                .map_err(|e| crius_stream::Error::new(ErrorKind::Internal, e))
         })
     }
 }

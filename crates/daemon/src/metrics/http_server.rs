@@ -1,9 +1,10 @@
-//! The endpoint itself: a hyper http/1 server on its own listener, `GET /metrics` and nothing else.
+//! The endpoint itself: a hyper http/1 server on its own listener, `GET /metrics` and nothing else. At most
+//! [`MAX_CONNECTIONS`] connections at once (more wait in the listen backlog), each closed when a request's
+//! head takes over [`crius_stream::http::HEADER_TIMEOUT`] (an idle keep-alive one too).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -13,6 +14,9 @@ use hyper_util::rt::TokioIo;
 use super::Metrics;
 
 type Reply = Response<Full<Bytes>>;
+
+/// Connections served at once: Prometheus keeps one per scrape target.
+pub const MAX_CONNECTIONS: usize = 64;
 
 fn reply(code: StatusCode, content_type: &'static str, body: String) -> Reply {
     let mut r = Response::new(Full::new(Bytes::from(body)));
@@ -52,21 +56,20 @@ pub async fn serve(address: SocketAddr, metrics: Arc<Metrics>) -> Result<SocketA
     let bound = listener
         .local_addr()
         .map_err(|e| format!("metrics_address {address}: {e}"))?;
+    let slots = crius_stream::http::Slots::new(MAX_CONNECTIONS);
     tokio::spawn(async move {
         loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            };
+            let (tcp, slot) = slots.accept(&listener).await;
             let metrics = metrics.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req| {
                     let metrics = metrics.clone();
                     async move { Ok::<_, Infallible>(answer(metrics, req).await) }
                 });
-                let _ = hyper::server::conn::http1::Builder::new()
+                let _ = crius_stream::http::builder(crius_stream::http::HEADER_TIMEOUT)
                     .serve_connection(TokioIo::new(tcp), service)
                     .await;
+                drop(slot);
             });
         }
     });

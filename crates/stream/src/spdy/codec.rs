@@ -2,7 +2,9 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::frame::{Frame, FrameError, MAX_CONTROL_FRAME_LEN, MAX_FRAME_LEN, Setting, VERSION};
+use super::frame::{
+    Frame, FrameError, MAX_CONTROL_FRAME_LEN, MAX_DATA_FRAME, MAX_FRAME_LEN, Setting, VERSION,
+};
 use super::zlib::{Deflater, Inflater};
 
 const TYPE_SYN_STREAM: u16 = 1;
@@ -186,14 +188,14 @@ impl Default for Decoder {
     fn default() -> Self {
         Self {
             inflater: Inflater::default(),
-            max_data_len: MAX_FRAME_LEN,
+            max_data_len: MAX_DATA_FRAME,
         }
     }
 }
 
 impl Decoder {
-    /// Refuses DATA frames with more than `max` bytes of payload (at most [`MAX_FRAME_LEN`], the default), so
-    /// that a peer cannot make the reader hold more than that for one frame.
+    /// Refuses DATA frames with more than `max` bytes of payload (at most [`MAX_FRAME_LEN`]; by default
+    /// [`MAX_DATA_FRAME`]), so that a peer cannot make the reader hold more than that for one frame.
     pub fn set_max_data_len(&mut self, max: usize) {
         self.max_data_len = max.min(MAX_FRAME_LEN);
     }

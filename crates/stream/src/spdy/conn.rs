@@ -4,9 +4,11 @@
 //!
 //! [`Connection::new`] spawns a reader and a writer task that own the io. There is no flow control (spdystream
 //! does none: the peer's WINDOW_UPDATE and SETTINGS are ignored, and none are sent); memory is bounded by
-//! back-pressure instead. Senders wait while the writer's queue is full. Each stream's inbound data waits in a
-//! bounded queue, and when a stream's queue is full the reader waits for its consumer, so it stops reading the
-//! socket and the peer's writes block (TCP back-pressure). That is head-of-line blocking by design: a stream
+//! back-pressure instead. Senders wait while the writer's queue is full. Inbound data waits in its stream's
+//! queue, and all of a session's queued inbound data together is at most [`Config::inbound_bytes`]: when that
+//! is used up (or a stream's queue is full) the reader waits for the consumers, so it stops reading the
+//! socket and the peer's writes block (TCP back-pressure). A DATA frame over [`Config::max_data_frame`] is a
+//! protocol error, and a stream past [`Config::max_streams`] is refused (RST_STREAM, REFUSED_STREAM). That is head-of-line blocking by design: a stream
 //! whose data is not read holds up every other stream of the session until it is read (or its [`RecvHalf`] is
 //! dropped, after which its data is discarded).
 //!
@@ -20,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
 use super::codec::MAX_STREAM_ID;
-use super::frame::{Codec, FrameError, GOAWAY_OK, Headers, MAX_FRAME_LEN, RST_CANCEL};
+use super::frame::{Codec, FrameError, GOAWAY_OK, Headers, MAX_DATA_FRAME, RST_CANCEL};
 use super::session::{Shared, Slot, reader, writer};
 pub use super::stream::{MAX_CHUNK, RecvHalf, SendHalf, Stream};
 
@@ -44,9 +46,15 @@ pub struct Config {
     pub stream_queue: usize,
     /// Streams the peer opened that wait for [`Incoming::accept`] before the reader waits.
     pub accept_queue: usize,
-    /// The largest DATA payload accepted from the peer (at most [`MAX_FRAME_LEN`]); a larger one is a protocol
-    /// error. spdystream sends each write as one frame, which `io.Copy` keeps at 32 KiB.
+    /// The largest DATA payload accepted from the peer (at most [`MAX_FRAME_LEN`](super::frame::MAX_FRAME_LEN); [`MAX_DATA_FRAME`] by
+    /// default); a larger one is a protocol error. spdystream sends each write as one frame, which `io.Copy`
+    /// keeps at 32 KiB.
     pub max_data_frame: usize,
+    /// Bytes of the peer's data all the session's streams together hold before their consumers take it (at
+    /// least `max_data_frame`); the reader waits for room past it.
+    pub inbound_bytes: usize,
+    /// Streams open at once; one more from the peer is refused with RST_STREAM (REFUSED_STREAM).
+    pub max_streams: usize,
 }
 
 impl Default for Config {
@@ -56,7 +64,9 @@ impl Default for Config {
             write_queue: 256 * 1024,
             stream_queue: 16,
             accept_queue: 16,
-            max_data_frame: MAX_FRAME_LEN,
+            max_data_frame: MAX_DATA_FRAME,
+            inbound_bytes: 1024 * 1024,
+            max_streams: 64,
         }
     }
 }

@@ -5,7 +5,7 @@
 
 /// The SPDY/3 header dictionary: length-prefixed (32-bit, big-endian) header names and common values, then a run
 /// of status codes, reason phrases, dates and content types without prefixes.
-pub(crate) const DICTIONARY: &[u8] = b"\
+pub const DICTIONARY: &[u8] = b"\
 \0\0\0\x07options\0\0\0\x04head\0\0\0\x04post\0\0\0\x03put\0\0\0\x06delete\0\0\0\x05trace\
 \0\0\0\x06accept\0\0\0\x0eaccept-charset\0\0\0\x0faccept-encoding\0\0\0\x0faccept-language\
 \0\0\0\x0daccept-ranges\0\0\0\x03age\0\0\0\x05allow\0\0\0\x0dauthorization\0\0\0\x0dcache-control\

@@ -8,6 +8,7 @@
 use bytes::Bytes;
 
 pub use super::codec::{Codec, Decoder, Encoder};
+pub use super::dict::DICTIONARY;
 pub use super::headers::{Headers, MAX_HEADER_BLOCK, MAX_HEADER_PAIRS};
 
 /// The SPDY version this crate speaks.
@@ -16,8 +17,12 @@ pub const VERSION: u16 = 3;
 /// The largest length a frame can carry (24 bits).
 pub const MAX_FRAME_LEN: usize = (1 << 24) - 1;
 
-/// The largest control frame accepted: a header block inflating to at most [`MAX_HEADER_BLOCK`] cannot take more
-/// than this compressed.
+/// The largest DATA payload a session accepts from its peer by default (64 KiB): spdystream sends each write
+/// as one frame, which `io.Copy` keeps at 32 KiB, and the reader never holds more than this for one frame.
+pub const MAX_DATA_FRAME: usize = 64 * 1024;
+
+/// The largest control frame accepted (64 KiB): a header block inflating to at most [`MAX_HEADER_BLOCK`] cannot
+/// take more than this compressed.
 pub const MAX_CONTROL_FRAME_LEN: usize = MAX_HEADER_BLOCK + 4096;
 
 /// RST_STREAM status: the peer broke the protocol.

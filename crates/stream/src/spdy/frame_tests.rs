@@ -90,7 +90,7 @@ fn sample() -> Vec<Frame> {
         Frame::Data {
             stream_id: 0x7fff_ffff,
             fin: false,
-            data: Bytes::from(vec![7u8; 70_000]),
+            data: Bytes::from(vec![7u8; MAX_DATA_FRAME]),
         },
         Frame::GoAway {
             last_good_stream_id: 3,
@@ -296,7 +296,7 @@ fn malformed_frames() {
 /// A SYN_REPLY for stream 1 carrying `block`, compressed as a peer would.
 fn syn_reply_with_block(block: &[u8]) -> Vec<u8> {
     let mut z = flate2::Compress::new(flate2::Compression::default(), true);
-    z.set_dictionary(super::super::dict::DICTIONARY).unwrap();
+    z.set_dictionary(DICTIONARY).unwrap();
     let mut compressed = Vec::with_capacity(block.len() + 1024);
     z.compress_vec(block, &mut compressed, flate2::FlushCompress::Sync)
         .unwrap();

@@ -4,7 +4,7 @@
 use super::frame::FrameError;
 
 /// The most bytes one header block may inflate to; more is a protocol error, never an allocation.
-pub const MAX_HEADER_BLOCK: usize = 256 * 1024;
+pub const MAX_HEADER_BLOCK: usize = 60 * 1024;
 
 /// The most (name, value) pairs one header block may hold.
 pub const MAX_HEADER_PAIRS: usize = 1024;

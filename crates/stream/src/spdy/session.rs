@@ -3,8 +3,9 @@
 //!
 //! Memory stays bounded: the writer's queue holds at most `Config::write_queue` bytes of frames that asked for
 //! room (data, replies, pings' answers); the frames queued without room are at most one FIN or RST per stream
-//! and one GOAWAY. Each stream's inbound queue holds at most `Config::stream_queue` frames, and when it is full
-//! the reader waits, so it stops reading the socket.
+//! and one GOAWAY. Each stream's inbound queue holds at most `Config::stream_queue` frames, every frame holds
+//! its bytes of the session's inbound budget (`Config::inbound_bytes`) until its consumer takes it, and when
+//! either is used up the reader waits, so it stops reading the socket.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -18,10 +19,13 @@ use super::frame::{Decoder, Frame, GOAWAY_PROTOCOL_ERROR, Headers, RST_REFUSED_S
 use super::stream::Stream;
 pub(crate) use super::writer::{Out, writer};
 
+/// Inbound data, with its share of the session's inbound budget (given back when the consumer takes it).
+pub(crate) type Chunk = (Bytes, OwnedSemaphorePermit);
+
 /// One stream's entry, from its SYN_STREAM until both sides are done with it.
 pub(crate) struct Slot {
     /// Where the peer's data goes; `None` once the peer finished or the `RecvHalf` is gone.
-    pub(crate) data: Option<mpsc::Sender<Bytes>>,
+    pub(crate) data: Option<mpsc::Sender<Chunk>>,
     /// The opener waiting for SYN_REPLY.
     pub(crate) reply: Option<oneshot::Sender<Result<Headers, Error>>>,
     /// The peer opened it and it has not been replied to.
@@ -51,6 +55,8 @@ pub(crate) struct Shared {
     out: mpsc::UnboundedSender<Out>,
     /// Room in the writer's queue, in bytes.
     pub(crate) room: Arc<Semaphore>,
+    /// Room for the peer's data not yet taken by the streams' consumers, in bytes.
+    inbound: Arc<Semaphore>,
     ended: watch::Sender<bool>,
     /// The user's handles; streams the peer opens hold it too. When the last one goes, the session closes.
     owner: Weak<Owner>,
@@ -80,12 +86,18 @@ impl Shared {
                 .write_queue
                 .clamp(super::stream::MAX_CHUNK, Semaphore::MAX_PERMITS),
         ));
+        let inbound = Arc::new(Semaphore::new(
+            config
+                .inbound_bytes
+                .clamp(config.max_data_frame.max(1), Semaphore::MAX_PERMITS),
+        ));
         Self {
             role,
             config,
             state: Mutex::new(state),
             out,
             room,
+            inbound,
             ended: watch::Sender::new(false),
             owner,
         }
@@ -312,9 +324,17 @@ async fn handle(shared: &Arc<Shared>, frame: Frame, ended: &mut watch::Receiver<
             if let Some(sender) = sender
                 && !data.is_empty()
             {
-                // The head-of-line wait: until this stream's reader takes its data, nothing else is read.
+                // The head-of-line wait: until the consumers take enough data (this stream's, or any stream's
+                // for the session's budget), nothing else is read.
+                let n = u32::try_from(data.len()).unwrap_or(u32::MAX);
+                let budget = Arc::clone(&shared.inbound);
+                let permit = tokio::select! {
+                    permit = budget.acquire_many_owned(n) => permit,
+                    _ = ended.wait_for(|e| *e) => return Ok(()),
+                };
+                let Ok(permit) = permit else { return Ok(()) };
                 tokio::select! {
-                    _ = sender.send(data) => {}
+                    _ = sender.send((data, permit)) => {}
                     _ = ended.wait_for(|e| *e) => return Ok(()),
                 }
             }
@@ -335,17 +355,32 @@ async fn syn_stream(
     headers: Headers,
     ended: &mut watch::Receiver<bool>,
 ) -> Result<(), String> {
-    let incoming = {
+    let (incoming, full) = {
         let mut state = shared.lock();
         if !shared.is_peer_id(id) || id <= state.last_peer_id {
             return Err(format!("SYN_STREAM for stream {id} after {}", state.last_peer_id));
         }
         state.last_peer_id = id;
+        let full = state.streams.len() >= shared.config.max_streams;
         match (&state.incoming, state.going_away) {
-            (Some(incoming), false) => Some(incoming.clone()),
-            _ => None,
+            (Some(incoming), false) => (Some(incoming.clone()), full),
+            _ => (None, full),
         }
     };
+    if full {
+        tracing::debug!(
+            id,
+            max = shared.config.max_streams,
+            "spdy: refusing a stream over the limit"
+        );
+        shared
+            .send(Frame::RstStream {
+                stream_id: id,
+                status: RST_REFUSED_STREAM,
+            })
+            .await;
+        return Ok(());
+    }
     let owner = shared.owner.upgrade();
     let (Some(incoming), Some(owner)) = (incoming, owner) else {
         tracing::debug!(id, "spdy: refusing a stream: not accepting any");

@@ -12,6 +12,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use super::conn::{Error, Owner};
 use super::frame::{Frame, Headers, RST_CANCEL, RST_REFUSED_STREAM};
+use super::session::Chunk;
 
 /// The most payload one DATA frame carries; longer sends are split.
 pub const MAX_CHUNK: usize = 32 * 1024;
@@ -33,7 +34,7 @@ impl Stream {
         id: u32,
         headers: Headers,
         reply_headers: Option<Headers>,
-        rx: mpsc::Receiver<Bytes>,
+        rx: mpsc::Receiver<Chunk>,
     ) -> Self {
         let send = SendHalf {
             id,
@@ -46,6 +47,7 @@ impl Stream {
             owner,
             rx,
             pending: Bytes::new(),
+            held: None,
         };
         Self {
             send,
@@ -271,9 +273,11 @@ impl AsyncWrite for SendHalf {
 pub struct RecvHalf {
     id: u32,
     owner: Arc<Owner>,
-    rx: mpsc::Receiver<Bytes>,
+    rx: mpsc::Receiver<Chunk>,
     /// What `poll_read` took but could not hand out yet.
     pending: Bytes,
+    /// `pending`'s share of the session's inbound budget.
+    held: Option<OwnedSemaphorePermit>,
 }
 
 impl RecvHalf {
@@ -285,10 +289,12 @@ impl RecvHalf {
 
     /// The next data from the peer; `None` after its FIN or RST, or the end of the session.
     pub async fn recv(&mut self) -> Option<Bytes> {
+        self.held = None;
         if !self.pending.is_empty() {
             return Some(std::mem::take(&mut self.pending));
         }
-        self.rx.recv().await
+        // The budget is given back as the data is handed out.
+        self.rx.recv().await.map(|(data, _permit)| data)
     }
 }
 
@@ -307,13 +313,20 @@ impl AsyncRead for RecvHalf {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         if self.pending.is_empty() {
+            self.held = None;
             match ready!(self.rx.poll_recv(cx)) {
-                Some(data) => self.pending = data,
+                Some((data, permit)) => {
+                    self.pending = data;
+                    self.held = Some(permit);
+                }
                 None => return Poll::Ready(Ok(())),
             }
         }
         let n = self.pending.len().min(buf.remaining());
         buf.put_slice(&self.pending.split_to(n));
+        if self.pending.is_empty() {
+            self.held = None;
+        }
         Poll::Ready(Ok(()))
     }
 }
