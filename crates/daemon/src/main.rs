@@ -159,21 +159,15 @@ impl Cli {
     }
 }
 
-/// Raises criusd's soft RLIMIT_NOFILE to its hard limit, as containerd does at start: every client
-/// connection, port-forward and shim costs a descriptor, and the default soft limit (often 1024) is the first
-/// thing a flood of connections would exhaust. The processes criusd starts inherit it. Returns the limits now.
-fn raise_nofile() -> Result<(u64, u64), nix::Error> {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
-    if soft < hard {
-        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
-    }
-    getrlimit(Resource::RLIMIT_NOFILE)
-}
-
 fn main() -> std::process::ExitCode {
     memory::limit_arenas();
-    let nofile = raise_nofile();
+    // Before any thread: the soft limit criusd started with is handed down to the shims, which put it back for
+    // the containers (crius_common::nofile).
+    let nofile = crius_common::nofile::raise();
+    if let Ok((soft, _)) = &nofile {
+        // SAFETY: criusd is single-threaded here; nothing reads the environment concurrently.
+        unsafe { std::env::set_var(crius_common::nofile::ENV, soft.to_string()) };
+    }
     let cli = Cli::parse();
     let config = match cli.config() {
         Ok(c) => c,
@@ -191,8 +185,8 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::from(2);
     }
     match nofile {
-        Ok((soft, hard)) => tracing::debug!(soft, hard, "RLIMIT_NOFILE"),
-        Err(e) => tracing::warn!("raising RLIMIT_NOFILE: {e}"),
+        Ok((was, (soft, hard))) => tracing::debug!(was, soft, hard, "RLIMIT_NOFILE raised"),
+        Err(e) => tracing::warn!("{e}"),
     }
     match serve::run(config) {
         Ok(()) => std::process::ExitCode::SUCCESS,

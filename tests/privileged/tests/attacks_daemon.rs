@@ -135,7 +135,10 @@ async fn a_cgroup_parent_outside_the_root_is_refused() {
     let mut d = Daemon::start(&[]);
     std::fs::write(
         d.config_path(),
-        format!("[runtime]\ncgroup_parent_root = {:?}\n\n[pods]\ncgroup_root = {:?}\n", root.0, root.0),
+        format!(
+            "[runtime]\ncgroup_parent_root = {:?}\n\n[pods]\ncgroup_root = {:?}\n",
+            root.0, root.0
+        ),
     )
     .unwrap();
     d.restart(&[]);
@@ -234,5 +237,39 @@ fn only_root_and_the_listen_group_reach_the_socket() {
     assert!(
         connects_as(65534, 54321, &d.socket()),
         "a member of the listen group could not connect"
+    );
+}
+
+/// criusd raises its own soft descriptor limit to the hard one (a flood of connections must not exhaust it),
+/// but its containers keep the soft limit criusd started with: the shim puts it back.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn criusd_raises_its_descriptor_limit_and_containers_keep_theirs() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    require_root();
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    // This test's criusd starts with a soft limit below its hard one.
+    setrlimit(Resource::RLIMIT_NOFILE, 1000.min(hard), hard).unwrap();
+    let mut pod = Pod::on_host_network("nofile").await;
+    setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", pod.d.pid())).unwrap();
+    let line = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("Max open files"))
+            .map(|l| l.split_whitespace().skip(3).take(2).collect::<Vec<_>>().join(" "))
+            .unwrap()
+    };
+    assert_eq!(line(&limits), format!("{hard} {hard}"), "criusd's own");
+    pod.started(container(
+        "c",
+        "busybox",
+        "grep 'Max open files' /proc/self/limits",
+    ))
+    .await;
+    pod.wait_for_log("c", "Max open files").await;
+    let text = pod.log_text("c");
+    assert!(
+        text.contains(&format!("Max open files            {} ", 1000.min(hard))),
+        "the container's: {text}"
     );
 }
