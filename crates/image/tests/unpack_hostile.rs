@@ -6,8 +6,6 @@
 //! case runs on a thread of its own under a counting allocator: it must return (no panic) within its time,
 //! and the most that thread had allocated at once must stay under a bound that the caps imply.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -16,35 +14,7 @@ use crius_image::Error;
 use crius_image::gate::{HEADERS_BUDGET, Limits, MAX_EXTENSION, PATH_MAX};
 use proptest::prelude::*;
 
-/// Counts the bytes each thread holds allocated, and the most it held.
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<usize> = const { Cell::new(0) };
-    static PEAK: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: every call is passed on to the system allocator unchanged; the counters are plain thread-locals
-// without destructors, touched with try_with so a thread being torn down is not a problem.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let _ = LIVE.try_with(|c| {
-            c.set(c.get() + l.size());
-            let _ = PEAK.try_with(|p| p.set(p.get().max(c.get())));
-        });
-        // SAFETY: as the caller promised for `l`.
-        unsafe { System.alloc(l) }
-    }
-
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        let _ = LIVE.try_with(|c| c.set(c.get().saturating_sub(l.size())));
-        // SAFETY: `p` came from `alloc` with `l`.
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
+mod common;
 
 /// The most one unpack may hold at once: the buffers of the readers (8 KiB, gzip's 32 KiB window), the
 /// extension headers the tar reader keeps (at most three of [`MAX_EXTENSION`]) and its sparse block lists
@@ -63,10 +33,10 @@ fn run(input: Box<dyn Read + Send>, limits: Limits, within: Duration) -> (Result
     std::fs::create_dir(&dest).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        PEAK.with(|p| p.set(LIVE.with(Cell::get)));
-        let base = LIVE.with(Cell::get);
-        let r = crius_image::unpack::unpack_layer(input, &dest, "layer sha256:test", &limits).map(drop);
-        let _ = tx.send((r, PEAK.with(Cell::get) - base));
+        let (r, peak) = common::alloc::peak(|| {
+            crius_image::unpack::unpack_layer(input, &dest, "layer sha256:test", &limits).map(drop)
+        });
+        let _ = tx.send((r, peak));
     });
     let t = Instant::now();
     let out = rx.recv_timeout(within);
