@@ -3,8 +3,8 @@
 //!
 //! The tar crate reads a GNU long name (`L`), long link (`K`) or PAX (`x`) header's body whole into memory
 //! before it yields the entry it describes, trusting the header's size field: 2 MB of gzip saying "a 2 GiB
-//! long name" once took criusd past 15 GiB of RSS. [`Gate`] watches the stream the tar reader consumes: while
-//! the reader is between entries (looking for the next header, see [`Shared::headers`]) it parses each header
+//! long name" made criusd hold more than 2 GiB. `Gate` watches the stream the tar reader consumes: while
+//! the reader is between entries (looking for the next header, see `Shared::headers`) it parses each header
 //! block itself and refuses an extension header of more than [`MAX_EXTENSION`] bytes before its body is read,
 //! and it caps what the reader may consume between two entries at all ([`HEADERS_BUDGET`], which also bounds
 //! GNU sparse extension blocks). Entry data is read by the unpacker, outside those phases, and drained to its

@@ -319,7 +319,7 @@ fn mutate(mut t: Vec<u8>, ms: &[Mutation]) -> Vec<u8> {
             }
             Mutation::Size { block, size } => header(&mut t, block, &|h| h.set_size(size)),
             Mutation::Kind { block, kind } => {
-                header(&mut t, block, &|h| h.set_entry_type(tar::EntryType::new(kind)))
+                header(&mut t, block, &|h| h.set_entry_type(tar::EntryType::new(kind)));
             }
             Mutation::Cut { at } => t.truncate(at % (t.len() + 1)),
         }
