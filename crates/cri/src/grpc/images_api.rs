@@ -239,3 +239,33 @@ impl std::io::Read for ChannelReader {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::ChannelReader;
+
+    /// The archive is what the messages held, in order; a failed client stream is an error where it failed,
+    /// never an early end (which a tar reader could take for a whole, shorter archive).
+    #[test]
+    fn an_archive_reads_as_its_messages_and_a_failed_stream_as_an_error() {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.try_send(Ok(b"ab".to_vec())).unwrap();
+        tx.try_send(Ok(b"cde".to_vec())).unwrap();
+        drop(tx);
+        let mut all = Vec::new();
+        ChannelReader::new(rx).read_to_end(&mut all).unwrap();
+        assert_eq!(all, b"abcde");
+
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.try_send(Ok(b"ab".to_vec())).unwrap();
+        tx.try_send(Err("the client's stream failed: reset".into()))
+            .unwrap();
+        let mut r = ChannelReader::new(rx);
+        let mut buf = [0u8; 8];
+        assert_eq!(r.read(&mut buf).unwrap(), 2);
+        let e = r.read(&mut buf).unwrap_err();
+        assert!(e.to_string().contains("stream failed"), "{e}");
+    }
+}
