@@ -1,4 +1,4 @@
-//! `crius images`: pull (with progress), import (a path, or `-` for an archive streamed from stdin), tag, ls,
+//! `crius images`: pull (with progress), import (a path or `-`, streamed: see [`crate::import`]), tag, ls,
 //! inspect, rm.
 
 use std::collections::HashMap;
@@ -25,8 +25,8 @@ pub enum Images {
         #[arg(short, long)]
         quiet: bool,
     },
-    /// Import an OCI layout directory, an OCI archive or a docker-archive (criusd reads the path; `-` reads an
-    /// archive from stdin, as `kind load` and `docker save | ...` give it).
+    /// Import an OCI layout directory, an OCI archive or a docker-archive, read with your own rights and
+    /// streamed to criusd (`-` reads an archive from stdin, as `kind load` and `docker save | ...` give it).
     Import {
         /// Path of the archive or layout, or `-`.
         path: std::path::PathBuf,
@@ -64,61 +64,6 @@ pub enum Images {
     },
 }
 
-/// Stdin handed to criusd as it is read, through a FIFO in a private temporary directory (removed when dropped):
-/// the archive is neither held in memory nor spooled to disk (on a kind node /tmp is a tmpfs, so a spooled
-/// `docker save` would be memory too). criusd reads the FIFO once, start to end, as it reads an archive file.
-struct StdinFifo {
-    dir: tempfile::TempDir,
-}
-
-impl StdinFifo {
-    fn path(&self) -> std::path::PathBuf {
-        self.dir.path().join("archive.tar")
-    }
-}
-
-/// Makes the FIFO and starts copying stdin into it (a thread that is not waited for: criusd's answer comes
-/// after it read the archive to its end). Fails if stdin is empty.
-async fn stream_stdin() -> Result<StdinFifo, String> {
-    tokio::task::spawn_blocking(|| {
-        use std::io::BufRead;
-        let mut stdin = std::io::BufReader::with_capacity(1 << 20, std::io::stdin());
-        if stdin
-            .fill_buf()
-            .map_err(|e| format!("reading the archive from stdin: {e}"))?
-            .is_empty()
-        {
-            return Err("import -: stdin is empty (pipe an OCI archive or a docker-archive to it)".into());
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("crius-import-")
-            .tempdir()
-            .map_err(|e| format!("a temporary directory for stdin: {e}"))?;
-        let fifo = StdinFifo { dir };
-        nix::unistd::mkfifo(
-            &fifo.path(),
-            nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
-        )
-        .map_err(|e| format!("a FIFO for stdin at {}: {e}", fifo.path().display()))?;
-        // Opened for reading too, so this open does not wait for criusd, and a criusd that stops reading
-        // early (a bad archive) leaves this thread blocked, not the CLI killed by SIGPIPE: its answer says why.
-        let mut w = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(fifo.path())
-            .map_err(|e| format!("opening {}: {e}", fifo.path().display()))?;
-        std::thread::spawn(move || {
-            if let Err(e) = std::io::copy(&mut stdin, &mut w) {
-                // criusd sees the archive end early and names the archive in its error.
-                eprintln!("crius: reading the archive from stdin: {e}");
-            }
-        });
-        Ok(fifo)
-    })
-    .await
-    .map_err(|e| e.to_string())?
-}
-
 fn grpc(e: tonic::Status) -> String {
     format!("{:?}: {}", e.code(), e.message())
 }
@@ -150,28 +95,7 @@ pub async fn run(address: &str, cmd: Images) -> Result<(), String> {
             pull(channel, req, quiet).await
         }
         Images::Import { path } => {
-            // An archive on stdin is streamed to criusd, on the same node, through a FIFO, for the call's length.
-            let fifo = if path.as_os_str() == "-" {
-                Some(stream_stdin().await?)
-            } else {
-                None
-            };
-            let (path, shown) = match &fifo {
-                Some(f) => (f.path(), "the archive on stdin".to_string()),
-                None => {
-                    let p = std::path::absolute(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                    let shown = p.display().to_string();
-                    (p, shown)
-                }
-            };
-            let resp = api::images_client::ImagesClient::new(channel)
-                .import(api::ImportRequest {
-                    path: path.display().to_string(),
-                })
-                .await
-                .map_err(|e| format!("importing {shown}: {}", grpc(e)))?
-                .into_inner();
-            drop(fifo);
+            let (resp, _) = crate::import::import(channel, &path).await?;
             for i in resp.images {
                 println!("{} {}", i.image_id, i.repo_tags.join(" "));
             }

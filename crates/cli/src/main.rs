@@ -5,6 +5,7 @@
 //! verbs do.
 
 mod images;
+mod import;
 mod logs;
 mod output;
 mod pods;

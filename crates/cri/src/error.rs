@@ -242,7 +242,7 @@ fn image_code(e: &crius_image::Error) -> tonic::Code {
     use crius_image::Error as E;
     use tonic::Code;
     match e {
-        E::InvalidArgument(_) | E::UnsafeEntry { .. } => Code::InvalidArgument,
+        E::InvalidArgument(_) | E::UnsafeEntry { .. } | E::LayerRefused { .. } => Code::InvalidArgument,
         E::NotFound(_) => Code::NotFound,
         E::Unauthenticated(_) => Code::Unauthenticated,
         E::Unavailable(_) => Code::Unavailable,

@@ -109,7 +109,7 @@ impl Default for NetworkSection {
 }
 
 /// The `[image]` table.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ImageSection {
     /// Registries reached over plain http (`host` or `host:port`); loopback registries always are.
@@ -118,6 +118,33 @@ pub struct ImageSection {
     pub pinned_images: Vec<String>,
     /// Registry host → mirror (`host:port`, or `http://host:port` for a plain-http mirror).
     pub mirrors: BTreeMap<String, String>,
+    /// The most bytes of uncompressed tar one layer (or an archive imported) may hold.
+    pub max_layer_bytes: u64,
+    /// The most entries one layer (or an archive imported) may hold.
+    pub max_layer_entries: u64,
+}
+
+impl Default for ImageSection {
+    fn default() -> ImageSection {
+        let limits = crius_image::gate::Limits::default();
+        ImageSection {
+            insecure_registries: Vec::new(),
+            pinned_images: Vec::new(),
+            mirrors: BTreeMap::new(),
+            max_layer_bytes: limits.max_bytes,
+            max_layer_entries: limits.max_entries,
+        }
+    }
+}
+
+impl ImageSection {
+    /// The caps on each layer unpacked and each archive imported.
+    pub fn limits(&self) -> crius_image::gate::Limits {
+        crius_image::gate::Limits {
+            max_bytes: self.max_layer_bytes,
+            max_entries: self.max_layer_entries,
+        }
+    }
 }
 
 impl Default for Config {
@@ -198,6 +225,9 @@ impl Config {
         }
         runtimes::check(&self.runtimes)?;
         self.pods.pull_policy()?;
+        if self.image.max_layer_bytes == 0 || self.image.max_layer_entries == 0 {
+            return Err("[image] max_layer_bytes and max_layer_entries must be above 0".into());
+        }
         for (host, mirror) in &self.image.mirrors {
             if host.is_empty() || mirror_host(mirror).is_empty() {
                 return Err(format!(
@@ -358,6 +388,14 @@ impl Config {
             "Images reported pinned to kubelet, which then never garbage-collects them (--pinned-image).",
             "pinned_images",
             toml_value(&self.image.pinned_images),
+        );
+        let (ours, theirs) = (&self.image, &d.image);
+        out += &format!(
+            "# The most bytes of uncompressed tar one layer may hold, and the most entries: a layer past either \
+             (or an\n# archive given to `crius images import`) is refused with InvalidArgument naming it and the \
+             cap, and\n# nothing of it is stored. The defaults are about three times the largest layers of real \
+             images.\n# default: {}\nmax_layer_bytes = {}\n\n# default: {}\nmax_layer_entries = {}\n\n",
+            theirs.max_layer_bytes, ours.max_layer_bytes, theirs.max_layer_entries, ours.max_layer_entries
         );
         out += "[network]\n";
         let mut key = |doc: &str, name: &str, value: String, default: String| {

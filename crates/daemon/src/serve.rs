@@ -158,7 +158,8 @@ pub fn run(c: Config) -> Result<(), String> {
     crius_cri::cgroup_driver::set(driver);
     tracing::info!(cgroup_driver = ?driver, "cgroup driver");
     let store = crius_image::Store::open(&c.root.join("images"))
-        .map_err(|e| format!("opening the image store: {e}"))?;
+        .map_err(|e| format!("opening the image store: {e}"))?
+        .with_limits(c.image.limits());
     let runtime = crius_cri::runtime::Runtime::open(
         &crius_cri::runtime::Setup {
             root: c.root.clone(),

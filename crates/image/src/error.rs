@@ -41,6 +41,15 @@ pub enum Error {
         /// Why it is refused.
         why: &'static str,
     },
+    /// A layer (or an archive) goes past a cap: its size, its entries, an extension header or a name; nothing
+    /// of it is kept.
+    #[error("{layer} refused: {why}")]
+    LayerRefused {
+        /// The layer (`layer sha256:…`) or the archive.
+        layer: String,
+        /// What it holds and the cap it passes.
+        why: String,
+    },
     /// The registry refused the credentials (or asked for some).
     #[error("unauthenticated: {0}")]
     Unauthenticated(String),

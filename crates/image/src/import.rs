@@ -155,26 +155,32 @@ fn normalized(name: String) -> String {
 
 /// Imports an OCI archive (a tar of an OCI image layout).
 pub fn import_archive(store: &Store, archive: &Path) -> Result<Vec<ImageRecord>> {
-    with_unpacked(store, archive, |tmp| import_layout(store, tmp))
+    let what = archive.display().to_string();
+    with_unpacked(store, open_stream(archive)?, &what, |tmp| {
+        import_layout(store, tmp)
+    })
 }
 
-/// Unpacks `archive` into a fresh ingest directory, runs `f` on it, and removes the directory again.
-fn with_unpacked<T>(store: &Store, archive: &Path, f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+/// Unpacks the archive read from `reader` (named `what`) into a fresh ingest directory, under the store's
+/// layer caps, runs `f` on it, and removes the directory again.
+fn with_unpacked<T>(
+    store: &Store,
+    reader: impl std::io::Read,
+    what: &str,
+    f: impl FnOnce(&Path) -> Result<T>,
+) -> Result<T> {
     let tmp = store
         .root()
         .join("ingest")
         .join(format!("archive-{}", crate::store::temp_name("x")));
     std::fs::create_dir_all(&tmp).map_err(|e| io("creating an ingest dir", e))?;
-    let result = open_stream(archive)
-        .and_then(|file| crate::unpack::unpack(file, &tmp))
-        .and_then(|_| f(&tmp));
+    let result = crate::unpack::unpack_layer(reader, &tmp, what, store.limits()).and_then(|_| f(&tmp));
     let _ = std::fs::remove_dir_all(&tmp);
     result
 }
 
-/// Opens an archive to read it once, start to end: a file, or a FIFO that a client writes the archive into as it
-/// reads it (`crius images import -`). A FIFO is opened without waiting for a writer, so a client that went away
-/// before opening its end leaves an empty archive here, not a thread blocked in open(2).
+/// Opens an archive file to read it once, start to end. A FIFO is opened without waiting for a writer, so one
+/// that no writer opens reads as an empty archive, not a thread blocked in open(2).
 fn open_stream(archive: &Path) -> Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let what = || format!("opening {}", archive.display());
@@ -193,26 +199,48 @@ fn open_stream(archive: &Path) -> Result<std::fs::File> {
 /// Imports a docker-archive (`docker save` / `skopeo copy … docker-archive:`): `manifest.json` lists each
 /// image's config file, its layer tars and its tags. A manifest is synthesised for the store's record.
 pub fn import_docker_archive(store: &Store, archive: &Path) -> Result<Vec<ImageRecord>> {
-    with_unpacked(store, archive, |tmp| import_docker_dir(store, tmp, archive))
+    let what = archive.display().to_string();
+    with_unpacked(store, open_stream(archive)?, &what, |tmp| {
+        import_docker_dir(store, tmp, archive)
+    })
 }
 
-/// Imports whatever `path` is: an OCI layout directory, an OCI archive, or a docker-archive.
-pub fn import_any(store: &Store, path: &Path) -> Result<Vec<ImageRecord>> {
-    if path.is_dir() {
-        return import_layout(store, path);
-    }
-    with_unpacked(store, path, |tmp| {
+/// Imports an OCI archive or a docker-archive read from `reader`, start to end (what `crius images import`
+/// streams to criusd: criusd opens no path a client names). `what` names the archive in errors. The archive
+/// is held to the store's layer caps as a layer is; a failed import removes the blobs it stored that no
+/// image uses (unless another pull or import into the store is running, which may be counting on them).
+pub fn import_stream(store: &Store, reader: impl std::io::Read, what: &str) -> Result<Vec<ImageRecord>> {
+    let busy = crate::gc::Busy::enter(store);
+    let before = blob_names(store);
+    let result = with_unpacked(store, reader, what, |tmp| {
         if tmp.join("index.json").exists() {
             import_layout(store, tmp)
         } else if tmp.join("manifest.json").exists() {
-            import_docker_dir(store, tmp, path)
+            import_docker_dir(store, tmp, Path::new(what))
         } else {
             Err(Error::InvalidArgument(format!(
-                "{}: neither an OCI archive (index.json) nor a docker-archive (manifest.json)",
-                path.display()
+                "{what}: neither an OCI archive (index.json) nor a docker-archive (manifest.json)"
             )))
         }
-    })
+    });
+    if result.is_err() && busy.alone() {
+        let new: Vec<Digest> = blob_names(store)
+            .difference(&before)
+            .filter_map(|hex| Digest::parse(&format!("sha256:{hex}")).ok())
+            .collect();
+        store.remove_unreferenced(&new);
+    }
+    result
+}
+
+/// The names (hex digests) of the blobs in the store.
+fn blob_names(store: &Store) -> std::collections::HashSet<String> {
+    std::fs::read_dir(store.root().join("blobs/sha256"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 /// Imports the docker-archive `archive`, unpacked at `tmp`.

@@ -17,6 +17,7 @@ pub mod bounded;
 pub mod digest;
 pub mod error;
 mod fetch;
+pub mod gate;
 pub mod gc;
 pub mod import;
 pub mod ingest;

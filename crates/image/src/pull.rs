@@ -214,6 +214,7 @@ pub async fn pull_with_progress(
         .filter(|(_, _, have)| !have)
         .map(|(d, size, _)| (d.clone(), *size))
         .collect();
+    let had_manifest = store.has_blob(&manifest_digest);
     progress(Progress::Resolved {
         manifest: manifest_digest.clone(),
         blobs,
@@ -292,7 +293,8 @@ pub async fn pull_with_progress(
         let name = named
             .tagged()
             .or_else(|| Some(named.with_digest(manifest_digest.as_str())));
-        let record = store.record_image(cfg_digest, manifest_digest, diff_ids, layer_digests, name)?;
+        let record =
+            store.record_image(cfg_digest, manifest_digest.clone(), diff_ids, layer_digests, name)?;
         Ok(PullReport {
             image: record,
             blobs_fetched: sizes.len(),
@@ -303,7 +305,11 @@ pub async fn pull_with_progress(
     // Nothing of a failed pull stays: blobs it stored that no image uses are removed again — unless another pull
     // into this store is running, which may be counting on them (they are valid blobs; they stay).
     if result.is_err() && active.alone() {
-        let missing: Vec<Digest> = missing.into_iter().map(|(d, _)| d).collect();
+        let mut missing: Vec<Digest> = missing.into_iter().map(|(d, _)| d).collect();
+        // The manifest too, stored just before the layers were unpacked (a layer past its caps).
+        if !had_manifest {
+            missing.push(manifest_digest);
+        }
         store.remove_unreferenced(&missing);
     }
     result

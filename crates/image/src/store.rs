@@ -47,6 +47,8 @@ pub struct Store {
     /// [`Store::usage`] walks each one once.
     pub(crate) layer_usage:
         std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, crate::gc::Usage>>>,
+    /// The caps on each layer unpacked, and on an archive imported.
+    limits: crate::gate::Limits,
 }
 
 impl Store {
@@ -59,6 +61,7 @@ impl Store {
         let s = Store {
             root: root.to_path_buf(),
             layer_usage: Default::default(),
+            limits: Default::default(),
         };
         let _ = std::fs::remove_dir_all(root.join("ingest"));
         std::fs::create_dir_all(root.join("ingest")).map_err(|e| io("creating ingest", e))?;
@@ -70,6 +73,17 @@ impl Store {
             }
         }
         Ok(s)
+    }
+
+    /// The store with `limits` on each layer it unpacks and each archive it imports.
+    pub fn with_limits(mut self, limits: crate::gate::Limits) -> Store {
+        self.limits = limits;
+        self
+    }
+
+    /// The caps on each layer unpacked.
+    pub fn limits(&self) -> &crate::gate::Limits {
+        &self.limits
     }
 
     /// The store's root directory.
@@ -135,7 +149,8 @@ impl Store {
         let result = (|| {
             let f = std::fs::File::open(self.blob_path(blob))
                 .map_err(|e| io(format!("opening layer {blob}"), e))?;
-            let got = crate::unpack::unpack(f, &tmp.join("fs"))?;
+            let got =
+                crate::unpack::unpack_layer(f, &tmp.join("fs"), &format!("layer {blob}"), &self.limits)?;
             if &got != diff_id {
                 return Err(Error::DigestMismatch {
                     what: format!("layer {blob} (uncompressed)"),

@@ -10,9 +10,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Component, Path, PathBuf};
 
+use std::rc::Rc;
+
 use sha2::{Digest as _, Sha256};
 
 use crate::error::io;
+use crate::gate::{Gate, Limits, PATH_MAX, Shared};
 use crate::{Digest, Error, Result};
 
 /// A reader that hashes what passes through it.
@@ -29,9 +32,17 @@ impl<R: Read> Read for Hashing<R> {
     }
 }
 
-/// Unpacks a layer (gzip, zstd or plain tar) from `reader` into `dest`; returns the digest of the uncompressed tar
-/// (the layer's diff id).
+/// Unpacks a layer (gzip, zstd or plain tar) from `reader` into `dest` under the default [`Limits`]; returns
+/// the digest of the uncompressed tar (the layer's diff id).
 pub fn unpack(reader: impl Read, dest: &Path) -> Result<Digest> {
+    unpack_layer(reader, dest, "the layer", &Limits::default())
+}
+
+/// Unpacks `what` (gzip, zstd or plain tar; `layer sha256:…`, or an archive) from `reader` into `dest`;
+/// returns the digest of the uncompressed tar (the layer's diff id). A layer past `limits`, an extension header over
+/// [`MAX_EXTENSION`](crate::gate::MAX_EXTENSION) or a name too long for PATH_MAX is [`Error::LayerRefused`],
+/// found before more than the cap was read or held.
+pub fn unpack_layer(reader: impl Read, dest: &Path, what: &str, limits: &Limits) -> Result<Digest> {
     let mut buffered = BufReader::new(reader);
     let head = buffered.fill_buf().map_err(|e| io("reading layer", e))?;
     let plain: Box<dyn Read> = match head {
@@ -41,20 +52,66 @@ pub fn unpack(reader: impl Read, dest: &Path) -> Result<Digest> {
         ),
         _ => Box::new(buffered),
     };
+    let shared = Rc::new(Shared::default());
     let mut hashing = Hashing {
-        inner: plain,
+        inner: Gate::new(plain, shared.clone(), limits.max_bytes),
         hasher: Sha256::new(),
+    };
+    let refused = |e: Error| match shared.refusal() {
+        Some(why) => Error::LayerRefused {
+            layer: what.to_string(),
+            why,
+        },
+        None => e,
     };
     {
         let mut archive = tar::Archive::new(&mut hashing);
-        for entry in archive.entries().map_err(|e| io("reading layer tar", e))? {
-            let entry = entry.map_err(|e| io("reading layer tar", e))?;
-            apply(entry, dest)?;
+        let mut entries = archive
+            .entries()
+            .map_err(|e| refused(io("reading layer tar", e)))?;
+        let mut count = 0u64;
+        while let Some(entry) = shared.headers(|| entries.next()) {
+            let mut entry = entry.map_err(|e| refused(io("reading layer tar", e)))?;
+            count += 1;
+            if count > limits.max_entries {
+                return Err(Error::LayerRefused {
+                    layer: what.to_string(),
+                    why: format!(
+                        "more than {} entries, the cap ([image] max_layer_entries)",
+                        limits.max_entries
+                    ),
+                });
+            }
+            check_names(&entry, what)?;
+            apply(&mut entry, dest).map_err(refused)?;
+            // Whatever the entry holds that was not written is read too: the next header follows it.
+            std::io::copy(&mut entry, &mut std::io::sink())
+                .map_err(|e| refused(io("reading layer tar", e)))?;
         }
     }
     // Hash the rest of the stream (end-of-archive blocks and padding) too.
-    std::io::copy(&mut hashing, &mut std::io::sink()).map_err(|e| io("reading layer tar", e))?;
+    std::io::copy(&mut hashing, &mut std::io::sink()).map_err(|e| refused(io("reading layer tar", e)))?;
     Ok(Digest::from_hasher(hashing.hasher))
+}
+
+/// Refuses an entry or link name that does not fit PATH_MAX with its NUL.
+fn check_names<R: Read>(entry: &tar::Entry<'_, R>, what: &str) -> Result<()> {
+    let names = [
+        ("name", Some(entry.path_bytes())),
+        ("link name", entry.link_name_bytes()),
+    ];
+    for (kind, name) in names {
+        if let Some(n) = name.filter(|n| n.len() >= PATH_MAX) {
+            return Err(Error::LayerRefused {
+                layer: what.to_string(),
+                why: format!(
+                    "an entry {kind} of {} bytes, more than PATH_MAX ({PATH_MAX}) holds with its NUL",
+                    n.len()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn unsafe_entry(path: &Path, why: &'static str) -> Error {
@@ -160,7 +217,7 @@ fn mknod(p: &Path, kind: nix::sys::stat::SFlag, mode: u32, major: u64, minor: u6
         .map_err(|e| io(format!("mknod {}", p.display()), e))
 }
 
-fn apply<R: Read>(mut entry: tar::Entry<'_, R>, dest: &Path) -> Result<()> {
+fn apply<R: Read>(entry: &mut tar::Entry<'_, R>, dest: &Path) -> Result<()> {
     let raw = entry
         .path()
         .map_err(|e| io("reading entry path", e))?
@@ -215,7 +272,7 @@ fn apply<R: Read>(mut entry: tar::Entry<'_, R>, dest: &Path) -> Result<()> {
                 .create_new(true)
                 .open(&target)
                 .map_err(|e| io(format!("creating {}", target.display()), e))?;
-            std::io::copy(&mut entry, &mut f).map_err(|e| io(format!("writing {}", target.display()), e))?;
+            std::io::copy(entry, &mut f).map_err(|e| io(format!("writing {}", target.display()), e))?;
         }
         tar::EntryType::Symlink => {
             let link = entry

@@ -12,6 +12,8 @@
 //! be missed, as with kubelet). A file cut shorter (truncated in place) is read again from its start. The
 //! file is looked at every [`POLL`].
 
+#[cfg(test)]
+mod fuzz;
 mod tail;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! A real registry for pull tests: Debian's `docker-registry` (distribution 2.8) serving plain http on a free
 //! 127.0.0.1 port with its storage in a temp dir, filled with `skopeo copy`; open, or demanding basic auth
 //! (htpasswd), or bearer tokens from a [`TokenIssuer`] it owns. Stopped (and its data removed) when dropped.
+//! And a [`HostileRegistry`] whose manifests are endless, for the attack tests.
 
 use std::net::TcpStream;
 use std::path::Path;
@@ -196,5 +197,87 @@ impl Registry {
 impl Drop for Registry {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// A registry turned hostile, on 127.0.0.1: `/v2/` answers (no credentials asked), and the manifest of
+/// `sized:latest` is 1 GiB said in its Content-Length, that of `endless:latest` zeros without end and without
+/// a length. What it managed to send is counted.
+pub struct HostileRegistry {
+    /// Its `host:port`.
+    pub host: String,
+    /// Bytes of manifest sent so far.
+    pub sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for HostileRegistry {
+    /// Its listener goes: the accepting thread sees `done` at the next connection, this one.
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = TcpStream::connect(&self.host);
+    }
+}
+
+impl HostileRegistry {
+    /// Starts it on a free port.
+    pub fn start() -> HostileRegistry {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = sent.clone();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = done.clone();
+        // Each connection's thread ends with its client's hang-up.
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                let counter = counter.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    let mut out = conn;
+                    loop {
+                        let mut first = String::new();
+                        if reader.read_line(&mut first).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let mut line = String::new();
+                        while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                            line.clear();
+                        }
+                        let path = first.split_whitespace().nth(1).unwrap_or_default().to_string();
+                        let head = if path == "/v2/" {
+                            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_string()
+                        } else if path.starts_with("/v2/sized/") {
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\n\
+                                 Content-Length: {}\r\n\r\n",
+                                1u64 << 30
+                            )
+                        } else if path.starts_with("/v2/endless/") {
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\n\
+                             Connection: close\r\n\r\n"
+                                .to_string()
+                        } else {
+                            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_string()
+                        };
+                        if out.write_all(head.as_bytes()).is_err() {
+                            return;
+                        }
+                        if path.starts_with("/v2/sized/") || path.starts_with("/v2/endless/") {
+                            let zeros = vec![b' '; 64 << 10];
+                            while out.write_all(&zeros).is_ok() {
+                                counter.fetch_add(zeros.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                            }
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        HostileRegistry { host, sent, done }
     }
 }

@@ -10,6 +10,13 @@
 //!   /etc/group is a FIFO, gets a clear error from CreateContainer at once, instead of a criusd hanging on
 //!   the read or filling its memory.
 //!
+//! - a 2 MB gzip layer holding a GNU long name header that says 2 GiB (the tar crate would read all of it into
+//!   memory; criusd once went past 15 GiB of RSS and logged a 2 GiB line) is refused on import (as a layer of
+//!   an OCI layout, and as the archive itself) and on pull, with InvalidArgument naming the layer and the
+//!   64 KiB cap, nothing stored, criusd's peak RSS small and no long line in its log;
+//! - `crius images import` of a file only root can read, run by an unprivileged user, fails in the CLI
+//!   with EACCES: criusd, which runs as root, no longer opens a path a client names.
+//!
 //! After each, criusd still answers Version promptly and its RSS did not balloon.
 
 use std::path::{Path, PathBuf};
@@ -19,20 +26,25 @@ use crius_api::cri;
 use crius_api::cri::image_service_client::ImageServiceClient;
 use crius_privileged_tests::cri::{Pod, container};
 use crius_test_support::image::{self, ImageSpec};
-use crius_test_support::registry::Registry;
+use crius_test_support::registry::{HostileRegistry, Registry};
 use crius_test_support::require_root;
 use serde_json::Value;
 use tonic::Code;
 
 /// A process's resident set, KiB.
 fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A `/proc/<pid>/status` figure in KiB (`VmRSS:`, `VmHWM:`).
+fn status_kib(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
-        .expect("VmRSS")
+        .expect(key)
 }
 
 /// criusd answers Version within a second, and its RSS is within 64 MiB of `before` (KiB).
@@ -263,85 +275,6 @@ async fn blobs_larger_than_their_descriptors_are_cut_off() {
     healthy(&mut p, before).await;
 }
 
-/// A registry turned hostile, on 127.0.0.1: `/v2/` answers (no credentials asked), and the manifest of
-/// `sized:latest` is 1 GiB said in its Content-Length, that of `endless:latest` zeros without end and without
-/// a length. What it managed to send is counted.
-struct HostileRegistry {
-    host: String,
-    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Drop for HostileRegistry {
-    /// Its listener goes: the accepting thread sees `done` at the next connection, this one.
-    fn drop(&mut self) {
-        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = std::net::TcpStream::connect(&self.host);
-    }
-}
-
-impl HostileRegistry {
-    fn start() -> HostileRegistry {
-        use std::io::{BufRead, BufReader, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let host = listener.local_addr().unwrap().to_string();
-        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let counter = sent.clone();
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stop = done.clone();
-        // Each connection's thread ends with its client's hang-up.
-        std::thread::spawn(move || {
-            for conn in listener.incoming().flatten() {
-                if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    return;
-                }
-                let counter = counter.clone();
-                std::thread::spawn(move || {
-                    let mut reader = BufReader::new(conn.try_clone().unwrap());
-                    let mut out = conn;
-                    loop {
-                        let mut first = String::new();
-                        if reader.read_line(&mut first).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let mut line = String::new();
-                        while reader.read_line(&mut line).unwrap_or(0) > 2 {
-                            line.clear();
-                        }
-                        let path = first.split_whitespace().nth(1).unwrap_or_default().to_string();
-                        let head = if path == "/v2/" {
-                            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_string()
-                        } else if path.starts_with("/v2/sized/") {
-                            format!(
-                                "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\n\
-                                 Content-Length: {}\r\n\r\n",
-                                1u64 << 30
-                            )
-                        } else if path.starts_with("/v2/endless/") {
-                            "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\n\
-                             Connection: close\r\n\r\n"
-                                .to_string()
-                        } else {
-                            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_string()
-                        };
-                        if out.write_all(head.as_bytes()).is_err() {
-                            return;
-                        }
-                        if path.starts_with("/v2/sized/") || path.starts_with("/v2/endless/") {
-                            let zeros = vec![b' '; 64 << 10];
-                            while out.write_all(&zeros).is_ok() {
-                                counter.fetch_add(zeros.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                            }
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        HostileRegistry { host, sent, done }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root: run through hack/test.sh"]
 async fn a_registry_serving_a_huge_manifest_is_cut_off_at_4_mib() {
@@ -494,4 +427,180 @@ async fn passwd_a_device_and_group_a_fifo_are_refused_at_once() {
             .into_inner()
             .containers;
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// Writes the bomb at `path`: the gzip stream of a tar whose first header is a GNU long name (`L`) saying
+/// 2 GiB, its 2 GiB of zeros, and the end blocks, compressed by `gzip -9` as it is written (2.1 MB, and
+/// nothing of 2 GiB on disk or in memory). Returns its sha256 digest and size.
+fn write_bomb(path: &Path) -> (String, u64) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut h = tar::Header::new_gnu();
+    h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+    h.set_entry_type(tar::EntryType::GNULongName);
+    h.set_size(2 << 30);
+    h.set_mode(0o644);
+    h.set_cksum();
+    let mut gz = Command::new("gzip")
+        .arg("-9")
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create(path).unwrap())
+        .spawn()
+        .expect("gzip");
+    let mut w = gz.stdin.take().unwrap();
+    w.write_all(h.as_bytes()).unwrap();
+    std::io::copy(
+        &mut std::io::Read::take(std::io::repeat(0), (2 << 30) + 1024),
+        &mut w,
+    )
+    .unwrap();
+    drop(w);
+    assert!(gz.wait().unwrap().success());
+    let bytes = std::fs::read(path).unwrap();
+    (format!("sha256:{}", sha256_hex(&bytes)), bytes.len() as u64)
+}
+
+/// criusd's log has no line longer than 4 KiB.
+fn no_long_log_line(p: &Pod) {
+    let log = p.d.log();
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 4096, "criusd logged a line of {longest} bytes");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo, gzip: run through hack/test.sh"]
+async fn a_gnu_long_name_header_of_2_gib_is_refused_on_import_and_pull() {
+    require_root();
+    let mut p = Pod::on_host_network("tarbomb").await;
+    let before = rss_kib(p.d.pid());
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    let small = dir.path().join("small");
+    std::fs::create_dir_all(&small).unwrap();
+    std::fs::write(small.join("f"), crius_test_support::unique("tarbomb")).unwrap();
+    one_layer(&layout, "bomb:latest", &small);
+    let t = Instant::now();
+    let bomb = dir.path().join("bomb.tar.gz");
+    let (digest, size) = write_bomb(&bomb);
+    eprintln!(
+        "attacks_images: the bomb: {size} bytes of gzip, made in {:?}",
+        t.elapsed()
+    );
+    assert!(size < 4 << 20, "{size}");
+    let hex = digest.trim_start_matches("sha256:").to_string();
+    std::fs::copy(&bomb, layout.join("blobs/sha256").join(&hex)).unwrap();
+    rewrite_manifest(&layout, "bomb:latest", |m| {
+        m["layers"][0]["digest"] = Value::from(digest.clone());
+        m["layers"][0]["size"] = Value::from(size);
+        m["layers"][0]["mediaType"] = Value::from("application/vnd.oci.image.layer.v1.tar+gzip");
+    });
+    let blobs_before = stored_blobs(&p);
+    let images_before = p.d.cli_ok(&["images", "ls", "-q"]);
+    let layers_before = crius_privileged_tests::cri::entries(&p.d.root().join("images/layers"));
+    let cap = "a GNU long name header of 2147483648 bytes, more than the 65536 one may have";
+    let nothing_stored = |p: &Pod| {
+        assert_eq!(stored_blobs(p), blobs_before, "nothing is stored");
+        assert_eq!(
+            crius_privileged_tests::cri::entries(&p.d.root().join("images/layers")),
+            layers_before
+        );
+        assert_eq!(
+            crius_privileged_tests::cri::entries(&p.d.root().join("images/ingest")),
+            Vec::<String>::new()
+        );
+        assert_eq!(p.d.cli_ok(&["images", "ls", "-q"]), images_before);
+    };
+
+    // The layout, streamed by the CLI: the layer is refused, named.
+    let said = import_fails(&p, &layout);
+    eprintln!("attacks_images: import of the bomb layer: {}", said.trim());
+    assert!(
+        said.contains("InvalidArgument") && said.contains(&format!("layer {digest} refused: {cap}")),
+        "{said}"
+    );
+    nothing_stored(&p);
+    // The bomb as the archive itself.
+    let said = import_fails(&p, &bomb);
+    eprintln!(
+        "attacks_images: import of the bomb as an archive: {}",
+        said.trim()
+    );
+    assert!(
+        said.contains("InvalidArgument")
+            && said.contains(&format!("archive \"{}\" refused: {cap}", bomb.display())),
+        "{said}"
+    );
+    nothing_stored(&p);
+
+    // Pulled from the registry.
+    let reg = Registry::start();
+    reg.push(&layout, "bomb:latest", "bomb:latest");
+    let t = Instant::now();
+    let e = pull(&p, &format!("{}/bomb:latest", reg.host)).await.unwrap_err();
+    eprintln!(
+        "attacks_images: pull of the bomb layer: {} ({:?})",
+        e.message(),
+        t.elapsed()
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "pull took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(
+        e.message().contains(&format!("layer {digest} refused: {cap}")),
+        "{e:?}"
+    );
+    nothing_stored(&p);
+
+    let (hwm, rss) = (status_kib(p.d.pid(), "VmHWM:"), rss_kib(p.d.pid()));
+    eprintln!("attacks_images: criusd after the bombs: VmHWM {hwm} KiB, VmRSS {rss} KiB (at start {before})");
+    assert!(
+        hwm < before + 128 * 1024,
+        "criusd's peak RSS went from {before} KiB to {hwm} KiB"
+    );
+    no_long_log_line(&p);
+    healthy(&mut p, before).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn import_reads_the_archive_with_the_callers_rights() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    require_root();
+    let p = Pod::on_host_network("import-rights").await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let layout = dir.path().join("layout");
+    let small = dir.path().join("small");
+    std::fs::create_dir_all(&small).unwrap();
+    std::fs::write(small.join("f"), "secret").unwrap();
+    one_layer(&layout, "secret:latest", &small);
+    let archive = dir.path().join("secret.tar");
+    image::write_archive(&layout, &archive).unwrap();
+    std::fs::set_permissions(&archive, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // The socket is root's (0660): let the user in to criusd, as a node's admin group would be.
+    std::fs::set_permissions(p.d.socket(), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let images_before = p.d.cli_ok(&["images", "ls", "-q"]);
+    let nobody = 65534;
+    let out = std::process::Command::new(crius_test_support::daemon::built_binary("crius"))
+        .env("CRIUS_ADDRESS", p.d.socket())
+        .args(["images", "import", &archive.display().to_string()])
+        .uid(nobody)
+        .gid(nobody)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    eprintln!(
+        "attacks_images: import of a root-only file by uid {nobody}: {}",
+        said.trim()
+    );
+    assert!(!out.status.success(), "imported a file its caller cannot read");
+    assert!(said.contains("Permission denied"), "{said}");
+    assert_eq!(p.d.cli_ok(&["images", "ls", "-q"]), images_before);
+    // The same file, by root, imports.
+    let out = p.d.cli_ok(&["images", "import", &archive.display().to_string()]);
+    assert!(out.contains("secret:latest"), "{out}");
 }

@@ -1,7 +1,6 @@
 //! `crius.images.v1.Images`, the project's own image API: pull with a stream of progress events, and import
 //! of archives, over the same store and configuration as the CRI ImageService.
 
-use std::path::PathBuf;
 use std::pin::Pin;
 
 use crius_api::images as api;
@@ -124,36 +123,51 @@ impl api::images_server::Images for ImagesApi {
 
     async fn import(
         &self,
-        request: Request<api::ImportRequest>,
+        request: Request<tonic::Streaming<api::ImportRequest>>,
     ) -> Result<Response<api::ImportResponse>, Status> {
-        let path = PathBuf::from(request.into_inner().path);
-        if !path.is_absolute() {
-            return Err(Error::invalid(
-                "Import",
-                format!("path {}", path.display()),
-                "is not absolute (criusd resolves it, not the caller)",
-            )
-            .into());
-        }
-        if !path.exists() {
-            return Err(Error::NoSuchPath { call: "Import", path }.into());
-        }
+        let mut stream = request.into_inner();
+        let first = stream.message().await?.unwrap_or_default();
+        let name = match first.name.as_str() {
+            "" => "the archive".to_string(),
+            n => format!("archive {n:?}"),
+        };
+        // The archive's bytes go to the blocking import as they come, a few messages ahead at most.
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, String>>(4);
         let store = self.images.store().clone();
-        let shown = path.display().to_string();
-        let records =
-            match tokio::task::spawn_blocking(move || crius_image::import::import_any(&store, &path)).await {
-                Ok(r) => r.map_err(|source| Error::Image {
-                    call: "Import",
-                    source,
-                })?,
+        let what = name.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            crius_image::import::import_stream(&store, ChannelReader::new(rx), &what)
+        });
+        let mut msg = Some(first);
+        while let Some(m) = msg {
+            // A send fails once the import stopped reading (a bad archive): its error is the answer.
+            if !m.data.is_empty() && tx.send(Ok(m.data)).await.is_err() {
+                break;
+            }
+            msg = match stream.message().await {
+                Ok(m) => m,
                 Err(e) => {
-                    return Err(Error::TaskFailed {
-                        call: "Import",
-                        reason: e.to_string(),
-                    }
-                    .into());
+                    // Not an end: a cut-short archive must not import as a shorter one.
+                    let _ = tx.send(Err(format!("the client's stream failed: {e}"))).await;
+                    None
                 }
             };
+        }
+        drop(tx);
+        let shown = name;
+        let records = match task.await {
+            Ok(r) => r.map_err(|source| Error::Image {
+                call: "Import",
+                source,
+            })?,
+            Err(e) => {
+                return Err(Error::TaskFailed {
+                    call: "Import",
+                    reason: e.to_string(),
+                }
+                .into());
+            }
+        };
         for r in &records {
             tracing::info!(archive = %shown, id = %r.id, names = ?r.names, "imported");
         }
@@ -189,5 +203,69 @@ impl api::images_server::Images for ImagesApi {
             image_id: rec.id.to_string(),
             repo_tags: rec.names,
         }))
+    }
+}
+
+/// The archive an Import call streams, read by the blocking import: each message's data in turn, an error
+/// where the client's stream failed, the end where it ended.
+struct ChannelReader {
+    rx: tokio::sync::mpsc::Receiver<Result<Vec<u8>, String>>,
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl ChannelReader {
+    fn new(rx: tokio::sync::mpsc::Receiver<Result<Vec<u8>, String>>) -> ChannelReader {
+        ChannelReader {
+            rx,
+            buf: Vec::new(),
+            at: 0,
+        }
+    }
+}
+
+impl std::io::Read for ChannelReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.buf.len() {
+            match self.rx.blocking_recv() {
+                Some(Ok(data)) => (self.buf, self.at) = (data, 0),
+                Some(Err(e)) => return Err(std::io::Error::other(e)),
+                None => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.at);
+        out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::ChannelReader;
+
+    /// The archive is what the messages held, in order; a failed client stream is an error where it failed,
+    /// never an early end (which a tar reader could take for a whole, shorter archive).
+    #[test]
+    fn an_archive_reads_as_its_messages_and_a_failed_stream_as_an_error() {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.try_send(Ok(b"ab".to_vec())).unwrap();
+        tx.try_send(Ok(b"cde".to_vec())).unwrap();
+        drop(tx);
+        let mut all = Vec::new();
+        ChannelReader::new(rx).read_to_end(&mut all).unwrap();
+        assert_eq!(all, b"abcde");
+
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.try_send(Ok(b"ab".to_vec())).unwrap();
+        tx.try_send(Err("the client's stream failed: reset".into()))
+            .unwrap();
+        let mut r = ChannelReader::new(rx);
+        let mut buf = [0u8; 8];
+        assert_eq!(r.read(&mut buf).unwrap(), 2);
+        let e = r.read(&mut buf).unwrap_err();
+        assert!(e.to_string().contains("stream failed"), "{e}");
     }
 }

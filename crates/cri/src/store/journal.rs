@@ -283,4 +283,6 @@ impl Journal {
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;

@@ -1,0 +1,3 @@
+//! What the hostile-input tests of this crate share.
+
+pub mod alloc;
