@@ -3,7 +3,8 @@
 //! each other — so each exists once, here: times as RFC 3339 and as ns since the epoch ([`time`]), the kernel's mount table
 //! ([`mountinfo`]), random ids ([`id`]) and AppArmor's state ([`apparmor`]).
 //! Also paths resolved inside a root by fd ([`inroot`]) and sealed copies of the runtime binary ([`sealed`]),
-//! which need nix and libc, the crate's dependencies; and records written to survive a crash ([`durable`]).
+//! which need nix and libc, the crate's dependencies; records written to survive a crash ([`durable`]), and
+//! the owner-only files and directories a container's state lives in ([`private`]).
 
 pub mod apparmor;
 pub mod cri_log;
@@ -11,5 +12,6 @@ pub mod durable;
 pub mod id;
 pub mod inroot;
 pub mod mountinfo;
+pub mod private;
 pub mod sealed;
 pub mod time;
