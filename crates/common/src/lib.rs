@@ -3,8 +3,9 @@
 //! each other — so each exists once, here: times as RFC 3339 and as ns since the epoch ([`time`]), the kernel's mount table
 //! ([`mountinfo`]), random ids ([`id`]) and AppArmor's state ([`apparmor`]).
 //! Also paths resolved inside a root by fd ([`inroot`]) and sealed copies of the runtime binary ([`sealed`]),
-//! which need nix and libc, the crate's dependencies; records written to survive a crash ([`durable`]); and
-//! criusd's descriptor limit, raised for itself and put back for its containers ([`nofile`]).
+//! which need nix and libc, the crate's dependencies; records written to survive a crash ([`durable`]); the
+//! owner-only files and directories a container's state lives in ([`private`]); and criusd's descriptor limit,
+//! raised for itself and put back for its containers ([`nofile`]).
 
 pub mod apparmor;
 pub mod cri_log;
@@ -13,5 +14,6 @@ pub mod id;
 pub mod inroot;
 pub mod mountinfo;
 pub mod nofile;
+pub mod private;
 pub mod sealed;
 pub mod time;

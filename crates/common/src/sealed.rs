@@ -162,9 +162,15 @@ impl Handed {
 /// A sealed copy of the executable at `path`, with what names it to a shim (whose copy of the descriptor has
 /// the same number: it is inherited).
 pub fn seal_runtime(path: &Path) -> Result<(OwnedFd, Handed), String> {
+    seal(path, c"crius-runtime")
+}
+
+/// A sealed copy of the executable at `path` named `name` (`/memfd:<name>` in `/proc/<pid>/exe`), with its
+/// [`Handed`] description (whose [`Handed::current`] tells when the file on disk changed).
+pub fn seal(path: &Path, name: &CStr) -> Result<(OwnedFd, Handed), String> {
     let stamp = Stamp::of(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let fd = copy_of(&file, c"crius-runtime")?;
+    let fd = copy_of(&file, name)?;
     if Stamp::of(path).ok() != Some(stamp) {
         return Err(format!("{} changed while it was copied", path.display()));
     }

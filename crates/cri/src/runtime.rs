@@ -59,9 +59,7 @@ impl Runtime {
             setup.state.join("ns"),
             setup.state.join("sandboxes"),
             Arc::new(setup.cni.clone()),
-            Arc::new(Pinner {
-                shim: setup.shim.clone(),
-            }),
+            Arc::new(Pinner::new(setup.shim.clone())),
             intents.clone(),
         )
         .map_err(io("opening the sandbox records"))?

@@ -96,9 +96,10 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
     if terminal && opts.console_socket.is_none() {
         return Err(err!("process.terminal is true: --console-socket is required"));
     }
-    std::fs::create_dir_all(root).map_err(|e| err!("creating state root {}: {e}", root.display()))?;
+    // The state holds the spec, env included: root's alone, as runc keeps it (0700 directories, 0600 files).
+    crius_common::private::dir_all(root).map_err(|e| err!("creating state root {}: {e}", root.display()))?;
     let dir = Record::dir(root, id);
-    if let Err(e) = std::fs::create_dir(&dir) {
+    if let Err(e) = crius_common::private::dir(&dir) {
         return Err(match e.kind() {
             std::io::ErrorKind::AlreadyExists => Error::AlreadyExists(id.into()),
             _ => err!("creating {}: {e}", dir.display()),
@@ -112,6 +113,8 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         armed: true,
     };
     let fifo_path = dir.join(EXEC_FIFO);
+    // Writable by all (as runc's): the init opens it after it became the container's user, through its
+    // descriptor, never by path (the directory is 0700). Nobody but root reads it.
     nix::unistd::mkfifo(&fifo_path, Mode::from_bits_truncate(0o622)).map_err(|e| err!("mkfifo: {e}"))?;
     nix::sys::stat::fchmodat(
         nix::fcntl::AT_FDCWD,

@@ -31,7 +31,7 @@ pub fn write(level: &str, msg: &str) {
     };
     match file {
         Some(f) => {
-            if let Ok(mut out) = std::fs::OpenOptions::new().create(true).append(true).open(f) {
+            if let Ok(mut out) = crius_common::private::append(&f) {
                 let _ = writeln!(out, "{line}");
             }
         }

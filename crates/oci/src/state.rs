@@ -8,7 +8,6 @@
 //! The status is never stored as truth: it is derived from the init process (pid *and* start time, so a reused
 //! pid is not mistaken for the container), the exec fifo (present until `start`) and `cgroup.freeze`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -126,7 +125,8 @@ impl Record {
     }
 }
 
-/// Writes `bytes` to `path` so that readers see the old or the new content, never a mix (temp file + rename).
+/// Writes `bytes` to `path` so that readers see the old or the new content, never a mix (temp file + rename),
+/// as a file only its owner reads (0600: the state holds the container's env).
 /// No fsync: runtime state describes live processes, which a power loss ends too, and it belongs on a tmpfs.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path
@@ -138,8 +138,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp"));
     let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+        crius_common::private::write(&tmp, bytes)?;
         std::fs::rename(&tmp, path)
     };
     write().map_err(|e| {

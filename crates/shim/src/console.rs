@@ -22,7 +22,7 @@ impl ConsoleSocket {
     pub(crate) fn new() -> Result<ConsoleSocket, String> {
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = PathBuf::from(crate::start::SOCKET_DIR);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        crate::start::private_dir(&dir)?;
         let path = dir.join(format!(
             "console-{}-{}",
             std::process::id(),

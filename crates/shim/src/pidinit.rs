@@ -4,16 +4,39 @@
 //! its own (as the namespace's init it ignores every signal from inside; criusd ends it with SIGKILL). The
 //! action prints that process's pid (as the host sees it) and returns; the process lives on, in a session
 //! of its own, outliving criusd as the pod's shim does.
+//!
+//! Every container of the pod sees it as pid 1, and one holding CAP_SYS_PTRACE may read its `/proc/1/root`,
+//! `exe`, `fd`, `environ`, or attach to it and run code as it. So before it forks, the holder gives up all a
+//! pause container would not have: it enters a private mount namespace whose root is an empty read-only tmpfs
+//! (the host's root pivoted away and detached), drops every capability (bounding and ambient sets included)
+//! under no_new_privs, becomes `nobody` where that uid exists, and is non-dumpable. criusd starts it from a
+//! sealed copy of the shim binary (so `/proc/1/exe` is no host file), with an empty environment, in the pod's
+//! network, IPC and UTS namespaces.
 
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{ForkResult, fork};
+use std::os::fd::{IntoRawFd, OwnedFd};
+
+/// Where the empty root is mounted before the pivot: any directory would do, the mount is the holder's alone.
+const STAGE: &str = "/tmp";
+/// The uid and gid the holder ends as (`nobody`), where its user namespace maps them.
+const NOBODY: u32 = 65534;
 
 /// Makes the namespace and its init; prints the init's pid.
 pub(crate) fn start() -> Result<(), String> {
     let _ = nix::unistd::setsid();
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWPID)
-        .map_err(|e| format!("unshare(CLONE_NEWPID): {e}"))?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWPID | nix::sched::CloneFlags::CLONE_NEWNS)
+        .map_err(|e| format!("unshare(CLONE_NEWPID | CLONE_NEWNS): {e}"))?;
+    let null: OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(|e| format!("/dev/null: {e}"))?
+        .into();
+    empty_root()?;
+    drop_privileges()?;
     // SAFETY: this process is single-threaded (the shim's main, before any thread), so the child may run
     // anything.
     match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
@@ -21,24 +44,81 @@ pub(crate) fn start() -> Result<(), String> {
             println!("{child}");
             Ok(())
         }
-        ForkResult::Child => init(),
+        ForkResult::Child => init(null),
     }
 }
 
-/// Pid 1 of the pod's namespace: its standard streams let go (criusd reads the parent's stdout to its end),
-/// then reaping until killed.
-fn init() -> ! {
-    if let Ok(null) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/null")
-    {
-        use std::os::fd::AsRawFd;
-        for fd in 0..3 {
-            // SAFETY: dup2 onto the standard descriptors of this single-threaded process.
-            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+/// Makes an empty read-only tmpfs this process's root, in a mount namespace of its own whose other mounts
+/// (the host's) are detached: nothing of the host is left to reach through `/proc/<pid>/root` or `cwd`.
+fn empty_root() -> Result<(), String> {
+    let none = None::<&str>;
+    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
+        .map_err(|e| format!("making / private: {e}"))?;
+    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(
+        Some("tmpfs"),
+        STAGE,
+        Some("tmpfs"),
+        flags,
+        Some("mode=0555,size=4k"),
+    )
+    .map_err(|e| format!("mounting an empty tmpfs on {STAGE}: {e}"))?;
+    nix::unistd::chdir(STAGE).map_err(|e| format!("chdir {STAGE}: {e}"))?;
+    // pivot_root(".", "."): the old root ends stacked on the new one, where it is detached at once.
+    nix::unistd::pivot_root(".", ".").map_err(|e| format!("pivot_root to the empty tmpfs: {e}"))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(|e| format!("detaching the host's root: {e}"))?;
+    nix::unistd::chdir("/").map_err(|e| format!("chdir /: {e}"))
+}
+
+/// Drops every capability for good (no_new_privs, empty bounding and ambient sets), becomes `nobody` where
+/// that uid is mapped (else stays root of its user namespace, with nothing), and turns non-dumpable.
+fn drop_privileges() -> Result<(), String> {
+    let os = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+    // SAFETY: prctl and the id calls below take integers only.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return Err(os("PR_SET_NO_NEW_PRIVS"));
+        }
+        // Capabilities past the kernel's last one are EINVAL: that ends the loop.
+        let mut cap = 0;
+        while libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 {
+            cap += 1;
+        }
+        if cap == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            return Err(os(&format!("dropping capability {cap} from the bounding set")));
+        }
+        if libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 {
+            return Err(os("clearing the ambient capabilities"));
+        }
+        // In a user namespace whose setgroups is denied, or that maps no `nobody`, these fail; what is left
+        // is its root without capabilities, unprivileged on the host.
+        libc::setgroups(0, std::ptr::null());
+        if libc::setresgid(NOBODY, NOBODY, NOBODY) == 0 {
+            libc::setresuid(NOBODY, NOBODY, NOBODY);
         }
     }
+    caps::clear(None, caps::CapSet::Inheritable)
+        .and_then(|()| caps::clear(None, caps::CapSet::Effective))
+        .and_then(|()| caps::clear(None, caps::CapSet::Permitted))
+        .map_err(|e| format!("clearing the capability sets: {e}"))?;
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(os("PR_SET_DUMPABLE 0"));
+    }
+    Ok(())
+}
+
+/// Pid 1 of the pod's namespace: its standard streams /dev/null (criusd reads the parent's stdout to its
+/// end) and nothing else open, then reaping until killed.
+fn init(null: OwnedFd) -> ! {
+    let null = null.into_raw_fd();
+    for fd in 0..3 {
+        // SAFETY: dup2 onto the standard descriptors of this single-threaded process.
+        unsafe { libc::dup2(null, fd) };
+    }
+    // Whatever criusd's process left open (and /dev/null's own descriptor, released above) goes.
+    // SAFETY: close_range with integer arguments; no Rust object owns a descriptor above 2 any more.
+    unsafe { libc::syscall(libc::SYS_close_range, 3, u32::MAX, 0) };
     // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16 bytes.
     unsafe { libc::prctl(libc::PR_SET_NAME, c"crius-pod-init".as_ptr()) };
     // SIGCHLD blocked stays pending (an ignored signal that is blocked is kept), so waiting for it sleeps

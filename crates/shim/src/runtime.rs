@@ -123,7 +123,8 @@ impl Runtime {
                         .stderr(stdio(io.stderr));
                 }
                 None => {
-                    let f = std::fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+                    let f =
+                        crius_common::private::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
                     let e = f.try_clone().map_err(|e| e.to_string())?;
                     cmd.stdin(Stdio::null()).stdout(f).stderr(e);
                 }

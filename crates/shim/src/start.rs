@@ -88,7 +88,8 @@ fn start(f: &Flags) -> Result<(), String> {
             ));
         }
     }
-    std::fs::write(cwd.join("address"), &address).map_err(|e| format!("writing address: {e}"))?;
+    crius_common::private::write(&cwd.join("address"), address.as_bytes())
+        .map_err(|e| format!("writing address: {e}"))?;
     print!("{address}");
     let _ = std::io::stdout().flush();
     Ok(())
@@ -102,12 +103,7 @@ fn launch(f: &Flags, address: &str) -> Result<(), String> {
         .write(true)
         .custom_flags_nonblock()
         .open("log")
-        .or_else(|_| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open("shim.log")
-        })
+        .or_else(|_| crius_common::private::append(Path::new("shim.log")))
         .map_err(|e| format!("opening the shim log: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.args(["-namespace", &f.namespace, "-id", &f.id, "-address", &f.address])

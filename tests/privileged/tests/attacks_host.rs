@@ -1,7 +1,9 @@
 //! Attacks on the host through criusd, each tried for real: log paths that leave the pod's log directory
 //! (`..`, absolute, a symlink planted in the log directory, at CreateContainer and at a log reopen), sysctls
 //! that would set the host's values, and an unprivileged user (`nobody`, through `setpriv`) reading what
-//! criusd keeps, running a setuid file out of a snapshot or a layer, and connecting to crius's sockets.
+//! criusd keeps, running a setuid file out of a snapshot or a layer, and connecting to crius's sockets; and a
+//! container with CAP_SYS_PTRACE in a pod that shares its PID namespace going through pid 1, the namespace's
+//! holder, to the host (its root, its executable, its capabilities, its environment and descriptors).
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -438,3 +440,6 @@ async fn an_older_installs_loose_modes_are_tightened_at_start_up() {
     }
     assert_eq!(mode(&state.join("criusd.lock")), 0o600);
 }
+
+#[path = "attacks_host/pid_holder.rs"]
+mod pid_holder;

@@ -554,3 +554,6 @@ fn crius_only_the_shims_pty_masters_and_sockets_are_close_on_exec() {
         &containerd_shim_protos::api::ShutdownRequest::default(),
     );
 }
+
+#[path = "attacks_runtime/modes.rs"]
+mod modes;

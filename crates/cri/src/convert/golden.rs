@@ -33,6 +33,9 @@ pub fn sandbox_files() -> PathBuf {
     PathBuf::from(format!("/var/lib/crius/sandboxes/{POD}"))
 }
 
+/// The kernel the golden specs are made for (a node's, past every `minKernel` of the default profile).
+const GOLDEN_KERNEL: (u32, u32) = (6, 1);
+
 /// What a spec is made from besides the request: what the node and the image's files say.
 #[derive(Clone)]
 pub struct Facts {
@@ -623,6 +626,7 @@ impl Facts {
             group: self.group.clone().unwrap_or_default(),
             seccomp_file: None,
             apparmor: None,
+            kernel: GOLDEN_KERNEL,
         }
     }
 }

@@ -27,6 +27,9 @@ pub struct Host {
     pub seccomp_file: Option<std::result::Result<String, String>>,
     /// The node's loaded AppArmor profiles; `None` where it has no AppArmor (`convert::apparmor::probe`).
     pub apparmor: Option<Vec<String>>,
+    /// The running kernel's version, major and minor (`uname -r`), for seccomp rules with a `minKernel`;
+    /// (0, 0) when unknown, which no such rule admits.
+    pub kernel: (u32, u32),
 }
 
 impl Host {
@@ -43,6 +46,7 @@ impl Host {
         };
         Ok(Host {
             bounding: bounding_set(),
+            kernel: kernel_version(),
             cpu_controller: cpu_controller(),
             hostname: match input.sandbox.record.namespaces.uts {
                 Some(_) => read(&input.sandbox_files.join("hostname")),
@@ -115,4 +119,12 @@ pub fn create_mount_sources(config: &cri::ContainerConfig) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The running kernel's major and minor version, (0, 0) if `uname` says something unexpected.
+pub fn kernel_version() -> (u32, u32) {
+    nix::sys::utsname::uname()
+        .ok()
+        .and_then(|u| super::seccomp::major_minor(&u.release().to_string_lossy()))
+        .unwrap_or((0, 0))
 }

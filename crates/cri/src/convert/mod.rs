@@ -228,6 +228,7 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
         &seccomp::wanted(sc)?,
         privileged,
         &caps,
+        host.kernel,
         host.seccomp_file.as_ref(),
     )?);
     let sysctls = pod_linux.map(|l| l.sysctls.clone()).unwrap_or_default();

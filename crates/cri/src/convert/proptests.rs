@@ -296,6 +296,7 @@ fn host() -> BoxedStrategy<Host> {
             group: group.join("\n"),
             seccomp_file: None,
             apparmor: None,
+            kernel: (6, 1),
         })
         .boxed()
 }

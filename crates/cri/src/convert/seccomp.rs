@@ -82,8 +82,17 @@ fn docker_arch() -> &'static str {
     }
 }
 
-/// Whether a Docker rule's `includes`/`excludes` let it apply to a container with capabilities `caps`.
-fn applies(rule: &Value, caps: &[String]) -> bool {
+/// `major.minor` of a kernel version (`6.1.0-18-amd64`, `4.8`).
+pub fn major_minor(v: &str) -> Option<(u32, u32)> {
+    let mut parts = v.split(['.', '-', '+']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().map_or(Some(0), |m| m.parse().ok())?;
+    Some((major, minor))
+}
+
+/// Whether a Docker rule's `includes`/`excludes` let it apply to a container with capabilities `caps` on a
+/// kernel `kernel` (a rule's `includes.minKernel` asks for that version or later).
+fn applies(rule: &Value, caps: &[String], kernel: (u32, u32)) -> std::result::Result<bool, String> {
     let list = |v: &Value, key: &str| -> Vec<String> {
         v[key]
             .as_array()
@@ -95,14 +104,23 @@ fn applies(rule: &Value, caps: &[String]) -> bool {
     let arch = docker_arch().to_string();
     let inc_caps = list(inc, "caps");
     let inc_arches = list(inc, "arches");
-    inc_caps.iter().all(has_cap)
+    let new_enough = match &inc["minKernel"] {
+        Value::Null => true,
+        Value::String(v) => {
+            kernel >= major_minor(v).ok_or_else(|| format!("minKernel {v:?} is no version"))?
+        }
+        other => return Err(format!("minKernel {other} is no version")),
+    };
+    Ok(new_enough
+        && inc_caps.iter().all(has_cap)
         && (inc_arches.is_empty() || inc_arches.contains(&arch))
         && !list(exc, "caps").iter().any(has_cap)
-        && !list(exc, "arches").contains(&arch)
+        && !list(exc, "arches").contains(&arch))
 }
 
-/// The OCI form of a profile file's text `text` (at `path`) for a container with capabilities `caps`.
-pub fn parse(path: &str, text: &str, caps: &[String]) -> Result<LinuxSeccomp> {
+/// The OCI form of a profile file's text `text` (at `path`) for a container with capabilities `caps` on kernel
+/// `kernel` (major, minor).
+pub fn parse(path: &str, text: &str, caps: &[String], kernel: (u32, u32)) -> Result<LinuxSeccomp> {
     let bad = |why: String| Error::invalid(CALL, "seccomp profile", format!("{path}: {why}"));
     let mut v: Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
     let obj = v.as_object_mut().ok_or_else(|| bad("not a JSON object".into()))?;
@@ -120,7 +138,13 @@ pub fn parse(path: &str, text: &str, caps: &[String]) -> Result<LinuxSeccomp> {
         obj.entry("architectures").or_insert(Value::Array(arches));
     }
     if let Some(Value::Array(rules)) = obj.get_mut("syscalls") {
-        rules.retain(|r| applies(r, caps));
+        let mut kept = Vec::with_capacity(rules.len());
+        for r in rules.drain(..) {
+            if applies(&r, caps, kernel).map_err(&bad)? {
+                kept.push(r);
+            }
+        }
+        *rules = kept;
         for r in rules.iter_mut().filter_map(Value::as_object_mut) {
             for k in ["includes", "excludes", "comment"] {
                 r.remove(k);
@@ -140,6 +164,7 @@ pub fn profile(
     wanted: &Wanted,
     privileged: bool,
     caps: &[String],
+    kernel: (u32, u32),
     file: Option<&std::result::Result<String, String>>,
 ) -> Result<Option<LinuxSeccomp>> {
     match wanted {
@@ -149,12 +174,13 @@ pub fn profile(
             "RuntimeDefault",
             &super::seccomp_default::profile().to_string(),
             caps,
+            kernel,
         )
         .map(Some),
         Wanted::Localhost(path) => {
             let shown = path.display().to_string();
             match file {
-                Some(Ok(text)) => parse(&shown, text, caps).map(Some),
+                Some(Ok(text)) => parse(&shown, text, caps, kernel).map(Some),
                 Some(Err(e)) => Err(Error::invalid(CALL, "seccomp profile", format!("{shown}: {e}"))),
                 None => Err(Error::invalid(
                     CALL,
@@ -222,7 +248,8 @@ mod tests {
                 {"names": ["read"], "action": "SCMP_ACT_ALLOW"},
                 {"names": ["mount"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_ADMIN"]}},
                 {"names": ["clone"], "action": "SCMP_ACT_ALLOW", "excludes": {"caps": ["CAP_SYS_ADMIN"]},
-                 "comment": "no new namespaces"}
+                 "comment": "no new namespaces"},
+                {"names": ["ptrace"], "action": "SCMP_ACT_ALLOW", "includes": {"minKernel": "4.8"}}
             ]
         }"#;
         let names = |s: &LinuxSeccomp| -> Vec<String> {
@@ -232,13 +259,22 @@ mod tests {
                 .flat_map(|r| r.names().clone())
                 .collect()
         };
-        let plain = parse("/p", text, &["CAP_CHOWN".into()]).unwrap();
-        assert_eq!(names(&plain), ["read", "clone"]);
+        let plain = parse("/p", text, &["CAP_CHOWN".into()], (4, 7)).unwrap();
+        assert_eq!(names(&plain), ["read", "clone"], "4.7 is before minKernel");
         assert_eq!(plain.architectures().as_ref().map(Vec::len), Some(2));
-        let admin = parse("/p", text, &["CAP_SYS_ADMIN".into()]).unwrap();
-        assert_eq!(names(&admin), ["read", "mount"]);
-        for bad in ["nope", "[1]", r#"{"defaultAction": "SCMP_ACT_WHAT"}"#] {
-            let e = parse("/p/bad.json", bad, &[]).unwrap_err();
+        let admin = parse("/p", text, &["CAP_SYS_ADMIN".into()], (4, 8)).unwrap();
+        assert_eq!(names(&admin), ["read", "mount", "ptrace"]);
+        assert_eq!(major_minor("6.1.0-18-amd64"), Some((6, 1)));
+        assert_eq!(major_minor("4.10"), Some((4, 10)));
+        assert!((4, 10) > (4, 8), "compared as numbers, not as text");
+        for bad in [
+            "nope",
+            "[1]",
+            r#"{"defaultAction": "SCMP_ACT_WHAT"}"#,
+            r#"{"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": ["ptrace"],
+                "action": "SCMP_ACT_ALLOW", "includes": {"minKernel": "four"}}]}"#,
+        ] {
+            let e = parse("/p/bad.json", bad, &[], (6, 1)).unwrap_err();
             assert!(e.to_string().contains("/p/bad.json"), "{e}");
             assert_eq!(e.code(), tonic::Code::InvalidArgument);
         }
@@ -246,6 +282,7 @@ mod tests {
             &Wanted::Localhost("/p/gone.json".into()),
             false,
             &[],
+            (6, 1),
             Some(&Err("no such file".into())),
         );
         assert!(
@@ -255,7 +292,7 @@ mod tests {
                 .contains("/p/gone.json: no such file")
         );
         assert_eq!(
-            profile(&Wanted::Localhost("/p".into()), true, &[], None).unwrap(),
+            profile(&Wanted::Localhost("/p".into()), true, &[], (6, 1), None).unwrap(),
             None,
             "privileged"
         );

@@ -3,7 +3,9 @@
 //! only with the personas programs use; `clone` without new namespaces and `clone3` answered ENOSYS (so libc
 //! falls back to `clone`) unless the container has CAP_SYS_ADMIN; `socket` for every family but AF_VSOCK; and
 //! the syscalls a capability guards are allowed only to containers that have it (the kernel would refuse them
-//! anyway; the filter keeps their code paths out of reach).
+//! anyway; the filter keeps their code paths out of reach); `ptrace` and `process_vm_readv/writev` on kernels
+//! from 4.8 on (earlier ones let a tracer bypass seccomp) or with CAP_SYS_PTRACE; x86's `arch_prctl` and
+//! `modify_ldt` on x86 only. The tests compare it, syscall by syscall, with Docker's conditional rules.
 //!
 //! It is produced in Docker's form (rules with `includes`/`excludes` by capability) and resolved for the
 //! container by [`super::seccomp::parse`], as a Localhost profile is.
@@ -40,11 +42,11 @@ const ALLOWED: &[&[&str]] = &[
     ],
     // processes, threads, identity and limits
     &[
-        "arch_prctl", "capget", "capset", "execve", "execveat", "exit", "exit_group", "fork",
+        "capget", "capset", "execve", "execveat", "exit", "exit_group", "fork",
         "get_robust_list", "get_thread_area", "getcpu", "getegid", "getegid32", "geteuid", "geteuid32",
         "getgid", "getgid32", "getgroups", "getgroups32", "getpgid", "getpgrp", "getpid", "getppid",
         "getpriority", "getresgid", "getresgid32", "getresuid", "getresuid32", "getrlimit", "getrusage",
-        "getsid", "gettid", "getuid", "getuid32", "ioprio_get", "ioprio_set", "kill", "modify_ldt",
+        "getsid", "gettid", "getuid", "getuid32", "ioprio_get", "ioprio_set", "kill",
         "pidfd_open", "pidfd_send_signal", "prctl", "prlimit64", "process_mrelease", "rseq",
         "sched_get_priority_max", "sched_get_priority_min", "sched_getaffinity", "sched_getattr",
         "sched_getparam", "sched_getscheduler", "sched_rr_get_interval", "sched_rr_get_interval_time64",
@@ -53,7 +55,7 @@ const ALLOWED: &[&[&str]] = &[
         "setfsuid32", "setgid", "setgid32", "setgroups", "setgroups32", "setpgid", "setpriority", "setregid",
         "setregid32", "setresgid", "setresgid32", "setresuid", "setresuid32", "setreuid", "setreuid32",
         "setrlimit", "setsid", "setuid", "setuid32", "tgkill", "tkill", "ugetrlimit", "uname", "vfork",
-        "wait4", "waitid", "waitpid", "ptrace",
+        "wait4", "waitid", "waitpid",
     ],
     // signals
     &[
@@ -103,11 +105,13 @@ const BY_CAPABILITY: &[(&str, &[&str])] = &[
         "CAP_SYS_ADMIN",
         &[
             "bpf", "clone", "clone3", "fanotify_init", "fsconfig", "fsmount", "fsopen", "fspick",
-            "lookup_dcookie", "mount", "mount_setattr", "move_mount", "name_to_handle_at", "open_tree",
+            "lookup_dcookie", "lsm_get_self_attr", "lsm_list_modules", "lsm_set_self_attr", "mount",
+            "mount_setattr", "move_mount", "name_to_handle_at", "open_tree",
             "perf_event_open", "quotactl", "quotactl_fd", "setdomainname", "sethostname", "setns", "syslog",
             "umount", "umount2", "unshare",
         ],
     ),
+    ("CAP_DAC_READ_SEARCH", &["open_by_handle_at"]),
     ("CAP_SYS_BOOT", &["reboot"]),
     ("CAP_SYS_CHROOT", &["chroot"]),
     (
@@ -118,7 +122,7 @@ const BY_CAPABILITY: &[(&str, &[&str])] = &[
     (
         "CAP_SYS_PTRACE",
         &[
-            "kcmp", "pidfd_getfd", "process_madvise", "process_vm_readv", "process_vm_writev",
+            "kcmp", "pidfd_getfd", "process_madvise", "process_vm_readv", "process_vm_writev", "ptrace",
         ],
     ),
     ("CAP_SYS_RAWIO", &["ioperm", "iopl"]),
@@ -147,6 +151,16 @@ const NEW_NAMESPACES: u64 =
 /// the query (0xffffffff).
 const PERSONAS: &[u64] = &[0x0, 0x8, 0x20000, 0x20008, 0xffff_ffff];
 
+/// Syscalls allowed on kernels from 4.8 on without a capability (with CAP_SYS_PTRACE on any): before 4.8, a
+/// ptraced process's seccomp filter could be bypassed by its tracer changing the syscall after the check.
+const FROM_4_8: &[&str] = &["process_vm_readv", "process_vm_writev", "ptrace"];
+
+/// Syscalls only some architectures have (as Docker's names them): x86's segment and TLS calls.
+const BY_ARCH: &[(&[&str], &[&str])] = &[
+    (&["amd64", "x32"], &["arch_prctl"]),
+    (&["amd64", "x32", "x86"], &["modify_ldt"]),
+];
+
 const AF_VSOCK: u64 = 40;
 const ENOSYS: u64 = 38;
 
@@ -174,6 +188,10 @@ pub fn profile() -> Value {
         json!({"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": ENOSYS,
         "excludes": {"caps": ["CAP_SYS_ADMIN"]}}),
     );
+    rules.push(json!({"names": FROM_4_8, "action": "SCMP_ACT_ALLOW", "includes": {"minKernel": "4.8"}}));
+    for (arches, names) in BY_ARCH {
+        rules.push(json!({"names": names, "action": "SCMP_ACT_ALLOW", "includes": {"arches": arches}}));
+    }
     for (cap, names) in BY_CAPABILITY {
         rules.push(json!({"names": names, "action": "SCMP_ACT_ALLOW", "includes": {"caps": [cap]}}));
     }
@@ -189,6 +207,12 @@ pub fn profile() -> Value {
 mod tests {
     use super::*;
 
+    /// The profile resolved for a container with `caps` on kernel `kernel`.
+    fn resolved(caps: &[&str], kernel: (u32, u32)) -> oci_spec::runtime::LinuxSeccomp {
+        let caps: Vec<String> = caps.iter().map(|c| c.to_string()).collect();
+        super::super::seccomp::parse("RuntimeDefault", &profile().to_string(), &caps, kernel).unwrap()
+    }
+
     fn allowed(s: &oci_spec::runtime::LinuxSeccomp, name: &str) -> Vec<String> {
         s.syscalls()
             .iter()
@@ -198,10 +222,123 @@ mod tests {
             .collect()
     }
 
+    /// Allowed outright: a rule without argument conditions allows it.
+    fn allows(s: &oci_spec::runtime::LinuxSeccomp, name: &str) -> bool {
+        s.syscalls().iter().flatten().any(|r| {
+            r.names().iter().any(|n| n == name)
+                && r.action() == oci_spec::runtime::LinuxSeccompAction::ScmpActAllow
+                && r.args().as_ref().is_none_or(Vec::is_empty)
+        })
+    }
+
+    /// A syscall, the capabilities any of which allows it, and the kernel version from which it is allowed
+    /// without one.
+    type Rule = (&'static str, &'static [&'static str], Option<(u32, u32)>);
+
+    /// The conditional rules of Docker's default profile (moby `profiles/seccomp/default.json`, as of
+    /// August 2026), syscall by syscall: a syscall is allowed when the container holds any of the
+    /// capabilities, or (where given) on that kernel version or later. containerd's profile has the same
+    /// capability rules. Syscalls of Docker's unconditional allowlist and its arch rules are not here.
+    #[rustfmt::skip]
+    const DOCKER: &[Rule] = &[
+        ("ptrace", &["CAP_SYS_PTRACE"], Some((4, 8))),
+        ("process_vm_readv", &["CAP_SYS_PTRACE"], Some((4, 8))),
+        ("process_vm_writev", &["CAP_SYS_PTRACE"], Some((4, 8))),
+        ("kcmp", &["CAP_SYS_PTRACE"], None),
+        ("pidfd_getfd", &["CAP_SYS_PTRACE"], None),
+        ("process_madvise", &["CAP_SYS_PTRACE"], None),
+        ("open_by_handle_at", &["CAP_DAC_READ_SEARCH"], None),
+        ("bpf", &["CAP_SYS_ADMIN", "CAP_BPF"], None),
+        ("perf_event_open", &["CAP_SYS_ADMIN", "CAP_PERFMON"], None),
+        ("syslog", &["CAP_SYS_ADMIN", "CAP_SYSLOG"], None),
+        ("clone3", &["CAP_SYS_ADMIN"], None),
+        ("fanotify_init", &["CAP_SYS_ADMIN"], None),
+        ("fsconfig", &["CAP_SYS_ADMIN"], None),
+        ("fsmount", &["CAP_SYS_ADMIN"], None),
+        ("fsopen", &["CAP_SYS_ADMIN"], None),
+        ("fspick", &["CAP_SYS_ADMIN"], None),
+        ("lookup_dcookie", &["CAP_SYS_ADMIN"], None),
+        ("lsm_get_self_attr", &["CAP_SYS_ADMIN"], None),
+        ("lsm_list_modules", &["CAP_SYS_ADMIN"], None),
+        ("lsm_set_self_attr", &["CAP_SYS_ADMIN"], None),
+        ("mount", &["CAP_SYS_ADMIN"], None),
+        ("mount_setattr", &["CAP_SYS_ADMIN"], None),
+        ("move_mount", &["CAP_SYS_ADMIN"], None),
+        ("open_tree", &["CAP_SYS_ADMIN"], None),
+        ("quotactl", &["CAP_SYS_ADMIN"], None),
+        ("quotactl_fd", &["CAP_SYS_ADMIN"], None),
+        ("setdomainname", &["CAP_SYS_ADMIN"], None),
+        ("sethostname", &["CAP_SYS_ADMIN"], None),
+        ("setns", &["CAP_SYS_ADMIN"], None),
+        ("umount", &["CAP_SYS_ADMIN"], None),
+        ("umount2", &["CAP_SYS_ADMIN"], None),
+        ("unshare", &["CAP_SYS_ADMIN"], None),
+        ("reboot", &["CAP_SYS_BOOT"], None),
+        ("chroot", &["CAP_SYS_CHROOT"], None),
+        ("delete_module", &["CAP_SYS_MODULE"], None),
+        ("finit_module", &["CAP_SYS_MODULE"], None),
+        ("init_module", &["CAP_SYS_MODULE"], None),
+        ("acct", &["CAP_SYS_PACCT"], None),
+        ("ioperm", &["CAP_SYS_RAWIO"], None),
+        ("iopl", &["CAP_SYS_RAWIO"], None),
+        ("clock_settime", &["CAP_SYS_TIME"], None),
+        ("clock_settime64", &["CAP_SYS_TIME"], None),
+        ("settimeofday", &["CAP_SYS_TIME"], None),
+        ("stime", &["CAP_SYS_TIME"], None),
+        ("vhangup", &["CAP_SYS_TTY_CONFIG"], None),
+        ("get_mempolicy", &["CAP_SYS_NICE"], None),
+        ("mbind", &["CAP_SYS_NICE"], None),
+        ("set_mempolicy", &["CAP_SYS_NICE"], None),
+        ("set_mempolicy_home_node", &["CAP_SYS_NICE"], None),
+    ];
+
+    #[test]
+    fn each_conditional_syscall_is_allowed_exactly_when_dockers_rules_allow_it() {
+        let all: Vec<&str> = {
+            let mut v: Vec<&str> = DOCKER
+                .iter()
+                .flat_map(|(_, caps, _)| caps.iter().copied())
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        for kernel in [(4, 7), (4, 8), (6, 1)] {
+            let mut hosts: Vec<Vec<&str>> = vec![vec![], all.clone()];
+            hosts.extend(all.iter().map(|c| vec![*c]));
+            // Every capability but one: the one missing must not be made up for by the others.
+            hosts.extend(
+                all.iter()
+                    .map(|c| all.iter().copied().filter(|o| o != c).collect()),
+            );
+            for caps in &hosts {
+                let profile = resolved(caps, kernel);
+                for (name, needs, min_kernel) in DOCKER {
+                    let docker =
+                        needs.iter().any(|c| caps.contains(c)) || min_kernel.is_some_and(|m| kernel >= m);
+                    assert_eq!(
+                        allows(&profile, name),
+                        docker,
+                        "{name} with {caps:?} on {}.{}",
+                        kernel.0,
+                        kernel.1
+                    );
+                }
+            }
+        }
+        // Where crius is stricter than Docker: name_to_handle_at is CAP_SYS_ADMIN's (as in containerd's own
+        // profile), not everyone's.
+        assert!(!allows(&resolved(&[], (6, 1)), "name_to_handle_at"));
+        assert!(allows(&resolved(&["CAP_SYS_ADMIN"], (6, 1)), "name_to_handle_at"));
+        // x86's own syscalls only where the profile is for x86.
+        let x86 = std::env::consts::ARCH == "x86_64";
+        assert_eq!(allows(&resolved(&[], (6, 1)), "arch_prctl"), x86);
+        assert_eq!(allows(&resolved(&[], (6, 1)), "modify_ldt"), x86);
+    }
+
     #[test]
     fn capabilities_open_their_syscalls_and_sys_admin_unfences_clone() {
-        let text = profile().to_string();
-        let plain = super::super::seccomp::parse("RuntimeDefault", &text, &["CAP_CHOWN".into()]).unwrap();
+        let plain = resolved(&["CAP_CHOWN"], (6, 1));
         assert!(allowed(&plain, "mount").is_empty(), "mount needs CAP_SYS_ADMIN");
         assert!(allowed(&plain, "chroot").is_empty());
         assert_eq!(
@@ -216,12 +353,7 @@ mod tests {
         );
         assert_eq!(allowed(&plain, "read"), ["ScmpActAllow"]);
         assert_eq!(allowed(&plain, "personality").len(), PERSONAS.len());
-        let admin = super::super::seccomp::parse(
-            "RuntimeDefault",
-            &text,
-            &["CAP_SYS_ADMIN".into(), "CAP_SYS_CHROOT".into()],
-        )
-        .unwrap();
+        let admin = resolved(&["CAP_SYS_ADMIN", "CAP_SYS_CHROOT"], (6, 1));
         assert_eq!(allowed(&admin, "mount"), ["ScmpActAllow"]);
         assert_eq!(allowed(&admin, "chroot"), ["ScmpActAllow"]);
         assert_eq!(allowed(&admin, "clone3"), ["ScmpActAllow"]);

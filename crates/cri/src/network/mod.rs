@@ -5,6 +5,7 @@
 //! (`fake`, tests only) let the sandbox lifecycle be tested without it.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -138,18 +139,27 @@ pub trait Namespaces: Send + Sync {
 }
 
 /// The kernel's namespaces, pinned by nsfs bind mounts ([`netns`]); a shared PID namespace is held by the
-/// shim binary's `pid-init` ([`pidns`]).
+/// shim binary's `pid-init` ([`pidns`]), run from a sealed copy made once.
 #[derive(Debug, Clone, Default)]
 pub struct Pinner {
-    /// The shim binary (its `pid-init` action holds PID namespaces).
-    pub shim: PathBuf,
+    /// The shim binary (its `pid-init` action holds PID namespaces), and its sealed copy.
+    holder: Arc<pidns::Holder>,
+}
+
+impl Pinner {
+    /// Pins namespaces, with the shim binary at `shim` holding the shared PID ones.
+    pub fn new(shim: PathBuf) -> Pinner {
+        Pinner {
+            holder: Arc::new(pidns::Holder::new(shim)),
+        }
+    }
 }
 
 impl Namespaces for Pinner {
     fn pin(&self, dir: &Path, want: &Wanted) -> Result<Pinned, NetError> {
         let mut pinned = netns::create(dir, want)?;
         if want.pid {
-            match pidns::create(dir, &self.shim, pinned.user.as_deref()) {
+            match pidns::create(dir, &self.holder, &pinned) {
                 Ok(pin) => pinned.pid = Some(pin),
                 Err(e) => {
                     netns::remove(dir);

@@ -122,7 +122,7 @@ impl Tasks {
         }
         if let Some(res) = resources {
             let file = bundle.join(".update.json");
-            std::fs::write(&file, res).map_err(|source| Error::Io {
+            crius_common::private::write(&file, res).map_err(|source| Error::Io {
                 context: format!("writing {}", file.display()),
                 source,
             })?;

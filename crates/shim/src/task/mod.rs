@@ -304,7 +304,7 @@ impl Tasks {
             if exec_id.is_empty() {
                 let rec = serde_json::json!({"pid": pid, "status": exit.status,
                     "exited_at_ns": ns_since_epoch(exit.at) as u64});
-                let _ = std::fs::write(bundle.join(EXIT_FILE), rec.to_string());
+                let _ = crius_common::private::write(&bundle.join(EXIT_FILE), rec.to_string().as_bytes());
             }
             me.publish(Event::Exit {
                 container_id: id,

@@ -33,13 +33,18 @@ impl Tasks {
             Path::new(RUNTIME_ROOTS).join(name).join(&self.inner.namespace)
         });
         if choice.root.is_none() {
-            // The runtime's state (each container's config, its exec FIFO) is root's alone.
-            crate::start::private_dir(Path::new(RUNTIME_ROOTS)).map_err(Error::Host)?;
+            // The runtime's state (each container's config, its exec FIFO) is root's alone; directories an
+            // older shim made looser are tightened.
+            let by_binary = root.parent().unwrap_or(&root);
+            for dir in [Path::new(RUNTIME_ROOTS), by_binary, &root] {
+                crate::start::private_dir(dir).map_err(Error::Host)?;
+            }
+        } else {
+            crius_common::private::dir_all(&root).map_err(|source| Error::Io {
+                context: format!("creating {}", root.display()),
+                source,
+            })?;
         }
-        std::fs::create_dir_all(&root).map_err(|source| Error::Io {
-            context: format!("creating {}", root.display()),
-            source,
-        })?;
         let mut runtime = Runtime::new(binary, root, self.inner.reaper.clone());
         runtime.systemd_cgroup = choice.systemd_cgroup;
         Ok(runtime)
@@ -95,7 +100,7 @@ impl Tasks {
             "root": runtime.root,
             "systemd_cgroup": runtime.systemd_cgroup,
         });
-        let _ = std::fs::write(bundle.join(RUNTIME_FILE), note.to_string());
+        let _ = crius_common::private::write(&bundle.join(RUNTIME_FILE), note.to_string().as_bytes());
         let mut init = Process::new(process_name(&req.id, ""), io, req.terminal);
         init.pid = pid;
         Ok(Container {
@@ -121,7 +126,8 @@ impl Tasks {
     ) -> Result<(u32, ProcessIo)> {
         let spec_file = bundle.join(format!(".exec-{exec_id}.json"));
         let pid_file = bundle.join(format!(".exec-{exec_id}.pid"));
-        std::fs::write(&spec_file, spec).map_err(|source| Error::Io {
+        // The exec's spec holds its env: root's alone while it exists.
+        crius_common::private::write(&spec_file, spec).map_err(|source| Error::Io {
             context: format!("writing {}", spec_file.display()),
             source,
         })?;
