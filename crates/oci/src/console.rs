@@ -76,8 +76,8 @@ fn open_slave(master: &OwnedFd, n: u32) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Creates the pty, sends the master to `sock`, binds the slave onto `/dev/console` when `console` (a
-/// container's init), and makes the slave stdin/stdout/stderr and controlling tty.
+/// Creates the pty, binds the slave onto `/dev/console` when `console` (a container's init), makes the slave
+/// stdin/stdout/stderr and the controlling tty, then sends the master to `sock`.
 pub fn setup(sock: &UnixStream, size: Option<&ConsoleSize>, console: bool) -> Result<()> {
     let root = root()?;
     let (master, n) = open_master(&root)?;
@@ -95,17 +95,6 @@ pub fn setup(sock: &UnixStream, size: Option<&ConsoleSize>, console: bool) -> Re
     if console {
         crate::rootfs::bind_console(&root, &slave)?;
     }
-    let name = format!("/dev/pts/{n}");
-    let fds = [master.as_raw_fd()];
-    sendmsg::<()>(
-        sock.as_raw_fd(),
-        &[IoSlice::new(name.as_bytes())],
-        &[ControlMessage::ScmRights(&fds)],
-        MsgFlags::empty(),
-        None,
-    )
-    .map_err(|e| err!("sending the pty master to the console socket: {e}"))?;
-    drop(master);
     let raw = slave.into_raw_fd();
     for fd in 0..3 {
         // SAFETY: duplicating a descriptor we own onto stdio.
@@ -117,9 +106,21 @@ pub fn setup(sock: &UnixStream, size: Option<&ConsoleSize>, console: bool) -> Re
         // SAFETY: closing the descriptor we took ownership of with into_raw_fd.
         unsafe { libc::close(raw) };
     }
+    // The controlling terminal before the master leaves: once the caller holds it, it may close it at any
+    // time, and a hung-up pty refuses TIOCSCTTY (EIO).
     // SAFETY: make the pty our controlling terminal (we are a session leader).
     if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } != 0 {
         return Err(err!("TIOCSCTTY: {}", std::io::Error::last_os_error()));
     }
+    let name = format!("/dev/pts/{n}");
+    let fds = [master.as_raw_fd()];
+    sendmsg::<()>(
+        sock.as_raw_fd(),
+        &[IoSlice::new(name.as_bytes())],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )
+    .map_err(|e| err!("sending the pty master to the console socket: {e}"))?;
     Ok(())
 }

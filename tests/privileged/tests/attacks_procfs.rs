@@ -162,7 +162,7 @@ fn crius_only_a_sibling_racing_dev_null_never_gets_core_pattern_mounted() {
 struct Peer {
     _dir: tempfile::TempDir,
     path: std::path::PathBuf,
-    thread: std::thread::JoinHandle<Option<(bool, String)>>,
+    thread: std::thread::JoinHandle<Option<(bool, String, std::os::fd::OwnedFd)>>,
 }
 
 fn console_peer() -> Peer {
@@ -188,7 +188,8 @@ fn console_peer() -> Peer {
                 let mut n: libc::c_uint = 0;
                 // SAFETY: TIOCGPTN into a c_uint; fails on anything but a pty master.
                 let master = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGPTN, &mut n) } == 0;
-                return Some((master, link));
+                // Kept open, as a shim keeps the master: a closed one hangs the container's terminal up.
+                return Some((master, link, fd));
             }
         }
         None
@@ -218,7 +219,7 @@ fn crius_only_a_swapped_ptmx_never_reaches_the_console_socket() {
     let peer = console_peer();
     let id = unique("ptmx-swap");
     let created = try_create(&rt, &id, &b, &["--console-socket", peer.path.to_str().unwrap()]);
-    let sent = peer.thread.join().unwrap();
+    let sent = peer.thread.join().unwrap().map(|(m, l, _)| (m, l));
     if let Some((master, link)) = &sent {
         assert!(
             *master,
@@ -266,7 +267,7 @@ fn crius_only_dev_console_is_the_pty_whatever_was_planted_there() {
         "create: {}",
         b.stderr()
     );
-    let (master, link) = peer
+    let (master, link, _pty) = peer
         .thread
         .join()
         .unwrap()

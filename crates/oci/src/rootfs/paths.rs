@@ -51,7 +51,9 @@ pub fn mask<'a>(root: &Root, paths: impl Iterator<Item = &'a String>) -> Result<
             if null.is_none() {
                 null = Some(null_device(root).map_err(|e| err!("masking {p}: {e}"))?);
             }
-            let what = format!("masking {p}");
+            // The node may have been unlinked since it was opened (a sibling sharing /dev): the bind then
+            // fails, naming it.
+            let what = format!("masking {p} with the container's /dev/null");
             attach(
                 &clone_tree(null.as_ref().expect("set"), false, &what)?,
                 &fd,
