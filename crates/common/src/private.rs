@@ -45,6 +45,13 @@ pub fn dir_all(dir: &Path) -> std::io::Result<()> {
         .create(dir)
 }
 
+/// Creates `dir` and its missing parents as private directories, and tightens `dir` itself to [`DIR_MODE`] if it
+/// existed with looser bits (the parents keep theirs).
+pub fn dir_all_tightened(dir: &Path) -> std::io::Result<()> {
+    dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
+}
+
 /// Creates `dir` as a private directory; its parent must exist (AlreadyExists if `dir` does).
 pub fn dir(dir: &Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new().mode(DIR_MODE).create(dir)

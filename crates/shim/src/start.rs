@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, IntoRawFd};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -131,11 +131,7 @@ fn launch(f: &Flags, address: &str) -> Result<(), String> {
 /// Makes `dir` (a directory of sockets: the shims', their console sockets) 0700, an existing one tightened:
 /// nobody but root reaches a socket in it.
 pub(crate) fn private_dir(dir: &Path) -> Result<(), String> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .and_then(|_| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+    crius_common::private::dir_all_tightened(dir)
         .map_err(|e| format!("creating {} (0700): {e}", dir.display()))
 }
 

@@ -27,39 +27,12 @@ pub mod sandbox;
 
 pub(crate) use crius_common::durable::{sync_dir, write as write_atomic};
 
-/// The mode of criusd's directories under its root and state: its own user's alone.
-pub const DIR_MODE: u32 = 0o700;
-/// The mode of the files it keeps there (records, intents, config.json).
-pub const FILE_MODE: u32 = 0o600;
-
-/// Creates (truncating) `path` with [`FILE_MODE`], an existing file's mode tightened to it.
-fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(FILE_MODE)
-        .open(path)?;
-    f.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))?;
-    Ok(f)
-}
-
-/// Writes `bytes` to `path` ([`FILE_MODE`]).
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    create_private(path)?.write_all(bytes)
-}
-
-/// Makes `dir` and its missing parents with [`DIR_MODE`]; an existing `dir` is tightened to it.
-pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(DIR_MODE)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
-}
+/// criusd's directories under its root and state are its own user's alone ([`DIR_MODE`]), and so are the files
+/// it keeps there ([`FILE_MODE`]: records, intents, config.json); `write_private` writes one, `private_dir` makes
+/// (or tightens) one: crius_common's private files, as the runtime and the shim keep theirs.
+pub use crius_common::private::{
+    DIR_MODE, FILE_MODE, dir_all_tightened as private_dir, write as write_private,
+};
 
 /// Write locks of records, striped by id: the writes of one record, each with its publication in memory, go
 /// one at a time and in order, while other records' go on at the same time. The map of records is locked only
