@@ -76,6 +76,16 @@ pub fn open(root: BorrowedFd<'_>, path: &Path) -> io::Result<OwnedFd> {
     openat2(root, name(&p), in_root(OFlag::O_PATH)).map_err(|e| io_err(e, &p))
 }
 
+/// Opens `path` beneath `root` with `flags` (`O_PATH`, `O_DIRECTORY`...) when no component of it is a symlink or
+/// a way out of `root`: for a file the container may have swapped for a symlink meanwhile (its /dev/null, its
+/// /dev), which is then never followed, even inside the root. A symlink before the last component fails the
+/// call (ELOOP); a last one is refused too, but with `O_PATH` the kernel opens the link itself, so the caller
+/// checks the file's type on the fd (as the masks check for char 1:3).
+pub fn open_no_symlinks(root: BorrowedFd<'_>, path: &Path, flags: OFlag) -> io::Result<OwnedFd> {
+    let p = clean(path);
+    openat2(root, name(&p), beneath(flags)).map_err(|e| io_err(e, &p))
+}
+
 /// Opens directory `path` inside `root`, making the missing ones with `mode` one at a time by fd.
 pub fn mkdir_all(root: BorrowedFd<'_>, path: &Path, mode: u32) -> io::Result<OwnedFd> {
     let p = clean(path);
@@ -238,6 +248,25 @@ mod tests {
         // The path is what /proc/self/root would lead to in the root: nothing, and no magic link is followed.
         assert!(open(fd.as_fd(), Path::new("/a/magic/etc")).is_err());
         assert_eq!(real_path(&open(fd.as_fd(), Path::new("/")).unwrap()).unwrap(), r);
+    }
+
+    #[test]
+    fn open_no_symlinks_refuses_a_link_anywhere_on_the_path() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir(t.path().join("dev")).unwrap();
+        std::fs::write(t.path().join("dev/null"), "").unwrap();
+        symlink("dev", t.path().join("link")).unwrap();
+        symlink("null", t.path().join("dev/swapped")).unwrap();
+        let root = nix::fcntl::open(t.path(), OFlag::O_PATH | OFlag::O_DIRECTORY, Mode::empty()).unwrap();
+        open_no_symlinks(root.as_fd(), Path::new("/dev/null"), OFlag::O_PATH).unwrap();
+        // clean() drops a .. at the root: the plain file.
+        open_no_symlinks(root.as_fd(), Path::new("/../dev/null"), OFlag::O_PATH).unwrap();
+        assert!(open_no_symlinks(root.as_fd(), Path::new("/link/null"), OFlag::O_PATH).is_err());
+        assert!(open_no_symlinks(root.as_fd(), Path::new("/dev/swapped"), OFlag::O_RDONLY).is_err());
+        // With O_PATH, a last component that is a link is the link itself, never its target.
+        let fd = open_no_symlinks(root.as_fd(), Path::new("/dev/swapped"), OFlag::O_PATH).unwrap();
+        let st = nix::sys::stat::fstat(fd.as_fd()).unwrap();
+        assert_eq!(st.st_mode & libc::S_IFMT, libc::S_IFLNK);
     }
 
     #[test]

@@ -155,17 +155,13 @@ pub fn setup(root: &Root, spec: &Spec, userns: bool) -> Result<()> {
 /// empty regular file made afresh in its /dev with no symlink followed (whatever was there is removed first),
 /// so the bind lands on that file and nowhere else. Nothing when the root has no /dev.
 pub fn bind_console(root: &OwnedFd, slave: &OwnedFd) -> Result<()> {
-    use nix::fcntl::{OpenHow, ResolveFlag};
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-        .resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-        );
-    let dev = match nix::fcntl::openat2(root.as_fd(), "dev", how) {
+    let dev = match inroot::open_no_symlinks(
+        root.as_fd(),
+        Path::new("/dev"),
+        OFlag::O_PATH | OFlag::O_DIRECTORY,
+    ) {
         Ok(d) => d,
-        Err(nix::errno::Errno::ENOENT) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => {
             return Err(err!(
                 "/dev/console: opening /dev with no symlink on its path: {e}"

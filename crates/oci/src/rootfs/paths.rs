@@ -67,15 +67,7 @@ pub fn mask<'a>(root: &Root, paths: impl Iterator<Item = &'a String>) -> Result<
 /// The container's /dev/null (O_PATH), opened with no symlink followed on its path and checked to be the
 /// null device: a char device 1:3.
 fn null_device(root: &Root) -> Result<OwnedFd> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-        );
-    let fd = nix::fcntl::openat2(root.fd.as_fd(), "dev/null", how)
+    let fd = inroot::open_no_symlinks(root.fd.as_fd(), Path::new("/dev/null"), nix::fcntl::OFlag::O_PATH)
         .map_err(|e| err!("opening /dev/null with no symlink on its path: {e}"))?;
     let st = nix::sys::stat::fstat(fd.as_fd()).map_err(|e| err!("/dev/null: {e}"))?;
     let (major, minor) = (libc::major(st.st_rdev), libc::minor(st.st_rdev));
