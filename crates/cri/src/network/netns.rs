@@ -266,22 +266,55 @@ pub fn remove(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// Runs `f` in the network namespace pinned at `netns` (None: criusd's own), on a short-lived thread named `name`
-/// that alone enters the namespace and then ends, so no thread of criusd's pools ever changes namespace.
+/// Starts `f` in the network namespace pinned at `netns` (None: criusd's own), on a short-lived thread named
+/// `name` that alone enters the namespace and then ends, so no thread of criusd's pools ever changes namespace;
+/// `done` gets what it returned.
+fn spawn_within<T: Send + 'static>(
+    netns: Option<&Path>,
+    name: &str,
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    done: impl FnOnce(std::io::Result<T>) + Send + 'static,
+) -> std::io::Result<()> {
+    let ns = netns.map(std::fs::File::open).transpose()?;
+    std::thread::Builder::new().name(name.into()).spawn(move || {
+        let r = match &ns {
+            Some(ns) => nix::sched::setns(ns, CloneFlags::CLONE_NEWNET)
+                .map_err(std::io::Error::from)
+                .and_then(|()| f()),
+            None => f(),
+        };
+        done(r);
+    })?;
+    Ok(())
+}
+
+fn panicked(name: &str) -> std::io::Error {
+    std::io::Error::other(format!("the {name} thread panicked"))
+}
+
+/// Runs `f` in the network namespace pinned at `netns` (None: criusd's own), on a thread of its own
+/// ([`spawn_within`]), and waits for it.
 pub fn within<T: Send + 'static>(
     netns: Option<&Path>,
     name: &str,
     f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> std::io::Result<T> {
-    let ns = netns.map(std::fs::File::open).transpose()?;
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            if let Some(ns) = &ns {
-                nix::sched::setns(ns, CloneFlags::CLONE_NEWNET)?;
-            }
-            f()
-        })?
-        .join()
-        .unwrap_or_else(|_| Err(std::io::Error::other(format!("the {name} thread panicked"))))
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    spawn_within(netns, name, f, move |r| {
+        let _ = tx.send(r);
+    })?;
+    rx.recv().unwrap_or_else(|_| Err(panicked(name)))
+}
+
+/// [`within`] for async callers: the thread is waited for without blocking one of the runtime's.
+pub async fn within_async<T: Send + 'static>(
+    netns: Option<&Path>,
+    name: &str,
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    spawn_within(netns, name, f, move |r| {
+        let _ = tx.send(r);
+    })?;
+    rx.await.unwrap_or_else(|_| Err(panicked(name)))
 }

@@ -8,12 +8,10 @@
 //! the limit.
 
 use std::net::SocketAddr;
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::sched::CloneFlags;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
@@ -58,27 +56,17 @@ impl Connects {
 }
 
 /// A non-blocking TCP socket made in the network namespace pinned at `pin`, on a thread that alone enters the
-/// namespace and then ends; waited for without blocking.
+/// namespace and then ends ([`crate::network::netns::within_async`]); waited for without blocking.
 async fn socket_in(pin: PathBuf) -> std::io::Result<TcpSocket> {
-    let ns = std::fs::File::open(&pin)?;
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name("crius-portfwd".into())
-        .spawn(move || {
-            let made = (|| -> std::io::Result<OwnedFd> {
-                nix::sched::setns(&ns, CloneFlags::CLONE_NEWNET)?;
-                Ok(nix::sys::socket::socket(
-                    AddressFamily::Inet,
-                    SockType::Stream,
-                    SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
-                    None,
-                )?)
-            })();
-            let _ = tx.send(made);
-        })?;
-    let fd = rx
-        .await
-        .map_err(|_| std::io::Error::other("the crius-portfwd thread panicked"))??;
+    let fd = crate::network::netns::within_async(Some(&pin), "crius-portfwd", || {
+        Ok(nix::sys::socket::socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+            None,
+        )?)
+    })
+    .await?;
     Ok(TcpSocket::from_std_stream(std::net::TcpStream::from(fd)))
 }
 
