@@ -293,7 +293,7 @@ fn panicked(name: &str) -> std::io::Error {
 }
 
 /// Runs `f` in the network namespace pinned at `netns` (None: criusd's own), on a thread of its own
-/// ([`spawn_within`]), and waits for it.
+/// (`spawn_within`), and waits for it.
 pub fn within<T: Send + 'static>(
     netns: Option<&Path>,
     name: &str,
