@@ -10,6 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A CI build is from scratch: incremental caches would only take disk.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 step() { printf '\n=== %s\n' "$*"; }
 host_suites=(--test lifecycle --test isolation --test bad_input --test images --test image_store --test attacks_runtime --test attacks_mounts --test attacks_procfs)
 
@@ -67,4 +69,4 @@ vm_systemd=$(cargo test -p crius-privileged-tests --test vm_systemd --no-run --m
 [ -x "$vm_systemd" ] || { echo "could not build the VM test binary vm_systemd" >&2; exit 1; }
 RUN_IN_VM_INIT=systemd RUN_IN_VM_TIMEOUT=${RUN_IN_VM_TIMEOUT:-600} hack/vm/run-in-vm.sh "$vm_systemd" --ignored --test-threads=1
 
-step "all test groups passed"
+step "all test groups passed (target dir: $(du -sh target | cut -f1))"
