@@ -2,47 +2,35 @@
 //! removed, and the store's disk usage is measured for the CRI's ImageFsInfo.
 //!
 //! Writers (pulls and imports) mark the store busy while they run: they store blobs and layers before the
-//! image record that makes them used, so a collection is skipped while any writer in this process is active.
+//! image record that makes them used, so a collection is skipped while any writer is active through this store (or a clone of it).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::io;
 use crate::{Result, Store};
 
-/// Marks the store busy while a pull or import into it runs in this process.
-pub(crate) struct Busy(String);
-
-fn writers() -> std::sync::MutexGuard<'static, HashMap<String, usize>> {
-    static MAP: std::sync::OnceLock<std::sync::Mutex<HashMap<String, usize>>> = std::sync::OnceLock::new();
-    MAP.get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-}
+/// Marks the store busy while a pull or import into it runs: a count the store and its clones share.
+pub(crate) struct Busy(Arc<AtomicUsize>);
 
 impl Busy {
     pub(crate) fn enter(store: &Store) -> Busy {
-        let key = store.root().display().to_string();
-        *writers().entry(key.clone()).or_default() += 1;
-        Busy(key)
+        store.writers.fetch_add(1, Ordering::SeqCst);
+        Busy(store.writers.clone())
     }
 
     /// True when no other writer is active in this store.
     pub(crate) fn alone(&self) -> bool {
-        writers().get(&self.0).copied() == Some(1)
+        self.0.load(Ordering::SeqCst) == 1
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        let mut map = writers();
-        if let Some(n) = map.get_mut(&self.0) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.0);
-            }
-        }
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -98,7 +86,7 @@ fn walk_one(path: &Path, seen: &mut HashSet<(u64, u64)>, u: &mut Usage) -> Optio
 
 impl Store {
     /// Removes blobs and layers that no image and no snapshot uses. Skipped (returns nothing collected)
-    /// while a pull or import into this store runs in this process.
+    /// while a pull or import through this store (or a clone of it) runs.
     pub fn collect_garbage(&self) -> Result<Collected> {
         let guard = Busy::enter(self);
         let mut out = Collected::default();

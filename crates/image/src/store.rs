@@ -49,6 +49,8 @@ pub struct Store {
         std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, crate::gc::Usage>>>,
     /// The caps on each layer unpacked, and on an archive imported.
     limits: crate::gate::Limits,
+    /// Pulls and imports running through this store or a clone of it ([`crate::gc`] waits for none).
+    pub(crate) writers: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Store {
@@ -62,6 +64,7 @@ impl Store {
             root: root.to_path_buf(),
             layer_usage: Default::default(),
             limits: Default::default(),
+            writers: Default::default(),
         };
         let _ = std::fs::remove_dir_all(root.join("ingest"));
         std::fs::create_dir_all(root.join("ingest")).map_err(|e| io("creating ingest", e))?;
