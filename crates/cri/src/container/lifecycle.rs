@@ -94,7 +94,7 @@ impl Containers {
         // Stopping what does not exist is done (kubelet and critest count on it).
         let Some(c) = self.get(id) else { return Ok(()) };
         // Shared: a second Stop (a shorter grace period) goes ahead; a Remove under way is waited for.
-        let lock = self.busy.guard(&c.record.id);
+        let lock = self.busy.of(&c.record.id);
         let _held = lock.read().unwrap_or_else(|p| p.into_inner());
         self.stop_held(&c.record.id, timeout)
     }
@@ -145,7 +145,7 @@ impl Containers {
         const CALL: &str = "RemoveContainer";
         crate::validate::id(CALL, "container_id", id)?;
         let Some(c) = self.get(id) else { return Ok(()) };
-        let lock = self.busy.guard(&c.record.id);
+        let lock = self.busy.of(&c.record.id);
         let _held = lock.write().unwrap_or_else(|p| p.into_inner());
         // A Remove that waited for another finds the container gone: done.
         let Some(c) = self.get(&c.record.id) else {

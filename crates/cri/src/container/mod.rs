@@ -66,7 +66,7 @@ pub struct Containers {
     pub(crate) records: Records,
     names: NameIndex<cri::ContainerConfig>,
     /// Stop and Remove of one container run one after another.
-    busy: crate::store::busy::Busy,
+    busy: crate::store::locks::IdLocks,
     pub(crate) shims: Arc<dyn ShimClient>,
     pub(crate) images: Arc<dyn Snapshots>,
     /// Changes of containers' lives, for GetContainerEvents.
@@ -84,7 +84,7 @@ impl Containers {
             move |e| Error::io(what, e)
         };
         crate::store::private_dir(&setup.bundles).map_err(io(&setup.bundles))?;
-        let records = Records::open(&setup.records).map_err(io(&setup.records))?;
+        let records = crate::store::container::open(&setup.records).map_err(io(&setup.records))?;
         let names = NameIndex::default();
         for c in records.list() {
             names.hold(&c.name_key(), &c.record.id, c.config.clone());

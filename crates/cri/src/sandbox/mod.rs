@@ -41,7 +41,7 @@ pub struct Pods {
     /// Where the files its containers mount are (`<state>/sandboxes/<id>/`).
     files_dir: PathBuf,
     /// One lifecycle change at a time per sandbox.
-    busy: crate::store::busy::Busy,
+    busy: crate::store::locks::IdLocks,
     /// Where RunPodSandbox says what it is about to make.
     intents: Arc<Intents>,
     /// The runtime handlers RunPodSandbox picks from.
@@ -251,7 +251,7 @@ impl Pods {
                 });
             }
         };
-        let lock = self.busy.guard(&id);
+        let lock = self.busy.of(&id);
         let _held = lock.write().unwrap_or_else(|p| p.into_inner());
         // From here on a crash leaves the intent, and the next start undoes what was made.
         let intent = self.intents.begin(&Intent {
@@ -365,7 +365,7 @@ impl Pods {
         const CALL: &str = "StopPodSandbox";
         let s = self.get(CALL, id)?;
         let id = s.record.id.clone();
-        let lock = self.busy.guard(&id);
+        let lock = self.busy.of(&id);
         let _held = lock.write().unwrap_or_else(|p| p.into_inner());
         let Some(s) = self.sandboxes.get(&id) else {
             return Ok(());
@@ -437,7 +437,7 @@ impl Pods {
         if s.record.ready || s.record.network.is_some() {
             self.stop(&id)?;
         }
-        let lock = self.busy.guard(&id);
+        let lock = self.busy.of(&id);
         let _held = lock.write().unwrap_or_else(|p| p.into_inner());
         self.namespaces.unpin(&self.ns_dir.join(&id));
         self.remove_files(&id);

@@ -3,16 +3,10 @@
 //! are written one at a time, each whole, and seen once written. Records an older criusd kept as a
 //! directory each (`<id>/container.json` and `config.pb`) move into the journal at start.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
 
 use crius_api::cri;
 use serde::{Deserialize, Serialize};
-
-use super::journal::Journal;
-use super::{Gates, by_id_or_prefix, encode};
-use crate::error::{Error, Result};
 
 /// The main file of a record an older criusd kept as a directory, written after its `config.pb`.
 const RECORD: &str = "container.json";
@@ -121,85 +115,29 @@ pub fn name_key(sandbox_id: &str, config: &cri::ContainerConfig) -> String {
     format!("{sandbox_id}/{}/{}", m.name, m.attempt)
 }
 
-/// The container records under one directory.
-pub struct Records {
-    journal: Journal,
-    all: Mutex<HashMap<String, Container>>,
-    /// One write at a time per record.
-    gates: Gates,
+impl super::table::Entry for Container {
+    type Record = Record;
+    type Config = cri::ContainerConfig;
+    const KIND: &'static str = "container";
+    fn id(&self) -> &str {
+        &self.record.id
+    }
+    fn parts(&self) -> (&Record, &cri::ContainerConfig) {
+        (&self.record, &self.config)
+    }
+    fn from_parts(record: Record, config: cri::ContainerConfig) -> Self {
+        Container { record, config }
+    }
 }
 
-impl Records {
-    /// The records under `dir` (created if missing). A record that cannot be read is skipped with a warning;
-    /// it is not deleted. Those an older criusd kept in directories move into the journal.
-    pub fn open(dir: &Path) -> std::io::Result<Records> {
-        let (journal, found) = super::open_records(dir, RECORD, "container")?;
-        let all = found
-            .into_iter()
-            .map(|(record, config): (Record, _)| (record.id.clone(), Container { record, config }))
-            .collect();
-        Ok(Records {
-            journal,
-            all: Mutex::new(all),
-            gates: Gates::default(),
-        })
-    }
+/// The container records under one directory: [`Records::insert`] records a new one, [`Records::modify`]
+/// changes one and returns it as it was, [`Records::remove`] forgets one and returns it.
+pub type Records = super::table::Table<Container>;
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Container>> {
-        self.all.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Writes `c`'s record and config.
-    fn write(&self, c: &Container) -> Result<()> {
-        encode(&c.record, &c.config)
-            .and_then(|v| self.journal.put(&c.record.id, &v))
-            .map_err(|e| Error::io(format!("recording container {}", c.record.id), e))
-    }
-
-    /// Records a new container.
-    pub fn insert(&self, c: &Container) -> Result<()> {
-        let _writing = self.gates.of(&c.record.id);
-        self.write(c)?;
-        self.lock().insert(c.record.id.clone(), c.clone());
-        Ok(())
-    }
-
-    /// Changes container `id` with `f` and records it; returns it as it was before, or None if it is gone.
-    /// The change is seen once it is on disk.
-    pub fn modify(&self, id: &str, f: impl FnOnce(&mut Container)) -> Result<Option<Container>> {
-        let _writing = self.gates.of(id);
-        let Some(before) = self.lock().get(id).cloned() else {
-            return Ok(None);
-        };
-        let mut c = before.clone();
-        f(&mut c);
-        if c.record != before.record || c.config != before.config {
-            self.write(&c)?;
-            if let Some(old) = self.lock().get_mut(id) {
-                *old = c;
-            }
-        }
-        Ok(Some(before))
-    }
-
-    /// The container whose id is `id`, or the only one whose id starts with it.
-    pub fn get(&self, id: &str) -> Option<Container> {
-        by_id_or_prefix(&self.lock(), id).cloned()
-    }
-
-    /// Every container.
-    pub fn list(&self) -> Vec<Container> {
-        self.lock().values().cloned().collect()
-    }
-
-    /// Forgets container `id` and deletes its record.
-    pub fn remove(&self, id: &str) -> Result<()> {
-        let _writing = self.gates.of(id);
-        self.lock().remove(id);
-        self.journal
-            .delete(id)
-            .map_err(|e| Error::io(format!("removing the record of container {id}"), e))
-    }
+/// Opens the container records under `dir` (created if missing). A record that cannot be read is skipped with
+/// a warning; it is not deleted. Those an older criusd kept in directories move into the journal.
+pub fn open(dir: &Path) -> std::io::Result<Records> {
+    Records::open(dir, RECORD, |_| ())
 }
 
 #[cfg(test)]
@@ -222,7 +160,7 @@ mod tests {
     #[test]
     fn records_survive_a_reopen() {
         let d = tempfile::tempdir().unwrap();
-        let rs = Records::open(d.path()).unwrap();
+        let rs = open(d.path()).unwrap();
         let c = Container {
             record: Record {
                 id: "c1".into(),
@@ -243,7 +181,7 @@ mod tests {
         // What a crash in a first write or a removal leaves: a directory without its record file.
         std::fs::create_dir(d.path().join("half")).unwrap();
         std::fs::write(d.path().join("half/config.pb"), b"").unwrap();
-        let again = Records::open(d.path()).unwrap();
+        let again = open(d.path()).unwrap();
         assert_eq!(again.list().len(), 1, "the unreadable record is skipped");
         assert!(d.path().join("junk").exists(), "an unreadable record is kept");
         assert!(!d.path().join("half").exists(), "a leftover is removed");
@@ -251,7 +189,7 @@ mod tests {
         assert_eq!((c1.record.started_at, c1.config.labels["a"].as_str()), (5, "b"));
         again.remove("c1").unwrap();
         again.remove("c1").unwrap();
-        assert!(Records::open(d.path()).unwrap().get("c1").is_none());
+        assert!(open(d.path()).unwrap().get("c1").is_none());
     }
 
     #[test]
@@ -270,9 +208,9 @@ mod tests {
         };
         std::fs::write(dir.join("config.pb"), config.encode_to_vec()).unwrap();
         std::fs::write(dir.join(RECORD), serde_json::to_vec(&record).unwrap()).unwrap();
-        assert_eq!(Records::open(d.path()).unwrap().get("c1").unwrap().record.pid, 7);
+        assert_eq!(open(d.path()).unwrap().get("c1").unwrap().record.pid, 7);
         assert!(!dir.exists());
-        let again = Records::open(d.path()).unwrap();
+        let again = open(d.path()).unwrap();
         let c1 = again.get("c1").unwrap();
         assert_eq!((c1.record, c1.config), (record, config));
     }
@@ -280,7 +218,7 @@ mod tests {
     #[test]
     fn concurrent_changes_of_records_all_land() {
         let d = tempfile::tempdir().unwrap();
-        let rs = std::sync::Arc::new(Records::open(d.path()).unwrap());
+        let rs = std::sync::Arc::new(open(d.path()).unwrap());
         for id in ["c1", "c2"] {
             let c = Container {
                 record: Record {
@@ -305,10 +243,10 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        let again = Records::open(d.path()).unwrap();
+        let again = open(d.path()).unwrap();
         assert_eq!(again.get("c1").unwrap().record.pid, 40);
         assert_eq!(again.get("c2").unwrap().record.pid, 40);
         rs.modify("c1", |c| c.config.tty = true).unwrap();
-        assert!(Records::open(d.path()).unwrap().get("c1").unwrap().config.tty);
+        assert!(open(d.path()).unwrap().get("c1").unwrap().config.tty);
     }
 }

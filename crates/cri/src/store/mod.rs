@@ -1,5 +1,6 @@
 //! What criusd keeps of its sandboxes and containers: the records in memory and in a journal on disk per
-//! kind ([`journal`]), and the names they reserve ([`names::NameIndex`]). Shared here: a record's encoding
+//! kind ([`journal`]) behind one store shape ([`table::Table`]), and the names they reserve
+//! ([`names::NameIndex`]). Shared here: a record's encoding
 //! in its journal, writing a file whole (`crius_common::durable`), finding a record by its id or a unique
 //! prefix of it, times as nanoseconds since the epoch (the CRI's unit), and new ids.
 //!
@@ -14,16 +15,15 @@
 //! An exit, once known, wins over everything else: `finished_at` set means EXITED.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
 
-pub mod busy;
 pub mod container;
 pub mod intents;
 pub mod journal;
+pub mod locks;
 pub mod names;
 pub mod sandbox;
+pub mod table;
 
 pub(crate) use crius_common::durable::{sync_dir, write as write_atomic};
 
@@ -33,23 +33,6 @@ pub(crate) use crius_common::durable::{sync_dir, write as write_atomic};
 pub use crius_common::private::{
     DIR_MODE, FILE_MODE, dir_all_tightened as private_dir, write as write_private,
 };
-
-/// Write locks of records, striped by id: the writes of one record, each with its publication in memory, go
-/// one at a time and in order, while other records' go on at the same time. The map of records is locked only
-/// to read or to publish, never across a write: under it, one fsync held every RunPodSandbox, CreateContainer,
-/// event and status call of the node (every 8-stream pod start waited for the others' disk flushes).
-#[derive(Default)]
-pub(crate) struct Gates([Mutex<()>; 32]);
-
-impl Gates {
-    /// The lock of record `id`'s writes (shared with the few ids of its stripe).
-    pub(crate) fn of(&self, id: &str) -> MutexGuard<'_, ()> {
-        let mut h = std::hash::DefaultHasher::new();
-        id.hash(&mut h);
-        let gate = &self.0[(h.finish() % self.0.len() as u64) as usize];
-        gate.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
 
 /// The name of a store's journal in its directory.
 pub const JOURNAL: &str = "journal";

@@ -4,16 +4,13 @@
 //! kept as a directory each (`<id>/sandbox.json` and `config.pb`) move into the journal at start; the
 //! directory stays while it holds that sandbox's `hostname`, `hosts` and `resolv.conf`.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use crius_api::cri;
 use serde::{Deserialize, Serialize};
 
-use super::journal::Journal;
 use super::names::{NameIndex, Reservation, Taken};
-use super::{Gates, by_id_or_prefix, encode};
+use super::table::Table;
 use crate::error::{Error, Result};
 use crate::network::Pinned;
 
@@ -67,13 +64,25 @@ pub fn reserved_name(c: &cri::PodSandboxConfig) -> String {
     format!("{}_{}_{}_{}", m.name, m.namespace, m.uid, m.attempt)
 }
 
-/// The sandboxes, on disk under `dir` and in memory.
+impl super::table::Entry for Sandbox {
+    type Record = Record;
+    type Config = cri::PodSandboxConfig;
+    const KIND: &'static str = "sandbox";
+    fn id(&self) -> &str {
+        &self.record.id
+    }
+    fn parts(&self) -> (&Record, &cri::PodSandboxConfig) {
+        (&self.record, &self.config)
+    }
+    fn from_parts(record: Record, config: cri::PodSandboxConfig) -> Self {
+        Sandbox { record, config }
+    }
+}
+
+/// The sandboxes, on disk under `dir` and in memory, and the names they hold.
 pub struct Sandboxes {
     dir: PathBuf,
-    journal: Journal,
-    all: Mutex<HashMap<String, Sandbox>>,
-    /// One write at a time per record.
-    gates: Gates,
+    table: Table<Sandbox>,
     names: NameIndex<Request>,
 }
 
@@ -89,28 +98,20 @@ impl Sandboxes {
     /// warning; it is not deleted. A READY sandbox whose pins are no longer `alive` (after a reboot) comes
     /// back NOTREADY.
     pub fn open(dir: &Path, alive: impl Fn(&Pinned) -> bool) -> std::io::Result<Sandboxes> {
-        let (journal, found) = super::open_records(dir, RECORD, "sandbox")?;
-        let mut all = HashMap::new();
-        let names = NameIndex::default();
-        for (record, config) in found {
-            let mut s = Sandbox { record, config };
+        let table = Table::open(dir, RECORD, |s: &mut Sandbox| {
             if s.record.ready && !alive(&s.record.namespaces) {
                 s.record.ready = false;
             }
+        })?;
+        let names = NameIndex::default();
+        for s in table.list() {
             names.hold(&s.name(), &s.record.id, request_of(&s));
-            all.insert(s.record.id.clone(), s);
         }
         Ok(Sandboxes {
             dir: dir.to_path_buf(),
-            journal,
-            all: Mutex::new(all),
-            gates: Gates::default(),
+            table,
             names,
         })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Sandbox>> {
-        self.all.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Where an older criusd kept sandbox `id`'s record and the files its containers mount.
@@ -129,52 +130,35 @@ impl Sandboxes {
     /// [`Sandboxes::update`] (RunPodSandbox makes one before anything it must undo after a reboot). Until
     /// then a crash leaves nothing of it here, and the call's intent says what else to undo.
     pub fn insert(&self, s: Sandbox) -> Result<()> {
-        let _writing = self.gates.of(&s.record.id);
-        self.lock().insert(s.record.id.clone(), s);
+        self.table.add(s);
         Ok(())
-    }
-
-    /// Writes `s`'s record and config.
-    fn write(&self, s: &Sandbox) -> std::io::Result<()> {
-        self.journal.put(&s.record.id, &encode(&s.record, &s.config)?)
     }
 
     /// Changes sandbox `id`'s record with `f` and writes it; the change is seen once it is on disk.
     /// A sandbox that is gone (removed meanwhile) is left alone.
     pub fn update(&self, id: &str, f: impl FnOnce(&mut Record)) -> Result<()> {
-        let _writing = self.gates.of(id);
-        let Some(mut s) = self.lock().get(id).cloned() else {
-            return Ok(());
-        };
-        f(&mut s.record);
-        self.write(&s)
-            .map_err(|e| Error::io(format!("writing sandbox {id}"), e))?;
-        if let Some(old) = self.lock().get_mut(id) {
-            *old = s;
-        }
-        Ok(())
+        self.table.modify(id, |s| f(&mut s.record)).map(drop)
     }
 
     /// The sandbox whose id is `id` or starts with it (when only one does).
     pub fn get(&self, id: &str) -> Option<Sandbox> {
-        by_id_or_prefix(&self.lock(), id).cloned()
+        self.table.get(id)
     }
 
     /// Every sandbox.
     pub fn list(&self) -> Vec<Sandbox> {
-        self.lock().values().cloned().collect()
+        self.table.list()
     }
 
     /// Forgets sandbox `id`, gives its name back and deletes its record (and the directory an older criusd
     /// kept it in, if that is left).
     pub fn remove(&self, id: &str) -> Result<()> {
-        let _writing = self.gates.of(id);
-        if let Some(s) = self.lock().remove(id) {
+        let held = self.table.get(id).filter(|s| s.record.id == id);
+        let gone = self.table.remove(id);
+        if let Some(s) = held {
             self.names.release(&s.name(), id);
         }
-        self.journal
-            .delete(id)
-            .map_err(|e| Error::io(format!("removing the record of sandbox {id}"), e))?;
+        gone?;
         match std::fs::remove_dir_all(self.dir_of(id)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(Error::io(format!("removing {}", self.dir_of(id).display()), e))
@@ -188,6 +172,7 @@ impl Sandboxes {
 mod tests {
     use super::*;
     use prost::Message;
+    use std::collections::HashMap;
 
     fn sandbox(id: &str, name: &str) -> Sandbox {
         Sandbox {
