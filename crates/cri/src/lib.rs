@@ -38,6 +38,7 @@ pub mod error;
 pub mod events;
 pub mod grpc;
 pub mod handlers;
+pub mod images;
 pub mod metrics;
 pub mod network;
 pub mod newer;

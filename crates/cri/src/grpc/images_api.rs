@@ -71,7 +71,7 @@ impl api::images_server::Images for ImagesApi {
         crius_image::reference::normalize(&req.reference)
             .map_err(|source| Error::Image { call: "Pull", source })?;
         // The same precedence as the CRI's credentials: a token, else user and password, else none.
-        let auth = crate::grpc::image::auth_of(
+        let auth = crate::images::auth_of(
             "Pull",
             Some(&crius_api::cri::AuthConfig {
                 username: req.username,
@@ -80,7 +80,7 @@ impl api::images_server::Images for ImagesApi {
                 ..Default::default()
             }),
         )?;
-        let opts = self.images.pull_options(auth);
+        let opts = self.images.images().pull_options(auth);
         let store = self.images.store().clone();
         let pulls = self.images.pulls().clone();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
