@@ -4,11 +4,12 @@
 //! ```text
 //!  grpc/        tonic adapters only: take the request apart, one domain call, answer (errors via error.rs)
 //!  runtime.rs   the node's pods and containers, wired to real shims, CNI and the image store
-//!  pod_stats.rs PodSandboxStats, ListPodSandboxStats: the containers' figures summed, the netns' counters
-//!  pod_metrics.rs ListMetricDescriptors, ListPodSandboxMetrics: cAdvisor's names, from the same samples
 //!  metrics.rs   for criusd's Prometheus endpoint: image pull figures; pods, containers, shims by state
 //!  pod_resources.rs UpdatePodSandboxResources: checked, and written to the pod cgroup where crius may
-//!  sandbox/     RunPodSandbox, Stop, Remove (mod.rs); PodSandboxStatus, ListPodSandbox (status.rs)
+//!  sandbox/     RunPodSandbox, Stop, Remove (mod.rs); PodSandboxStatus, ListPodSandbox (status.rs);
+//!               PodSandboxStats, ListPodSandboxStats: the containers' figures summed, the netns' counters
+//!               (stats.rs); ListMetricDescriptors, ListPodSandboxMetrics: cAdvisor's names, from the same
+//!               samples (metrics.rs)
 //!  container/   CreateContainer (mod.rs); start/stop/remove/update/reopen (lifecycle.rs); status, list,
 //!               events, recovery (status.rs); ExecSync (exec.rs, capture.rs); stats (stats.rs);
 //!               the execs and attaches of streaming sessions (stream.rs)
@@ -42,9 +43,7 @@ pub mod images;
 pub mod metrics;
 pub mod network;
 pub mod newer;
-pub mod pod_metrics;
 pub mod pod_resources;
-pub mod pod_stats;
 pub mod recover;
 pub mod runtime;
 pub mod sandbox;

@@ -610,7 +610,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         _: Request<cri::ListMetricDescriptorsRequest>,
     ) -> Reply<cri::ListMetricDescriptorsResponse> {
         Ok(Response::new(cri::ListMetricDescriptorsResponse {
-            descriptors: crate::pod_metrics::descriptors(),
+            descriptors: sandbox::metrics::descriptors(),
         }))
     }
 

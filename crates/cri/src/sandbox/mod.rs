@@ -21,6 +21,8 @@ use crate::store::names::Taken;
 use crate::store::sandbox::{Record, Sandbox, Sandboxes};
 use crate::store::{now_ns, random_id};
 
+pub mod metrics;
+pub mod stats;
 pub mod status;
 pub mod userns;
 

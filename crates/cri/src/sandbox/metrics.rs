@@ -147,7 +147,7 @@ impl Runtime {
                     .map(|m| m.name.as_str())
                     .unwrap_or_default();
                 let mut pod = Sampler::new(now, &s.record.id, name, "");
-                for i in crate::pod_stats::network(now, &s)
+                for i in super::stats::network(now, &s)
                     .map(|n| n.interfaces)
                     .unwrap_or_default()
                 {
