@@ -361,7 +361,12 @@ APPEND="panic=-1 rdinit=/init cgroup_no_v1=all systemd.unified_cgroup_hierarchy=
 if [ "$DEBUG" = 1 ]; then APPEND+=" console=ttyS1 runinvm.debug=1 loglevel=7"; else APPEND+=" console=ttyS1 loglevel=4"; fi
 # systemd's boot status lines would land on the command's output
 [ "$INIT" = systemd ] && APPEND+=" systemd.show_status=0"
-APPEND+=" edd=off tsc=reliable no_timer_check cryptomgr.notests mitigations=off ${RUN_IN_VM_APPEND:-}"
+APPEND+=" edd=off tsc=reliable no_timer_check cryptomgr.notests mitigations=off"
+# Under tcg the guest calibrates its TSC against the emulated PIT/HPET at boot; on a loaded host that
+# measurement can be off several times over (a CI run's guest clock once ran ~6x fast, so 30 s test deadlines
+# passed in seconds). HPET counts host time whatever the load: keep time by it.
+[ "$ACCEL" = tcg ] && APPEND+=" clocksource=hpet"
+APPEND+=" ${RUN_IN_VM_APPEND:-}"
 QARGS=(-nodefaults -no-user-config -display none -no-reboot "${ACCEL_ARGS[@]}"
   -machine q35 -bios "${RUN_IN_VM_BIOS:-/usr/share/qemu/qboot.rom}" -smp "$CPUS" -m "$MEM"
   -object memory-backend-memfd,id=mem,size="$MEM",share=on -numa node,memdev=mem
