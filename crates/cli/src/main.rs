@@ -3,6 +3,9 @@
 //! `crius run` runs the pods of a Kubernetes manifest with the pod engine (`crius-pod`) in the foreground;
 //! `crius apply/get/describe/logs/delete/patch/resize/scale/edit` drive the pods criusd keeps, as kubectl's
 //! verbs do.
+//!
+//! Crates chosen: `jiff` reads RFC 3339 and writes RFC 1123 times (k8s-openapi already builds it; no calendar
+//! maths of our own).
 
 mod images;
 mod import;
