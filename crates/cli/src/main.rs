@@ -5,7 +5,8 @@
 //! verbs do.
 //!
 //! Crates chosen: `jiff` reads RFC 3339 and writes RFC 1123 times (k8s-openapi already builds it; no calendar
-//! maths of our own).
+//! maths of our own); `tabwriter` aligns table and describe columns by display width (Go's text/tabwriter rules,
+//! which kubectl's look comes from).
 
 mod images;
 mod import;

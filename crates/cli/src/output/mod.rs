@@ -16,7 +16,7 @@ pub mod describe;
 mod json;
 pub mod jsonpath;
 pub mod table;
-mod tabwriter;
+mod columns;
 mod timefmt;
 
 use jsonpath::JsonPath;
