@@ -10,7 +10,7 @@
 
 mod images;
 mod import;
-mod logs;
+mod run_logs;
 mod output;
 mod pods;
 mod run;
