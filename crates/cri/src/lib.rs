@@ -25,7 +25,8 @@
 //!  events.rs    the events service the shims report exits and OOM kills to
 //!  error.rs     the one error type, and the one place gRPC codes are chosen
 //!  handlers.rs  runtime handlers (RuntimeClass): the OCI runtimes pods run on, and their features
-//!  newer.rs     the stop signal, and refusals of the CRI fields crius does not act on yet (image volumes...)
+//!  validate/    checks of CRI requests before anything is made (mod.rs); unsupported.rs: refusals of the
+//!               fields crius does not carry out, and the stop signal; its fields.rs (tests): every field's fate
 //! ```
 //!
 //! A container's state is kept from the shims' events, not asked of them ([`store`]); the lifecycle is
@@ -40,7 +41,6 @@ pub mod grpc;
 pub mod handlers;
 pub mod metrics;
 pub mod network;
-pub mod newer;
 pub mod pod_metrics;
 pub mod pod_resources;
 pub mod pod_stats;
