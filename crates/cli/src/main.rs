@@ -10,10 +10,10 @@
 
 mod images;
 mod import;
-mod run_logs;
 mod output;
 mod pods;
 mod run;
+mod run_logs;
 mod stream;
 
 use clap::{Parser, Subcommand};
