@@ -1,6 +1,6 @@
 //! One line of a CRI log file: `<RFC3339Nano time> <stdout|stderr> <P|F> <text>` (the format the shim writes,
-//! and kubelet reads), and its time as a [`SystemTime`]: read by the pod service's logs, `crius run --logs`
-//! and criusd's attach (one parser for all three).
+//! and kubelet reads), and its time as a [`std::time::SystemTime`]: read by the pod service's logs,
+//! `crius run --logs` and criusd's attach (one parser for all three).
 
 /// The stream a record was written from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +58,7 @@ pub fn parse(line: &[u8]) -> Option<Record<'_>> {
     })
 }
 
-/// A record's time as a [`SystemTime`]: [`crate::time::parse`], the one RFC 3339 reader.
+/// A record's time as a [`std::time::SystemTime`]: [`crate::time::parse`], the one RFC 3339 reader.
 pub use crate::time::parse as parse_time;
 
 #[cfg(test)]

@@ -54,8 +54,11 @@ fn skip_block(t: &[String], mut i: usize) -> usize {
     }
 }
 
-/// The proto's messages (name → fields as `(name, type)`) and the request type of every rpc.
-fn read_proto(text: &str) -> (BTreeMap<String, Vec<(String, String)>>, Vec<String>) {
+/// Messages by name, each with its fields as `(name, type)`.
+type Messages = BTreeMap<String, Vec<(String, String)>>;
+
+/// The proto's messages and the request type of every rpc.
+fn read_proto(text: &str) -> (Messages, Vec<String>) {
     let t = tokens(text);
     let (mut messages, mut requests) = (BTreeMap::new(), Vec::new());
     let mut i = 0;
