@@ -3,13 +3,17 @@
 //! `crius run` runs the pods of a Kubernetes manifest with the pod engine (`crius-pod`) in the foreground;
 //! `crius apply/get/describe/logs/delete/patch/resize/scale/edit` drive the pods criusd keeps, as kubectl's
 //! verbs do.
+//!
+//! Crates chosen: `jiff` reads RFC 3339 and writes RFC 1123 times (k8s-openapi already builds it; no calendar
+//! maths of our own); `tabwriter` aligns table and describe columns by display width (Go's text/tabwriter rules,
+//! which kubectl's look comes from).
 
 mod images;
 mod import;
-mod logs;
 mod output;
 mod pods;
 mod run;
+mod run_logs;
 mod stream;
 
 use clap::{Parser, Subcommand};

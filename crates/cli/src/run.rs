@@ -154,7 +154,7 @@ pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, Stri
         tokio::spawn(watch_files(cmd.files.clone(), manifest.pods.clone(), senders));
     }
     let t0 = Instant::now();
-    let logs = crate::logs::Logs::default();
+    let logs = crate::run_logs::Logs::default();
     let ticker = cmd.logs.then(|| {
         let logs = logs.clone();
         tokio::spawn(async move {

@@ -4,6 +4,7 @@
 //! ```text
 //!  grpc/        tonic adapters only: take the request apart, one domain call, answer (errors via error.rs)
 //!  runtime.rs   the node's pods and containers, wired to real shims, CNI and the image store
+//!  images.rs    the image calls' domain: list, status, pull, remove, fs use; credentials; pinned images
 //!  metrics.rs   for criusd's Prometheus endpoint: image pull figures; pods, containers, shims by state
 //!  pod_resources.rs UpdatePodSandboxResources: checked, and written to the pod cgroup where crius may
 //!  sandbox/     RunPodSandbox, Stop, Remove (mod.rs); PodSandboxStatus, ListPodSandbox (status.rs);
@@ -26,7 +27,8 @@
 //!  events.rs    the events service the shims report exits and OOM kills to
 //!  error.rs     the one error type, and the one place gRPC codes are chosen
 //!  handlers.rs  runtime handlers (RuntimeClass): the OCI runtimes pods run on, and their features
-//!  newer.rs     the stop signal, and refusals of the CRI fields crius does not act on yet (image volumes...)
+//!  validate/    checks of CRI requests before anything is made (mod.rs); unsupported.rs: refusals of the
+//!               fields crius does not carry out, and the stop signal; its fields.rs (tests): every field's fate
 //! ```
 //!
 //! A container's state is kept from the shims' events, not asked of them ([`store`]); the lifecycle is
@@ -42,7 +44,6 @@ pub mod handlers;
 pub mod images;
 pub mod metrics;
 pub mod network;
-pub mod newer;
 pub mod pod_resources;
 pub mod recover;
 pub mod runtime;

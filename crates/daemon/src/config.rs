@@ -97,6 +97,8 @@ pub struct NetworkSection {
     pub cni_conf_dir: PathBuf,
     /// Directories searched for CNI plugin binaries, in order.
     pub cni_plugin_dirs: Vec<PathBuf>,
+    /// Seconds one CNI plugin run may take before it is killed and the call fails.
+    pub cni_plugin_timeout: u64,
 }
 
 impl Default for NetworkSection {
@@ -104,6 +106,7 @@ impl Default for NetworkSection {
         NetworkSection {
             cni_conf_dir: "/etc/cni/net.d".into(),
             cni_plugin_dirs: crius_cri::network::cni::default_plugin_dirs(),
+            cni_plugin_timeout: crius_cri::network::cni::DEFAULT_PLUGIN_TIMEOUT.as_secs(),
         }
     }
 }
@@ -211,6 +214,9 @@ impl Config {
         if let Some(d) = self.network.cni_plugin_dirs.iter().find(|d| !d.is_absolute()) {
             return Err(format!("cni_plugin_dirs {}: must be absolute paths", d.display()));
         }
+        if self.network.cni_plugin_timeout == 0 {
+            return Err("cni_plugin_timeout: must be at least 1 (seconds)".into());
+        }
         self.stream_config()?;
         self.metrics_address()?;
         let driver = self.runtime.cgroup_driver()?;
@@ -312,6 +318,7 @@ impl Config {
         crius_cri::network::Cni {
             conf_dir: self.network.cni_conf_dir.clone(),
             plugin_dirs: self.network.cni_plugin_dirs.clone(),
+            plugin_timeout: std::time::Duration::from_secs(self.network.cni_plugin_timeout),
         }
     }
 
@@ -413,6 +420,12 @@ impl Config {
             toml_value(&self.network.cni_plugin_dirs),
             toml_value(&d.network.cni_plugin_dirs),
         );
+        key(
+            "Seconds one CNI plugin run (an ADD, CHECK or DEL) may take; past it the plugin is killed and the call fails.",
+            "cni_plugin_timeout",
+            self.network.cni_plugin_timeout.to_string(),
+            d.network.cni_plugin_timeout.to_string(),
+        );
         out += "[runtime]\n";
         out += &format!(
             "# The shim binary, one process per pod (--shim); empty: containerd-shim-crius-v2 next to criusd,\n\
@@ -494,6 +507,10 @@ mod tests {
             ..Config::default()
         };
         assert!(c.check().unwrap_err().contains("root relative"));
+        let mut c = Config::default();
+        assert_eq!(c.cni().plugin_timeout, std::time::Duration::from_secs(60));
+        c.network.cni_plugin_timeout = 0;
+        assert!(c.check().unwrap_err().contains("cni_plugin_timeout"));
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //!                  (idle.rs)
 //!  session.rs      exec and attach over abstract channels (stdin, stdout, stderr, error, resize); resize.rs:
 //!                  the resize channel's parser, bounded
-//!  remote.rs       those channels on a WebSocket; spdy_serve.rs: on SPDY streams, and port-forward's pairs
+//!  ws_serve.rs     those channels on a WebSocket; spdy_serve.rs: on SPDY streams, and port-forward's pairs
 //!  portforward.rs  port-forward over WebSocket channels, and the copy between a port and a channel pair
 //!  status.rs       the error channel's Status objects
 //!  spdy/           SPDY/3.1 framing (frame.rs, codec.rs, with the zlib header dictionary) and sessions
@@ -29,7 +29,6 @@ pub mod client;
 pub mod http;
 pub mod idle;
 pub mod portforward;
-pub mod remote;
 pub mod resize;
 pub mod server;
 pub mod session;
@@ -41,6 +40,7 @@ pub mod tls;
 pub mod token;
 pub mod tunnel;
 pub mod ws;
+pub mod ws_serve;
 
 /// The protocol names both transports negotiate (`X-Stream-Protocol-Version` for SPDY,
 /// `Sec-WebSocket-Protocol` for WebSocket).

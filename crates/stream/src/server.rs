@@ -33,7 +33,7 @@ use crate::http::Slots;
 use crate::idle::IdleIo;
 use crate::spdy::conn::Config as SpdyConfig;
 use crate::token::{TokenError, Tokens};
-use crate::{portforward, remote, spdy_serve, ws};
+use crate::{portforward, spdy_serve, ws, ws_serve};
 
 /// The header SPDY clients offer their protocols in.
 pub const PROTOCOL_HEADER: &str = "x-stream-protocol-version";
@@ -367,7 +367,7 @@ fn handle(state: Arc<State>, mut req: hyper::Request<Incoming>) -> Reply {
                 } else if port_forward {
                     portforward::over_ws(socket, kept, ports.unwrap_or_default(), st.backend.clone()).await;
                 } else {
-                    remote::over_ws(socket, kept, st.backend.clone()).await;
+                    ws_serve::over_ws(socket, kept, st.backend.clone()).await;
                 }
             });
             let mut r = switching("websocket", header::SEC_WEBSOCKET_PROTOCOL, &chosen);

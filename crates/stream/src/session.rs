@@ -45,6 +45,38 @@ pub struct Gone;
 /// A boxed [`Outbound`].
 pub type Out = Box<dyn Outbound>;
 
+/// The channels a request asks for, whatever the transport. They follow the kept CRI request, as kubelet's
+/// server does: error always; stdin, stdout and stderr as asked; no stderr with a terminal; resize with a
+/// terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wanted {
+    /// stdin.
+    pub stdin: bool,
+    /// stdout.
+    pub stdout: bool,
+    /// stderr (never with a terminal).
+    pub stderr: bool,
+    /// A terminal (and so the resize channel).
+    pub tty: bool,
+}
+
+impl Wanted {
+    /// What `req` asks for.
+    pub fn of(req: &Request) -> Wanted {
+        let (stdin, stdout, stderr, tty) = match req {
+            Request::Exec(r) => (r.stdin, r.stdout, r.stderr, r.tty),
+            Request::Attach(r) => (r.stdin, r.stdout, r.stderr, r.tty),
+            Request::PortForward(_) => (false, false, false, false),
+        };
+        Wanted {
+            stdin,
+            stdout,
+            stderr: stderr && !tty,
+            tty,
+        }
+    }
+}
+
 /// The channels of one remote-command session, as the transport made them.
 pub struct Channels {
     /// From the client's stdin (closed: EOF).

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use crate::backend::{Backend, PortForwardRequest, Request};
 use crate::portforward;
-use crate::remote::Wanted;
+use crate::session::Wanted;
 use crate::session::{self, Channels, Gone, Out, Outbound};
 use crate::spdy::conn::{Config, Connection, Incoming, RecvHalf, Role, SendHalf, Stream};
 use crate::spdy::frame::Headers;

@@ -6,7 +6,7 @@
 //! `Allocated Resources:` block after the container's Requests, in the same form.
 
 use super::timefmt::{rfc1123z_of, since, until};
-use super::{at, int_at, list_at, str_at, tabwriter};
+use super::{at, columns, int_at, list_at, str_at};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::time::SystemTime;
@@ -161,7 +161,7 @@ pub fn describe_pod(pod: &Value, events: &[Value], now: SystemTime) -> String {
         &tolerations(list_at(pod, &["spec", "tolerations"])),
     );
     describe_events(&mut w, events, now);
-    tabwriter::align(&w, 0, 2)
+    columns::align(&w, 0, 2)
 }
 
 /// Appends `indent`, `text` and a newline.

@@ -12,11 +12,11 @@
 //! describe::describe_pod(pod, events, now) ──▶ String
 //! ```
 
+mod columns;
 pub mod describe;
 mod json;
 pub mod jsonpath;
 pub mod table;
-mod tabwriter;
 mod timefmt;
 
 use jsonpath::JsonPath;

@@ -4,7 +4,7 @@
 //! kubectl's tabwriter does (3 spaces between columns, each at least 6 wide).
 
 use super::timefmt::{between, parse_rfc3339, since};
-use super::{Kind, at, int_at, list_at, str_at, tabwriter};
+use super::{Kind, at, columns, int_at, list_at, str_at};
 use serde_json::Value;
 use std::time::SystemTime;
 
@@ -51,7 +51,7 @@ pub fn render_table(
         text.push_str(&cells.join("\t"));
         text.push('\n');
     }
-    tabwriter::align(&text, 6, 3)
+    columns::align(&text, 6, 3)
 }
 
 fn name(obj: &Value) -> &str {

@@ -1,115 +1,24 @@
 //! Times as the API server writes them (RFC 3339) and as kubectl shows them: ages in the short human form of
 //! apimachinery's `duration.HumanDuration` and instants in Go's RFC 1123 with a numeric zone.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 /// Go's zero `time.Time` in RFC 1123Z: what kubectl prints for a timestamp an object does not carry.
 pub const ZERO_RFC1123Z: &str = "Mon, 01 Jan 0001 00:00:00 +0000";
 
-/// Parses `2026-12-01T23:00:00Z`, with optional fractional seconds and a `±HH:MM` offset.
+/// Parses `2026-12-01T23:00:00Z`, with optional fractional seconds and a `±HH:MM` offset (jiff's RFC 3339
+/// reading: an instant needs its offset, and the date must exist).
 pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let t = s.get(r)?;
-        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
-        return None;
-    }
-    let mut rest = &s[19..];
-    let mut nanos = 0u32;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let mut n: u64 = 0;
-        for (i, c) in frac[..digits].bytes().enumerate() {
-            if i < 9 {
-                n = n * 10 + u64::from(c - b'0');
-            }
-        }
-        for _ in digits..9 {
-            n *= 10;
-        }
-        nanos = u32::try_from(n).ok()?;
-        rest = &frac[digits..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        _ if rest.len() == 6 && rest.as_bytes()[3] == b':' => {
-            let sign = match rest.as_bytes()[0] {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            let h: i64 = rest[1..3].parse().ok()?;
-            let m: i64 = rest[4..6].parse().ok()?;
-            sign * (h * 3600 + m * 60)
-        }
-        _ => return None,
-    };
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + min * 60 + sec - offset;
-    let whole = u64::try_from(secs).ok()?;
-    Some(UNIX_EPOCH + Duration::new(whole, nanos))
+    s.parse::<jiff::Timestamp>().ok().map(SystemTime::from)
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The date of a day number from [`days_from_civil`].
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
-}
-
-/// `Mon, 02 Jan 2006 15:04:05 +0000`, in UTC (kubectl uses the local zone; crius's machines run in UTC).
+/// `Mon, 02 Jan 2006 15:04:05 +0000`, in UTC (kubectl uses the local zone; crius's machines run in UTC). Go's
+/// layout keeps a two-digit day, which jiff's RFC 2822 printer does not, so it is written with `strftime`.
 pub fn rfc1123z(t: SystemTime) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let secs = match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX) - 1,
-    };
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    let weekday = DAYS[usize::try_from(days.rem_euclid(7)).unwrap_or(0)];
-    let month = MONTHS[usize::try_from(m - 1).unwrap_or(0)];
-    let (hh, mm, ss) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    format!("{weekday}, {d:02} {month} {y:04} {hh:02}:{mm:02}:{ss:02} +0000")
+    match jiff::Timestamp::try_from(t) {
+        Ok(ts) => ts.strftime("%a, %d %b %Y %H:%M:%S +0000").to_string(),
+        Err(_) => ZERO_RFC1123Z.to_owned(),
+    }
 }
 
 /// A timestamp field in RFC 1123Z, Go's zero time when absent or unreadable (as kubectl describe prints it).
@@ -209,6 +118,8 @@ pub fn between(from: SystemTime, to: SystemTime) -> String {
 mod tests {
     use super::*;
 
+    use std::time::{Duration, UNIX_EPOCH};
+
     fn at(s: &str) -> SystemTime {
         parse_rfc3339(s).unwrap()
     }
@@ -231,6 +142,7 @@ mod tests {
             "2026-13-01T00:00:00Z",
             "2026-12-01T00:00:00",
             "2026-12-01T00:00:00.Z",
+            "2026-02-30T00:00:00Z",
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
@@ -245,6 +157,10 @@ mod tests {
         assert_eq!(
             rfc1123z(at("2024-02-29T00:00:09Z")),
             "Thu, 29 Feb 2024 00:00:09 +0000"
+        );
+        assert_eq!(
+            rfc1123z(at("1969-12-31T23:59:59Z")),
+            "Wed, 31 Dec 1969 23:59:59 +0000"
         );
         assert_eq!(rfc1123z_of(None), ZERO_RFC1123Z);
     }

@@ -109,7 +109,7 @@ impl Containers {
         }
         if let Some(grace) = super::exec::limit(timeout) {
             // Checked at create; a record of another version whose value is unknown falls back to the image's.
-            let asked = crate::newer::stop_signal(CALL, c.config.stop_signal)
+            let asked = crate::validate::unsupported::stop_signal(CALL, c.config.stop_signal)
                 .ok()
                 .flatten();
             let image = || crius_image::Digest::parse(&c.record.image_id).ok();

@@ -161,7 +161,7 @@ pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly:
         check(i, m)?;
         let mode = if m.readonly { "ro" } else { "rw" };
         let mut opts = vec!["rbind", propagation(m.propagation), mode];
-        // Read-only all the way down, submounts too (`newer` made sure it is read-only and private).
+        // Read-only all the way down, submounts too (`validate::unsupported` made sure it is read-only and private).
         opts.extend(m.recursive_read_only.then_some("rro"));
         out.push(idmapped(
             inp,

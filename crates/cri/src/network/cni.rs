@@ -3,10 +3,16 @@
 //! applied to a pod's network namespace by executing each plugin with `CNI_COMMAND=ADD` (the previous plugin's
 //! result passed on as `prevResult`), and removed with `DEL` in reverse order (`CHECK` verifies it in between). Port mappings reach plugins
 //! that declare the `portMappings` capability. The standard plugins (bridge, host-local, portmap, …) work.
+//!
+//! Each plugin run has a deadline ([`Cni::plugin_timeout`], [`DEFAULT_PLUGIN_TIMEOUT`]): a plugin that has not
+//! exited by then is killed, with everything it started (it runs in a process group of its own), and the call
+//! fails naming the plugin and the deadline, so a hung plugin cannot hold RunPodSandbox forever.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -19,7 +25,14 @@ pub struct Cni {
     pub conf_dir: PathBuf,
     /// Directories searched for plugin binaries, in order.
     pub plugin_dirs: Vec<PathBuf>,
+    /// How long one plugin run (one ADD, CHECK or DEL of one plugin) may take before it is killed.
+    pub plugin_timeout: Duration,
 }
+
+/// The deadline of one plugin run unless configured: CRI-O's fixed CNI timeout. (containerd has none of its
+/// own and relies on the request's context; kubelet's old dockershim gave a plugin 220 s.) Under kubelet's
+/// 2-minute runtime request timeout, so a hung ADD fails the call before kubelet gives up on it.
+pub const DEFAULT_PLUGIN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A network configuration list, normalised (a single `.conf` becomes a list of one plugin).
 #[derive(Debug, Clone, PartialEq)]
@@ -174,7 +187,7 @@ impl Cni {
         args.extend(at.args.iter().cloned());
         let cni_args: Vec<String> = args.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let path: Vec<String> = self.plugin_dirs.iter().map(|d| d.display().to_string()).collect();
-        let mut child = Command::new(&binary)
+        let child = Command::new(&binary)
             .env_clear()
             .env(
                 "PATH",
@@ -189,15 +202,21 @@ impl Cni {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            // Its own process group, so that on expiry whatever it started goes with it.
+            .process_group(0)
             .spawn()
             .map_err(|e| NetError::io(format!("running CNI plugin {}", binary.display()), e))?;
-        let input = conf.to_string();
-        if let Some(mut stdin) = child.stdin.take() {
-            let _ = stdin.write_all(input.as_bytes());
-        }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| NetError::io(format!("running CNI plugin {}", binary.display()), e))?;
+        let out = run_with_deadline(child, conf.to_string().into_bytes(), self.plugin_timeout).map_err(
+            |e| match e {
+                Late::Killed => NetError::Timeout {
+                    kind: kind.to_string(),
+                    cmd,
+                    network: net.name.clone(),
+                    after: self.plugin_timeout,
+                },
+                Late::Io(e) => NetError::io(format!("running CNI plugin {}", binary.display()), e),
+            },
+        )?;
         if !out.status.success() {
             // The spec's error: {"code", "msg", "details"} on stdout.
             let err: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
@@ -269,6 +288,73 @@ impl Cni {
     }
 }
 
+/// What a plugin run printed, and how it ended.
+struct Output {
+    status: ExitStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+/// Why [`run_with_deadline`] has no output.
+enum Late {
+    /// The deadline passed: the plugin's process group was killed (and the plugin reaped).
+    Killed,
+    /// Waiting for it failed.
+    Io(std::io::Error),
+}
+
+/// Feeds `input` to `child` and collects what it prints until it exits, or kills its process group once
+/// `timeout` has passed. Stdin and the two outputs are served by threads, so a plugin that does not read its
+/// input or fills a pipe cannot stall the wait; on expiry they are left to end when the killed group's pipes
+/// close.
+fn run_with_deadline(mut child: Child, input: Vec<u8>, timeout: Duration) -> Result<Output, Late> {
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+    }
+    let stdout = drain(child.stdout.take().map(|o| Box::new(o) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|o| Box::new(o) as Box<dyn Read + Send>));
+    let deadline = Instant::now() + timeout;
+    // Polled: a plugin run is tens of milliseconds, so the first checks come quickly, then every 20 ms.
+    let mut pause = Duration::from_millis(1);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                // The child is not reaped yet, so its pid (the group's id) is still its own.
+                if let Ok(pid) = i32::try_from(child.id()) {
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                let _ = child.wait();
+                return Err(Late::Killed);
+            }
+            Ok(None) => {
+                std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(e) => return Err(Late::Io(e)),
+        }
+    };
+    Ok(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
 /// The plugin directories criusd searches by default: the CNI convention's, then Debian's.
 pub fn default_plugin_dirs() -> Vec<PathBuf> {
     vec![PathBuf::from("/opt/cni/bin"), PathBuf::from("/usr/lib/cni")]
@@ -291,6 +377,7 @@ mod tests {
         Cni {
             conf_dir: dir.to_path_buf(),
             plugin_dirs: vec![dir.join("bin")],
+            plugin_timeout: DEFAULT_PLUGIN_TIMEOUT,
         }
     }
 
@@ -338,6 +425,63 @@ mod tests {
         let r = json!({"ips": [{"address": "fd00::5/64"}, {"address": "10.1.2.3/24"}]});
         assert_eq!(pod_ips(&r), vec!["10.1.2.3", "fd00::5"]);
         assert!(pod_ips(&json!({})).is_empty());
+    }
+
+    #[test]
+    fn a_plugin_past_its_deadline_is_killed_with_what_it_started() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("bin")).unwrap();
+        let sleeper = d.path().join("sleeper");
+        let fake = d.path().join("bin/hang");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\nsleep 30 &\necho $! > {}\ncat >/dev/null\nwait\n",
+                sleeper.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cni = Cni {
+            plugin_timeout: Duration::from_secs(1),
+            ..cni(d.path())
+        };
+        let net = NetConf {
+            name: "n".into(),
+            version: "1.0.0".into(),
+            plugins: vec![json!({"type": "hang"})],
+            file: PathBuf::new(),
+        };
+        let at = Attachment {
+            id: "x".into(),
+            netns: "/nonexistent".into(),
+            ifname: "eth0".into(),
+            args: vec![],
+            ports: vec![],
+        };
+        let started = Instant::now();
+        let e = cni.add(&net, &at).unwrap_err();
+        // The ADD, then the DEL that undoes it, each stopped at its deadline.
+        let took = started.elapsed();
+        assert!(matches!(e, NetError::Timeout { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "CNI plugin hang ADD for network n: no answer within 1s; killed"
+        );
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+        // The plugin's child went with it: gone, or a zombie waiting for its new parent to reap it. SIGKILL
+        // is delivered asynchronously, so its death is waited for a moment.
+        let pid = std::fs::read_to_string(&sleeper).unwrap();
+        let dead = || {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+            stat.is_empty() || stat.rsplit(") ").next().is_some_and(|s| s.starts_with('Z'))
+        };
+        let until = Instant::now() + Duration::from_secs(5);
+        while !dead() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(dead(), "the plugin's sleep {} lives on", pid.trim());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -54,6 +55,18 @@ pub enum NetError {
         network: String,
         /// The plugin's error message.
         msg: String,
+    },
+    /// A plugin that had not exited by its deadline: its process group was killed.
+    #[error("CNI plugin {kind} {cmd} for network {network}: no answer within {}s; killed", after.as_secs_f64())]
+    Timeout {
+        /// The plugin type.
+        kind: String,
+        /// ADD, CHECK or DEL.
+        cmd: &'static str,
+        /// The network's name.
+        network: String,
+        /// The deadline it had.
+        after: Duration,
     },
     /// A plugin's result that does not parse.
     #[error("CNI plugin {kind} {cmd}: its result does not parse: {reason}")]

@@ -9,6 +9,8 @@ use crius_api::cri;
 
 use crate::error::{Error, Result};
 
+pub mod unsupported;
+
 /// The longest hostname the kernel takes (`HOST_NAME_MAX`).
 pub const MAX_HOSTNAME: usize = 64;
 /// The smallest memory limit accepted, as Docker keeps it: below it a container cannot start.
@@ -115,7 +117,7 @@ fn no_parent(call: &'static str, field: &'static str, path: &str, why: &str) -> 
 /// A ContainerConfig, before CreateContainer makes anything of it.
 pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
     const CALL: &str = "CreateContainer";
-    crate::newer::container_config(c)?;
+    unsupported::container_config(c)?;
     if c.image.as_ref().is_none_or(|i| i.image.is_empty()) {
         return Err(Error::invalid(
             CALL,
@@ -230,7 +232,7 @@ fn unified_key(key: &str) -> bool {
 /// A PodSandboxConfig, before RunPodSandbox makes anything of it.
 pub fn sandbox_config(c: &cri::PodSandboxConfig) -> Result<()> {
     const CALL: &str = "RunPodSandbox";
-    crate::newer::sandbox_config(c)?;
+    unsupported::sandbox_config(c)?;
     if c.hostname.len() > MAX_HOSTNAME {
         return Err(Error::invalid(
             CALL,

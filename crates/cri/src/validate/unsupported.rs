@@ -1,9 +1,13 @@
-//! What crius does with the request fields of CRI 1.30–1.36 that it does not carry out yet, and the stop
-//! signal that it does.
+//! The CRI request fields crius does not carry out, refused; and the stop signal, which it does.
 //!
 //! A field kubelet may send and crius would otherwise drop is refused here with InvalidArgument naming it,
-//! before anything is made ([`container_config`], [`sandbox_config`], called from [`crate::validate`]):
+//! before anything is made ([`container_config`], [`sandbox_config`], called from [`crate::validate`]). The
+//! promise is kept by a test over every field of every CRI request message (`unsupported/fields.rs`): each is
+//! carried out, refused here, or ignored for a reason written beside it. Refused:
 //!
+//! - a ContainerConfig's `devices` and `CDI_devices`, any of them: crius makes no device nodes from the CRI
+//!   (a container gets the default devices only), so a device asked for is refused rather than missing;
+//! - a Capability's `add_ambient_capabilities`: the process's ambient set is left empty;
 //! - a Mount's `image_sub_path` without an `image` (image volumes are mounted: `container::image_volumes`);
 //! - a Mount's `uidMappings` without `gidMappings` or the other way round (with both, the mount is idmapped:
 //!   `convert::mounts`, in a pod with a user namespace of its own);
@@ -17,11 +21,17 @@
 //!   mode POD is carried out (`hostUsers: false`: the pod's own user namespace, idmapped mounts).
 //!
 //! `stop_signal` is carried out: [`stop_signal`] turns the CRI enum into the signal number StopContainer
-//! sends first, and ContainerStatus reports the value the container was created with.
+//! sends first, and ContainerStatus reports the value the container was created with; a value the enum does
+//! not define is refused.
 
 use crius_api::cri;
 
 use crate::error::{Error, Result};
+
+#[cfg(test)]
+mod fields;
+#[cfg(test)]
+mod proto_walk;
 
 /// The first real-time signal as containerd, runc and glibc programs number it (glibc keeps 32 and 33).
 const SIGRTMIN: u32 = 34;
@@ -88,6 +98,28 @@ const _: () = assert!(
 pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
     const CALL: &str = "CreateContainer";
     stop_signal(CALL, c.stop_signal)?;
+    if !c.devices.is_empty() {
+        return Err(Error::invalid(
+            CALL,
+            "devices",
+            format!(
+                "asks for {} device(s) ({}): crius does not make device nodes from the CRI",
+                c.devices.len(),
+                c.devices[0].host_path
+            ),
+        ));
+    }
+    if !c.cdi_devices.is_empty() {
+        return Err(Error::invalid(
+            CALL,
+            "CDI_devices",
+            format!(
+                "asks for {} CDI device(s) ({}): crius does not inject CDI devices",
+                c.cdi_devices.len(),
+                c.cdi_devices[0].name
+            ),
+        ));
+    }
     for (i, m) in c.mounts.iter().enumerate() {
         let field = |f: &str| format!("mounts[{i}].{f}");
         if !crate::container::image_volumes::is_image(m) && !m.image_sub_path.is_empty() {
@@ -114,6 +146,20 @@ pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
     if let Some(sc) = c.linux.as_ref().and_then(|l| l.security_context.as_ref()) {
         groups_policy(CALL, "linux.security_context", sc.supplemental_groups_policy)?;
         userns(CALL, "linux.security_context", sc.namespace_options.as_ref())?;
+        if let Some(caps) = sc
+            .capabilities
+            .as_ref()
+            .filter(|c| !c.add_ambient_capabilities.is_empty())
+        {
+            return Err(Error::invalid(
+                CALL,
+                "linux.security_context.capabilities.add_ambient_capabilities",
+                format!(
+                    "is {:?}: crius leaves the ambient set empty",
+                    caps.add_ambient_capabilities
+                ),
+            ));
+        }
     }
     Ok(())
 }

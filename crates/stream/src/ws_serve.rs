@@ -1,8 +1,6 @@
-//! Exec and attach sessions on each transport: the channels the request asks for are made on the
-//! connection, then [`session::run`] drives them.
-//!
-//! Which channels exist follows the kept CRI request, as kubelet's server does: error always; stdin,
-//! stdout and stderr as asked; no stderr with a terminal; resize with a terminal.
+//! Exec and attach served over a WebSocket (`v4`/`v5.channel.k8s.io`): the channels the request asks for
+//! ([`Wanted`]) are made on the connection's [`ws::Mux`], then [`session::run`] drives them. Its SPDY twin is
+//! `spdy_serve.rs`.
 
 use std::sync::Arc;
 
@@ -10,38 +8,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::WebSocketStream;
 
 use crate::backend::{Backend, Request};
-use crate::session::{self, Channels};
+use crate::session::{self, Channels, Wanted};
 use crate::ws;
-
-/// The channels a request asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Wanted {
-    /// stdin.
-    pub stdin: bool,
-    /// stdout.
-    pub stdout: bool,
-    /// stderr (never with a terminal).
-    pub stderr: bool,
-    /// A terminal (and so the resize channel).
-    pub tty: bool,
-}
-
-impl Wanted {
-    /// What `req` asks for.
-    pub fn of(req: &Request) -> Wanted {
-        let (stdin, stdout, stderr, tty) = match req {
-            Request::Exec(r) => (r.stdin, r.stdout, r.stderr, r.tty),
-            Request::Attach(r) => (r.stdin, r.stdout, r.stderr, r.tty),
-            Request::PortForward(_) => (false, false, false, false),
-        };
-        Wanted {
-            stdin,
-            stdout,
-            stderr: stderr && !tty,
-            tty,
-        }
-    }
-}
 
 /// Serves `req` over a WebSocket that negotiated `v4` or `v5.channel.k8s.io`. The server sends no close
 /// signals of its own (client-go reads v5's close signal only from the client, its stdin, and logs any it
