@@ -60,7 +60,7 @@ fn sink_fd(slot: &Slot) -> Option<RawFd> {
 
 /// Copies `src` to `sink` in `reactor` until `src` ends; then a descriptor sink is closed (its reader sees
 /// EOF) and a log gets the unfinished line.
-pub(crate) fn start(reactor: &Reactor, src: File, sink: Sink) -> Result<(), String> {
+pub(crate) fn start(reactor: &Reactor, src: File, sink: Sink) -> crate::error::Result<()> {
     set_nonblocking(&src);
     if let Sink::Fd(slot) = &sink
         && let Some(f) = lock(slot).as_ref()
@@ -81,7 +81,7 @@ pub(crate) fn start(reactor: &Reactor, src: File, sink: Sink) -> Result<(), Stri
     }));
     reactor
         .add_as(token, fd, READ, move |r, _| on_readable(r, &pump))
-        .map_err(|e| format!("watching a stdio stream: {e}"))
+        .map_err(crate::error::Error::io("watching a stdio stream"))
 }
 
 fn on_readable(r: &Reactor, pump: &Arc<Mutex<Pump>>) -> Next {

@@ -43,7 +43,7 @@ pub(crate) fn run(args: impl IntoIterator<Item = String>) -> i32 {
     let r = match flags.action.as_str() {
         "start" => start(&flags),
         "delete" => delete(&flags),
-        "pid-init" => crate::pidinit::start(),
+        "pid-init" => crate::pidinit::start().map_err(|e| e.to_string()),
         "" => serve(&flags),
         other => Err(format!("unknown action {other:?}: use start, delete or pid-init")),
     };
@@ -130,9 +130,11 @@ fn launch(f: &Flags, address: &str) -> Result<(), String> {
 
 /// Makes `dir` (a directory of sockets: the shims', their console sockets) 0700, an existing one tightened:
 /// nobody but root reaches a socket in it.
-pub(crate) fn private_dir(dir: &Path) -> Result<(), String> {
-    crius_common::private::dir_all_tightened(dir)
-        .map_err(|e| format!("creating {} (0700): {e}", dir.display()))
+pub(crate) fn private_dir(dir: &Path) -> crate::error::Result<()> {
+    crius_common::private::dir_all_tightened(dir).map_err(crate::error::Error::io(format!(
+        "creating {} (0700)",
+        dir.display()
+    )))
 }
 
 trait NonBlock {
@@ -155,7 +157,7 @@ fn serve(f: &Flags) -> Result<(), String> {
     }
     let path = socket_path(&f.socket);
     if let Some(dir) = path.parent() {
-        private_dir(dir)?;
+        private_dir(dir).map_err(|e| e.to_string())?;
     }
     let listener = match UnixListener::bind(&path) {
         Ok(l) => l,
