@@ -19,7 +19,7 @@ use nix::fcntl::OFlag;
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
 use nix::unistd::{ForkResult, Pid, fork};
-use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use oci_spec::runtime::{ContainerState, LinuxNamespaceType, Spec};
 
 use crate::cgroup::{Cgroup, systemd};
 use crate::channel::Channel;
@@ -79,11 +79,14 @@ pub(crate) fn remove_default_parent(cg: &Cgroup) {
 }
 
 /// The state document hooks get on stdin.
-pub(crate) fn hook_state(id: &str, status: &str, pid: i32, bundle: &Path, spec: &Spec) -> serde_json::Value {
-    serde_json::json!({
-        "ociVersion": spec.version(), "id": id, "status": status, "pid": pid,
-        "bundle": bundle, "annotations": spec.annotations().clone().unwrap_or_default(),
-    })
+pub(crate) fn hook_state(
+    id: &str,
+    status: ContainerState,
+    pid: i32,
+    bundle: &Path,
+    spec: &Spec,
+) -> serde_json::Value {
+    crate::state::document(id, status, pid, bundle, spec)
 }
 
 /// Creates container `id` from the bundle at `bundle_dir` under the state root `root`.
@@ -240,7 +243,7 @@ fn drive(ch: &Channel, stage1: Pid, bundle: &Bundle, id: &str, undo: &mut Undo) 
             "hooks" => {
                 let p = pid.ok_or_else(|| err!("protocol error: hooks before pid"))?;
                 if let Some(h) = spec.hooks() {
-                    let state = hook_state(id, "creating", p, &bundle.dir, spec);
+                    let state = hook_state(id, ContainerState::Creating, p, &bundle.dir, spec);
                     crate::hooks::run("prestart", h.prestart().as_deref().unwrap_or_default(), &state)?;
                     crate::hooks::run(
                         "createRuntime",
