@@ -100,12 +100,12 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         return Err(err!("process.terminal is true: --console-socket is required"));
     }
     // The state holds the spec, env included: root's alone, as runc keeps it (0700 directories, 0600 files).
-    crius_common::private::dir_all(root).map_err(|e| err!("creating state root {}: {e}", root.display()))?;
+    crius_common::private::dir_all(root).map_err(Error::io("creating state root", root))?;
     let dir = Record::dir(root, id);
     if let Err(e) = crius_common::private::dir(&dir) {
         return Err(match e.kind() {
             std::io::ErrorKind::AlreadyExists => Error::AlreadyExists(id.into()),
-            _ => err!("creating {}: {e}", dir.display()),
+            _ => Error::io("creating", &dir)(e),
         });
     }
     let mut undo = Undo {
@@ -151,9 +151,7 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
     let fifo: OwnedFd = nix::fcntl::open(&fifo_path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
         .map_err(|e| err!("opening exec fifo: {e}"))?;
     let console = match &opts.console_socket {
-        Some(p) => Some(
-            UnixStream::connect(p).map_err(|e| err!("connecting to console socket {}: {e}", p.display()))?,
-        ),
+        Some(p) => Some(UnixStream::connect(p).map_err(Error::io("connecting to console socket", p))?),
         None => None,
     };
     let (parent, child) = crate::channel::pair()?;

@@ -83,7 +83,7 @@ impl Record {
         let text = match std::fs::read(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::NotFound(id.into())),
-            Err(e) => return Err(err!("reading {}: {e}", path.display())),
+            Err(e) => return Err(Error::io("reading", &path)(e)),
         };
         serde_json::from_slice(&text).map_err(|e| err!("corrupt state {}: {e}", path.display()))
     }
@@ -172,7 +172,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     };
     write().map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        err!("writing {}: {e}", path.display())
+        Error::io("writing", path)(e)
     })
 }
 
@@ -285,4 +285,34 @@ mod tests {
         assert_eq!(doc, want);
     }
 
+    #[test]
+    fn callers_tell_missing_wrong_state_and_errno_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert!(matches!(Record::load(root, "c1"), Err(Error::NotFound(id)) if id == "c1"));
+        crate::ops::delete(root, "c1", true).expect("a forced delete of nothing is done");
+        // Its init is this process: alive, started, not frozen. (Never delete it with force: that kills it.)
+        let rec = record(root, &[]);
+        let e = rec.save(root).unwrap_err();
+        assert_eq!(e.errno(), Some(nix::errno::Errno::ENOENT), "{e}");
+        let state = Record::dir(root, "c1").join(STATE_FILE);
+        assert!(matches!(&e, Error::Io { op, path: Some(p), .. } if op == "writing" && *p == state));
+        std::fs::create_dir_all(Record::dir(root, "c1")).unwrap();
+        rec.save(root).unwrap();
+        for e in [
+            crate::ops::start(root, "c1").unwrap_err(),
+            crate::ops::delete(root, "c1", false).unwrap_err(),
+        ] {
+            assert!(
+                matches!(
+                    &e,
+                    Error::WrongState {
+                        status: Status::Running,
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+        }
+    }
 }
