@@ -2,7 +2,7 @@
 //! after a shim that is gone), and serving (the long-lived process).
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, IntoRawFd};
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
@@ -185,12 +185,13 @@ fn serve(f: &Flags) -> Result<(), String> {
     // SIGTERM (a node shutting down, an operator) ends the shim only once it holds no container: the
     // containers outlive everything but their own deletion. A handler (reset by exec, so no child inherits
     // anything) writes to a pipe in the loop; blocking the signal instead would be inherited.
-    let term = term_pipe()?;
+    let term = Arc::new(term_pipe()?);
+    let held = term.clone();
     let on_term = tasks.clone();
     reactor
-        .add(term.as_raw_fd(), READ, move |_, _| {
+        .add(term.as_fd(), READ, move |_, _| {
             let mut byte = [0u8; 16];
-            while (&term).read(&mut byte).is_ok_and(|n| n > 0) {}
+            while (&*held).read(&mut byte).is_ok_and(|n| n > 0) {}
             if !on_term.finish_if_empty() {
                 eprintln!("containerd-shim-crius-v2: SIGTERM ignored: containers are still running");
             }
