@@ -64,9 +64,8 @@ impl Tasks {
                 context: format!("creating {}", rootfs.display()),
                 source,
             })?;
-            crate::mounts::mount_all(&req.rootfs, &rootfs).map_err(|e| {
+            crate::mounts::mount_all(&req.rootfs, &rootfs).inspect_err(|_| {
                 crate::mounts::unmount_all(&rootfs);
-                Error::Host(e)
             })?;
         }
         let fail = |e: Error| {
