@@ -1,6 +1,8 @@
 //! crius-api: the project's own gRPC API (images, pods), generated from `proto/crius/`; the CRI (`runtime.v1`),
 //! generated from the project's own transcription of it in `proto/cri/`; and the unix-socket connection that
 //! its clients (the `crius` CLI, tests) use for both, as criusd serves them on the same socket.
+//!
+//! Crates: `thiserror` derives [`ConnectError`], the one error of [`connect`].
 
 use std::path::{Path, PathBuf};
 
@@ -42,9 +44,34 @@ pub const GRPC_METHODS: &[&str] = include!(concat!(env!("OUT_DIR"), "/grpc_metho
 /// criusd's default socket.
 pub const DEFAULT_SOCKET: &str = "/run/crius/crius.sock";
 
+/// Why [`connect`] found no server.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// Nothing answered at the socket (missing, refused, not criusd); `source`'s own cause (the socket's errno)
+    /// is shown too.
+    #[error(
+        "connecting to {socket}: {source} {} (is criusd running? --address / CRIUS_ADDRESS)",
+        cause(.source)
+    )]
+    Unreachable {
+        /// The socket's path.
+        socket: String,
+        /// The transport's error.
+        #[source]
+        source: tonic::transport::Error,
+    },
+}
+
+/// The cause under a transport error (the socket's errno), or nothing.
+fn cause(e: &tonic::transport::Error) -> String {
+    std::error::Error::source(e)
+        .map(|s| s.to_string())
+        .unwrap_or_default()
+}
+
 /// Opens a gRPC channel to the unix socket at `path` (`unix://` prefix allowed). Fails when nothing listens,
 /// naming the socket.
-pub async fn connect(path: &str) -> Result<tonic::transport::Channel, String> {
+pub async fn connect(path: &str) -> Result<tonic::transport::Channel, ConnectError> {
     let path: PathBuf = Path::new(path.strip_prefix("unix://").unwrap_or(path)).to_path_buf();
     let shown = path.display().to_string();
     // The URI is required by the API but unused: every connection goes to the socket.
@@ -57,11 +84,9 @@ pub async fn connect(path: &str) -> Result<tonic::transport::Channel, String> {
             }
         }))
         .await
-        .map_err(|e| {
-            let cause = std::error::Error::source(&e)
-                .map(|s| s.to_string())
-                .unwrap_or_default();
-            format!("connecting to {shown}: {e} {cause} (is criusd running? --address / CRIUS_ADDRESS)")
+        .map_err(|source| ConnectError::Unreachable {
+            socket: shown,
+            source,
         })
 }
 
@@ -96,6 +121,23 @@ mod tests {
         }
         assert!(m.windows(2).all(|w| w[0] < w[1]), "sorted, no duplicates");
         assert!(m.iter().all(|p| p.matches('/').count() == 2 && !p.ends_with('/')));
+    }
+
+    #[tokio::test]
+    async fn a_socket_nobody_serves_is_unreachable_and_named() {
+        let dir = std::env::temp_dir().join(format!("crius-api-test-{}", std::process::id()));
+        let sock = dir.join("none.sock");
+        let e = super::connect(&format!("unix://{}", sock.display()))
+            .await
+            .unwrap_err();
+        let super::ConnectError::Unreachable { socket, .. } = &e;
+        assert_eq!(socket, &sock.display().to_string());
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("connecting to {}: ", sock.display()))
+                && text.ends_with("(is criusd running? --address / CRIUS_ADDRESS)"),
+            "{text}"
+        );
     }
 
     #[test]

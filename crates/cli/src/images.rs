@@ -70,7 +70,7 @@ fn grpc(e: tonic::Status) -> String {
 
 /// Runs an images command against criusd at `address`.
 pub async fn run(address: &str, cmd: Images) -> Result<(), String> {
-    let channel = crius_api::connect(address).await?;
+    let channel = crius_api::connect(address).await.map_err(|e| e.to_string())?;
     let mut cri = ImageServiceClient::new(channel.clone());
     match cmd {
         Images::Pull {

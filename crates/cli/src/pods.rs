@@ -172,7 +172,9 @@ fn server(s: tonic::Status) -> String {
 }
 
 async fn client(address: &str) -> Result<PodServiceClient<Channel>, String> {
-    Ok(PodServiceClient::new(crius_api::connect(address).await?))
+    Ok(PodServiceClient::new(
+        crius_api::connect(address).await.map_err(|e| e.to_string())?,
+    ))
 }
 
 fn out(text: &str) {

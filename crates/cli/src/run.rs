@@ -130,7 +130,7 @@ pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, Stri
         cgroup_root: Some(cmd.cgroup_root).filter(|r| !r.is_empty()),
         ..Default::default()
     };
-    let channel = crius_api::connect(address).await?;
+    let channel = crius_api::connect(address).await.map_err(|e| e.to_string())?;
     let (senders, mut receivers): (Vec<_>, Vec<_>) = manifest
         .pods
         .iter()

@@ -78,7 +78,9 @@ pub struct PortForward {
 }
 
 async fn runtime(address: &str) -> Result<RuntimeServiceClient<Channel>, String> {
-    Ok(RuntimeServiceClient::new(crius_api::connect(address).await?))
+    Ok(RuntimeServiceClient::new(
+        crius_api::connect(address).await.map_err(|e| e.to_string())?,
+    ))
 }
 
 /// The ready sandbox of pod `name` in `namespace` (the newest, if several).

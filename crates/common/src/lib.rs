@@ -6,6 +6,8 @@
 //! which need nix and libc, the crate's dependencies; records written to survive a crash ([`durable`]); the
 //! owner-only files and directories a container's state lives in ([`private`]); and criusd's descriptor limit,
 //! raised for itself and put back for its containers ([`nofile`]).
+//!
+//! Crates: `thiserror` derives the typed errors at the public boundaries (`sealed::Error`).
 
 pub mod apparmor;
 pub mod cri_log;

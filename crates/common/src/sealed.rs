@@ -8,6 +8,9 @@
 //! descriptor is named in [`ENV`] with the [`Stamp`] of the file it was copied from, and a shim executes the
 //! runtime through it for as long as the file on disk still has that stamp (an upgraded binary is run from
 //! its path again).
+//!
+//! Failures are [`Error`]s: a system call that failed (with its errno as the source), or a file that changed
+//! or ended while it was copied.
 
 use std::ffi::CStr;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -24,8 +27,37 @@ pub const ENV: &str = "CRIUS_SEALED_RUNTIME";
 /// `MFD_EXEC` (Linux 6.3): executable even where `vm.memfd_noexec` makes memfds non-executable by default.
 const MFD_EXEC: libc::c_uint = 0x10;
 
-fn os_err(what: &str) -> String {
-    format!("{what}: {}", std::io::Error::last_os_error())
+/// Why a sealed copy could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A system call failed: reading the file, making, filling or sealing the memfd.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done (the file's path, or the step).
+        context: String,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file ended before its size said (it shrank while it was copied).
+    #[error("copying the file to seal: it ended {left} bytes early")]
+    Truncated {
+        /// The bytes still missing.
+        left: u64,
+    },
+    /// The file was replaced or changed while it was copied: the copy may be of neither version.
+    #[error("{} changed while it was copied", path.display())]
+    Changed {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+fn os_err(what: &str) -> Error {
+    Error::Io {
+        context: what.to_string(),
+        source: std::io::Error::last_os_error(),
+    }
 }
 
 /// Whether `fd` is a memfd carrying every seal of [`SEALS`].
@@ -36,10 +68,13 @@ pub fn is_sealed(fd: BorrowedFd<'_>) -> bool {
 }
 
 /// A sealed copy of `file` (read from its current offset to its end), named `name` (close-on-exec).
-pub fn copy_of(file: &std::fs::File, name: &CStr) -> Result<OwnedFd, String> {
+pub fn copy_of(file: &std::fs::File, name: &CStr) -> Result<OwnedFd, Error> {
     let size = file
         .metadata()
-        .map_err(|e| format!("stat of the file to seal: {e}"))?
+        .map_err(|source| Error::Io {
+            context: "stat of the file to seal".into(),
+            source,
+        })?
         .len();
     let create = |flags: libc::c_uint| {
         // SAFETY: a NUL-terminated name and flags; the result is checked.
@@ -70,7 +105,7 @@ pub fn copy_of(file: &std::fs::File, name: &CStr) -> Result<OwnedFd, String> {
         };
         match n {
             n if n > 0 => left -= n as u64,
-            0 => return Err(format!("copying the file to seal: it ended {left} bytes early")),
+            0 => return Err(Error::Truncated { left }),
             _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
             _ => return Err(os_err("copying the file into the memfd")),
         }
@@ -161,18 +196,24 @@ impl Handed {
 
 /// A sealed copy of the executable at `path`, with what names it to a shim (whose copy of the descriptor has
 /// the same number: it is inherited).
-pub fn seal_runtime(path: &Path) -> Result<(OwnedFd, Handed), String> {
+pub fn seal_runtime(path: &Path) -> Result<(OwnedFd, Handed), Error> {
     seal(path, c"crius-runtime")
 }
 
 /// A sealed copy of the executable at `path` named `name` (`/memfd:<name>` in `/proc/<pid>/exe`), with its
 /// [`Handed`] description (whose [`Handed::current`] tells when the file on disk changed).
-pub fn seal(path: &Path, name: &CStr) -> Result<(OwnedFd, Handed), String> {
-    let stamp = Stamp::of(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn seal(path: &Path, name: &CStr) -> Result<(OwnedFd, Handed), Error> {
+    let io = |source: std::io::Error| Error::Io {
+        context: path.display().to_string(),
+        source,
+    };
+    let stamp = Stamp::of(path).map_err(io)?;
+    let file = std::fs::File::open(path).map_err(io)?;
     let fd = copy_of(&file, name)?;
     if Stamp::of(path).ok() != Some(stamp) {
-        return Err(format!("{} changed while it was copied", path.display()));
+        return Err(Error::Changed {
+            path: path.to_path_buf(),
+        });
     }
     let handed = Handed {
         fd: fd.as_raw_fd(),
@@ -233,6 +274,28 @@ mod tests {
             assert_eq!(Handed::from_env(v), None, "{v:?}");
         }
         assert!(Handed::from_env("5 1-2-3-4 /usr/bin/crius-runc").is_some());
+    }
+
+    #[test]
+    fn a_missing_file_is_an_io_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("none");
+        let e = seal_runtime(&missing).unwrap_err();
+        assert!(
+            matches!(&e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().starts_with(&format!("{}: ", missing.display())),
+            "{e}"
+        );
+        let changed = Error::Changed {
+            path: missing.clone(),
+        };
+        assert_eq!(
+            changed.to_string(),
+            format!("{} changed while it was copied", missing.display())
+        );
     }
 
     #[test]

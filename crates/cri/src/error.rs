@@ -247,7 +247,7 @@ fn image_code(e: &crius_image::Error) -> tonic::Code {
         E::Unauthenticated(_) => Code::Unauthenticated,
         E::Unavailable(_) => Code::Unavailable,
         E::DigestMismatch { .. } | E::SizeMismatch { .. } => Code::DataLoss,
-        E::Io(_) => Code::Internal,
+        E::Registry(_) | E::Io { .. } => Code::Internal,
     }
 }
 
@@ -478,7 +478,14 @@ mod tests {
             (E::NotFound("x".into()), Code::NotFound),
             (E::Unauthenticated("x".into()), Code::Unauthenticated),
             (E::Unavailable("x".into()), Code::Unavailable),
-            (E::Io("x".into()), Code::Internal),
+            (E::Registry("x".into()), Code::Internal),
+            (
+                E::Io {
+                    context: "x".into(),
+                    source: std::io::Error::other("y"),
+                },
+                Code::Internal,
+            ),
         ] {
             assert_eq!(status(image(e)).0, want);
         }

@@ -126,7 +126,10 @@ pub mod fake {
 
         fn prepare_snapshot(&self, id: &str, _: &ImageRecord) -> crius_image::Result<PathBuf> {
             let root = self.dir.path().join(id).join("rootfs");
-            std::fs::create_dir_all(root.join("etc")).map_err(|e| crius_image::Error::Io(e.to_string()))?;
+            std::fs::create_dir_all(root.join("etc")).map_err(|source| crius_image::Error::Io {
+                context: format!("creating {}", root.join("etc").display()),
+                source,
+            })?;
             Ok(root)
         }
 

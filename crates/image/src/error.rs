@@ -56,12 +56,57 @@ pub enum Error {
     /// The registry could not be reached.
     #[error("unavailable: {0}")]
     Unavailable(String),
-    /// An I/O or system error, with what was being done.
+    /// The registry did not deliver: it answered with an error status, or the exchange with it failed other
+    /// than by being unreachable; the message names the image and what was said.
     #[error("{0}")]
-    Io(String),
+    Registry(String),
+    /// An I/O or system error, with what was being done; the error itself is the source.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done (`writing blob sha256:…`).
+        context: String,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-/// Wraps an I/O error with context.
-pub(crate) fn io(what: impl std::fmt::Display, e: impl std::fmt::Display) -> Error {
-    Error::Io(format!("{what}: {e}"))
+/// Wraps an I/O error (or one that converts to it: an errno, a JSON error) with what was being done.
+pub(crate) fn io(what: impl std::fmt::Display, e: impl Into<std::io::Error>) -> Error {
+    Error::Io {
+        context: what.to_string(),
+        source: e.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_keeps_its_source_and_context() {
+        let e = io(
+            "writing blob sha256:ab",
+            std::io::Error::from_raw_os_error(libc::ENOSPC),
+        );
+        let Error::Io { context, source } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(context, "writing blob sha256:ab");
+        assert_eq!(source.raw_os_error(), Some(libc::ENOSPC));
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(
+            e.to_string().starts_with("writing blob sha256:ab: No space left"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn registry_is_its_message() {
+        let e = Error::Registry("docker.io/x:1: manifest: 500 Internal Server Error: down".into());
+        assert_eq!(
+            e.to_string(),
+            "docker.io/x:1: manifest: 500 Internal Server Error: down"
+        );
+    }
 }

@@ -24,7 +24,7 @@ pub(crate) async fn manifest(
         if e.is_connect() || e.is_timeout() {
             Error::Unavailable(format!("{whole}: {e}"))
         } else {
-            Error::Io(format!("{whole}: {e}"))
+            Error::Registry(format!("{whole}: {e}"))
         }
     };
     let token = client
@@ -58,7 +58,7 @@ pub(crate) async fn manifest(
         return Err(match status.as_u16() {
             401 | 403 => Error::Unauthenticated(format!("{whole}: {status}: {said}")),
             404 => Error::NotFound(format!("{whole}: {status}: {said}")),
-            _ => Error::Io(format!("{whole}: manifest: {status}: {said}")),
+            _ => Error::Registry(format!("{whole}: manifest: {status}: {said}")),
         });
     }
     let refuse = |n: u64| {

@@ -119,7 +119,7 @@ pub(crate) fn map_err(what: &str, e: OciDistributionError) -> Error {
         OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout() => {
             Error::Unavailable(format!("{what}: {e}"))
         }
-        other => Error::Io(format!("{what}: {other}")),
+        other => Error::Registry(format!("{what}: {other}")),
     }
 }
 
@@ -287,7 +287,9 @@ pub async fn pull_with_progress(
             let (s, b, d) = (store.clone(), blob.clone(), diff.clone());
             tokio::task::spawn_blocking(move || s.ensure_layer(&b, &d))
                 .await
-                .map_err(|e| Error::Io(format!("unpacking layer {diff}: {e}")))??;
+                .map_err(|e| {
+                    crate::error::io(format!("unpacking layer {diff}"), std::io::Error::other(e))
+                })??;
         }
         let named = crate::reference::normalize(reference)?;
         let name = named

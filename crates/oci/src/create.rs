@@ -19,7 +19,7 @@ use nix::fcntl::OFlag;
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
 use nix::unistd::{ForkResult, Pid, fork};
-use oci_spec::runtime::{LinuxNamespaceType, Spec};
+use oci_spec::runtime::{ContainerState, LinuxNamespaceType, Spec};
 
 use crate::cgroup::{Cgroup, systemd};
 use crate::channel::Channel;
@@ -79,11 +79,14 @@ pub(crate) fn remove_default_parent(cg: &Cgroup) {
 }
 
 /// The state document hooks get on stdin.
-pub(crate) fn hook_state(id: &str, status: &str, pid: i32, bundle: &Path, spec: &Spec) -> serde_json::Value {
-    serde_json::json!({
-        "ociVersion": spec.version(), "id": id, "status": status, "pid": pid,
-        "bundle": bundle, "annotations": spec.annotations().clone().unwrap_or_default(),
-    })
+pub(crate) fn hook_state(
+    id: &str,
+    status: ContainerState,
+    pid: i32,
+    bundle: &Path,
+    spec: &Spec,
+) -> serde_json::Value {
+    crate::state::document(id, status, pid, bundle, spec)
 }
 
 /// Creates container `id` from the bundle at `bundle_dir` under the state root `root`.
@@ -97,12 +100,12 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         return Err(err!("process.terminal is true: --console-socket is required"));
     }
     // The state holds the spec, env included: root's alone, as runc keeps it (0700 directories, 0600 files).
-    crius_common::private::dir_all(root).map_err(|e| err!("creating state root {}: {e}", root.display()))?;
+    crius_common::private::dir_all(root).map_err(Error::io("creating state root", root))?;
     let dir = Record::dir(root, id);
     if let Err(e) = crius_common::private::dir(&dir) {
         return Err(match e.kind() {
             std::io::ErrorKind::AlreadyExists => Error::AlreadyExists(id.into()),
-            _ => err!("creating {}: {e}", dir.display()),
+            _ => Error::io("creating", &dir)(e),
         });
     }
     let mut undo = Undo {
@@ -148,9 +151,7 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
     let fifo: OwnedFd = nix::fcntl::open(&fifo_path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
         .map_err(|e| err!("opening exec fifo: {e}"))?;
     let console = match &opts.console_socket {
-        Some(p) => Some(
-            UnixStream::connect(p).map_err(|e| err!("connecting to console socket {}: {e}", p.display()))?,
-        ),
+        Some(p) => Some(UnixStream::connect(p).map_err(Error::io("connecting to console socket", p))?),
         None => None,
     };
     let (parent, child) = crate::channel::pair()?;
@@ -240,7 +241,7 @@ fn drive(ch: &Channel, stage1: Pid, bundle: &Bundle, id: &str, undo: &mut Undo) 
             "hooks" => {
                 let p = pid.ok_or_else(|| err!("protocol error: hooks before pid"))?;
                 if let Some(h) = spec.hooks() {
-                    let state = hook_state(id, "creating", p, &bundle.dir, spec);
+                    let state = hook_state(id, ContainerState::Creating, p, &bundle.dir, spec);
                     crate::hooks::run("prestart", h.prestart().as_deref().unwrap_or_default(), &state)?;
                     crate::hooks::run(
                         "createRuntime",

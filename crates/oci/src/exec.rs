@@ -46,7 +46,7 @@ pub fn exec(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32>
     if !matches!(status, Status::Running | Status::Created) {
         return Err(Error::WrongState {
             id: id.into(),
-            status: status.to_string(),
+            status,
             action: "exec in it".into(),
         });
     }
@@ -83,9 +83,7 @@ pub fn exec(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32>
         }
     }
     let console = match &opts.console_socket {
-        Some(p) => Some(
-            UnixStream::connect(p).map_err(|e| err!("connecting to console socket {}: {e}", p.display()))?,
-        ),
+        Some(p) => Some(UnixStream::connect(p).map_err(Error::io("connecting to console socket", p))?),
         None => None,
     };
     if !opts.detach {

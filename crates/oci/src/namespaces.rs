@@ -163,7 +163,7 @@ pub fn userns_with(uids: &[LinuxIdMapping], gids: &[LinuxIdMapping]) -> Result<s
     let h = Holder::new(CloneFlags::CLONE_NEWUSER)?;
     h.write_maps(uids, gids)?;
     let p = h.ns_path(LinuxNamespaceType::User);
-    let f = std::fs::File::open(&p).map_err(|e| err!("opening {}: {e}", p.display()))?;
+    let f = std::fs::File::open(&p).map_err(crate::Error::io("opening", &p))?;
     Ok(f.into())
 }
 

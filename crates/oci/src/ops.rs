@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use oci_spec::runtime::LinuxResources;
+use oci_spec::runtime::{ContainerState, LinuxResources};
 
 use crate::cgroup::Cgroup;
 use crate::state::{EXEC_FIFO, Record, Status};
@@ -16,7 +16,7 @@ use crate::{Error, Result, err};
 fn wrong(rec: &Record, status: Status, action: &str) -> Error {
     Error::WrongState {
         id: rec.id.clone(),
-        status: status.to_string(),
+        status,
         action: action.into(),
     }
 }
@@ -43,14 +43,14 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(&fifo_path)
-        .map_err(|e| err!("opening {}: {e}", fifo_path.display()))?;
+        .map_err(Error::io("opening", &fifo_path))?;
     let mut byte = [0u8; 1];
     loop {
         match fifo.read(&mut byte) {
             Ok(1) => break,
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(err!("reading {}: {e}", fifo_path.display())),
+            Err(e) => return Err(Error::io("reading", &fifo_path)(e)),
         }
         if !crate::state::process_alive(rec.pid, rec.pid_start) {
             let _ = std::fs::remove_file(&fifo_path);
@@ -60,9 +60,9 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
         let mut pfd = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
         let _ = nix::poll::poll(&mut pfd, nix::poll::PollTimeout::from(100u8));
     }
-    std::fs::remove_file(&fifo_path).map_err(|e| err!("removing {}: {e}", fifo_path.display()))?;
+    std::fs::remove_file(&fifo_path).map_err(Error::io("removing", &fifo_path))?;
     if let Some(h) = rec.spec.hooks().as_ref().and_then(|h| h.poststart().clone()) {
-        let state = crate::create::hook_state(id, "running", rec.pid, &rec.bundle, &rec.spec);
+        let state = crate::create::hook_state(id, ContainerState::Running, rec.pid, &rec.bundle, &rec.spec);
         if let Err(e) = crate::hooks::run("poststart", &h, &state) {
             crate::log::warn(&e.to_string());
         }
@@ -101,7 +101,8 @@ pub fn kill(root: &Path, id: &str, sig: Signal, all: bool) -> Result<()> {
         }
         return Ok(());
     }
-    nix::sys::signal::kill(Pid::from_raw(rec.pid), sig).map_err(|e| err!("kill {} of {id:?}: {e}", rec.pid))
+    nix::sys::signal::kill(Pid::from_raw(rec.pid), sig)
+        .map_err(Error::sys(format!("kill {} of {id:?}", rec.pid)))
 }
 
 /// `delete`: removes a stopped or created container; `force` also kills a running or paused one.
@@ -129,13 +130,13 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
     cg.remove()?;
     crate::create::remove_default_parent(&cg);
     if let Some(h) = rec.spec.hooks().as_ref().and_then(|h| h.poststop().clone()) {
-        let state = crate::create::hook_state(id, "stopped", rec.pid, &rec.bundle, &rec.spec);
+        let state = crate::create::hook_state(id, ContainerState::Stopped, rec.pid, &rec.bundle, &rec.spec);
         if let Err(e) = crate::hooks::run("poststop", &h, &state) {
             crate::log::warn(&e.to_string());
         }
     }
     let dir = Record::dir(root, id);
-    std::fs::remove_dir_all(&dir).map_err(|e| err!("removing {}: {e}", dir.display()))
+    std::fs::remove_dir_all(&dir).map_err(Error::io("removing", &dir))
 }
 
 /// `pause` (`frozen` = true) and `resume`.
@@ -171,7 +172,7 @@ pub fn list(root: &Path) -> Result<Vec<(Record, Status)>> {
     let entries = match std::fs::read_dir(root) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(err!("reading {}: {e}", root.display())),
+        Err(e) => return Err(Error::io("reading", root)(e)),
     };
     let mut out: Vec<_> = entries
         .flatten()

@@ -31,7 +31,7 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// on a copy of the parent's stack, as after fork(2).
 pub fn fork_into_cgroup(cg: &Cgroup) -> Result<ForkResult> {
     let dir = cg.dir.as_path();
-    let fd = std::fs::File::open(dir).map_err(|e| err!("opening cgroup {}: {e}", dir.display()))?;
+    let fd = std::fs::File::open(dir).map_err(crate::Error::io("opening cgroup", dir))?;
     let args = CloneArgs {
         flags: CLONE_INTO_CGROUP,
         exit_signal: libc::SIGCHLD as u64,

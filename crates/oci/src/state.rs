@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
+use oci_spec::runtime::{ContainerState, Spec};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result, err};
@@ -66,7 +67,7 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub systemd_unit: Option<String>,
     /// The configuration the container was created with; `update` keeps its resources current.
-    pub spec: oci_spec::runtime::Spec,
+    pub spec: Spec,
 }
 
 impl Record {
@@ -82,7 +83,7 @@ impl Record {
         let text = match std::fs::read(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::NotFound(id.into())),
-            Err(e) => return Err(err!("reading {}: {e}", path.display())),
+            Err(e) => return Err(Error::io("reading", &path)(e)),
         };
         serde_json::from_slice(&text).map_err(|e| err!("corrupt state {}: {e}", path.display()))
     }
@@ -107,22 +108,50 @@ impl Record {
         }
     }
 
-    /// The OCI `state` document.
+    /// The OCI `state` document, with what runc's `state` adds: the rootfs, the creation time, an empty owner,
+    /// and `paused`, a status the runtime spec does not name.
     pub fn oci_state(&self, root: &Path) -> serde_json::Value {
         let status = self.status(root);
         let pid = if status == Status::Stopped { 0 } else { self.pid };
-        serde_json::json!({
-            "ociVersion": self.spec.version(),
-            "id": self.id,
-            "pid": pid,
-            "status": status,
-            "bundle": self.bundle,
-            "rootfs": self.rootfs,
-            "created": self.created,
-            "owner": "",
-            "annotations": self.spec.annotations().clone().unwrap_or_default(),
-        })
+        let mut doc = document(&self.id, status.into(), pid, &self.bundle, &self.spec);
+        doc["status"] = status.to_string().into();
+        doc["rootfs"] = self.rootfs.display().to_string().into();
+        doc["created"] = self.created.clone().into();
+        doc["owner"] = "".into();
+        doc
     }
+}
+
+impl From<Status> for ContainerState {
+    /// The runtime spec's name for a status; a paused container's processes still exist, so it is running.
+    fn from(s: Status) -> ContainerState {
+        match s {
+            Status::Created => ContainerState::Created,
+            Status::Running | Status::Paused => ContainerState::Running,
+            Status::Stopped => ContainerState::Stopped,
+        }
+    }
+}
+
+/// The runtime spec's state document of container `id` (oci-spec's `State`), as JSON: what hooks read on
+/// stdin, and the core of [`Record::oci_state`].
+pub(crate) fn document(
+    id: &str,
+    status: ContainerState,
+    pid: i32,
+    bundle: &Path,
+    spec: &Spec,
+) -> serde_json::Value {
+    let mut state = oci_spec::runtime::State::default();
+    state
+        .set_version(spec.version().clone())
+        .set_id(id.to_string())
+        .set_status(status)
+        .set_pid(Some(pid))
+        .set_bundle(bundle.to_path_buf())
+        .set_annotations(Some(spec.annotations().clone().unwrap_or_default()));
+    // Only a bundle path that is not UTF-8 fails to encode; it then shows as null rather than failing a hook.
+    serde_json::to_value(state).unwrap_or_default()
 }
 
 /// Writes `bytes` to `path` so that readers see the old or the new content, never a mix (temp file + rename),
@@ -143,7 +172,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     };
     write().map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        err!("writing {}: {e}", path.display())
+        Error::io("writing", path)(e)
     })
 }
 
@@ -193,5 +222,97 @@ mod tests {
         atomic_write(&p, b"second").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"second");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    /// A record of a container whose init is this test process (so it is alive), in `dir`.
+    fn record(dir: &Path, annotations: &[(&str, &str)]) -> Record {
+        let me = std::process::id() as i32;
+        let mut spec = Spec::default();
+        let a = annotations.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        spec.set_annotations(Some(a.collect()));
+        Record {
+            id: "c1".into(),
+            pid: me,
+            pid_start: proc_stat(me).unwrap().0,
+            bundle: "/b/c1".into(),
+            rootfs: "/b/c1/rootfs".into(),
+            created: "2026-12-05T06:00:00Z".into(),
+            cgroup: dir.join("cgroup"),
+            systemd_unit: None,
+            spec,
+        }
+    }
+
+    #[test]
+    fn the_state_document_has_runc_s_fields_and_paused() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = record(dir.path(), &[("b", "2"), ("a", "1")]);
+        let version = rec.spec.version().clone();
+        let want = |status: &str, pid: i32| {
+            serde_json::json!({
+                "ociVersion": version, "id": "c1", "pid": pid, "status": status, "bundle": "/b/c1",
+                "rootfs": "/b/c1/rootfs", "created": "2026-12-05T06:00:00Z", "owner": "",
+                "annotations": {"a": "1", "b": "2"},
+            })
+        };
+        assert_eq!(rec.oci_state(dir.path()), want("running", rec.pid));
+        std::fs::create_dir_all(&rec.cgroup).unwrap();
+        std::fs::write(rec.cgroup.join("cgroup.freeze"), "1\n").unwrap();
+        assert_eq!(rec.oci_state(dir.path()), want("paused", rec.pid));
+        let gone = Record {
+            pid_start: rec.pid_start + 1,
+            ..rec.clone()
+        };
+        let doc = gone.oci_state(dir.path());
+        assert_eq!(doc, want("stopped", 0));
+        // The text crius-runc prints: keys sorted, as a JSON object's always were here.
+        let text = serde_json::to_string(&doc).unwrap();
+        assert!(
+            text.starts_with(r#"{"annotations":{"a":"1","b":"2"},"bundle":"/b/c1","created""#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn hooks_get_the_spec_s_state_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = record(dir.path(), &[]);
+        let doc = document("c1", ContainerState::Creating, 42, &rec.bundle, &rec.spec);
+        let want = serde_json::json!({
+            "ociVersion": rec.spec.version(), "id": "c1", "status": "creating", "pid": 42,
+            "bundle": "/b/c1", "annotations": {},
+        });
+        assert_eq!(doc, want);
+    }
+
+    #[test]
+    fn callers_tell_missing_wrong_state_and_errno_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert!(matches!(Record::load(root, "c1"), Err(Error::NotFound(id)) if id == "c1"));
+        crate::ops::delete(root, "c1", true).expect("a forced delete of nothing is done");
+        // Its init is this process: alive, started, not frozen. (Never delete it with force: that kills it.)
+        let rec = record(root, &[]);
+        let e = rec.save(root).unwrap_err();
+        assert_eq!(e.errno(), Some(nix::errno::Errno::ENOENT), "{e}");
+        let state = Record::dir(root, "c1").join(STATE_FILE);
+        assert!(matches!(&e, Error::Io { op, path: Some(p), .. } if op == "writing" && *p == state));
+        std::fs::create_dir_all(Record::dir(root, "c1")).unwrap();
+        rec.save(root).unwrap();
+        for e in [
+            crate::ops::start(root, "c1").unwrap_err(),
+            crate::ops::delete(root, "c1", false).unwrap_err(),
+        ] {
+            assert!(
+                matches!(
+                    &e,
+                    Error::WrongState {
+                        status: Status::Running,
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+        }
     }
 }

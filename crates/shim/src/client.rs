@@ -13,6 +13,7 @@ use crius_common::sealed::Handed;
 use protos::{api, ttrpc};
 use sha2::{Digest, Sha256};
 
+pub use crate::client_error::{Error, Result};
 pub use crate::events::Event;
 use crate::events::ns_of;
 pub use crate::mounts::Mount;
@@ -20,7 +21,7 @@ use crate::reactor::Reactor;
 use crate::server::Server;
 use crate::start::SOCKET_DIR;
 pub use crate::stdio::{CAPPED_LOG_MAX, CAPPED_LOG_SCHEME, CRI_LOG_SCHEME, REOPEN_ANNOTATION};
-pub use crate::task_client::{LATE, TaskClient};
+pub use crate::task_client::TaskClient;
 
 /// The address of the shim serving `pod` (the pod's sandbox id, or a container's own id when it has no pod)
 /// for the owner at `owner` (criusd's or containerd's socket) in `namespace`. The shim's `start` action
@@ -41,7 +42,7 @@ pub fn start_shim(
     ttrpc_address: &str,
     id: &str,
     bundle: &Path,
-) -> Result<String, String> {
+) -> Result<String> {
     start_shim_with(shim, namespace, address, ttrpc_address, id, bundle, None)
 }
 
@@ -61,7 +62,7 @@ pub fn start_shim_with(
     id: &str,
     bundle: &Path,
     sealed: Option<&Handed>,
-) -> Result<String, String> {
+) -> Result<String> {
     // posix_spawn, not std's Command: keeping the sealed copy open across the exec needs a pre_exec hook there,
     // which makes it fork criusd (`spawn`).
     let env = sealed.map(|h| h.to_env());
@@ -87,23 +88,31 @@ pub fn start_shim_with(
         dir: bundle,
         keep: sealed.map(|h| h.fd),
     })
-    .map_err(|e| format!("starting {}: {e}", shim.display()))?;
+    .map_err(|source| Error::Io {
+        context: format!("starting {}", shim.display()),
+        source,
+    })?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || text.is_empty() {
-        return Err(format!(
-            "{} start for {id}: {}: {}{}",
-            shim.display(),
-            out.status,
-            text,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(Error::Action {
+            action: format!("{} start for {id}", shim.display()),
+            output: format!(
+                "{}: {}{}",
+                out.status,
+                text,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
     }
     Ok(text)
 }
 
 /// Connects to a shim at `address` (`unix:///…`); the client is its Task API.
-pub fn connect(address: &str) -> Result<TaskClient, String> {
-    TaskClient::dial(address).map_err(|e| format!("connecting to shim {address}: {e}"))
+pub fn connect(address: &str) -> Result<TaskClient> {
+    TaskClient::dial(address).map_err(|source| Error::Io {
+        context: format!("connecting to shim {address}"),
+        source,
+    })
 }
 
 /// A context with a deadline of `secs` seconds.
@@ -125,13 +134,7 @@ pub struct Exited {
 
 /// Runs `<shim> -id ID -bundle B delete` as containerd does after a shim died: cleans up the container and
 /// returns its last known exit.
-pub fn delete_shim(
-    shim: &Path,
-    namespace: &str,
-    address: &str,
-    id: &str,
-    bundle: &Path,
-) -> Result<Exited, String> {
+pub fn delete_shim(shim: &Path, namespace: &str, address: &str, id: &str, bundle: &Path) -> Result<Exited> {
     let out = Command::new(shim)
         .args(["-namespace", namespace, "-address", address, "-id", id, "-bundle"])
         .arg(bundle)
@@ -139,17 +142,22 @@ pub fn delete_shim(
         .current_dir(bundle)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("running {} delete: {e}", shim.display()))?;
+        .map_err(|source| Error::Io {
+            context: format!("running {} delete", shim.display()),
+            source,
+        })?;
+    let action = || format!("{} delete {id}", shim.display());
     if !out.status.success() {
-        return Err(format!(
-            "{} delete {id}: {}",
-            shim.display(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(Error::Action {
+            action: action(),
+            output: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
     }
     use protos::protobuf::Message;
-    let resp = api::DeleteResponse::parse_from_bytes(&out.stdout)
-        .map_err(|e| format!("{} delete {id}: bad response: {e}", shim.display()))?;
+    let resp = api::DeleteResponse::parse_from_bytes(&out.stdout).map_err(|e| Error::Action {
+        action: action(),
+        output: format!("bad response: {e}"),
+    })?;
     Ok(Exited {
         pid: resp.pid,
         exit_status: resp.exit_status,

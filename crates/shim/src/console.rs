@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 
+use crate::error::{Error, Result};
+
 /// A listening console socket, removed when dropped.
 pub(crate) struct ConsoleSocket {
     path: PathBuf,
@@ -19,7 +21,7 @@ pub(crate) struct ConsoleSocket {
 
 impl ConsoleSocket {
     /// Listens on a fresh socket in the shim socket directory.
-    pub(crate) fn new() -> Result<ConsoleSocket, String> {
+    pub(crate) fn new() -> Result<ConsoleSocket> {
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = PathBuf::from(crate::start::SOCKET_DIR);
         crate::start::private_dir(&dir)?;
@@ -30,7 +32,7 @@ impl ConsoleSocket {
         ));
         let _ = std::fs::remove_file(&path);
         let listener =
-            UnixListener::bind(&path).map_err(|e| format!("console socket {}: {e}", path.display()))?;
+            UnixListener::bind(&path).map_err(Error::io(format!("console socket {}", path.display())))?;
         Ok(ConsoleSocket { path, listener })
     }
 
@@ -40,13 +42,17 @@ impl ConsoleSocket {
     }
 
     /// The pty master the runtime sent (call after the runtime command finished: it is queued by then).
-    pub(crate) fn receive(&self) -> Result<File, String> {
-        self.listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    pub(crate) fn receive(&self) -> Result<File> {
+        let shown = self.path.display();
+        self.listener
+            .set_nonblocking(true)
+            .map_err(Error::io(format!("console socket {shown}")))?;
         let (conn, _) = self
             .listener
             .accept()
-            .map_err(|e| format!("the runtime sent no terminal on {}: {e}", self.path.display()))?;
-        conn.set_nonblocking(false).map_err(|e| e.to_string())?;
+            .map_err(Error::io(format!("the runtime sent no terminal on {shown}")))?;
+        conn.set_nonblocking(false)
+            .map_err(Error::io(format!("console socket {shown}")))?;
         let mut buf = [0u8; 4096];
         let mut iov = [IoSliceMut::new(&mut buf)];
         let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
@@ -57,8 +63,8 @@ impl ConsoleSocket {
             Some(&mut space),
             MsgFlags::MSG_CMSG_CLOEXEC,
         )
-        .map_err(|e| format!("receiving the terminal: {e}"))?;
-        for c in msg.cmsgs().map_err(|e| format!("receiving the terminal: {e}"))? {
+        .map_err(Error::sys("receiving the terminal"))?;
+        for c in msg.cmsgs().map_err(Error::sys("receiving the terminal"))? {
             if let ControlMessageOwned::ScmRights(fds) = c
                 && let Some(&fd) = fds.first()
             {
@@ -66,7 +72,7 @@ impl ConsoleSocket {
                 return Ok(unsafe { File::from_raw_fd(fd) });
             }
         }
-        Err("the runtime's message carried no terminal".into())
+        Err(Error::Runtime("the runtime's message carried no terminal".into()))
     }
 }
 
@@ -77,7 +83,7 @@ impl Drop for ConsoleSocket {
 }
 
 /// Sets the size of the terminal whose master is `master`.
-pub(crate) fn resize(master: &File, width: u32, height: u32) -> Result<(), String> {
+pub(crate) fn resize(master: &File, width: u32, height: u32) -> Result<()> {
     let ws = libc::winsize {
         ws_row: height as u16,
         ws_col: width as u16,
@@ -86,10 +92,10 @@ pub(crate) fn resize(master: &File, width: u32, height: u32) -> Result<(), Strin
     };
     // SAFETY: TIOCSWINSZ reads a winsize we own.
     if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &ws) } != 0 {
-        return Err(format!(
-            "resizing the terminal: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(Error::Io {
+            context: "resizing the terminal".into(),
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
 }

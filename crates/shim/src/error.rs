@@ -2,8 +2,6 @@
 //! Variants are what the caller acts on (runwasi's shape), each carrying the message it gets; a test pins the
 //! code of every variant.
 
-use std::fmt;
-
 use containerd_shim_protos::ttrpc::{self, Code};
 
 use crate::task::State;
@@ -12,18 +10,23 @@ use crate::task::State;
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Why a call failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Error {
     /// No such container or exec process (the message names it).
+    #[error("{0} not found")]
     NotFound(String),
     /// Signalling a process that has exited. containerd's clients take NOT_FOUND there as "already done",
     /// as a Stop of something gone is.
+    #[error("{0}: process already finished")]
     Finished(String),
     /// A Create or Exec of an id in use.
+    #[error("{0} already exists")]
     AlreadyExists(String),
     /// A malformed request, or stdio the request names that cannot be opened.
+    #[error("{0}")]
     InvalidArgument(String),
     /// The process's state does not allow the transition the call asks for.
+    #[error("{what} is {from}: {} (no transition {from} → {to})", refusal(.from, .to))]
     FailedPrecondition {
         /// The process.
         what: String,
@@ -33,6 +36,7 @@ pub(crate) enum Error {
         to: State,
     },
     /// A call that needs the container's init running (Exec).
+    #[error("{what} is {state}: {op} needs a running container")]
     NotRunning {
         /// The container.
         what: String,
@@ -42,18 +46,37 @@ pub(crate) enum Error {
         op: &'static str,
     },
     /// ResizePty of a process without a terminal.
+    #[error("{0} has no terminal")]
     NoTerminal(String),
     /// The OCI runtime failed or misbehaved: its own message.
+    #[error("{0}")]
     Runtime(String),
     /// The shim's own work on the host failed: mounting the rootfs, a terminal, a log file.
+    #[error("{0}")]
     Host(String),
-    /// A file the shim writes failed.
+    /// A file the shim writes, or a system call of its own, failed.
+    #[error("{context}: {source}")]
     Io {
         /// What the shim was doing.
         context: String,
         /// Why it failed.
+        #[source]
         source: std::io::Error,
     },
+    /// A system call the shim makes through nix failed: its errno, shown as nix names it (`EPERM: ...`).
+    #[error("{context}: {errno}")]
+    Sys {
+        /// What the shim was doing.
+        context: String,
+        /// The errno.
+        #[source]
+        errno: nix::errno::Errno,
+    },
+}
+
+/// Why a transition is refused, for [`Error::FailedPrecondition`]'s message.
+fn refusal(from: &State, to: &State) -> &'static str {
+    State::refusal(*from, *to)
 }
 
 impl Error {
@@ -66,38 +89,20 @@ impl Error {
             Error::FailedPrecondition { .. } | Error::NotRunning { .. } | Error::NoTerminal(_) => {
                 Code::FAILED_PRECONDITION
             }
-            Error::Runtime(_) | Error::Host(_) | Error::Io { .. } => Code::INTERNAL,
+            Error::Runtime(_) | Error::Host(_) | Error::Io { .. } | Error::Sys { .. } => Code::INTERNAL,
         }
     }
-}
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::NotFound(what) => write!(f, "{what} not found"),
-            Error::Finished(what) => write!(f, "{what}: process already finished"),
-            Error::AlreadyExists(what) => write!(f, "{what} already exists"),
-            Error::InvalidArgument(msg) | Error::Runtime(msg) | Error::Host(msg) => f.write_str(msg),
-            Error::FailedPrecondition { what, from, to } => write!(
-                f,
-                "{what} is {from}: {} (no transition {from} → {to})",
-                State::refusal(*from, *to)
-            ),
-            Error::NotRunning { what, state, op } => {
-                write!(f, "{what} is {state}: {op} needs a running container")
-            }
-            Error::NoTerminal(what) => write!(f, "{what} has no terminal"),
-            Error::Io { context, source } => write!(f, "{context}: {source}"),
-        }
+    /// An [`Error::Io`]: `context` and the error.
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+        let context = context.into();
+        move |source| Error::Io { context, source }
     }
-}
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io { source, .. } => Some(source),
-            _ => None,
-        }
+    /// An [`Error::Sys`]: `context` and the errno.
+    pub(crate) fn sys(context: impl Into<String>) -> impl FnOnce(nix::errno::Errno) -> Error {
+        let context = context.into();
+        move |errno| Error::Sys { context, errno }
     }
 }
 
@@ -198,5 +203,20 @@ mod tests {
         let (code, msg) = status(e);
         assert_eq!(code, Code::INTERNAL);
         assert!(msg.starts_with("writing /b/.update.json: No space left"), "{msg}");
+    }
+
+    #[test]
+    fn sys_keeps_nix_s_wording_and_its_errno() {
+        let e = Error::sys("fork")(nix::errno::Errno::EAGAIN);
+        assert!(matches!(
+            &e,
+            Error::Sys {
+                errno: nix::errno::Errno::EAGAIN,
+                ..
+            }
+        ));
+        assert!(std::error::Error::source(&e).is_some());
+        let (code, msg) = status(e);
+        assert_eq!((code, msg.as_str()), (Code::INTERNAL, "fork: EAGAIN: Try again"));
     }
 }

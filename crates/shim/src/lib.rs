@@ -39,11 +39,15 @@
 //!   the rootfs mounts, and metrics;
 //! - `events`, `publisher`: task events and their wire form, and sending them to the owner.
 //! - `task_client`: the client side of the Task API (criusd's and the tests'), one reader thread per
-//!   connection that sleeps until an answer comes.
+//!   connection that sleeps until an answer comes;
+//! - `client_error`: the client API's one typed error ([`client::Error`]; a late answer is its `Timeout`).
+//!
+//! Crates: `thiserror` derives the client's error (as in the other crates of the workspace).
 
 mod args;
 pub mod beneath;
 pub mod client;
+mod client_error;
 mod console;
 mod error;
 mod events;

@@ -37,7 +37,7 @@ fn flag(opt: &str) -> Option<(bool, MsFlags)> {
 }
 
 /// Mounts each of `mounts` on `target`, in order.
-pub(crate) fn mount_all(mounts: &[Mount], target: &Path) -> Result<(), String> {
+pub(crate) fn mount_all(mounts: &[Mount], target: &Path) -> crate::error::Result<()> {
     for m in mounts {
         let mut flags = MsFlags::empty();
         let mut data = Vec::new();
@@ -57,7 +57,12 @@ pub(crate) fn mount_all(mounts: &[Mount], target: &Path) -> Result<(), String> {
             flags,
             (!data.is_empty()).then_some(data.as_str()),
         )
-        .map_err(|e| format!("mounting {} ({}) on {}: {e}", m.source, m.kind, target.display()))?;
+        .map_err(crate::error::Error::sys(format!(
+            "mounting {} ({}) on {}",
+            m.source,
+            m.kind,
+            target.display()
+        )))?;
     }
     Ok(())
 }
@@ -65,4 +70,27 @@ pub(crate) fn mount_all(mounts: &[Mount], target: &Path) -> Result<(), String> {
 /// Unmounts whatever is mounted on `target` (all layers); nothing mounted is fine.
 pub(crate) fn unmount_all(target: &Path) {
     while umount2(target, MntFlags::MNT_DETACH).is_ok() {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    #[test]
+    fn a_failed_mount_is_a_sys_error_naming_source_type_and_target() {
+        let dir = tempfile::tempdir().unwrap();
+        // A target that does not exist: refused (ENOENT as root, EPERM otherwise) before anything is mounted.
+        let target = dir.path().join("missing");
+        let m = Mount {
+            kind: "tmpfs".into(),
+            source: "none".into(),
+            options: vec!["ro".into(), "size=4k".into()],
+            ..Default::default()
+        };
+        let e = mount_all(&[m], &target).unwrap_err();
+        assert!(matches!(e, Error::Sys { .. }), "{e:?}");
+        let prefix = format!("mounting none (tmpfs) on {}: E", target.display());
+        assert!(e.to_string().starts_with(&prefix), "{e}");
+    }
 }

@@ -2,7 +2,7 @@
 //! grows, a `/tasks/oom` event is published for the container (kubelet's "OOMKilled" comes from it).
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -48,7 +48,7 @@ impl OomWatcher {
             watched: Arc::new(Mutex::new(HashMap::new())),
         };
         let me = w.clone();
-        reactor.add(w.inotify.as_fd().as_raw_fd(), READ, move |_, _| {
+        reactor.add(w.inotify.as_fd(), READ, move |_, _| {
             me.check(&*publisher);
             Next::Keep
         })?;

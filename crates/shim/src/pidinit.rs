@@ -19,27 +19,29 @@ use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::{ForkResult, fork};
 use std::os::fd::{IntoRawFd, OwnedFd};
 
+use crate::error::{Error, Result};
+
 /// Where the empty root is mounted before the pivot: any directory would do, the mount is the holder's alone.
 const STAGE: &str = "/tmp";
 /// The uid and gid the holder ends as (`nobody`), where its user namespace maps them.
 const NOBODY: u32 = 65534;
 
 /// Makes the namespace and its init; prints the init's pid.
-pub(crate) fn start() -> Result<(), String> {
+pub(crate) fn start() -> Result<()> {
     let _ = nix::unistd::setsid();
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWPID | nix::sched::CloneFlags::CLONE_NEWNS)
-        .map_err(|e| format!("unshare(CLONE_NEWPID | CLONE_NEWNS): {e}"))?;
+        .map_err(Error::sys("unshare(CLONE_NEWPID | CLONE_NEWNS)"))?;
     let null: OwnedFd = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null")
-        .map_err(|e| format!("/dev/null: {e}"))?
+        .map_err(Error::io("/dev/null"))?
         .into();
     empty_root()?;
     drop_privileges()?;
     // SAFETY: this process is single-threaded (the shim's main, before any thread), so the child may run
     // anything.
-    match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+    match unsafe { fork() }.map_err(Error::sys("fork"))? {
         ForkResult::Parent { child } => {
             println!("{child}");
             Ok(())
@@ -50,10 +52,10 @@ pub(crate) fn start() -> Result<(), String> {
 
 /// Makes an empty read-only tmpfs this process's root, in a mount namespace of its own whose other mounts
 /// (the host's) are detached: nothing of the host is left to reach through `/proc/<pid>/root` or `cwd`.
-fn empty_root() -> Result<(), String> {
+fn empty_root() -> Result<()> {
     let none = None::<&str>;
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
-        .map_err(|e| format!("making / private: {e}"))?;
+        .map_err(Error::sys("making / private"))?;
     let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(
         Some("tmpfs"),
@@ -62,18 +64,21 @@ fn empty_root() -> Result<(), String> {
         flags,
         Some("mode=0555,size=4k"),
     )
-    .map_err(|e| format!("mounting an empty tmpfs on {STAGE}: {e}"))?;
-    nix::unistd::chdir(STAGE).map_err(|e| format!("chdir {STAGE}: {e}"))?;
+    .map_err(Error::sys(format!("mounting an empty tmpfs on {STAGE}")))?;
+    nix::unistd::chdir(STAGE).map_err(Error::sys(format!("chdir {STAGE}")))?;
     // pivot_root(".", "."): the old root ends stacked on the new one, where it is detached at once.
-    nix::unistd::pivot_root(".", ".").map_err(|e| format!("pivot_root to the empty tmpfs: {e}"))?;
-    umount2(".", MntFlags::MNT_DETACH).map_err(|e| format!("detaching the host's root: {e}"))?;
-    nix::unistd::chdir("/").map_err(|e| format!("chdir /: {e}"))
+    nix::unistd::pivot_root(".", ".").map_err(Error::sys("pivot_root to the empty tmpfs"))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(Error::sys("detaching the host's root"))?;
+    nix::unistd::chdir("/").map_err(Error::sys("chdir /"))
 }
 
 /// Drops every capability for good (no_new_privs, empty bounding and ambient sets), becomes `nobody` where
 /// that uid is mapped (else stays root of its user namespace, with nothing), and turns non-dumpable.
-fn drop_privileges() -> Result<(), String> {
-    let os = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+fn drop_privileges() -> Result<()> {
+    let os = |what: &str| Error::Io {
+        context: what.to_string(),
+        source: std::io::Error::last_os_error(),
+    };
     // SAFETY: prctl and the id calls below take integers only.
     unsafe {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
@@ -100,7 +105,7 @@ fn drop_privileges() -> Result<(), String> {
     caps::clear(None, caps::CapSet::Inheritable)
         .and_then(|()| caps::clear(None, caps::CapSet::Effective))
         .and_then(|()| caps::clear(None, caps::CapSet::Permitted))
-        .map_err(|e| format!("clearing the capability sets: {e}"))?;
+        .map_err(|e| Error::Host(format!("clearing the capability sets: {e}")))?;
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
         return Err(os("PR_SET_DUMPABLE 0"));

@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::{Arc, Mutex};
 
 use crate::reactor::{Next, READ, Reactor, WRITE};
@@ -54,20 +54,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn sink_fd(slot: &Slot) -> Option<RawFd> {
-    lock(slot).as_ref().map(|f| f.as_raw_fd())
-}
-
 /// Copies `src` to `sink` in `reactor` until `src` ends; then a descriptor sink is closed (its reader sees
 /// EOF) and a log gets the unfinished line.
-pub(crate) fn start(reactor: &Reactor, src: File, sink: Sink) -> Result<(), String> {
+pub(crate) fn start(reactor: &Reactor, src: File, sink: Sink) -> crate::error::Result<()> {
     set_nonblocking(&src);
     if let Sink::Fd(slot) = &sink
         && let Some(f) = lock(slot).as_ref()
     {
         set_nonblocking(f);
     }
-    let fd = src.as_raw_fd();
     let token = reactor.reserve();
     let pump = Arc::new(Mutex::new(Pump {
         src,
@@ -79,9 +74,11 @@ pub(crate) fn start(reactor: &Reactor, src: File, sink: Sink) -> Result<(), Stri
         eof: false,
         paused: false,
     }));
+    let watched = pump.clone();
+    let p = lock(&watched);
     reactor
-        .add_as(token, fd, READ, move |r, _| on_readable(r, &pump))
-        .map_err(|e| format!("watching a stdio stream: {e}"))
+        .add_as(token, p.src.as_fd(), READ, move |r, _| on_readable(r, &pump))
+        .map_err(crate::error::Error::io("watching a stdio stream"))
 }
 
 fn on_readable(r: &Reactor, pump: &Arc<Mutex<Pump>>) -> Next {
@@ -105,7 +102,7 @@ fn on_readable(r: &Reactor, pump: &Arc<Mutex<Pump>>) -> Next {
         Err(_) => 0,
     };
     if n == 0 {
-        r.remove(p.src.as_raw_fd());
+        r.remove(p.src.as_fd());
         p.eof = true;
         p.finish();
         return Next::Done;
@@ -124,10 +121,12 @@ fn on_readable(r: &Reactor, pump: &Arc<Mutex<Pump>>) -> Next {
             let slot = slot.clone();
             if !p.flush(&slot) {
                 // Full: stop reading (hang-ups included) until the sink drains.
-                if let Some(fd) = sink_fd(&slot) {
+                if let Some(sink) = lock(&slot).as_ref() {
                     let me = pump.clone();
-                    if r.add(fd, WRITE, move |r, _| on_writable(r, &me, fd)).is_ok() {
-                        r.pause(p.src.as_raw_fd());
+                    if r.add(sink.as_fd(), WRITE, move |r, _| on_writable(r, &me))
+                        .is_ok()
+                    {
+                        r.pause(p.src.as_fd());
                         p.paused = true;
                     } else {
                         // The sink cannot be watched: what it does not take is dropped.
@@ -141,7 +140,7 @@ fn on_readable(r: &Reactor, pump: &Arc<Mutex<Pump>>) -> Next {
     Next::Keep
 }
 
-fn on_writable(r: &Reactor, pump: &Arc<Mutex<Pump>>, fd: RawFd) -> Next {
+fn on_writable(r: &Reactor, pump: &Arc<Mutex<Pump>>) -> Next {
     let mut p = lock(pump);
     let Sink::Fd(slot) = &p.sink else {
         return Next::Done;
@@ -150,11 +149,14 @@ fn on_writable(r: &Reactor, pump: &Arc<Mutex<Pump>>, fd: RawFd) -> Next {
     if !p.flush(&slot) {
         return Next::Keep;
     }
-    r.remove(fd);
+    // A sink closed meanwhile (CloseIO) left the set with its descriptor.
+    if let Some(sink) = lock(&slot).as_ref() {
+        r.remove(sink.as_fd());
+    }
     p.paused = false;
     if p.eof {
         p.finish();
-    } else if r.resume(p.src.as_raw_fd(), p.token, READ).is_err() {
+    } else if r.resume(p.src.as_fd(), p.token, READ).is_err() {
         // Cannot happen for a descriptor that was watched; if it does, the stream ends here.
         p.eof = true;
         p.finish();

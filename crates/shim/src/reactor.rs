@@ -4,9 +4,14 @@
 //! it holds. Handlers must not block: work that does (running the OCI runtime) goes to worker threads.
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 
 /// Readable (level-triggered).
 pub(crate) const READ: u32 = libc::EPOLLIN as u32;
@@ -26,8 +31,8 @@ type Handler = Box<dyn FnMut(&Reactor, u32) -> Next + Send>;
 
 /// The loop; shared with an `Arc`, driven by one thread.
 pub(crate) struct Reactor {
-    epoll: OwnedFd,
-    wake: OwnedFd,
+    epoll: Epoll,
+    wake: EventFd,
     handlers: Mutex<HashMap<u64, Handler>>,
     next: AtomicU64,
     stopped: AtomicBool,
@@ -35,27 +40,18 @@ pub(crate) struct Reactor {
 
 const WAKE: u64 = 0;
 
-fn check(r: libc::c_int, what: &str) -> std::io::Result<libc::c_int> {
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(std::io::Error::new(e.kind(), format!("{what}: {e}")));
-    }
-    Ok(r)
+/// `e` as an I/O error saying what failed.
+fn os(what: &str, e: nix::Error) -> std::io::Error {
+    let e = std::io::Error::from(e);
+    std::io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
 impl Reactor {
     /// An empty loop.
     pub(crate) fn new() -> std::io::Result<Arc<Reactor>> {
-        // SAFETY: plain syscalls; the results are checked and owned at once.
-        let epoll =
-            unsafe { OwnedFd::from_raw_fd(check(libc::epoll_create1(libc::EPOLL_CLOEXEC), "epoll")?) };
-        // SAFETY: as above.
-        let wake = unsafe {
-            OwnedFd::from_raw_fd(check(
-                libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK),
-                "eventfd",
-            )?)
-        };
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| os("epoll", e))?;
+        let wake = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+            .map_err(|e| os("eventfd", e))?;
         let r = Reactor {
             epoll,
             wake,
@@ -63,25 +59,20 @@ impl Reactor {
             next: AtomicU64::new(WAKE + 1),
             stopped: AtomicBool::new(false),
         };
-        r.ctl(libc::EPOLL_CTL_ADD, r.wake.as_raw_fd(), READ, WAKE)?;
+        r.watch(r.wake.as_fd(), READ, WAKE)?;
         Ok(Arc::new(r))
     }
 
-    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> std::io::Result<()> {
-        let mut ev = libc::epoll_event { events, u64: token };
-        // SAFETY: epoll_ctl with a valid event struct.
-        check(
-            unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), op, fd, &mut ev) },
-            "epoll_ctl",
-        )
-        .map(drop)
+    fn watch(&self, fd: BorrowedFd<'_>, events: u32, token: u64) -> std::io::Result<()> {
+        let ev = EpollEvent::new(EpollFlags::from_bits_retain(events as _), token);
+        self.epoll.add(fd, ev).map_err(|e| os("epoll_ctl", e))
     }
 
     /// Calls `handler` on the loop thread whenever `fd` is ready for `events`; returns the registration's
     /// token (for [`Reactor::resume`]). The caller keeps `fd` open until it removes it.
     pub(crate) fn add(
         &self,
-        fd: RawFd,
+        fd: BorrowedFd<'_>,
         events: u32,
         handler: impl FnMut(&Reactor, u32) -> Next + Send + 'static,
     ) -> std::io::Result<u64> {
@@ -99,12 +90,12 @@ impl Reactor {
     pub(crate) fn add_as(
         &self,
         token: u64,
-        fd: RawFd,
+        fd: BorrowedFd<'_>,
         events: u32,
         handler: impl FnMut(&Reactor, u32) -> Next + Send + 'static,
     ) -> std::io::Result<()> {
         self.lock().insert(token, Box::new(handler));
-        if let Err(e) = self.ctl(libc::EPOLL_CTL_ADD, fd, events, token) {
+        if let Err(e) = self.watch(fd, events, token) {
             self.lock().remove(&token);
             return Err(e);
         }
@@ -112,19 +103,19 @@ impl Reactor {
     }
 
     /// Watches `fd` again under `token` after [`Reactor::pause`] (its handler was kept).
-    pub(crate) fn resume(&self, fd: RawFd, token: u64, events: u32) -> std::io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_ADD, fd, events, token)
+    pub(crate) fn resume(&self, fd: BorrowedFd<'_>, token: u64, events: u32) -> std::io::Result<()> {
+        self.watch(fd, events, token)
     }
 
     /// Stops watching `fd` but keeps its handler (to [`Reactor::resume`] it). Unlike a zero event mask, this
     /// also silences hang-ups, which epoll reports whatever the mask.
-    pub(crate) fn pause(&self, fd: RawFd) {
-        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
+    pub(crate) fn pause(&self, fd: BorrowedFd<'_>) {
+        let _ = self.epoll.delete(fd);
     }
 
     /// Stops watching `fd` (its handler should then return [`Next::Done`]).
-    pub(crate) fn remove(&self, fd: RawFd) {
-        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
+    pub(crate) fn remove(&self, fd: BorrowedFd<'_>) {
+        let _ = self.epoll.delete(fd);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Handler>> {
@@ -137,33 +128,24 @@ impl Reactor {
         delay: std::time::Duration,
         f: impl FnOnce(&Reactor) + Send + 'static,
     ) -> std::io::Result<()> {
-        // SAFETY: plain syscalls; the descriptor is owned at once.
-        let fd = unsafe {
-            OwnedFd::from_raw_fd(check(
-                libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC | libc::TFD_NONBLOCK),
-                "timerfd",
-            )?)
-        };
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: delay.as_secs() as libc::time_t,
-                // A zero value would disarm the timer: at least 1 ns.
-                tv_nsec: (delay.subsec_nanos().max(1)) as libc::c_long,
-            },
-        };
-        check(
-            // SAFETY: arming our own timer with a valid spec.
-            unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) },
-            "timerfd_settime",
-        )?;
+        let timer = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_CLOEXEC | TimerFlags::TFD_NONBLOCK,
+        )
+        .map_err(|e| os("timerfd", e))?;
+        // A zero value would disarm the timer: at least 1 ns.
+        let delay = delay.max(std::time::Duration::from_nanos(1));
+        timer
+            .set(
+                Expiration::OneShot(TimeSpec::from_duration(delay)),
+                TimerSetTimeFlags::empty(),
+            )
+            .map_err(|e| os("timerfd_settime", e))?;
         let mut f = Some(f);
-        let raw = fd.as_raw_fd();
-        self.add(raw, READ, move |r, _| {
-            r.remove(fd.as_raw_fd());
+        let timer = Arc::new(timer);
+        let held = timer.clone();
+        self.add(timer.as_fd(), READ, move |r, _| {
+            r.remove(held.as_fd());
             if let Some(f) = f.take() {
                 f(r);
             }
@@ -175,36 +157,21 @@ impl Reactor {
     /// Makes [`Reactor::run`] return; callable from any thread.
     pub(crate) fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: an 8-byte write to our eventfd.
-        unsafe {
-            libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8);
-        }
+        let _ = self.wake.write(1);
     }
 
     /// Handles ready descriptors until [`Reactor::stop`].
     pub(crate) fn run(&self) {
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
+        let mut events = [EpollEvent::empty(); 32];
         while !self.stopped.load(Ordering::SeqCst) {
-            // SAFETY: the buffer outlives the call and its length is passed.
-            let n = unsafe {
-                libc::epoll_wait(
-                    self.epoll.as_raw_fd(),
-                    events.as_mut_ptr(),
-                    events.len() as i32,
-                    -1,
-                )
-            };
-            if n < 0 {
-                // EINTR: a signal (SIGCHLD) arrived; its pipe is in the set.
+            // EINTR: a signal (SIGCHLD) arrived; its pipe is in the set.
+            let Ok(n) = self.epoll.wait(&mut events, EpollTimeout::NONE) else {
                 continue;
-            }
-            for ev in &events[..n as usize] {
-                let (token, ready) = (ev.u64, ev.events);
+            };
+            for ev in &events[..n] {
+                let (token, ready) = (ev.data(), ev.events().bits() as u32);
                 if token == WAKE {
-                    let mut b = [0u8; 8];
-                    // SAFETY: reading the eventfd's counter.
-                    unsafe { libc::read(self.wake.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
+                    let _ = self.wake.read();
                     continue;
                 }
                 // Taken out while it runs, so it may register others.
@@ -231,13 +198,14 @@ mod tests {
         rd.set_nonblocking(true).unwrap();
         let got = Arc::new(Mutex::new(Vec::new()));
         let seen = got.clone();
-        let fd = rd.as_raw_fd();
-        r.add(fd, READ, move |r, _| {
+        let rd = Arc::new(rd);
+        let held = rd.clone();
+        r.add(rd.as_fd(), READ, move |r, _| {
             let mut b = [0u8; 16];
-            let n = (&rd).read(&mut b).unwrap_or(0);
+            let n = (&*held).read(&mut b).unwrap_or(0);
             seen.lock().unwrap().extend_from_slice(&b[..n]);
             if n == 0 || b[..n].contains(&b'!') {
-                r.remove(rd.as_raw_fd());
+                r.remove(held.as_fd());
                 r.stop();
                 return Next::Done;
             }

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsRawFd, IntoRawFd};
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
@@ -114,7 +114,7 @@ impl Reaper {
     /// Reaps in `reactor`, on each SIGCHLD.
     pub(crate) fn attach(&self, reactor: &Reactor) -> std::io::Result<()> {
         let me = self.clone();
-        reactor.add(self.signals.as_raw_fd(), READ, move |_, _| {
+        reactor.add(self.signals.as_fd(), READ, move |_, _| {
             me.reap();
             Next::Keep
         })?;

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crius_common::sealed::Handed;
 
+use crate::error::{Error, Result};
 use crate::reaper::Reaper;
 
 /// A runtime binary with its state root.
@@ -97,8 +98,9 @@ impl Runtime {
     }
 
     /// Runs `<binary> --root R --log L --log-format json <args>` in `scratch` (a directory for its output),
-    /// with `io` as its stdio if given; returns its stdout. A failure carries the runtime's own error message.
-    pub(crate) fn run(&self, args: &[&str], io: Option<ChildIo>, scratch: &Path) -> Result<String, String> {
+    /// with `io` as its stdio if given; returns its stdout. A failure of the runtime is [`Error::Runtime`] with
+    /// its own error message; one to run it at all, [`Error::Io`].
+    pub(crate) fn run(&self, args: &[&str], io: Option<ChildIo>, scratch: &Path) -> Result<String> {
         static N: AtomicU64 = AtomicU64::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
         let log = scratch.join(format!(".runtime-{n}.log"));
@@ -124,12 +126,12 @@ impl Runtime {
                 }
                 None => {
                     let f =
-                        crius_common::private::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-                    let e = f.try_clone().map_err(|e| e.to_string())?;
+                        crius_common::private::create(&out).map_err(Error::io(out.display().to_string()))?;
+                    let e = f.try_clone().map_err(Error::io(out.display().to_string()))?;
                     cmd.stdin(Stdio::null()).stdout(f).stderr(e);
                 }
             }
-            let child = cmd.spawn().map_err(|e| format!("{shown}: {e}"))?;
+            let child = cmd.spawn().map_err(Error::io(shown.clone()))?;
             drop(cmd);
             let exit = self.reaper.wait(child.id() as i32);
             let stdout = std::fs::read_to_string(&out).unwrap_or_default();
@@ -146,11 +148,11 @@ impl Runtime {
             if why.is_empty() && !stdout.trim().is_empty() {
                 why.push(stdout.trim().to_string());
             }
-            Err(format!(
+            Err(Error::Runtime(format!(
                 "{shown}: exit status {}: {}",
                 exit.status,
                 why.join("; ")
-            ))
+            )))
         })();
         let _ = std::fs::remove_file(&log);
         let _ = std::fs::remove_file(&out);

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -188,8 +188,10 @@ impl Server {
     pub(crate) fn listen(self: &Arc<Self>, reactor: &Reactor, listener: UnixListener) -> std::io::Result<()> {
         listener.set_nonblocking(true)?;
         let me = self.clone();
-        reactor.add(listener.as_raw_fd(), READ, move |r, _| {
-            while let Ok((stream, _)) = listener.accept() {
+        let listener = Arc::new(listener);
+        let held = listener.clone();
+        reactor.add(listener.as_fd(), READ, move |r, _| {
+            while let Ok((stream, _)) = held.accept() {
                 if let Err(e) = same_user(&stream) {
                     eprintln!("containerd-shim-crius-v2: a ttrpc connection refused: {e}");
                     continue;
@@ -214,7 +216,7 @@ impl Server {
         let me = self.clone();
         let mut buf: Vec<u8> = Vec::new();
         let c = conn.clone();
-        reactor.add(conn.stream.as_raw_fd(), READ, move |r, _| {
+        reactor.add(conn.stream.as_fd(), READ, move |r, _| {
             let fd = c.stream.as_raw_fd();
             let mut chunk = [0u8; 16 * 1024];
             // SAFETY: recv into a local buffer of the given length.
@@ -223,7 +225,7 @@ impl Server {
                 return Next::Keep;
             }
             if n <= 0 {
-                r.remove(fd);
+                r.remove(c.stream.as_fd());
                 return Next::Done;
             }
             buf.extend_from_slice(&chunk[..n as usize]);
@@ -234,7 +236,7 @@ impl Server {
                     Ok(None) => return Next::Keep,
                     Err(e) => {
                         eprintln!("containerd-shim-crius-v2: closing a connection: {e}");
-                        r.remove(fd);
+                        r.remove(c.stream.as_fd());
                         return Next::Done;
                     }
                 }

@@ -2,7 +2,7 @@
 //! after a shim that is gone), and serving (the long-lived process).
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, IntoRawFd};
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
@@ -43,7 +43,7 @@ pub(crate) fn run(args: impl IntoIterator<Item = String>) -> i32 {
     let r = match flags.action.as_str() {
         "start" => start(&flags),
         "delete" => delete(&flags),
-        "pid-init" => crate::pidinit::start(),
+        "pid-init" => crate::pidinit::start().map_err(|e| e.to_string()),
         "" => serve(&flags),
         other => Err(format!("unknown action {other:?}: use start, delete or pid-init")),
     };
@@ -130,9 +130,11 @@ fn launch(f: &Flags, address: &str) -> Result<(), String> {
 
 /// Makes `dir` (a directory of sockets: the shims', their console sockets) 0700, an existing one tightened:
 /// nobody but root reaches a socket in it.
-pub(crate) fn private_dir(dir: &Path) -> Result<(), String> {
-    crius_common::private::dir_all_tightened(dir)
-        .map_err(|e| format!("creating {} (0700): {e}", dir.display()))
+pub(crate) fn private_dir(dir: &Path) -> crate::error::Result<()> {
+    crius_common::private::dir_all_tightened(dir).map_err(crate::error::Error::io(format!(
+        "creating {} (0700)",
+        dir.display()
+    )))
 }
 
 trait NonBlock {
@@ -155,7 +157,7 @@ fn serve(f: &Flags) -> Result<(), String> {
     }
     let path = socket_path(&f.socket);
     if let Some(dir) = path.parent() {
-        private_dir(dir)?;
+        private_dir(dir).map_err(|e| e.to_string())?;
     }
     let listener = match UnixListener::bind(&path) {
         Ok(l) => l,
@@ -183,12 +185,13 @@ fn serve(f: &Flags) -> Result<(), String> {
     // SIGTERM (a node shutting down, an operator) ends the shim only once it holds no container: the
     // containers outlive everything but their own deletion. A handler (reset by exec, so no child inherits
     // anything) writes to a pipe in the loop; blocking the signal instead would be inherited.
-    let term = term_pipe()?;
+    let term = Arc::new(term_pipe()?);
+    let held = term.clone();
     let on_term = tasks.clone();
     reactor
-        .add(term.as_raw_fd(), READ, move |_, _| {
+        .add(term.as_fd(), READ, move |_, _| {
             let mut byte = [0u8; 16];
-            while (&term).read(&mut byte).is_ok_and(|n| n > 0) {}
+            while (&*held).read(&mut byte).is_ok_and(|n| n > 0) {}
             if !on_term.finish_if_empty() {
                 eprintln!("containerd-shim-crius-v2: SIGTERM ignored: containers are still running");
             }

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use crate::error::{Error, Result};
 use crate::pump::{self, Sink, Slot};
 use crate::reactor::Reactor;
 use crate::runtime::ChildIo;
@@ -45,7 +46,7 @@ pub(crate) struct CriLog {
 /// Opens (appending, creating it 0640) the log `path` names: `DIR//REL` is REL beneath DIR, REL's
 /// directories made and no symlink in REL followed (see [`crate::beneath`]); a path without `//` is its file
 /// name beneath its parent (made when missing), the file itself not followed if a symlink.
-fn open_log(path: &Path) -> Result<File, String> {
+fn open_log(path: &Path) -> Result<File> {
     let raw = path.as_os_str().as_bytes();
     let (base, rel) = match raw.windows(2).rposition(|w| w == b"//") {
         Some(at) => (
@@ -57,16 +58,17 @@ fn open_log(path: &Path) -> Result<File, String> {
                 .parent()
                 .filter(|d| !d.as_os_str().is_empty())
                 .unwrap_or(Path::new("."));
-            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
             (dir, Path::new(path.file_name().unwrap_or_default()))
         }
     };
-    crate::beneath::open_append(base, rel, 0o640).map_err(|e| format!("opening log {}: {e}", path.display()))
+    crate::beneath::open_append(base, rel, 0o640)
+        .map_err(Error::io(format!("opening log {}", path.display())))
 }
 
 impl CriLog {
     /// Opens (appending) the log at `path`.
-    pub(crate) fn open(path: &Path) -> Result<Arc<CriLog>, String> {
+    pub(crate) fn open(path: &Path) -> Result<Arc<CriLog>> {
         Ok(Arc::new(CriLog {
             path: path.to_path_buf(),
             file: Mutex::new(open_log(path)?),
@@ -76,7 +78,7 @@ impl CriLog {
 
     /// Opens the log a stdout path names: `crius-log://PATH` or `crius-attach-log://PATH` (capped); None for
     /// another path (a FIFO).
-    pub(crate) fn from_stdout(stdout: &str) -> Option<Result<Arc<CriLog>, String>> {
+    pub(crate) fn from_stdout(stdout: &str) -> Option<Result<Arc<CriLog>>> {
         if let Some(p) = stdout.strip_prefix(CRI_LOG_SCHEME) {
             return Some(CriLog::open(Path::new(p)));
         }
@@ -91,7 +93,7 @@ impl CriLog {
     }
 
     /// Reopens the file at its path (kubelet renamed the old one).
-    pub(crate) fn reopen(&self) -> Result<(), String> {
+    pub(crate) fn reopen(&self) -> Result<()> {
         let f = open_log(&self.path)?;
         *self.file.lock().unwrap_or_else(|p| p.into_inner()) = f;
         Ok(())
@@ -187,14 +189,14 @@ pub(crate) struct ProcessIo {
     pub(crate) hold_stdin: bool,
 }
 
-fn pipe() -> Result<(File, File), String> {
-    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+fn pipe() -> Result<(File, File)> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(Error::sys("pipe"))?;
     Ok((File::from(r), File::from(w)))
 }
 
 /// Opens a FIFO for writing without blocking on a missing reader (then falls back to read-write, which keeps
 /// it open for a reader that comes later).
-fn open_fifo_write(path: &str) -> Result<File, String> {
+fn open_fifo_write(path: &str) -> Result<File> {
     OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -206,18 +208,18 @@ fn open_fifo_write(path: &str) -> Result<File, String> {
                 .custom_flags(libc::O_NONBLOCK)
                 .open(path)
         })
-        .map_err(|e| format!("opening {path}: {e}"))
+        .map_err(Error::io(format!("opening {path}")))
 }
 
 /// Opens a FIFO for reading; `hold` opens it read-write, so that the FIFO never reads EOF when a writer
 /// leaves (a container's stdin outlives each attach; CloseIO ends it).
-fn open_fifo_read(path: &str, hold: bool) -> Result<File, String> {
+fn open_fifo_read(path: &str, hold: bool) -> Result<File> {
     OpenOptions::new()
         .read(true)
         .write(hold)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| format!("opening {path}: {e}"))
+        .map_err(Error::io(format!("opening {path}")))
 }
 
 fn slot(f: File) -> Slot {
@@ -235,8 +237,8 @@ pub(crate) fn terminal_paths(stdin: &str, stdout: &str, stderr: &str) -> Process
 }
 
 /// Connects a terminal's `master` to the process's stdout (FIFO or CRI log) and stdin FIFO.
-pub(crate) fn attach_terminal(reactor: &Reactor, io: &mut ProcessIo, master: File) -> Result<(), String> {
-    let dup = |m: &File| m.try_clone().map_err(|e| format!("terminal: {e}"));
+pub(crate) fn attach_terminal(reactor: &Reactor, io: &mut ProcessIo, master: File) -> Result<()> {
+    let dup = |m: &File| m.try_clone().map_err(Error::io("terminal"));
     if let Some(log) = CriLog::from_stdout(&io.stdout_path) {
         let log = log?;
         io.log = Some(log.clone());
@@ -261,7 +263,7 @@ pub(crate) fn setup(
     stdout: &str,
     stderr: &str,
     hold_stdin: bool,
-) -> Result<(ChildIo, ProcessIo), String> {
+) -> Result<(ChildIo, ProcessIo)> {
     let mut child = ChildIo::default();
     let mut io = ProcessIo {
         hold_stdin,

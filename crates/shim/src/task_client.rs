@@ -5,8 +5,8 @@
 //! as long as the pod lives.) Dropping the last handle shuts the socket down, which ends the reader.
 //!
 //! The methods are those of the generated client of `containerd-shim-protos`, with the same signatures, so
-//! callers are written as against it. A call's deadline is the context's: past it the call returns an
-//! `Others` error starting with [`LATE`], and its answer, if one comes, is dropped.
+//! callers are written as against it, except for the error: [`Error`], whose [`Error::Timeout`] is a call
+//! whose deadline (the context's) passed; its answer, if one comes, is dropped.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -20,11 +20,11 @@ use containerd_shim_protos::api;
 use containerd_shim_protos::protobuf::Message;
 use containerd_shim_protos::ttrpc::{self, Code, Request, Response, context::Context};
 
+use crate::client_error::{Error, Result};
+
 use crate::server::{MAX_FRAME, TYPE_REQUEST, TYPE_RESPONSE, WRITE_TIMEOUT, frame, take_frame};
 
 const SERVICE: &str = "containerd.task.v2.Task";
-/// How an error from a call whose deadline passed starts.
-pub const LATE: &str = "no answer within the call's deadline";
 /// The reader thread's stack: it only reads frames and decodes their envelope.
 const READER_STACK: usize = 128 * 1024;
 
@@ -63,14 +63,10 @@ impl Conn {
         self.calls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn closed(&self) -> ttrpc::Error {
+    fn closed(&self) -> Error {
         let why = self.calls().closed.clone();
-        ttrpc::Error::Socket(why.unwrap_or_else(|| "the connection ended".into()))
+        Error::Closed(why.unwrap_or_else(|| "the connection ended".into()))
     }
-}
-
-fn others(what: String) -> ttrpc::Error {
-    ttrpc::Error::Others(what)
 }
 
 /// Reads answers until the connection ends, then fails the calls still waiting.
@@ -140,12 +136,7 @@ impl TaskClient {
     }
 
     /// Calls `method` with `req`, and waits for its answer until the context's deadline (none: no limit).
-    fn call<Req: Message, Resp: Message>(
-        &self,
-        ctx: Context,
-        method: &str,
-        req: &Req,
-    ) -> ttrpc::Result<Resp> {
+    fn call<Req: Message, Resp: Message>(&self, ctx: Context, method: &str, req: &Req) -> Result<Resp> {
         let conn = &self.handle.0;
         let mut r = Request::new();
         r.set_service(SERVICE.into());
@@ -154,12 +145,12 @@ impl TaskClient {
         r.metadata = ttrpc::context::to_pb(ctx.metadata);
         r.payload = req
             .write_to_bytes()
-            .map_err(|e| others(format!("encoding {method}: {e}")))?;
+            .map_err(|e| Error::Protocol(format!("encoding {method}: {e}")))?;
         let bytes = r
             .write_to_bytes()
-            .map_err(|e| others(format!("encoding {method}: {e}")))?;
+            .map_err(|e| Error::Protocol(format!("encoding {method}: {e}")))?;
         if bytes.len() > MAX_FRAME {
-            return Err(others(format!(
+            return Err(Error::Protocol(format!(
                 "{method}: a {}-byte request is over ttrpc's {MAX_FRAME}",
                 bytes.len()
             )));
@@ -181,7 +172,7 @@ impl TaskClient {
                 conn.calls().waiting.remove(&id);
                 // A write cut short leaves half a frame: the connection cannot be used again.
                 let _ = conn.stream.shutdown(Shutdown::Both);
-                return Err(ttrpc::Error::Socket(format!("sending {method}: {e}")));
+                return Err(Error::Closed(format!("sending {method}: {e}")));
             }
             id
         };
@@ -191,7 +182,10 @@ impl TaskClient {
                 Ok(res) => res,
                 Err(RecvTimeoutError::Timeout) => {
                     conn.calls().waiting.remove(&id);
-                    return Err(others(format!("{LATE} ({d:?}) for {method}")));
+                    return Err(Error::Timeout {
+                        method: method.to_string(),
+                        deadline: d,
+                    });
                 }
                 Err(RecvTimeoutError::Disconnected) => return Err(conn.closed()),
             }
@@ -201,10 +195,13 @@ impl TaskClient {
         if let Some(status) = answer.status.as_ref()
             && status.code() != Code::OK
         {
-            return Err(ttrpc::Error::RpcStatus(status.clone()));
+            return Err(Error::Refused {
+                code: status.code(),
+                message: status.message().to_string(),
+            });
         }
         Resp::parse_from_bytes(&answer.payload)
-            .map_err(|e| others(format!("decoding the answer to {method}: {e}")))
+            .map_err(|e| Error::Protocol(format!("decoding the answer to {method}: {e}")))
     }
 }
 
@@ -213,7 +210,7 @@ macro_rules! methods {
         impl TaskClient {
             $(
                 #[doc = concat!("The Task API's `", $wire, "`.")]
-                pub fn $name(&self, ctx: Context, req: &api::$req) -> ttrpc::Result<$resp> {
+                pub fn $name(&self, ctx: Context, req: &api::$req) -> Result<$resp> {
                     self.call(ctx, $wire, req)
                 }
             )*

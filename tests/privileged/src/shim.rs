@@ -127,7 +127,7 @@ pub fn pod_bundle(args: &[&str], pod: &str) -> Bundle {
 }
 
 /// Create of `id` from bundle `b`, its stdout to `stdout`: the task's pid.
-pub fn create(c: &client::TaskClient, id: &str, b: &Bundle, stdout: &str) -> ttrpc::Result<u32> {
+pub fn create(c: &client::TaskClient, id: &str, b: &Bundle, stdout: &str) -> client::Result<u32> {
     let req = api::CreateTaskRequest {
         id: id.into(),
         bundle: b.path().display().to_string(),
@@ -138,7 +138,7 @@ pub fn create(c: &client::TaskClient, id: &str, b: &Bundle, stdout: &str) -> ttr
 }
 
 /// Start: the task's pid.
-pub fn start(c: &client::TaskClient, id: &str) -> ttrpc::Result<u32> {
+pub fn start(c: &client::TaskClient, id: &str) -> client::Result<u32> {
     let req = api::StartRequest {
         id: id.into(),
         ..Default::default()
@@ -147,7 +147,7 @@ pub fn start(c: &client::TaskClient, id: &str) -> ttrpc::Result<u32> {
 }
 
 /// State.
-pub fn state(c: &client::TaskClient, id: &str) -> ttrpc::Result<api::StateResponse> {
+pub fn state(c: &client::TaskClient, id: &str) -> client::Result<api::StateResponse> {
     let req = api::StateRequest {
         id: id.into(),
         ..Default::default()
@@ -175,7 +175,7 @@ pub fn kill(c: &client::TaskClient, id: &str, signal: u32) {
 }
 
 /// Delete.
-pub fn delete(c: &client::TaskClient, id: &str) -> ttrpc::Result<api::DeleteResponse> {
+pub fn delete(c: &client::TaskClient, id: &str) -> client::Result<api::DeleteResponse> {
     let req = api::DeleteRequest {
         id: id.into(),
         ..Default::default()
@@ -184,9 +184,9 @@ pub fn delete(c: &client::TaskClient, id: &str) -> ttrpc::Result<api::DeleteResp
 }
 
 /// The status code and message of a call that must have failed with one.
-pub fn code(r: ttrpc::Result<impl std::fmt::Debug>) -> (Code, String) {
+pub fn code(r: client::Result<impl std::fmt::Debug>) -> (Code, String) {
     match r {
-        Err(ttrpc::Error::RpcStatus(s)) => (s.code(), s.message().to_string()),
+        Err(client::Error::Refused { code, message }) => (code, message),
         other => panic!("expected an error status, got {other:?}"),
     }
 }

@@ -575,7 +575,7 @@ fn pending_waits_hold_no_thread_and_end_with_their_process_or_its_delete() {
     for r in &results[..5] {
         assert_eq!(r.as_ref().unwrap().exit_status, 137);
     }
-    let (code_, msg) = code(results[5].clone());
+    let (code_, msg) = code(results.into_iter().nth(5).expect("six waits"));
     assert_eq!(code_, Code::NOT_FOUND, "{msg}");
     assert!(msg.contains("deleted"), "{msg}");
 

@@ -14,7 +14,6 @@ use crius_test_support::containerd::Containerd;
 use crius_test_support::{image, require_pure_cgroup_v2, unique};
 use protos::api;
 use protos::protobuf::Message;
-use protos::ttrpc;
 
 /// The cgroup v2 directory of process `pid`.
 fn cgroup_of(pid: u32) -> PathBuf {
@@ -38,7 +37,7 @@ fn update_memory(
     c: &client::TaskClient,
     id: &str,
     resources: serde_json::Value,
-) -> ttrpc::Result<api::Empty> {
+) -> client::Result<api::Empty> {
     let req = api::UpdateTaskRequest {
         id: id.into(),
         resources: Some(protos::protobuf::well_known_types::any::Any {

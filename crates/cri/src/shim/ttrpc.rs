@@ -47,11 +47,11 @@ pub struct TtrpcShims {
     watch: Watch,
 }
 
-/// A ttrpc failure, classified: the shim's status; a deadline that passed; or no shim to talk to.
-fn classify(e: ttrpc::Error, deadline: Duration) -> ShimError {
+/// A client failure, classified: the shim's status; a deadline that passed; or no shim to talk to.
+fn classify(e: client::Error, deadline: Duration) -> ShimError {
     match e {
-        ttrpc::Error::RpcStatus(s) => {
-            let code = match s.code() {
+        client::Error::Refused { code, message } => {
+            let code = match code {
                 ttrpc::Code::NOT_FOUND => ShimCode::NotFound,
                 ttrpc::Code::ALREADY_EXISTS => ShimCode::AlreadyExists,
                 ttrpc::Code::FAILED_PRECONDITION => ShimCode::FailedPrecondition,
@@ -59,13 +59,10 @@ fn classify(e: ttrpc::Error, deadline: Duration) -> ShimError {
                 ttrpc::Code::DEADLINE_EXCEEDED => ShimCode::DeadlineExceeded,
                 _ => ShimCode::Other,
             };
-            ShimError::Refused {
-                code,
-                message: s.message().to_string(),
-            }
+            ShimError::Refused { code, message }
         }
         // The client's own deadline (the connection is fine, the answer is late).
-        ttrpc::Error::Others(m) if m.starts_with(client::LATE) => ShimError::Timeout(deadline),
+        client::Error::Timeout { .. } => ShimError::Timeout(deadline),
         other => ShimError::Unreachable(other.to_string()),
     }
 }
@@ -166,10 +163,10 @@ impl TtrpcShims {
                 bundle,
                 self.runtime.as_ref().map(|(_, h)| h),
             )
-            .map_err(ShimError::Start)?,
+            .map_err(|e| ShimError::Start(e.to_string()))?,
             None => client::socket_address(&self.setup.owner, NAMESPACE, sandbox),
         };
-        let c = client::connect(&address).map_err(ShimError::Unreachable)?;
+        let c = client::connect(&address).map_err(|e| ShimError::Unreachable(e.to_string()))?;
         self.watch.add(sandbox, &address);
         self.conns().insert(sandbox.to_string(), c.clone());
         Ok(c)
@@ -200,7 +197,7 @@ impl TtrpcShims {
         sandbox: &str,
         d: Duration,
         start_for: Option<(&str, &Path)>,
-        f: impl Fn(&TaskClient, ttrpc::context::Context) -> Result<T, ttrpc::Error>,
+        f: impl Fn(&TaskClient, ttrpc::context::Context) -> client::Result<T>,
     ) -> ShimResult<T> {
         let once = || {
             self.connect(sandbox, start_for)
@@ -435,7 +432,7 @@ impl ShimClient for TtrpcShims {
                     at_ns: e.exited_at_ns,
                 })
             })
-            .map_err(ShimError::Unreachable),
+            .map_err(|e| ShimError::Unreachable(e.to_string())),
             Err(e) => Err(e),
         }
     }
@@ -449,13 +446,19 @@ mod tests {
     fn a_late_answer_is_a_timeout_and_a_broken_connection_is_unreachable() {
         let d = Duration::from_secs(2);
         // What the client returns when the deadline passes.
-        let late = ttrpc::Error::Others(format!("{} (2s) for Kill", client::LATE));
+        let late = client::Error::Timeout {
+            method: "Kill".into(),
+            deadline: d,
+        };
         assert!(matches!(classify(late, d), ShimError::Timeout(t) if t == d));
-        let gone = ttrpc::Error::Socket("the shim closed the connection".into());
+        let gone = client::Error::Closed("the shim closed the connection".into());
         assert!(matches!(classify(gone, d), ShimError::Unreachable(_)));
-        let undecodable = ttrpc::Error::Others("decoding the answer to State: bad".into());
+        let undecodable = client::Error::Protocol("decoding the answer to State: bad".into());
         assert!(matches!(classify(undecodable, d), ShimError::Unreachable(_)));
-        let refused = ttrpc::Error::RpcStatus(ttrpc::get_status(ttrpc::Code::NOT_FOUND, "no such task"));
+        let refused = client::Error::Refused {
+            code: ttrpc::Code::NOT_FOUND,
+            message: "no such task".into(),
+        };
         assert!(classify(refused, d).is_not_found());
     }
 }

@@ -57,7 +57,7 @@ impl Tasks {
                 }
                 Ok(())
             });
-            return Err(Error::Runtime(e));
+            return Err(e);
         }
         let container_id = id.to_string();
         self.publish(if pause {
@@ -81,9 +81,7 @@ impl Tasks {
     /// Pids: the processes of container `id`, as its runtime lists them.
     pub(crate) fn pids(&self, id: &str) -> Result<Vec<u32>> {
         let (runtime, bundle) = self.runtime_of(id)?;
-        let out = runtime
-            .run(&["ps", "--format", "json", id], None, &bundle)
-            .map_err(Error::Runtime)?;
+        let out = runtime.run(&["ps", "--format", "json", id], None, &bundle)?;
         serde_json::from_str(out.trim())
             .map_err(|e| Error::Runtime(format!("runtime ps output {out:?}: {e}")))
     }
@@ -104,7 +102,7 @@ impl Tasks {
         let Some(master) = console else {
             return Err(Error::NoTerminal(super::process_name(id, exec_id)));
         };
-        crate::console::resize(&master, width, height).map_err(Error::Host)
+        crate::console::resize(&master, width, height)
     }
 
     /// Update of container `id`: `reopen_logs` reopens its CRI log files (kubelet rotated them);
@@ -117,7 +115,7 @@ impl Tasks {
         })?;
         if reopen_logs {
             for l in logs {
-                l.reopen().map_err(Error::Host)?;
+                l.reopen()?;
             }
         }
         if let Some(res) = resources {
@@ -129,7 +127,7 @@ impl Tasks {
             let f = file.display().to_string();
             let r = runtime.run(&["update", "--resources", &f, id], None, &bundle);
             let _ = std::fs::remove_file(&file);
-            r.map_err(Error::Runtime)?;
+            r?;
         }
         Ok(())
     }
@@ -137,9 +135,7 @@ impl Tasks {
     /// Stats: the `data` of the runtime's `events --stats` for container `id` (runc's layout).
     pub(crate) fn stats(&self, id: &str) -> Result<serde_json::Value> {
         let (runtime, bundle) = self.runtime_of(id)?;
-        let out = runtime
-            .run(&["events", "--stats", id], None, &bundle)
-            .map_err(Error::Runtime)?;
+        let out = runtime.run(&["events", "--stats", id], None, &bundle)?;
         let mut v: serde_json::Value = serde_json::from_str(out.trim())
             .map_err(|e| Error::Runtime(format!("runtime stats output: {e}")))?;
         Ok(v["data"].take())

@@ -359,10 +359,7 @@ impl Tasks {
             Ok((c.runtime.clone(), c.bundle.clone(), exec))
         })?;
         let ran = match exec {
-            None => runtime
-                .run(&["start", id], None, &bundle)
-                .map(|_| None)
-                .map_err(Error::Runtime),
+            None => runtime.run(&["start", id], None, &bundle).map(|_| None),
             Some((spec, stdio, terminal)) => self
                 .run_exec(&runtime, &bundle, id, exec_id, &spec, &stdio, terminal)
                 .map(Some),
@@ -467,7 +464,7 @@ impl Tasks {
                 args.push("--all");
             }
             args.extend([id, sig.as_str()]);
-            runtime.run(&args, None, &bundle).map_err(Error::Runtime)?;
+            runtime.run(&args, None, &bundle)?;
         } else if pid != 0 {
             let sig = nix::sys::signal::Signal::try_from(signal as i32)
                 .map_err(|e| Error::InvalidArgument(format!("signal {signal}: {e}")))?;
@@ -503,7 +500,7 @@ impl Tasks {
                 c.init.life.delete_failed();
                 Ok(())
             });
-            return Err(Error::Runtime(e));
+            return Err(e);
         }
         if mounted {
             crate::mounts::unmount_all(&bundle.join("rootfs"));

@@ -37,7 +37,7 @@ impl Tasks {
             // older shim made looser are tightened.
             let by_binary = root.parent().unwrap_or(&root);
             for dir in [Path::new(RUNTIME_ROOTS), by_binary, &root] {
-                crate::start::private_dir(dir).map_err(Error::Host)?;
+                crate::start::private_dir(dir)?;
             }
         } else {
             crius_common::private::dir_all(&root).map_err(|source| Error::Io {
@@ -64,9 +64,8 @@ impl Tasks {
                 context: format!("creating {}", rootfs.display()),
                 source,
             })?;
-            crate::mounts::mount_all(&req.rootfs, &rootfs).map_err(|e| {
+            crate::mounts::mount_all(&req.rootfs, &rootfs).inspect_err(|_| {
                 crate::mounts::unmount_all(&rootfs);
-                Error::Host(e)
             })?;
         }
         let fail = |e: Error| {
@@ -78,10 +77,10 @@ impl Tasks {
         let pid_file = bundle.join("init.pid");
         let _ = std::fs::remove_file(&pid_file);
         let (b, p) = (bundle.display().to_string(), pid_file.display().to_string());
-        let undo = |e: String| {
+        let undo = |e: Error| {
             // The runtime may have left a half-made container behind.
             let _ = runtime.run(&["delete", "--force", &req.id], None, &bundle);
-            Error::Runtime(e)
+            e
         };
         let io = run_with_stdio(
             &self.inner.reactor,
@@ -140,7 +139,7 @@ impl Tasks {
             stdio,
             terminal,
             bundle,
-            Error::Runtime,
+            |e| e,
         );
         let _ = std::fs::remove_file(&spec_file);
         let io = io?;
@@ -163,10 +162,10 @@ fn run_with_stdio(
     paths: &StdioPaths,
     terminal: bool,
     bundle: &Path,
-    runtime_failed: impl Fn(String) -> Error,
+    runtime_failed: impl Fn(Error) -> Error,
 ) -> Result<ProcessIo> {
     let console = if terminal {
-        Some(ConsoleSocket::new().map_err(Error::Host)?)
+        Some(ConsoleSocket::new()?)
     } else {
         None
     };
@@ -177,8 +176,9 @@ fn run_with_stdio(
         io.hold_stdin = hold_stdin;
         (Default::default(), io)
     } else {
+        // Stdio the request names that cannot be opened is the request's fault.
         stdio::setup(reactor, &paths.stdin, &paths.stdout, &paths.stderr, hold_stdin)
-            .map_err(Error::InvalidArgument)?
+            .map_err(|e| Error::InvalidArgument(e.to_string()))?
     };
     let console_path = console.as_ref().map(|c| c.path()).unwrap_or_default();
     let mut args = args.to_vec();

@@ -53,7 +53,7 @@ fn ctx(ms: u64) -> Context {
     ttrpc::context::with_timeout(ms as i64 * 1_000_000)
 }
 
-fn state(c: &TaskClient, id: &str) -> ttrpc::Result<api::StateResponse> {
+fn state(c: &TaskClient, id: &str) -> Result<api::StateResponse> {
     c.state(
         ctx(10_000),
         &api::StateRequest {
@@ -77,15 +77,15 @@ fn calls_get_their_typed_answers_and_refusals_keep_their_code() {
         },
     );
     match refused {
-        Err(ttrpc::Error::RpcStatus(s)) => {
-            assert_eq!((s.code(), s.message()), (Code::NOT_FOUND, "no task c2"));
+        Err(Error::Refused { code, message }) => {
+            assert_eq!((code, message.as_str()), (Code::NOT_FOUND, "no task c2"));
         }
         other => panic!("{other:?}"),
     }
     // A method the service leaves to the generated default is refused by the server, not lost.
     assert!(matches!(
         c.stats(ctx(10_000), &api::StatsRequest::default()),
-        Err(ttrpc::Error::RpcStatus(_))
+        Err(Error::Refused { .. })
     ));
 }
 
@@ -123,7 +123,9 @@ fn a_late_answer_is_a_deadline_error_and_the_connection_goes_on() {
     );
     let took = t.elapsed();
     match late {
-        Err(ttrpc::Error::Others(m)) => assert!(m.starts_with(LATE) && m.contains("Kill"), "{m}"),
+        Err(Error::Timeout { method, deadline }) => {
+            assert_eq!((method.as_str(), deadline), ("Kill", Duration::from_millis(100)));
+        }
         other => panic!("{other:?}"),
     }
     assert!(
@@ -157,13 +159,13 @@ fn a_shim_that_goes_fails_the_waiting_call_at_once_and_later_ones_too() {
     });
     let t = Instant::now();
     let gone = state(&c, "c1");
-    assert!(matches!(&gone, Err(ttrpc::Error::Socket(_))), "{gone:?}");
+    assert!(matches!(&gone, Err(Error::Closed(_))), "{gone:?}");
     assert!(
         t.elapsed() < Duration::from_secs(5),
         "not the call's 10 s deadline"
     );
     closer.join().unwrap();
-    assert!(matches!(state(&c, "c1"), Err(ttrpc::Error::Socket(_))));
+    assert!(matches!(state(&c, "c1"), Err(Error::Closed(_))));
 }
 
 #[test]
