@@ -605,11 +605,23 @@ fn stdin_flows_through_fifos_and_close_io_ends_it() {
         ..Default::default()
     };
     c.create(client::ctx(20), &req).unwrap();
-    start(&c, &id).unwrap();
-    let reader = {
-        let fout = fout.clone();
-        std::thread::spawn(move || std::fs::read_to_string(fout).unwrap())
+    // The output's read end is opened here, before Start: opened by the reader thread, on a loaded machine it
+    // could come after cat exited and the shim let go of the FIFO, and then wait for a writer forever. Opened
+    // without blocking, then made blocking again, so the read ends when the shim closes its end.
+    let out = {
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fout)
+            .unwrap();
+        let flags =
+            nix::fcntl::OFlag::from_bits_truncate(nix::fcntl::fcntl(&f, nix::fcntl::F_GETFL).unwrap());
+        nix::fcntl::fcntl(&f, nix::fcntl::F_SETFL(flags - nix::fcntl::OFlag::O_NONBLOCK)).unwrap();
+        f
     };
+    start(&c, &id).unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(out).unwrap());
     {
         use std::io::Write;
         let mut w = std::fs::OpenOptions::new().write(true).open(&fin).unwrap();
