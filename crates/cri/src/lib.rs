@@ -9,9 +9,9 @@
 //!  metrics.rs   for criusd's Prometheus endpoint: image pull figures; pods, containers, shims by state
 //!  pod_resources.rs UpdatePodSandboxResources: checked, and written to the pod cgroup where crius may
 //!  sandbox/     RunPodSandbox, Stop, Remove (mod.rs); PodSandboxStatus, ListPodSandbox (status.rs)
-//!  container/   CreateContainer (mod.rs); start/stop/remove/update/reopen (lifecycle.rs); status, list,
-//!               events, recovery (status.rs); ExecSync (exec.rs, capture.rs); stats (stats.rs);
-//!               the execs and attaches of streaming sessions (stream.rs)
+//!  container/   CreateContainer, named steps under a rollback guard (create.rs); start/stop/remove/
+//!               update/reopen (lifecycle.rs); status, list, events, recovery (status.rs); ExecSync (exec.rs,
+//!               capture.rs); stats (stats.rs); the execs and attaches of streaming sessions (stream.rs)
 //!  streaming/   the streaming server's Backend: exec and attach through the shims, attach's log follower
 //!               (follow.rs), port-forward connections inside the pod's netns (connect.rs)
 //!  store/       records in memory and on disk, one journal per kind (journal.rs); names reserved before
@@ -23,6 +23,7 @@
 //!  recover/     the start-up pass: calls a crash cut short finished or undone (store/intents.rs), records
 //!               made true again from the shims, what no record owns removed
 //!  events.rs    the events service the shims report exits and OOM kills to
+//!  rollback.rs  the guard that undoes a call's steps, last first, unless it commits
 //!  error.rs     the one error type, and the one place gRPC codes are chosen
 //!  handlers.rs  runtime handlers (RuntimeClass): the OCI runtimes pods run on, and their features
 //!  newer.rs     the stop signal, and refusals of the CRI fields crius does not act on yet (image volumes...)
@@ -45,6 +46,7 @@ pub mod pod_metrics;
 pub mod pod_resources;
 pub mod pod_stats;
 pub mod recover;
+pub mod rollback;
 pub mod runtime;
 pub mod sandbox;
 pub mod shim;

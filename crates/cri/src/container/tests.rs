@@ -68,7 +68,11 @@ impl World {
     }
 }
 
-fn open(dir: &tempfile::TempDir, shim: Arc<FakeShim>, images: Arc<FakeImages>) -> Containers {
+pub(super) fn open(
+    dir: &tempfile::TempDir,
+    shim: Arc<FakeShim>,
+    images: Arc<dyn crate::snapshots::Snapshots>,
+) -> Containers {
     Containers::open(
         Setup {
             records: dir.path().join("records"),
@@ -81,7 +85,7 @@ fn open(dir: &tempfile::TempDir, shim: Arc<FakeShim>, images: Arc<FakeImages>) -
     .unwrap()
 }
 
-fn config(name: &str, attempt: u32, image: &str) -> cri::ContainerConfig {
+pub(super) fn config(name: &str, attempt: u32, image: &str) -> cri::ContainerConfig {
     cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: name.into(),

@@ -1,0 +1,235 @@
+//! CreateContainer failing at each of its steps in turn, against the fake shim, a fake image store that
+//! fails on demand and a tempdir root: after each failure nothing is left (no snapshot, no bundle, no task,
+//! no record, no intent) and the name is free.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use crius_api::cri;
+use crius_image::{Digest, ImageRecord};
+
+use crate::container::Containers;
+use crate::container::tests::{config, open};
+use crate::error::Error;
+use crate::shim::fake::FakeShim;
+use crate::snapshots::Snapshots;
+use crate::snapshots::fake::FakeImages;
+use crate::store::container::name_key;
+use crate::store::sandbox::{Record, Sandbox};
+
+/// Which snapshot [`Flaky`] fails to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fail {
+    /// The container's rootfs.
+    Rootfs,
+    /// An image volume's (`<id>-vol<i>`).
+    Volume,
+}
+
+/// The fake image store, failing to make the snapshot `fail` says.
+#[derive(Default)]
+struct Flaky {
+    images: FakeImages,
+    fail: Mutex<Option<Fail>>,
+}
+
+impl Snapshots for Flaky {
+    fn find(&self, reference: &str) -> crius_image::Result<ImageRecord> {
+        self.images.find(reference)
+    }
+
+    fn config(&self, image: &Digest) -> serde_json::Value {
+        self.images.config(image)
+    }
+
+    fn prepare_snapshot(&self, id: &str, image: &ImageRecord) -> crius_image::Result<PathBuf> {
+        let which = if id.contains("-vol") {
+            Fail::Volume
+        } else {
+            Fail::Rootfs
+        };
+        // Made first, then failed: a store that gives up half-way leaves something to take apart.
+        let made = self.images.prepare_snapshot(id, image)?;
+        if *self.fail.lock().unwrap() == Some(which) {
+            return Err(crius_image::Error::Io(format!("no room for {id}")));
+        }
+        Ok(made)
+    }
+
+    fn remove_snapshot(&self, id: &str) -> crius_image::Result<()> {
+        self.images.remove_snapshot(id)
+    }
+
+    fn snapshot_usage(&self, id: &str) -> (crius_image::gc::Usage, PathBuf) {
+        self.images.snapshot_usage(id)
+    }
+
+    fn snapshots(&self) -> Vec<String> {
+        self.images.snapshots()
+    }
+}
+
+struct Bench {
+    dir: tempfile::TempDir,
+    shim: Arc<FakeShim>,
+    images: Arc<Flaky>,
+    containers: Containers,
+    sandbox: Sandbox,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        let dir = tempfile::tempdir().unwrap();
+        let shim = Arc::new(FakeShim::default());
+        let images = Arc::new(Flaky::default());
+        images
+            .images
+            .add("busybox", serde_json::json!({"config": {"Cmd": ["sh"]}}));
+        let containers = open(&dir, shim.clone(), images.clone());
+        for f in ["hostname", "hosts", "resolv.conf"] {
+            std::fs::write(dir.path().join(f), "").unwrap();
+        }
+        let sandbox = Sandbox {
+            record: Record {
+                id: "sb1".into(),
+                ready: true,
+                ..Default::default()
+            },
+            config: cri::PodSandboxConfig {
+                log_directory: dir.path().join("logs").display().to_string(),
+                ..Default::default()
+            },
+        };
+        Bench {
+            dir,
+            shim,
+            images,
+            containers,
+            sandbox,
+        }
+    }
+
+    fn create(&self, c: &cri::ContainerConfig) -> Result<String, Error> {
+        self.containers.create(&self.sandbox, self.dir.path(), c.clone())
+    }
+
+    fn entries(&self, under: &str) -> Vec<String> {
+        crate::store::list_dir(&self.dir.path().join(under))
+    }
+
+    /// Nothing a create of `c` that failed at `step` made is left, and its name is free.
+    fn nothing_left(&self, step: &str, c: &cri::ContainerConfig) {
+        assert!(self.containers.list_all().is_empty(), "{step}: a record");
+        assert_eq!(self.images.snapshots(), Vec::<String>::new(), "{step}: snapshots");
+        assert_eq!(self.entries("bundles"), Vec::<String>::new(), "{step}: bundles");
+        assert_eq!(self.entries("intents"), Vec::<String>::new(), "{step}: intents");
+        for call in self.shim.calls() {
+            if let Some(id) = call.strip_prefix("create ") {
+                assert!(self.shim.task(id, "").is_none(), "{step}: task {id}");
+            }
+        }
+        let key = name_key(&self.sandbox.record.id, c);
+        let free = self.containers.names.reserve(&key, "probe", c.clone());
+        assert!(free.is_ok(), "{step}: the name is still held");
+    }
+}
+
+fn security(c: &mut cri::ContainerConfig) -> &mut cri::LinuxContainerSecurityContext {
+    c.linux
+        .get_or_insert_with(Default::default)
+        .security_context
+        .get_or_insert_with(Default::default)
+}
+
+fn image_mount(sub: &str) -> cri::Mount {
+    cri::Mount {
+        container_path: "/vol".into(),
+        image: Some(cri::ImageSpec {
+            image: "busybox".into(),
+            ..Default::default()
+        }),
+        image_sub_path: sub.into(),
+        readonly: true,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_create_that_fails_at_any_step_leaves_nothing() {
+    let b = Bench::new();
+    let web = config("web", 0, "busybox");
+    let fails = |step: &str, c: &cri::ContainerConfig| {
+        let e = b.create(c).unwrap_err();
+        b.nothing_left(step, c);
+        e
+    };
+
+    // The name: held by another request, so nothing is made.
+    let key = name_key(&b.sandbox.record.id, &web);
+    let mut other = web.clone();
+    other.labels.insert("other".into(), "1".into());
+    b.containers.names.hold(&key, "someone", other);
+    let e = b.create(&web).unwrap_err();
+    assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+    b.containers.names.release(&key, "someone");
+    b.nothing_left("name", &web);
+
+    // The snapshot: the rootfs, then an image volume's, then an image volume's sub path.
+    *b.images.fail.lock().unwrap() = Some(Fail::Rootfs);
+    assert!(matches!(fails("rootfs", &web), Error::Image { .. }));
+    *b.images.fail.lock().unwrap() = Some(Fail::Volume);
+    let mut with_volume = web.clone();
+    with_volume.mounts.push(image_mount(""));
+    assert!(matches!(fails("image volume", &with_volume), Error::Image { .. }));
+    *b.images.fail.lock().unwrap() = None;
+    with_volume.mounts[0] = image_mount("nope");
+    let e = fails("image volume sub path", &with_volume);
+    assert!(e.to_string().contains("image_sub_path"), "{e}");
+
+    // The spec: PID mode TARGET naming no running container (this `?` leaked the rootfs snapshot), then a
+    // seccomp profile that cannot be read.
+    let mut target = web.clone();
+    security(&mut target).namespace_options = Some(cri::NamespaceOption {
+        pid: cri::NamespaceMode::Target as i32,
+        target_id: "nope".into(),
+        ..Default::default()
+    });
+    let e = fails("pid target", &target);
+    assert!(e.to_string().contains("target_id"), "{e}");
+    let mut seccomp = web.clone();
+    security(&mut seccomp).seccomp = Some(cri::SecurityProfile {
+        profile_type: cri::security_profile::ProfileType::Localhost as i32,
+        localhost_ref: b.dir.path().join("absent.json").display().to_string(),
+    });
+    let e = fails("spec", &seccomp);
+    assert!(e.to_string().contains("seccomp"), "{e}");
+
+    // The bundle: config.json is written, then the log's directory is a symlink planted out of the log
+    // directory.
+    let logs = b.dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::os::unix::fs::symlink(b.dir.path(), logs.join("web")).unwrap();
+    let e = fails("bundle", &web);
+    assert!(e.to_string().contains("log_path"), "{e}");
+    std::fs::remove_file(logs.join("web")).unwrap();
+
+    // The task: the shim is gone.
+    *b.shim.gone.lock().unwrap() = true;
+    assert!(matches!(fails("task", &web), Error::Shim { .. }));
+    *b.shim.gone.lock().unwrap() = false;
+
+    // The record: the task the shim made is deleted again.
+    b.containers.fail_record.store(true, Ordering::Relaxed);
+    assert!(matches!(fails("record", &web), Error::Io { .. }));
+    assert!(b.shim.calls().last().unwrap().starts_with("delete "));
+    b.containers.fail_record.store(false, Ordering::Relaxed);
+
+    // And then it is made, with its image volume.
+    with_volume.mounts[0] = image_mount("");
+    let id = b.create(&with_volume).unwrap();
+    assert_eq!(b.containers.list_all().len(), 1);
+    assert_eq!(b.images.snapshots().len(), 2, "{:?}", b.images.snapshots());
+    assert_eq!(b.entries("bundles"), [id]);
+    assert_eq!(b.entries("intents"), Vec::<String>::new());
+}
