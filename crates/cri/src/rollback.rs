@@ -7,10 +7,13 @@
 //! Undo closures cannot fail the call: they log what they could not take apart themselves, and the error
 //! the caller sees stays the one that made it give up.
 
+/// One step's undo, named for logs.
+type Undo<'a> = (&'static str, Box<dyn FnOnce() + 'a>);
+
 /// Undo closures, run last-pushed first on drop unless committed.
 #[must_use = "a rollback guard undoes everything when dropped: commit() it once the call succeeded"]
 pub struct Rollback<'a> {
-    undo: Vec<(&'static str, Box<dyn FnOnce() + 'a>)>,
+    undo: Vec<Undo<'a>>,
 }
 
 impl Default for Rollback<'_> {
