@@ -1,9 +1,9 @@
 //! CreateContainer, as named steps under a [`Rollback`] guard:
 //!
 //! ```text
-//!  check ─ reserve name ─ intent ─ snapshot ─ spec ─ bundle ─ task ─ record ─ commit
-//!                                      │                 │       │
-//!                          undo:  remove snapshots  remove dir  delete task
+//!  check ─ reserve name ─ intent ─ snapshot ─ spec ─ adjust ─ bundle ─ task ─ record ─ commit
+//!                                      │                          │       │
+//!                          undo:  remove snapshots           remove dir  delete task
 //!
 //!  on an error after the intent: the undos pushed so far run, last first; then the intent goes
 //! ```
@@ -17,6 +17,8 @@
 //!   for a pod with a user namespace;
 //! - **spec**: the OCI spec from the request ([`crate::convert::spec`], a pure function of it and the
 //!   [`crate::convert::Host`] facts, the target container of PID mode TARGET among them);
+//! - **adjust**: the one place where the spec changes for what the request points at outside itself
+//!   ([`super::adjust`]: the image volumes' mounts now; the seam CDI and NRI plug into);
 //! - **bundle**: `<bundles>/<id>/config.json`, the mounts' missing host paths, the log's directories and
 //!   the stdin FIFO;
 //! - **task**: the shim creates the task;
@@ -29,7 +31,7 @@ use crius_api::cri;
 use crius_image::ImageRecord;
 use oci_spec::runtime::Spec;
 
-use super::{Containers, image_volumes, stream};
+use super::{Containers, adjust, image_volumes, stream};
 use crate::error::{Error, Kind, Result};
 use crate::rollback::Rollback;
 use crate::shim::CreateTask;
@@ -122,7 +124,14 @@ impl Containers {
     fn make(&self, r: &Request<'_>) -> Result<Record> {
         let mut undo = Rollback::new();
         let (rootfs, volumes) = self.snapshot(&mut undo, r)?;
-        let spec = self.spec(r, &rootfs, &volumes)?;
+        let mut spec = self.spec(r, &rootfs)?;
+        let cx = adjust::Context {
+            id: r.id,
+            config: r.config,
+            sandbox: r.sandbox,
+            image_volumes: &volumes,
+        };
+        adjust::adjust(&self.adjusters, &mut spec, &cx)?;
         let (task, user, log_path) = self.write_bundle(&mut undo, r, &spec)?;
         self.task(&mut undo, r, &task)?;
         let record = Record {
@@ -166,7 +175,7 @@ impl Containers {
     }
 
     /// The spec step: the facts read, then the pure conversion.
-    fn spec(&self, r: &Request<'_>, rootfs: &Path, volumes: &BTreeMap<usize, PathBuf>) -> Result<Spec> {
+    fn spec(&self, r: &Request<'_>, rootfs: &Path) -> Result<Spec> {
         let pid_target = self.pid_target(r.config)?;
         let image_config = self.images.config(&r.image.id);
         let input = crate::convert::Input {
@@ -176,7 +185,6 @@ impl Containers {
             sandbox_files: r.sandbox_files,
             image_config: &image_config,
             rootfs,
-            image_volumes: volumes,
             pid_target: pid_target.as_deref(),
         };
         let host = crate::convert::Host::probe(&input)?;

@@ -1,9 +1,9 @@
 //! CRI containers, run by the pod's shim through the [`ShimClient`] seam: CreateContainer (`create`, named
 //! steps under a rollback guard) mounts the image's snapshot, writes the bundle (`<state>/containers/<id>/`,
-//! spec from [`crate::convert`]) and creates the task with its output in the CRI log format at kubelet's log
-//! path; the other calls are in `lifecycle`
-//! (start, stop, remove, update, reopen the log), [`status`] (ContainerStatus, ListContainers, the shim's
-//! events), `exec` (ExecSync) and `stats`.
+//! spec from [`crate::convert`], changed only in the [`adjust`] step: image volumes now, CDI and NRI to come)
+//! and creates the task with its output in the CRI log format at kubelet's log path; the other calls are in
+//! `lifecycle` (start, stop, remove, update, reopen the log), [`status`] (ContainerStatus, ListContainers,
+//! the shim's events), `exec` (ExecSync) and `stats`.
 //!
 //! State is kept, not asked: each record ([`crate::store::container`]) is brought up to date by the calls
 //! here and by the shim's events, and read once from the shims at start-up ([`Containers::recover`]), so
@@ -23,6 +23,7 @@ use crate::store::container::{Container, Records};
 use crate::store::intents::Intents;
 use crate::store::names::NameIndex;
 
+pub(crate) mod adjust;
 mod capture;
 mod create;
 mod exec;
@@ -69,6 +70,8 @@ pub struct Containers {
     busy: crate::store::busy::Busy,
     pub(crate) shims: Arc<dyn ShimClient>,
     pub(crate) images: Arc<dyn Snapshots>,
+    /// What changes a new container's spec besides its request ([`adjust`]).
+    adjusters: Vec<Box<dyn adjust::Adjust>>,
     /// Changes of containers' lives, for GetContainerEvents.
     changes: tokio::sync::broadcast::Sender<Change>,
     /// The last CPU sample of each container (time, cumulative usage; both ns), for usage_nano_cores.
@@ -100,6 +103,7 @@ impl Containers {
             busy: Default::default(),
             shims,
             images,
+            adjusters: adjust::defaults(),
             changes: tokio::sync::broadcast::channel(1024).0,
             cpu_samples: Mutex::new(HashMap::new()),
             #[cfg(test)]

@@ -647,7 +647,6 @@ fn convert_gives_the_golden_specs() {
                 sandbox_files: &sandbox_files(),
                 image_config: &case.image,
                 rootfs: &rootfs(),
-                image_volumes: &Default::default(),
                 pid_target: None,
             },
             &case.facts.host(),

@@ -367,7 +367,6 @@ fn check(
         sandbox_files: Path::new("/run/crius/pods/p"),
         image_config: image,
         rootfs: Path::new("/rootfs"),
-        image_volumes: &Default::default(),
         pid_target: None,
     };
     match spec(&inp, host) {

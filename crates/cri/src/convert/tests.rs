@@ -211,7 +211,6 @@ fn security_context_paths_replace_the_default_masks() {
                 sandbox_files: Path::new("/pod"),
                 image_config: &json!({"config": {"Cmd": ["sh"]}}),
                 rootfs: Path::new("/rootfs"),
-                image_volumes: &Default::default(),
                 pid_target: None,
             },
             &Host {
@@ -336,7 +335,6 @@ fn numbers_the_oci_spec_cannot_hold_are_refused() {
             sandbox_files: Path::new("/pod"),
             image_config: &json!({"config": {"Cmd": ["sh"]}}),
             rootfs: Path::new("/rootfs"),
-            image_volumes: &Default::default(),
             pid_target: None,
         };
         let host = Host {
@@ -386,7 +384,6 @@ fn a_nul_byte_from_the_image_config_is_refused() {
             sandbox_files: Path::new("/pod"),
             image_config: &image,
             rootfs: Path::new("/rootfs"),
-            image_volumes: &Default::default(),
             pid_target: None,
         };
         let e = spec(&inp, &host).unwrap_err();
@@ -417,7 +414,6 @@ fn the_host_is_read_before_the_conversion() {
             sandbox_files: &files,
             image_config: &Value::Null,
             rootfs: &rootfs,
-            image_volumes: &Default::default(),
             pid_target: None,
         })
         .unwrap()
@@ -514,7 +510,6 @@ fn a_recursive_read_only_mount_asks_the_runtime_for_rro() {
             sandbox_files: Path::new("/pod"),
             image_config: &json!({"config": {"Cmd": ["sh"]}}),
             rootfs: Path::new("/rootfs"),
-            image_volumes: &Default::default(),
             pid_target: None,
         },
         &Host::default(),

@@ -3,7 +3,7 @@
 //! no record, no intent) and the name is free.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crius_api::cri;
@@ -70,8 +70,29 @@ impl Snapshots for Flaky {
     }
 }
 
+/// An adjuster that refuses every spec while its flag is set.
+struct Refuse(Arc<AtomicBool>);
+
+impl crate::container::adjust::Adjust for Refuse {
+    fn name(&self) -> &'static str {
+        "refuse"
+    }
+
+    fn adjust(
+        &self,
+        _: &mut oci_spec::runtime::Spec,
+        _: &crate::container::adjust::Context<'_>,
+    ) -> crate::error::Result<()> {
+        if self.0.load(Ordering::Relaxed) {
+            return Err(Error::invalid("CreateContainer", "adjust", "refused by a test"));
+        }
+        Ok(())
+    }
+}
+
 struct Bench {
     dir: tempfile::TempDir,
+    refuse: Arc<AtomicBool>,
     shim: Arc<FakeShim>,
     images: Arc<Flaky>,
     containers: Containers,
@@ -86,7 +107,9 @@ impl Bench {
         images
             .images
             .add("busybox", serde_json::json!({"config": {"Cmd": ["sh"]}}));
-        let containers = open(&dir, shim.clone(), images.clone());
+        let mut containers = open(&dir, shim.clone(), images.clone());
+        let refuse = Arc::new(AtomicBool::new(false));
+        containers.adjusters.push(Box::new(Refuse(refuse.clone())));
         for f in ["hostname", "hosts", "resolv.conf"] {
             std::fs::write(dir.path().join(f), "").unwrap();
         }
@@ -103,6 +126,7 @@ impl Bench {
         };
         Bench {
             dir,
+            refuse,
             shim,
             images,
             containers,
@@ -205,6 +229,13 @@ fn a_create_that_fails_at_any_step_leaves_nothing() {
     let e = fails("spec", &seccomp);
     assert!(e.to_string().contains("seccomp"), "{e}");
 
+    // The adjust step: an adjuster refuses the spec (after the image volumes' mounts went in).
+    with_volume.mounts[0] = image_mount("");
+    b.refuse.store(true, Ordering::Relaxed);
+    let e = fails("adjust", &with_volume);
+    assert!(e.to_string().contains("refused by a test"), "{e}");
+    b.refuse.store(false, Ordering::Relaxed);
+
     // The bundle: config.json is written, then the log's directory is a symlink planted out of the log
     // directory.
     let logs = b.dir.path().join("logs");
@@ -226,10 +257,65 @@ fn a_create_that_fails_at_any_step_leaves_nothing() {
     b.containers.fail_record.store(false, Ordering::Relaxed);
 
     // And then it is made, with its image volume.
-    with_volume.mounts[0] = image_mount("");
     let id = b.create(&with_volume).unwrap();
     assert_eq!(b.containers.list_all().len(), 1);
     assert_eq!(b.images.snapshots().len(), 2, "{:?}", b.images.snapshots());
     assert_eq!(b.entries("bundles"), [id]);
     assert_eq!(b.entries("intents"), Vec::<String>::new());
+}
+
+#[test]
+fn image_volumes_are_mounted_in_the_adjust_step_in_their_places() {
+    let b = Bench::new();
+    let host = |dest: &str| cri::Mount {
+        host_path: b.dir.path().join("data").display().to_string(),
+        container_path: dest.into(),
+        ..Default::default()
+    };
+    let mut c = config("web", 0, "busybox");
+    c.mounts = vec![host("/a"), image_mount(""), host("/b"), image_mount("etc")];
+    c.mounts[3].container_path = "/etc-of-busybox".into();
+    let id = b.create(&c).unwrap();
+    let spec: oci_spec::runtime::Spec = serde_json::from_slice(
+        &std::fs::read(b.dir.path().join("bundles").join(&id).join("config.json")).unwrap(),
+    )
+    .unwrap();
+    let mounts = spec.mounts().clone().unwrap();
+    let last: Vec<String> = mounts[mounts.len() - 4..]
+        .iter()
+        .map(|m| m.destination().display().to_string())
+        .collect();
+    assert_eq!(last, ["/a", "/vol", "/b", "/etc-of-busybox"]);
+    let vol = &mounts[mounts.len() - 3];
+    assert!(
+        vol.source()
+            .as_ref()
+            .unwrap()
+            .ends_with(format!("{id}-vol1/rootfs")),
+        "{vol:?}"
+    );
+    assert!(
+        vol.options().as_ref().unwrap().iter().any(|o| o == "noexec"),
+        "{vol:?}"
+    );
+    let sub = &mounts[mounts.len() - 1];
+    assert!(
+        sub.source()
+            .as_ref()
+            .unwrap()
+            .ends_with(format!("{id}-vol3/rootfs/etc")),
+        "{sub:?}"
+    );
+    // Without the adjust step the conversion leaves them out.
+    let plain = b.containers.spec(
+        &super::Request {
+            id: &id,
+            sandbox: &b.sandbox,
+            sandbox_files: b.dir.path(),
+            config: &c,
+            image: &b.images.find("busybox").unwrap(),
+        },
+        &b.images.images.dir.path().join(&id).join("rootfs"),
+    );
+    assert_eq!(plain.unwrap().mounts().as_ref().unwrap().len(), mounts.len() - 2);
 }
