@@ -187,7 +187,7 @@ impl Containers {
             rootfs,
             pid_target: pid_target.as_deref(),
         };
-        let host = crate::convert::Host::probe(&input)?;
+        let host = crate::convert::Host::probe(&input, self.cgroup_driver)?;
         crate::convert::spec(&input, &host)
     }
 

@@ -70,6 +70,8 @@ pub struct Containers {
     busy: crate::store::busy::Busy,
     pub(crate) shims: Arc<dyn ShimClient>,
     pub(crate) images: Arc<dyn Snapshots>,
+    /// The node's cgroup driver, which names containers' cgroups.
+    cgroup_driver: crate::cgroup_driver::Driver,
     /// What changes a new container's spec besides its request ([`adjust`]).
     adjusters: Vec<Box<dyn adjust::Adjust>>,
     /// Changes of containers' lives, for GetContainerEvents.
@@ -103,12 +105,21 @@ impl Containers {
             busy: Default::default(),
             shims,
             images,
+            cgroup_driver: Default::default(),
             adjusters: adjust::defaults(),
             changes: tokio::sync::broadcast::channel(1024).0,
             cpu_samples: Mutex::new(HashMap::new()),
             #[cfg(test)]
             fail_record: Default::default(),
         })
+    }
+
+    /// These containers with their cgroups named in `driver`'s form (else cgroupfs's).
+    pub fn with_cgroup_driver(self, driver: crate::cgroup_driver::Driver) -> Containers {
+        Containers {
+            cgroup_driver: driver,
+            ..self
+        }
     }
 
     /// The container whose id is `id`, or the only one whose id starts with it.

@@ -627,6 +627,7 @@ impl Facts {
             seccomp_file: None,
             apparmor: None,
             kernel: GOLDEN_KERNEL,
+            cgroup_driver: Default::default(),
         }
     }
 }

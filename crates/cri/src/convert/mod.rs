@@ -13,9 +13,9 @@
 //!
 //! ```text
 //!   ContainerConfig ─┐
-//!   Sandbox (record) ├─ Input ─┐
-//!   image config ────┘         ├─ spec() ─> Spec ─> config.json
-//!   Host::probe(&input) ───────┘
+//!   Sandbox (record) ├─ Input ──────┐
+//!   image config ────┘              ├─ spec() ─> Spec ─> config.json
+//!   Host::probe(&input, driver) ────┘
 //! ```
 //!
 //! The specs are pinned by golden files (`golden/<case>.json`, see `golden.rs`).
@@ -189,7 +189,7 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     let mut linux = built(
         LinuxBuilder::default()
             .namespaces(namespaces)
-            .cgroups_path(crate::cgroup_driver::get().cgroups_path(parent, inp.id))
+            .cgroups_path(host.cgroup_driver.cgroups_path(parent, inp.id))
             .resources(resources(
                 c.linux.as_ref().and_then(|l| l.resources.as_ref()),
                 host.cpu_controller,

@@ -199,6 +199,50 @@ fn a_pod() -> Sandbox {
     }
 }
 
+/// The driver is a fact passed in, not a process global: one process converts under both.
+#[test]
+fn one_request_under_each_cgroup_driver() {
+    use crate::cgroup_driver::Driver;
+    let mut sandbox = a_pod();
+    sandbox.config.linux = Some(cri::LinuxPodSandboxConfig {
+        cgroup_parent: "kubepods-besteffort-pod1.slice".into(),
+        ..Default::default()
+    });
+    let config = cri::ContainerConfig::default();
+    let path_under = |driver: Driver| {
+        let s = spec(
+            &Input {
+                id: "c",
+                config: &config,
+                sandbox: &sandbox,
+                sandbox_files: Path::new("/pod"),
+                image_config: &json!({"config": {"Cmd": ["sh"]}}),
+                rootfs: Path::new("/rootfs"),
+                pid_target: None,
+            },
+            &Host {
+                cgroup_driver: driver,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        s.linux().as_ref().unwrap().cgroups_path().clone().unwrap()
+    };
+    assert_eq!(
+        path_under(Driver::Systemd),
+        Path::new("kubepods-besteffort-pod1.slice:crius:c")
+    );
+    assert_eq!(
+        path_under(Driver::Cgroupfs),
+        Path::new("kubepods-besteffort-pod1.slice/c")
+    );
+    assert_eq!(
+        path_under(Driver::Systemd),
+        Path::new("kubepods-besteffort-pod1.slice:crius:c"),
+        "and back"
+    );
+}
+
 #[test]
 fn security_context_paths_replace_the_default_masks() {
     let sandbox = a_pod();
@@ -407,18 +451,26 @@ fn the_host_is_read_before_the_conversion() {
     let config = cri::ContainerConfig::default();
     let mut sandbox = a_pod();
     let probe = |sandbox: &Sandbox| {
-        Host::probe(&Input {
-            id: "c",
-            config: &config,
-            sandbox,
-            sandbox_files: &files,
-            image_config: &Value::Null,
-            rootfs: &rootfs,
-            pid_target: None,
-        })
+        Host::probe(
+            &Input {
+                id: "c",
+                config: &config,
+                sandbox,
+                sandbox_files: &files,
+                image_config: &Value::Null,
+                rootfs: &rootfs,
+                pid_target: None,
+            },
+            crate::cgroup_driver::Driver::Systemd,
+        )
         .unwrap()
     };
     let host = probe(&sandbox);
+    assert_eq!(
+        host.cgroup_driver,
+        crate::cgroup_driver::Driver::Systemd,
+        "passed on"
+    );
     assert_eq!(
         host.hostname, "",
         "a pod without a UTS namespace names no hostname"

@@ -319,3 +319,27 @@ fn image_volumes_are_mounted_in_the_adjust_step_in_their_places() {
     );
     assert_eq!(plain.unwrap().mounts().as_ref().unwrap().len(), mounts.len() - 2);
 }
+
+/// Two sets of containers in one process, each with its own driver: their cgroups are named in its form.
+#[test]
+fn each_containers_names_cgroups_by_its_own_driver() {
+    use crate::cgroup_driver::Driver;
+    let path_of = |driver: Driver| {
+        let mut b = Bench::new();
+        b.containers = open(&b.dir, b.shim.clone(), b.images.clone()).with_cgroup_driver(driver);
+        b.sandbox.config.linux = Some(cri::LinuxPodSandboxConfig {
+            cgroup_parent: "kubepods-pod1.slice".into(),
+            ..Default::default()
+        });
+        let id = b.create(&config("web", 0, "busybox")).unwrap();
+        let spec: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(b.dir.path().join("bundles").join(&id).join("config.json")).unwrap(),
+        )
+        .unwrap();
+        (id, spec["linux"]["cgroupsPath"].as_str().unwrap().to_string())
+    };
+    let (id, systemd) = path_of(Driver::Systemd);
+    assert_eq!(systemd, format!("kubepods-pod1.slice:crius:{id}"));
+    let (id, cgroupfs) = path_of(Driver::Cgroupfs);
+    assert_eq!(cgroupfs, format!("kubepods-pod1.slice/{id}"));
+}
