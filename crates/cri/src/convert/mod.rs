@@ -27,6 +27,7 @@ mod host;
 mod image_files;
 mod mounts;
 mod process;
+mod profile;
 mod resources;
 mod seccomp;
 mod seccomp_default;
