@@ -134,11 +134,12 @@ pub(crate) fn remove(images: &dyn Snapshots, id: &str) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::snapshots::fake::FakeImages;
 
-    fn mount(image: &str, sub: &str) -> cri::Mount {
+    /// An image volume of `image` (its `sub` path) at `/v`.
+    pub(in crate::container) fn mount(image: &str, sub: &str) -> cri::Mount {
         cri::Mount {
             container_path: "/v".into(),
             image: Some(cri::ImageSpec {

@@ -32,20 +32,7 @@ impl World {
             serde_json::json!({"config": {"Cmd": ["sh"], "StopSignal": "SIGQUIT"}}),
         );
         let containers = open(&dir, shim.clone(), images.clone());
-        for f in ["hostname", "hosts", "resolv.conf"] {
-            std::fs::write(dir.path().join(f), "").unwrap();
-        }
-        let sandbox = Sandbox {
-            record: Record {
-                id: "sb1".into(),
-                ready: true,
-                ..Default::default()
-            },
-            config: cri::PodSandboxConfig {
-                log_directory: dir.path().join("logs").display().to_string(),
-                ..Default::default()
-            },
-        };
+        let sandbox = ready_pod(&dir);
         World {
             dir,
             shim,
@@ -65,6 +52,24 @@ impl World {
 
     fn state(&self, id: &str) -> State {
         self.containers.get(id).unwrap().record.state()
+    }
+}
+
+/// A READY sandbox `sb1` whose files (empty) are in `dir`, and its logs under `dir/logs`.
+pub(super) fn ready_pod(dir: &tempfile::TempDir) -> Sandbox {
+    for f in ["hostname", "hosts", "resolv.conf"] {
+        std::fs::write(dir.path().join(f), "").unwrap();
+    }
+    Sandbox {
+        record: Record {
+            id: "sb1".into(),
+            ready: true,
+            ..Default::default()
+        },
+        config: cri::PodSandboxConfig {
+            log_directory: dir.path().join("logs").display().to_string(),
+            ..Default::default()
+        },
     }
 }
 

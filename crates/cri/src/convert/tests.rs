@@ -192,6 +192,22 @@ fn a_bounding_mask_names_its_capabilities() {
     assert_eq!(names_of(1 << 21), ["CAP_SYS_ADMIN"]);
 }
 
+/// The spec of `config` in `sandbox` with an image that says `Cmd: ["sh"]`.
+fn spec_of(config: &cri::ContainerConfig, sandbox: &Sandbox, host: &Host) -> Result<Spec> {
+    spec(
+        &Input {
+            id: "c",
+            config,
+            sandbox,
+            sandbox_files: Path::new("/pod"),
+            image_config: &json!({"config": {"Cmd": ["sh"]}}),
+            rootfs: Path::new("/rootfs"),
+            pid_target: None,
+        },
+        host,
+    )
+}
+
 fn a_pod() -> Sandbox {
     Sandbox {
         record: Default::default(),
@@ -210,16 +226,9 @@ fn one_request_under_each_cgroup_driver() {
     });
     let config = cri::ContainerConfig::default();
     let path_under = |driver: Driver| {
-        let s = spec(
-            &Input {
-                id: "c",
-                config: &config,
-                sandbox: &sandbox,
-                sandbox_files: Path::new("/pod"),
-                image_config: &json!({"config": {"Cmd": ["sh"]}}),
-                rootfs: Path::new("/rootfs"),
-                pid_target: None,
-            },
+        let s = spec_of(
+            &config,
+            &sandbox,
             &Host {
                 cgroup_driver: driver,
                 ..Default::default()
@@ -247,16 +256,9 @@ fn one_request_under_each_cgroup_driver() {
 fn security_context_paths_replace_the_default_masks() {
     let sandbox = a_pod();
     let spec_of = |config: &cri::ContainerConfig| {
-        let s = spec(
-            &Input {
-                id: "c",
-                config,
-                sandbox: &sandbox,
-                sandbox_files: Path::new("/pod"),
-                image_config: &json!({"config": {"Cmd": ["sh"]}}),
-                rootfs: Path::new("/rootfs"),
-                pid_target: None,
-            },
+        let s = spec_of(
+            config,
+            &sandbox,
             &Host {
                 bounding: every_cap(),
                 ..Default::default()
@@ -554,19 +556,7 @@ fn a_recursive_read_only_mount_asks_the_runtime_for_rro() {
         mounts: vec![bind(true, true), bind(true, false), bind(false, false)],
         ..Default::default()
     };
-    let s = spec(
-        &Input {
-            id: "c",
-            config: &config,
-            sandbox: &sandbox,
-            sandbox_files: Path::new("/pod"),
-            image_config: &json!({"config": {"Cmd": ["sh"]}}),
-            rootfs: Path::new("/rootfs"),
-            pid_target: None,
-        },
-        &Host::default(),
-    )
-    .unwrap();
+    let s = spec_of(&config, &sandbox, &Host::default()).unwrap();
     let s = serde_json::to_value(s).unwrap();
     let options: Vec<&Value> = s["mounts"]
         .as_array()

@@ -10,13 +10,13 @@ use crius_api::cri;
 use crius_image::{Digest, ImageRecord};
 
 use crate::container::Containers;
-use crate::container::tests::{config, open};
+use crate::container::tests::{config, open, ready_pod};
 use crate::error::Error;
 use crate::shim::fake::FakeShim;
 use crate::snapshots::Snapshots;
 use crate::snapshots::fake::FakeImages;
 use crate::store::container::name_key;
-use crate::store::sandbox::{Record, Sandbox};
+use crate::store::sandbox::Sandbox;
 
 /// Which snapshot [`Flaky`] fails to make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,20 +110,7 @@ impl Bench {
         let mut containers = open(&dir, shim.clone(), images.clone());
         let refuse = Arc::new(AtomicBool::new(false));
         containers.adjusters.push(Box::new(Refuse(refuse.clone())));
-        for f in ["hostname", "hosts", "resolv.conf"] {
-            std::fs::write(dir.path().join(f), "").unwrap();
-        }
-        let sandbox = Sandbox {
-            record: Record {
-                id: "sb1".into(),
-                ready: true,
-                ..Default::default()
-            },
-            config: cri::PodSandboxConfig {
-                log_directory: dir.path().join("logs").display().to_string(),
-                ..Default::default()
-            },
-        };
+        let sandbox = ready_pod(&dir);
         Bench {
             dir,
             refuse,
@@ -167,16 +154,7 @@ fn security(c: &mut cri::ContainerConfig) -> &mut cri::LinuxContainerSecurityCon
 }
 
 fn image_mount(sub: &str) -> cri::Mount {
-    cri::Mount {
-        container_path: "/vol".into(),
-        image: Some(cri::ImageSpec {
-            image: "busybox".into(),
-            ..Default::default()
-        }),
-        image_sub_path: sub.into(),
-        readonly: true,
-        ..Default::default()
-    }
+    crate::container::image_volumes::tests::mount("busybox", sub)
 }
 
 #[test]
@@ -285,7 +263,7 @@ fn image_volumes_are_mounted_in_the_adjust_step_in_their_places() {
         .iter()
         .map(|m| m.destination().display().to_string())
         .collect();
-    assert_eq!(last, ["/a", "/vol", "/b", "/etc-of-busybox"]);
+    assert_eq!(last, ["/a", "/v", "/b", "/etc-of-busybox"]);
     let vol = &mounts[mounts.len() - 3];
     assert!(
         vol.source()
