@@ -54,16 +54,18 @@ impl Driver {
         if self != Driver::Systemd || parent.is_empty() {
             return Ok(());
         }
-        crius_oci::cgroup::systemd::expand_slice(parent).map(drop).map_err(|_| {
-            crate::error::Error::invalid(
-                call,
-                "linux.cgroup_parent",
-                format!(
-                    "{parent:?}: under the systemd cgroup driver it is a slice name (NAME.slice), as kubelet's \
-                     cgroupDriver: systemd sends it; is kubelet's cgroupDriver cgroupfs?"
-                ),
-            )
-        })
+        crius_oci::cgroup::systemd::expand_slice(parent)
+            .map(drop)
+            .map_err(|_| {
+                crate::error::Error::invalid(
+                    call,
+                    "linux.cgroup_parent",
+                    format!(
+                        "{parent:?}: under the systemd cgroup driver it is a slice name (NAME.slice), as \
+                     kubelet's cgroupDriver: systemd sends it; is kubelet's cgroupDriver cgroupfs?"
+                    ),
+                )
+            })
     }
 
     /// The pod cgroup's directory below the cgroup2 mount for a sandbox's `cgroup_parent` (a path, or a slice

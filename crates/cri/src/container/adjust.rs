@@ -42,7 +42,8 @@ pub(crate) trait Adjust: Send + Sync {
 /// Runs `adjusters` on `spec`, in order; the first error is the answer.
 pub(crate) fn adjust(adjusters: &[Box<dyn Adjust>], spec: &mut Spec, cx: &Context<'_>) -> Result<()> {
     for a in adjusters {
-        tracing::debug!(container = %cx.id, sandbox = %cx.sandbox.record.id, adjuster = a.name(), "adjusting the spec");
+        let (container, sandbox) = (cx.id, &cx.sandbox.record.id);
+        tracing::debug!(container, sandbox, adjuster = a.name(), "adjusting the spec");
         a.adjust(spec, cx)?;
     }
     Ok(())

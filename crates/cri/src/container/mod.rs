@@ -1,6 +1,6 @@
 //! CRI containers, run by the pod's shim through the [`ShimClient`] seam: CreateContainer (`create`, named
 //! steps under a rollback guard) mounts the image's snapshot, writes the bundle (`<state>/containers/<id>/`,
-//! spec from [`crate::convert`], changed only in the [`adjust`] step: image volumes now, CDI and NRI to come)
+//! spec from [`crate::convert`], changed only in the `adjust` step: image volumes now, CDI and NRI to come)
 //! and creates the task with its output in the CRI log format at kubelet's log path; the other calls are in
 //! `lifecycle` (start, stop, remove, update, reopen the log), [`status`] (ContainerStatus, ListContainers,
 //! the shim's events), `exec` (ExecSync) and `stats`.

@@ -164,7 +164,7 @@ pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly:
     Ok(out)
 }
 
-/// Whether kubelet's mount `m` is an image volume (KEP-4639: its `image` names one). [`mounts`] leaves it
+/// Whether kubelet's mount `m` is an image volume (KEP-4639: its `image` names one). `mounts` leaves it
 /// out: its source is a snapshot made for the container, which CreateContainer's adjust step mounts.
 pub fn is_image_volume(m: &cri::Mount) -> bool {
     m.image.as_ref().is_some_and(|s| !s.image.is_empty())

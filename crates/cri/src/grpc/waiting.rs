@@ -3,8 +3,9 @@
 //! thread of their own, never on tokio's blocking pool. That pool is small (criusd caps it), and every other call
 //! (ContainerStatus, ListContainers, CreateContainer...) needs a place in it: fifty `sleep 30` exec probes
 //! held there would leave none, and the node would stop answering. A streaming exec session's wait for its
-//! process (`kubectl exec -it`, open for hours) is one of these too ([`own_thread`]). A waiting thread costs
-//! a stack and nothing else; at most [`MAX_WAITING`] wait at once, further ones queue without holding one.
+//! process (`kubectl exec -it`, open for hours) is one of these too (`Waiting::own_thread`). A waiting
+//! thread costs a stack and nothing else; at most [`MAX_WAITING`] wait at once, further ones queue without
+//! holding one.
 //! The places are a [`Waiting`] that criusd makes once and hands to the RuntimeService and the streaming
 //! backend, so both count against one limit; no process global holds them.
 
