@@ -2,9 +2,10 @@
 //! named: `cgroupfs` (directories below the cgroup2 mount: `<cgroup_parent>/<id>`) or `systemd` (transient
 //! scopes that systemd owns: `<parent slice>:crius:<id>`, run with the OCI runtime's `--systemd-cgroup`).
 //!
-//! criusd sets it once at start from its config ([`set`]); everything else reads it ([`get`]).
-
-use std::sync::OnceLock;
+//! criusd reads it from its config and passes it in its setup (`runtime::Setup`): to the pods (which check a
+//! `cgroup_parent` in its form and write the pod cgroup it names), the containers (the spec's
+//! `cgroupsPath`, through `convert::Host`), the shims (the runtime's `--systemd-cgroup`) and RuntimeConfig.
+//! Nothing reads it from a process global, so one process can serve, or test, both drivers.
 
 use crius_api::cri;
 
@@ -20,18 +21,6 @@ pub enum Driver {
 
 /// The prefix of a container's scope (`crius-<id>.scope`), as containerd's is `cri-containerd`.
 pub const SCOPE_PREFIX: &str = "crius";
-
-static DRIVER: OnceLock<Driver> = OnceLock::new();
-
-/// Sets the node's driver; only the first call counts (false if it was set already to another).
-pub fn set(d: Driver) -> bool {
-    *DRIVER.get_or_init(|| d) == d
-}
-
-/// The node's driver (cgroupfs until [`set`]).
-pub fn get() -> Driver {
-    DRIVER.get().copied().unwrap_or_default()
-}
 
 impl Driver {
     /// The CRI's name of it, for RuntimeConfig.
@@ -56,6 +45,27 @@ impl Driver {
                 format!("{slice}:{SCOPE_PREFIX}:{id}")
             }
         }
+    }
+
+    /// Checks a pod's `cgroup_parent` is in the form this driver names cgroups: any path under cgroupfs, a
+    /// slice name under systemd (kubelet sends `kubepods-burstable-pod<uid>.slice` then); InvalidArgument
+    /// for call `call` if not.
+    pub fn check_parent(self, call: &'static str, parent: &str) -> crate::error::Result<()> {
+        if self != Driver::Systemd || parent.is_empty() {
+            return Ok(());
+        }
+        crius_oci::cgroup::systemd::expand_slice(parent)
+            .map(drop)
+            .map_err(|_| {
+                crate::error::Error::invalid(
+                    call,
+                    "linux.cgroup_parent",
+                    format!(
+                        "{parent:?}: under the systemd cgroup driver it is a slice name (NAME.slice), as \
+                     kubelet's cgroupDriver: systemd sends it; is kubelet's cgroupDriver cgroupfs?"
+                    ),
+                )
+            })
     }
 
     /// The pod cgroup's directory below the cgroup2 mount for a sandbox's `cgroup_parent` (a path, or a slice
@@ -174,6 +184,25 @@ mod tests {
             std::path::PathBuf::from("kubepods/x")
         );
         assert!("systemd".parse::<Driver>().is_ok() && "other".parse::<Driver>().is_err());
+    }
+
+    /// Found by convert/proptests.rs: these reached config.json and failed only in the runtime.
+    #[test]
+    fn a_cgroup_parent_must_be_a_slice_under_the_systemd_driver() {
+        for ok in ["kubepods-besteffort-pod1.slice", ""] {
+            Driver::Systemd.check_parent("RunPodSandbox", ok).unwrap();
+        }
+        Driver::Cgroupfs
+            .check_parent("RunPodSandbox", "/kubepods/besteffort/pod1")
+            .unwrap();
+        let e = Driver::Systemd
+            .check_parent("RunPodSandbox", "/kubepods/besteffort/pod1")
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(
+            e.to_string().contains("linux.cgroup_parent") && e.to_string().contains("slice name"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -11,13 +11,15 @@
 //!               PodSandboxStats, ListPodSandboxStats: the containers' figures summed, the netns' counters
 //!               (stats.rs); ListMetricDescriptors, ListPodSandboxMetrics: cAdvisor's names, from the same
 //!               samples (metrics.rs)
-//!  container/   CreateContainer (mod.rs); start/stop/remove/update/reopen (lifecycle.rs); status, list,
-//!               events, recovery (status.rs); ExecSync (exec.rs, capture.rs); stats (stats.rs);
-//!               the execs and attaches of streaming sessions (stream.rs)
+//!  container/   CreateContainer, named steps under a rollback guard (create.rs), the one seam where the
+//!               spec changes for what the request points at outside itself (adjust.rs); start/stop/remove/
+//!               update/reopen (lifecycle.rs); status, list, events, recovery (status.rs); ExecSync (exec.rs,
+//!               capture.rs); stats (stats.rs); the execs and attaches of streaming sessions (stream.rs)
 //!  streaming/   the streaming server's Backend: exec and attach through the shims, attach's log follower
 //!               (follow.rs), port-forward connections inside the pod's netns (connect.rs)
 //!  store/       records in memory and on disk, one journal per kind (journal.rs); names reserved before
-//!               anything is made (names.rs); intents (intents.rs)
+//!               anything is made (names.rs); intents (intents.rs); one store shape for both kinds
+//!               (table.rs); one lock per id (locks.rs)
 //!  shim/        the ShimClient seam: ttrpc to real shims (ttrpc.rs, watch.rs), an in-memory fake for tests
 //!  network/     the Network (CNI) and Namespaces (pinned netns) seams, real and fake; netns counters
 //!  snapshots.rs the image store seam (the real store, or a fake for tests)
@@ -25,6 +27,7 @@
 //!  recover/     the start-up pass: calls a crash cut short finished or undone (store/intents.rs), records
 //!               made true again from the shims, what no record owns removed
 //!  events.rs    the events service the shims report exits and OOM kills to
+//!  rollback.rs  the guard that undoes a call's steps, last first, unless it commits
 //!  error.rs     the one error type, and the one place gRPC codes are chosen
 //!  handlers.rs  runtime handlers (RuntimeClass): the OCI runtimes pods run on, and their features
 //!  validate/    checks of CRI requests before anything is made (mod.rs); unsupported.rs: refusals of the
@@ -46,6 +49,7 @@ pub mod metrics;
 pub mod network;
 pub mod pod_resources;
 pub mod recover;
+pub mod rollback;
 pub mod runtime;
 pub mod sandbox;
 pub mod shim;

@@ -54,7 +54,7 @@ impl Pods {
             .as_ref()
             .map(|l| l.cgroup_parent.as_str())
             .unwrap_or_default();
-        let Some(cgroup) = writable_pod_cgroup(parent) else {
+        let Some(cgroup) = writable_pod_cgroup(self.cgroup_driver(), parent) else {
             tracing::info!(sandbox = %s.record.id, cgroup_parent = parent, "pod resources: the pod cgroup is kubelet's to update");
             return Ok(());
         };
@@ -77,9 +77,12 @@ impl Pods {
 }
 
 /// The pod cgroup of `parent` if crius may write it: a directory below the cgroup2 mount that exists, named by a
-/// cgroupfs path or, under the systemd driver, by its slice.
-fn writable_pod_cgroup(parent: &str) -> Option<crius_oci::cgroup::Cgroup> {
-    let dir = crate::cgroup_driver::get().pod_dir(parent)?;
+/// cgroupfs path or, under the systemd `driver`, by its slice.
+fn writable_pod_cgroup(
+    driver: crate::cgroup_driver::Driver,
+    parent: &str,
+) -> Option<crius_oci::cgroup::Cgroup> {
+    let dir = driver.pod_dir(parent)?;
     let cgroup = crius_oci::cgroup::Cgroup::resolve(Some(&Path::new("/").join(dir)), "").ok()?;
     cgroup.dir.is_dir().then_some(cgroup)
 }
@@ -153,10 +156,15 @@ mod tests {
 
     #[test]
     fn only_an_existing_cgroupfs_parent_is_written() {
-        assert!(writable_pod_cgroup("").is_none());
-        assert!(writable_pod_cgroup("/").is_none());
-        assert!(writable_pod_cgroup("kubepods.slice:crius:abc").is_none());
-        assert!(writable_pod_cgroup("/crius-test-no-such-parent/pod1").is_none());
-        assert!(writable_pod_cgroup("/../etc").is_none());
+        use crate::cgroup_driver::Driver::{Cgroupfs, Systemd};
+        assert!(writable_pod_cgroup(Cgroupfs, "").is_none());
+        assert!(
+            writable_pod_cgroup(Systemd, "/kubepods/pod1").is_none(),
+            "not a slice"
+        );
+        assert!(writable_pod_cgroup(Cgroupfs, "/").is_none());
+        assert!(writable_pod_cgroup(Cgroupfs, "kubepods.slice:crius:abc").is_none());
+        assert!(writable_pod_cgroup(Cgroupfs, "/crius-test-no-such-parent/pod1").is_none());
+        assert!(writable_pod_cgroup(Cgroupfs, "/../etc").is_none());
     }
 }

@@ -31,6 +31,8 @@ pub struct Setup {
     pub cni: Cni,
     /// The runtime handlers pods pick from.
     pub handlers: Arc<Handlers>,
+    /// The node's cgroup driver (`[runtime] cgroup_driver`).
+    pub cgroup_driver: crate::cgroup_driver::Driver,
     /// Where every pod's `cgroup_parent` must lie (`[runtime] cgroup_parent_root`).
     pub cgroup_parent_root: crate::cgroup_driver::ParentRoot,
 }
@@ -64,7 +66,7 @@ impl Runtime {
         )
         .map_err(io("opening the sandbox records"))?
         .with_handlers(setup.handlers.clone())
-        .with_cgroup_parent_root(setup.cgroup_parent_root.clone());
+        .with_cgroups(setup.cgroup_driver, setup.cgroup_parent_root.clone());
         let events = setup.state.join("events.sock");
         // The shims' watcher reports a dead shim to the containers, which need the shims first.
         let containers_slot: Arc<OnceLock<Weak<Containers>>> = Arc::new(OnceLock::new());
@@ -81,19 +83,23 @@ impl Runtime {
                 owner: setup.owner.clone(),
                 events: events.clone(),
                 bundles: bundles.clone(),
+                cgroup_driver: setup.cgroup_driver,
             },
             on_gone,
         )
         .map_err(io("starting the shim watcher"))?;
-        let containers = Arc::new(Containers::open(
-            container::Setup {
-                records: setup.root.join("containers"),
-                bundles,
-                intents: intents.clone(),
-            },
-            Arc::new(ttrpc),
-            Arc::new(store),
-        )?);
+        let containers = Arc::new(
+            Containers::open(
+                container::Setup {
+                    records: setup.root.join("containers"),
+                    bundles,
+                    intents: intents.clone(),
+                },
+                Arc::new(ttrpc),
+                Arc::new(store),
+            )?
+            .with_cgroup_driver(setup.cgroup_driver),
+        );
         let _ = containers_slot.set(Arc::downgrade(&containers));
         crate::events::serve(&events, containers.clone())
             .map_err(io(&format!("serving shim events on {}", events.display())))?;

@@ -155,7 +155,6 @@ pub fn run(c: Config) -> Result<(), String> {
         ),
     }
     let driver = c.runtime.cgroup_driver()?;
-    crius_cri::cgroup_driver::set(driver);
     tracing::info!(cgroup_driver = ?driver, "cgroup driver");
     let store = crius_image::Store::open(&c.root.join("images"))
         .map_err(|e| format!("opening the image store: {e}"))?
@@ -168,6 +167,7 @@ pub fn run(c: Config) -> Result<(), String> {
             owner: c.listen.display().to_string(),
             cni: c.cni(),
             handlers: std::sync::Arc::new(c.handlers()?),
+            cgroup_driver: driver,
             cgroup_parent_root: c.runtime.cgroup_parent_root()?,
         },
         store.clone(),
@@ -212,9 +212,13 @@ pub fn run(c: Config) -> Result<(), String> {
             None => None,
         };
         let stream_config = c.stream_config()?;
+        // One limit on the threads of calls that wait, for the RuntimeService's and the streams' alike.
+        let waiting = crius_cri::grpc::waiting::Waiting::default();
         let streams = crius_stream::server::Server::start(
             stream_config,
-            std::sync::Arc::new(crius_cri::streaming::Streaming::new(runtime.clone())),
+            std::sync::Arc::new(
+                crius_cri::streaming::Streaming::new(runtime.clone()).with_waiting(waiting.clone()),
+            ),
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -241,6 +245,7 @@ pub fn run(c: Config) -> Result<(), String> {
             .add_service(ImageServiceServer::new(images.clone()))
             .add_service(RuntimeServiceServer::new(
                 crius_cri::grpc::runtime::RuntimeService::shared(runtime)
+                    .with_waiting(waiting)
                     .with_streaming(std::sync::Arc::new(streams))
                     .with_shutdown(shutdown),
             ))

@@ -3,13 +3,15 @@
 //! binds the snapshot (or the directory `image_sub_path` names in it) read-only, `noexec`, `nosuid` and
 //! `nodev`, as Kubernetes documents image volumes. The sub path is relative without `..`, resolved inside
 //! the snapshot by fd (a symlink in the image stays in the image), and must exist: a missing one fails
-//! CreateContainer naming it.
+//! CreateContainer naming it. Their mounts go into the spec in CreateContainer's adjust step ([`Mounts`]),
+//! each in its place among kubelet's mounts.
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::path::{Component, Path, PathBuf};
 
 use crius_api::cri;
+use oci_spec::runtime::Spec;
 
 use crate::error::{Error, Result};
 use crate::snapshots::Snapshots;
@@ -31,9 +33,7 @@ pub(crate) fn owner(snapshot: &str) -> &str {
 }
 
 /// Whether mount `m` is an image volume.
-pub(crate) fn is_image(m: &cri::Mount) -> bool {
-    m.image.as_ref().is_some_and(|s| !s.image.is_empty())
-}
+pub(crate) use crate::convert::is_image_volume as is_image;
 
 /// Makes the snapshots of container `id`'s image volumes, each given to `idmap` once mounted (the pod's user
 /// namespace idmaps it); returns where each mount (by index) is on the host. On error what was made is left
@@ -93,6 +93,34 @@ fn resolve(root: &Path, sub: &Path, image: &str, field: &str) -> Result<PathBuf>
         .map_err(|e| Error::io(format!("resolving {} in image {image}", sub.display()), e))
 }
 
+/// The adjuster that mounts the image volumes (by the [`super::adjust::Context`]'s `image_volumes`): each
+/// in the place of its mount in the request, among kubelet's mounts, which the conversion left out.
+pub(crate) struct Mounts;
+
+impl super::adjust::Adjust for Mounts {
+    fn name(&self) -> &'static str {
+        "image volumes"
+    }
+
+    fn adjust(&self, spec: &mut Spec, cx: &super::adjust::Context<'_>) -> Result<()> {
+        if cx.image_volumes.is_empty() {
+            return Ok(());
+        }
+        let asked = &cx.config.mounts;
+        let mut mounts = spec.mounts().clone().unwrap_or_default();
+        // kubelet's mounts are the spec's last ones, in the request's order: volume `i` goes before those
+        // of the mounts after it (the image volumes before it are in place already).
+        for (&i, source) in cx.image_volumes {
+            let Some(m) = asked.get(i) else { continue };
+            let after = asked[i + 1..].iter().filter(|m| !is_image(m)).count();
+            let at = mounts.len().saturating_sub(after);
+            mounts.insert(at, crate::convert::image_volume_mount(i, m, source)?);
+        }
+        spec.set_mounts(Some(mounts));
+        Ok(())
+    }
+}
+
 /// Takes apart container `id`'s image volume snapshots (none is fine).
 pub(crate) fn remove(images: &dyn Snapshots, id: &str) -> Result<()> {
     for s in images.snapshots() {
@@ -106,11 +134,12 @@ pub(crate) fn remove(images: &dyn Snapshots, id: &str) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::snapshots::fake::FakeImages;
 
-    fn mount(image: &str, sub: &str) -> cri::Mount {
+    /// An image volume of `image` (its `sub` path) at `/v`.
+    pub(in crate::container) fn mount(image: &str, sub: &str) -> cri::Mount {
         cri::Mount {
             container_path: "/v".into(),
             image: Some(cri::ImageSpec {

@@ -32,20 +32,7 @@ impl World {
             serde_json::json!({"config": {"Cmd": ["sh"], "StopSignal": "SIGQUIT"}}),
         );
         let containers = open(&dir, shim.clone(), images.clone());
-        for f in ["hostname", "hosts", "resolv.conf"] {
-            std::fs::write(dir.path().join(f), "").unwrap();
-        }
-        let sandbox = Sandbox {
-            record: Record {
-                id: "sb1".into(),
-                ready: true,
-                ..Default::default()
-            },
-            config: cri::PodSandboxConfig {
-                log_directory: dir.path().join("logs").display().to_string(),
-                ..Default::default()
-            },
-        };
+        let sandbox = ready_pod(&dir);
         World {
             dir,
             shim,
@@ -68,7 +55,29 @@ impl World {
     }
 }
 
-fn open(dir: &tempfile::TempDir, shim: Arc<FakeShim>, images: Arc<FakeImages>) -> Containers {
+/// A READY sandbox `sb1` whose files (empty) are in `dir`, and its logs under `dir/logs`.
+pub(super) fn ready_pod(dir: &tempfile::TempDir) -> Sandbox {
+    for f in ["hostname", "hosts", "resolv.conf"] {
+        std::fs::write(dir.path().join(f), "").unwrap();
+    }
+    Sandbox {
+        record: Record {
+            id: "sb1".into(),
+            ready: true,
+            ..Default::default()
+        },
+        config: cri::PodSandboxConfig {
+            log_directory: dir.path().join("logs").display().to_string(),
+            ..Default::default()
+        },
+    }
+}
+
+pub(super) fn open(
+    dir: &tempfile::TempDir,
+    shim: Arc<FakeShim>,
+    images: Arc<dyn crate::snapshots::Snapshots>,
+) -> Containers {
     Containers::open(
         Setup {
             records: dir.path().join("records"),
@@ -81,7 +90,7 @@ fn open(dir: &tempfile::TempDir, shim: Arc<FakeShim>, images: Arc<FakeImages>) -
     .unwrap()
 }
 
-fn config(name: &str, attempt: u32, image: &str) -> cri::ContainerConfig {
+pub(super) fn config(name: &str, attempt: u32, image: &str) -> cri::ContainerConfig {
     cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: name.into(),

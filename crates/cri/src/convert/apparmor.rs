@@ -20,61 +20,39 @@ use super::CALL;
 pub use super::apparmor_default::NAME as DEFAULT_PROFILE;
 use crate::error::{Error, Result};
 
-/// What the container asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Wanted {
-    /// No profile.
-    Unconfined,
-    /// The runtime's default profile.
-    RuntimeDefault,
-    /// The loaded profile of this name.
-    Localhost(String),
+/// What the container asks for: a Localhost profile by its name.
+pub type Wanted = super::profile::Wanted<String>;
+
+/// A Localhost profile's name, its `localhost/` prefix (which a typed field's reference may carry) dropped.
+fn localhost(field: &str, name: &str) -> Result<String> {
+    let name = name.strip_prefix("localhost/").unwrap_or(name);
+    if name.is_empty() || name.contains(['\0', '\n']) {
+        return Err(Error::invalid(
+            CALL,
+            field.to_string(),
+            format!("{name:?} is not an AppArmor profile name"),
+        ));
+    }
+    Ok(name.to_string())
 }
 
-/// The profile `sc` asks for. (`apparmor_profile` is deprecated in the CRI, and still sent by older clients:
-/// it is read on purpose.)
+/// The profile `sc` asks for; nothing asked (the CRI says so of `runtime/default`) is the runtime's default.
+/// (`apparmor_profile` is deprecated in the CRI, and still sent by older clients: it is read on purpose.)
 #[allow(deprecated)]
 pub fn wanted(sc: Option<&cri::LinuxContainerSecurityContext>) -> Result<Wanted> {
-    use cri::security_profile::ProfileType;
-    let Some(sc) = sc else {
-        return Ok(Wanted::RuntimeDefault);
+    const FIELDS: super::profile::Fields<String> = super::profile::Fields {
+        typed: "apparmor",
+        old: "apparmor_profile",
+        runtime_default: &["", "runtime/default"],
+        unconfined: &["unconfined"],
+        hint: "runtime/default, unconfined or localhost/<profile name>",
+        localhost,
     };
-    let localhost = |field: &'static str, name: &str| {
-        let name = name.strip_prefix("localhost/").unwrap_or(name);
-        if name.is_empty() || name.contains(['\0', '\n']) {
-            Err(Error::invalid(
-                CALL,
-                field,
-                format!("{name:?} is not an AppArmor profile name"),
-            ))
-        } else {
-            Ok(Wanted::Localhost(name.to_string()))
-        }
-    };
-    if let Some(p) = &sc.apparmor {
-        return match ProfileType::try_from(p.profile_type) {
-            Ok(ProfileType::RuntimeDefault) => Ok(Wanted::RuntimeDefault),
-            Ok(ProfileType::Unconfined) => Ok(Wanted::Unconfined),
-            Ok(ProfileType::Localhost) => localhost("apparmor.localhost_ref", &p.localhost_ref),
-            Err(_) => Err(Error::invalid(
-                CALL,
-                "apparmor.profile_type",
-                format!("{} is not a profile type", p.profile_type),
-            )),
-        };
-    }
-    match sc.apparmor_profile.as_str() {
-        "" | "runtime/default" => Ok(Wanted::RuntimeDefault),
-        "unconfined" => Ok(Wanted::Unconfined),
-        p => match p.strip_prefix("localhost/") {
-            Some(name) => localhost("apparmor_profile", name),
-            None => Err(Error::invalid(
-                CALL,
-                "apparmor_profile",
-                format!("{p:?}: use runtime/default, unconfined or localhost/<profile name>"),
-            )),
-        },
-    }
+    super::profile::wanted(
+        &FIELDS,
+        sc.and_then(|s| s.apparmor.as_ref()),
+        sc.map_or("", |s| s.apparmor_profile.as_str()),
+    )
 }
 
 /// The profile the container gets: `loaded` is the node's loaded profiles, `None` where it has no AppArmor.
@@ -176,59 +154,6 @@ pub fn load_default() -> std::result::Result<bool, String> {
 mod tests {
     use super::*;
 
-    #[allow(deprecated)]
-    fn ctx(old: &str, profile: Option<(i32, &str)>) -> cri::LinuxContainerSecurityContext {
-        cri::LinuxContainerSecurityContext {
-            apparmor_profile: old.into(),
-            apparmor: profile.map(|(t, r)| cri::SecurityProfile {
-                profile_type: t,
-                localhost_ref: r.into(),
-            }),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn the_profile_asked_for_by_either_field() {
-        use cri::security_profile::ProfileType as T;
-        let w = |c: cri::LinuxContainerSecurityContext| wanted(Some(&c));
-        assert_eq!(wanted(None).unwrap(), Wanted::RuntimeDefault);
-        assert_eq!(w(ctx("", None)).unwrap(), Wanted::RuntimeDefault);
-        assert_eq!(w(ctx("runtime/default", None)).unwrap(), Wanted::RuntimeDefault);
-        assert_eq!(w(ctx("unconfined", None)).unwrap(), Wanted::Unconfined);
-        assert_eq!(
-            w(ctx("localhost/my-prof", None)).unwrap(),
-            Wanted::Localhost("my-prof".into())
-        );
-        // The typed field wins over the deprecated string; its localhost_ref may carry the prefix too.
-        assert_eq!(
-            w(ctx("unconfined", Some((T::Localhost as i32, "localhost/p")))).unwrap(),
-            Wanted::Localhost("p".into())
-        );
-        assert_eq!(
-            w(ctx("", Some((T::Localhost as i32, "p")))).unwrap(),
-            Wanted::Localhost("p".into())
-        );
-        assert_eq!(
-            w(ctx("", Some((T::Unconfined as i32, "")))).unwrap(),
-            Wanted::Unconfined
-        );
-        assert_eq!(
-            w(ctx("", Some((T::RuntimeDefault as i32, "")))).unwrap(),
-            Wanted::RuntimeDefault
-        );
-        for (c, field) in [
-            (ctx("docker-default", None), "apparmor_profile"),
-            (ctx("localhost/", None), "apparmor_profile"),
-            (ctx("", Some((T::Localhost as i32, ""))), "apparmor.localhost_ref"),
-            (ctx("", Some((9, ""))), "apparmor.profile_type"),
-        ] {
-            let e = w(c).unwrap_err();
-            assert_eq!(e.code(), tonic::Code::InvalidArgument);
-            assert!(e.to_string().contains(field), "{e}");
-        }
-    }
-
     #[test]
     fn runtime_default_is_nothing_without_apparmor_and_localhost_fails() {
         let local = Wanted::Localhost("my-prof".into());
@@ -252,7 +177,13 @@ mod tests {
         use cri::security_profile::ProfileType as T;
         let config = |t: T, r: &str| cri::ContainerConfig {
             linux: Some(cri::LinuxContainerConfig {
-                security_context: Some(ctx("", Some((t as i32, r)))),
+                security_context: Some(cri::LinuxContainerSecurityContext {
+                    apparmor: Some(cri::SecurityProfile {
+                        profile_type: t as i32,
+                        localhost_ref: r.into(),
+                    }),
+                    ..Default::default()
+                }),
                 ..Default::default()
             }),
             ..Default::default()

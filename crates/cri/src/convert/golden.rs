@@ -627,6 +627,7 @@ impl Facts {
             seccomp_file: None,
             apparmor: None,
             kernel: GOLDEN_KERNEL,
+            cgroup_driver: Default::default(),
         }
     }
 }
@@ -647,7 +648,6 @@ fn convert_gives_the_golden_specs() {
                 sandbox_files: &sandbox_files(),
                 image_config: &case.image,
                 rootfs: &rootfs(),
-                image_volumes: &Default::default(),
                 pid_target: None,
             },
             &case.facts.host(),

@@ -30,6 +30,8 @@ pub struct Host {
     /// The running kernel's version, major and minor (`uname -r`), for seccomp rules with a `minKernel`;
     /// (0, 0) when unknown, which no such rule admits.
     pub kernel: (u32, u32),
+    /// The node's cgroup driver, which names the container's cgroup (criusd's config, not read here).
+    pub cgroup_driver: crate::cgroup_driver::Driver,
 }
 
 impl Host {
@@ -37,8 +39,8 @@ impl Host {
     /// file (when the pod has a UTS namespace of its own, the only time the spec names a hostname) and the
     /// rootfs's passwd and group files. Those are the image's: read inside the rootfs, capped, and only if
     /// regular files (`convert::image_files`); one that is not (a FIFO, a symlink to /dev/zero, a huge file)
-    /// is InvalidArgument naming it, at once.
-    pub fn probe(input: &Input<'_>) -> Result<Host> {
+    /// is InvalidArgument naming it, at once. The node's `cgroup_driver` is criusd's setting, passed on.
+    pub fn probe(input: &Input<'_>, cgroup_driver: crate::cgroup_driver::Driver) -> Result<Host> {
         let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
         let image_file = |rel: &str| {
             super::image_files::read_in_root(input.rootfs, rel, super::image_files::MAX_IMAGE_FILE)
@@ -68,6 +70,7 @@ impl Host {
                 _ => None,
             },
             apparmor: super::apparmor::probe(input.config),
+            cgroup_driver,
         })
     }
 }

@@ -7,13 +7,15 @@
 //!
 //! [`spec`] is a pure function of the request ([`Input`]) and the facts it needs from the node and the
 //! image's files ([`Host`]): it reads and writes nothing. The create path reads the facts before it
-//! ([`Host::probe`]) and makes the mounts' missing host paths after it ([`create_mount_sources`]).
+//! ([`Host::probe`]) and makes the mounts' missing host paths after it ([`create_mount_sources`]). What the
+//! request points at outside itself (image volumes' snapshots; CDI devices and NRI later) is not here: the
+//! create path's adjust step (`container::adjust`) changes the spec for it.
 //!
 //! ```text
 //!   ContainerConfig ─┐
-//!   Sandbox (record) ├─ Input ─┐
-//!   image config ────┘         ├─ spec() ─> Spec ─> config.json
-//!   Host::probe(&input) ───────┘
+//!   Sandbox (record) ├─ Input ──────┐
+//!   image config ────┘              ├─ spec() ─> Spec ─> config.json
+//!   Host::probe(&input, driver) ────┘
 //! ```
 //!
 //! The specs are pinned by golden files (`golden/<case>.json`, see `golden.rs`).
@@ -25,6 +27,7 @@ mod host;
 mod image_files;
 mod mounts;
 mod process;
+mod profile;
 mod resources;
 mod seccomp;
 mod seccomp_default;
@@ -49,6 +52,7 @@ use serde_json::Value;
 pub use apparmor::{DEFAULT_PROFILE as APPARMOR_DEFAULT_PROFILE, load_default as load_apparmor_default};
 pub use caps::{ALL_CAPS, DEFAULT_CAPS};
 pub use host::{Host, bounding_set, cpu_controller, create_mount_sources};
+pub use mounts::{image_volume_mount, is_image_volume};
 pub use process::{args, env, user};
 pub use resources::{merge_resources, resources, update_resources};
 
@@ -96,8 +100,6 @@ pub struct Input<'a> {
     pub image_config: &'a Value,
     /// The container's root filesystem (mounted).
     pub rootfs: &'a Path,
-    /// Where each image volume mount (by its index in `config.mounts`) is on the host.
-    pub image_volumes: &'a std::collections::BTreeMap<usize, std::path::PathBuf>,
     /// The PID namespace of the container that a PID mode of TARGET names (`/proc/<pid>/ns/pid`).
     pub pid_target: Option<&'a Path>,
 }
@@ -188,7 +190,7 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     let mut linux = built(
         LinuxBuilder::default()
             .namespaces(namespaces)
-            .cgroups_path(crate::cgroup_driver::get().cgroups_path(parent, inp.id))
+            .cgroups_path(host.cgroup_driver.cgroups_path(parent, inp.id))
             .resources(resources(
                 c.linux.as_ref().and_then(|l| l.resources.as_ref()),
                 host.cpu_controller,

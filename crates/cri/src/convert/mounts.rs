@@ -2,7 +2,8 @@
 //! /dev/shm, the pod's hostname, hosts and resolv.conf files (unless kubelet mounts its own), then
 //! kubelet's mounts with their propagation (and `rro` where a mount is recursive read-only; idmapped, with
 //! their `uidMappings`/`gidMappings`, in a pod with a user namespace). kubelet's mounts must have absolute
-//! paths and stay out of /proc.
+//! paths and stay out of /proc. Image volumes are left out here: CreateContainer's adjust step
+//! (`container::adjust`) puts their mounts ([`image_volume_mount`]) in their places among kubelet's.
 
 use std::path::Path;
 
@@ -144,18 +145,8 @@ pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly:
         }
     }
     for (i, m) in c.mounts.iter().enumerate() {
-        if let Some(source) = inp.image_volumes.get(&i) {
-            // An image volume: read-only and noexec whatever the mount asks, as Kubernetes documents them.
-            let image_mount = cri::Mount {
-                host_path: source.display().to_string(),
-                ..m.clone()
-            };
-            check(i, &image_mount)?;
-            // In a pod with a user namespace its snapshot's layers are idmapped already (as the rootfs's
-            // are: `sandbox::userns::idmap_rootfs`), whatever mappings kubelet sends for it.
-            let mut opts = vec!["rbind", "rprivate", "ro", "nosuid", "nodev", "noexec"];
-            opts.extend(m.recursive_read_only.then_some("rro"));
-            out.push(mount(&m.container_path, "bind", source, &opts)?);
+        if is_image_volume(m) {
+            // Its place is kept: the adjust step puts its mount here ([`image_volume_mount`]).
             continue;
         }
         check(i, m)?;
@@ -171,6 +162,27 @@ pub(super) fn mounts(inp: &Input<'_>, privileged: bool, pod_ipc: bool, readonly:
         )?);
     }
     Ok(out)
+}
+
+/// Whether kubelet's mount `m` is an image volume (KEP-4639: its `image` names one). `mounts` leaves it
+/// out: its source is a snapshot made for the container, which CreateContainer's adjust step mounts.
+pub fn is_image_volume(m: &cri::Mount) -> bool {
+    m.image.as_ref().is_some_and(|s| !s.image.is_empty())
+}
+
+/// The mount of image volume `m`, kubelet's mount `i`, whose snapshot (or the sub path in it) is `source`:
+/// read-only, `nosuid`, `nodev` and `noexec` whatever the mount asks, as Kubernetes documents image volumes.
+pub fn image_volume_mount(i: usize, m: &cri::Mount, source: &Path) -> Result<Mount> {
+    let image_mount = cri::Mount {
+        host_path: source.display().to_string(),
+        ..m.clone()
+    };
+    check(i, &image_mount)?;
+    // In a pod with a user namespace its snapshot's layers are idmapped already (as the rootfs's are:
+    // `sandbox::userns::idmap_rootfs`), whatever mappings kubelet sends for it.
+    let mut opts = vec!["rbind", "rprivate", "ro", "nosuid", "nodev", "noexec"];
+    opts.extend(m.recursive_read_only.then_some("rro"));
+    mount(&m.container_path, "bind", source, &opts)
 }
 
 /// kubelet's mount `i` (`m`, made as `made`) idmapped with its uid and gid mappings, if it has them: only in a

@@ -287,17 +287,26 @@ fn host() -> BoxedStrategy<Host> {
         "[a-z0-9.-]{0,64}\n?",
         prop::collection::vec(line(), 0..3),
         prop::collection::vec(line(), 0..3),
+        // Both cgroup drivers, in one process: nothing reads the driver from a global.
+        any::<bool>(),
     )
-        .prop_map(|(bounding, cpu_controller, hostname, passwd, group)| Host {
-            bounding: bounding.into_iter().map(str::to_string).collect(),
-            cpu_controller,
-            hostname,
-            passwd: passwd.join("\n"),
-            group: group.join("\n"),
-            seccomp_file: None,
-            apparmor: None,
-            kernel: (6, 1),
-        })
+        .prop_map(
+            |(bounding, cpu_controller, hostname, passwd, group, systemd)| Host {
+                bounding: bounding.into_iter().map(str::to_string).collect(),
+                cpu_controller,
+                hostname,
+                passwd: passwd.join("\n"),
+                group: group.join("\n"),
+                seccomp_file: None,
+                apparmor: None,
+                kernel: (6, 1),
+                cgroup_driver: if systemd {
+                    crate::cgroup_driver::Driver::Systemd
+                } else {
+                    crate::cgroup_driver::Driver::Cgroupfs
+                },
+            },
+        )
         .boxed()
 }
 
@@ -347,8 +356,8 @@ fn check(
 ) -> Result<(), TestCaseError> {
     // CreateContainer's order: the pod was validated at RunPodSandbox, the container now, and only what both
     // accept reaches the builder.
-    let validated =
-        crate::validate::sandbox_config(&pod_config).and(crate::validate::container_config(config));
+    let validated = crate::validate::sandbox_config(&pod_config, host.cgroup_driver)
+        .and(crate::validate::container_config(config));
     if let Err(e) = validated {
         prop_assert_eq!(e.code(), tonic::Code::InvalidArgument, "{}", e);
         return Ok(());
@@ -367,7 +376,6 @@ fn check(
         sandbox_files: Path::new("/run/crius/pods/p"),
         image_config: image,
         rootfs: Path::new("/rootfs"),
-        image_volumes: &Default::default(),
         pid_target: None,
     };
     match spec(&inp, host) {

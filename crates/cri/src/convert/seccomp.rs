@@ -17,60 +17,38 @@ use serde_json::Value;
 use super::CALL;
 use crate::error::{Error, Result};
 
-/// What the container asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Wanted {
-    /// No filter.
-    Unconfined,
-    /// The runtime's default profile.
-    RuntimeDefault,
-    /// The profile in this file.
-    Localhost(PathBuf),
+/// What the container asks for: a Localhost profile by its file.
+pub type Wanted = super::profile::Wanted<PathBuf>;
+
+/// A Localhost profile's file: an absolute path.
+fn localhost(field: &str, p: &str) -> Result<PathBuf> {
+    if !p.starts_with('/') {
+        return Err(Error::invalid(
+            CALL,
+            field.to_string(),
+            format!("{p:?} is not an absolute path"),
+        ));
+    }
+    Ok(PathBuf::from(p))
 }
 
-/// The profile `sc` asks for. (`seccomp_profile_path` is deprecated in the CRI, and still sent by older
-/// clients: it is read on purpose.)
+/// The profile `sc` asks for; nothing asked is no filter. (`seccomp_profile_path` is deprecated in the CRI,
+/// and still sent by older clients: it is read on purpose.)
 #[allow(deprecated)]
 pub fn wanted(sc: Option<&cri::LinuxContainerSecurityContext>) -> Result<Wanted> {
-    use cri::security_profile::ProfileType;
-    let Some(sc) = sc else {
-        return Ok(Wanted::Unconfined);
+    const FIELDS: super::profile::Fields<PathBuf> = super::profile::Fields {
+        typed: "seccomp",
+        old: "seccomp_profile_path",
+        runtime_default: &["runtime/default", "docker/default"],
+        unconfined: &["", "unconfined"],
+        hint: "unconfined, runtime/default or localhost/<absolute path>",
+        localhost,
     };
-    let localhost = |field: &'static str, p: &str| {
-        if p.starts_with('/') {
-            Ok(Wanted::Localhost(PathBuf::from(p)))
-        } else {
-            Err(Error::invalid(
-                CALL,
-                field,
-                format!("{p:?} is not an absolute path"),
-            ))
-        }
-    };
-    if let Some(p) = &sc.seccomp {
-        return match ProfileType::try_from(p.profile_type) {
-            Ok(ProfileType::RuntimeDefault) => Ok(Wanted::RuntimeDefault),
-            Ok(ProfileType::Unconfined) => Ok(Wanted::Unconfined),
-            Ok(ProfileType::Localhost) => localhost("seccomp.localhost_ref", &p.localhost_ref),
-            Err(_) => Err(Error::invalid(
-                CALL,
-                "seccomp.profile_type",
-                format!("{} is not a profile type", p.profile_type),
-            )),
-        };
-    }
-    match sc.seccomp_profile_path.as_str() {
-        "" | "unconfined" => Ok(Wanted::Unconfined),
-        "runtime/default" | "docker/default" => Ok(Wanted::RuntimeDefault),
-        p => match p.strip_prefix("localhost/") {
-            Some(path) => localhost("seccomp_profile_path", path),
-            None => Err(Error::invalid(
-                CALL,
-                "seccomp_profile_path",
-                format!("{p:?}: use unconfined, runtime/default or localhost/<absolute path>"),
-            )),
-        },
-    }
+    super::profile::wanted(
+        &FIELDS,
+        sc.and_then(|s| s.seccomp.as_ref()),
+        sc.map_or("", |s| s.seccomp_profile_path.as_str()),
+    )
 }
 
 /// This machine's architecture as Docker profiles name it.
@@ -195,49 +173,6 @@ pub fn profile(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[allow(deprecated)]
-    fn ctx(path: &str, profile: Option<(i32, &str)>) -> cri::LinuxContainerSecurityContext {
-        cri::LinuxContainerSecurityContext {
-            seccomp_profile_path: path.into(),
-            seccomp: profile.map(|(t, r)| cri::SecurityProfile {
-                profile_type: t,
-                localhost_ref: r.into(),
-            }),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn the_profile_asked_for_by_either_field() {
-        use cri::security_profile::ProfileType as T;
-        let w = |c: cri::LinuxContainerSecurityContext| wanted(Some(&c));
-        assert_eq!(wanted(None).unwrap(), Wanted::Unconfined);
-        assert_eq!(w(ctx("", None)).unwrap(), Wanted::Unconfined);
-        assert_eq!(w(ctx("runtime/default", None)).unwrap(), Wanted::RuntimeDefault);
-        assert_eq!(w(ctx("docker/default", None)).unwrap(), Wanted::RuntimeDefault);
-        assert_eq!(
-            w(ctx("localhost//p/x.json", None)).unwrap(),
-            Wanted::Localhost("/p/x.json".into())
-        );
-        assert_eq!(
-            w(ctx("", Some((T::RuntimeDefault as i32, "")))).unwrap(),
-            Wanted::RuntimeDefault
-        );
-        assert_eq!(
-            w(ctx("unconfined", Some((T::Localhost as i32, "/p/y.json")))).unwrap(),
-            Wanted::Localhost("/p/y.json".into()),
-            "the field wins over the deprecated path"
-        );
-        for bad in [
-            ctx("localhost/rel.json", None),
-            ctx("weird", None),
-            ctx("", Some((9, ""))),
-        ] {
-            let e = w(bad).unwrap_err();
-            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
-        }
-    }
 
     #[test]
     fn docker_profiles_are_resolved_for_the_container() {

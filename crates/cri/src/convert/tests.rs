@@ -192,6 +192,22 @@ fn a_bounding_mask_names_its_capabilities() {
     assert_eq!(names_of(1 << 21), ["CAP_SYS_ADMIN"]);
 }
 
+/// The spec of `config` in `sandbox` with an image that says `Cmd: ["sh"]`.
+fn spec_of(config: &cri::ContainerConfig, sandbox: &Sandbox, host: &Host) -> Result<Spec> {
+    spec(
+        &Input {
+            id: "c",
+            config,
+            sandbox,
+            sandbox_files: Path::new("/pod"),
+            image_config: &json!({"config": {"Cmd": ["sh"]}}),
+            rootfs: Path::new("/rootfs"),
+            pid_target: None,
+        },
+        host,
+    )
+}
+
 fn a_pod() -> Sandbox {
     Sandbox {
         record: Default::default(),
@@ -199,21 +215,50 @@ fn a_pod() -> Sandbox {
     }
 }
 
+/// The driver is a fact passed in, not a process global: one process converts under both.
+#[test]
+fn one_request_under_each_cgroup_driver() {
+    use crate::cgroup_driver::Driver;
+    let mut sandbox = a_pod();
+    sandbox.config.linux = Some(cri::LinuxPodSandboxConfig {
+        cgroup_parent: "kubepods-besteffort-pod1.slice".into(),
+        ..Default::default()
+    });
+    let config = cri::ContainerConfig::default();
+    let path_under = |driver: Driver| {
+        let s = spec_of(
+            &config,
+            &sandbox,
+            &Host {
+                cgroup_driver: driver,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        s.linux().as_ref().unwrap().cgroups_path().clone().unwrap()
+    };
+    assert_eq!(
+        path_under(Driver::Systemd),
+        Path::new("kubepods-besteffort-pod1.slice:crius:c")
+    );
+    assert_eq!(
+        path_under(Driver::Cgroupfs),
+        Path::new("kubepods-besteffort-pod1.slice/c")
+    );
+    assert_eq!(
+        path_under(Driver::Systemd),
+        Path::new("kubepods-besteffort-pod1.slice:crius:c"),
+        "and back"
+    );
+}
+
 #[test]
 fn security_context_paths_replace_the_default_masks() {
     let sandbox = a_pod();
     let spec_of = |config: &cri::ContainerConfig| {
-        let s = spec(
-            &Input {
-                id: "c",
-                config,
-                sandbox: &sandbox,
-                sandbox_files: Path::new("/pod"),
-                image_config: &json!({"config": {"Cmd": ["sh"]}}),
-                rootfs: Path::new("/rootfs"),
-                image_volumes: &Default::default(),
-                pid_target: None,
-            },
+        let s = spec_of(
+            config,
+            &sandbox,
             &Host {
                 bounding: every_cap(),
                 ..Default::default()
@@ -336,7 +381,6 @@ fn numbers_the_oci_spec_cannot_hold_are_refused() {
             sandbox_files: Path::new("/pod"),
             image_config: &json!({"config": {"Cmd": ["sh"]}}),
             rootfs: Path::new("/rootfs"),
-            image_volumes: &Default::default(),
             pid_target: None,
         };
         let host = Host {
@@ -386,7 +430,6 @@ fn a_nul_byte_from_the_image_config_is_refused() {
             sandbox_files: Path::new("/pod"),
             image_config: &image,
             rootfs: Path::new("/rootfs"),
-            image_volumes: &Default::default(),
             pid_target: None,
         };
         let e = spec(&inp, &host).unwrap_err();
@@ -410,19 +453,26 @@ fn the_host_is_read_before_the_conversion() {
     let config = cri::ContainerConfig::default();
     let mut sandbox = a_pod();
     let probe = |sandbox: &Sandbox| {
-        Host::probe(&Input {
-            id: "c",
-            config: &config,
-            sandbox,
-            sandbox_files: &files,
-            image_config: &Value::Null,
-            rootfs: &rootfs,
-            image_volumes: &Default::default(),
-            pid_target: None,
-        })
+        Host::probe(
+            &Input {
+                id: "c",
+                config: &config,
+                sandbox,
+                sandbox_files: &files,
+                image_config: &Value::Null,
+                rootfs: &rootfs,
+                pid_target: None,
+            },
+            crate::cgroup_driver::Driver::Systemd,
+        )
         .unwrap()
     };
     let host = probe(&sandbox);
+    assert_eq!(
+        host.cgroup_driver,
+        crate::cgroup_driver::Driver::Systemd,
+        "passed on"
+    );
     assert_eq!(
         host.hostname, "",
         "a pod without a UTS namespace names no hostname"
@@ -506,20 +556,7 @@ fn a_recursive_read_only_mount_asks_the_runtime_for_rro() {
         mounts: vec![bind(true, true), bind(true, false), bind(false, false)],
         ..Default::default()
     };
-    let s = spec(
-        &Input {
-            id: "c",
-            config: &config,
-            sandbox: &sandbox,
-            sandbox_files: Path::new("/pod"),
-            image_config: &json!({"config": {"Cmd": ["sh"]}}),
-            rootfs: Path::new("/rootfs"),
-            image_volumes: &Default::default(),
-            pid_target: None,
-        },
-        &Host::default(),
-    )
-    .unwrap();
+    let s = spec_of(&config, &sandbox, &Host::default()).unwrap();
     let s = serde_json::to_value(s).unwrap();
     let options: Vec<&Value> = s["mounts"]
         .as_array()

@@ -4,4 +4,4 @@
 pub mod image;
 pub mod images_api;
 pub mod runtime;
-pub(crate) mod waiting;
+pub mod waiting;

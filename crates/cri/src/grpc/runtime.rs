@@ -1,7 +1,7 @@
 //! `runtime.v1.RuntimeService`, the tonic adapter over [`Runtime`]: each call takes its request apart, makes one
 //! domain call off the async workers, and answers; errors become statuses only through
 //! `From<crate::error::Error> for Status`. Version, Status (RuntimeReady, and NetworkReady from the CNI
-//! config), RuntimeConfig (the cgroupfs driver) and UpdateRuntimeConfig are answered here. The calls not
+//! config), RuntimeConfig (the node's cgroup driver) and UpdateRuntimeConfig are answered here. The calls not
 //! served yet answer `Unimplemented`, naming the call.
 
 use std::collections::HashMap;
@@ -30,6 +30,8 @@ pub struct RuntimeService {
     /// Turns true when criusd shuts down: open GetContainerEvents streams end then, so that shutdown, which
     /// waits for calls in flight, is not held by a client that never hangs up.
     shutdown: tokio::sync::watch::Receiver<bool>,
+    /// The places of the calls that wait (StopContainer, RemoveContainer, ExecSync) on threads of their own.
+    waiting: super::waiting::Waiting,
 }
 
 impl RuntimeService {
@@ -44,7 +46,14 @@ impl RuntimeService {
             runtime,
             streams: None,
             shutdown: tokio::sync::watch::channel(false).1,
+            waiting: Default::default(),
         }
+    }
+
+    /// The calls that wait take their places from `waiting` (which the streaming backend shares).
+    pub fn with_waiting(mut self, waiting: super::waiting::Waiting) -> RuntimeService {
+        self.waiting = waiting;
+        self
     }
 
     /// Exec, Attach and PortForward answer with URLs on `server`.
@@ -210,7 +219,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     ) -> Reply<cri::RuntimeConfigResponse> {
         Ok(Response::new(cri::RuntimeConfigResponse {
             linux: Some(cri::LinuxRuntimeConfiguration {
-                cgroup_driver: crate::cgroup_driver::get().cri() as i32,
+                cgroup_driver: self.runtime.pods.cgroup_driver().cri() as i32,
             }),
         }))
     }
@@ -306,10 +315,11 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     ) -> Reply<cri::StopContainerResponse> {
         let req = req.into_inner();
         let r = self.runtime.clone();
-        super::waiting::on_own_thread("StopContainer", move || {
-            r.containers.stop(&req.container_id, req.timeout)
-        })
-        .await?;
+        self.waiting
+            .on_own_thread("StopContainer", move || {
+                r.containers.stop(&req.container_id, req.timeout)
+            })
+            .await?;
         Ok(Response::new(cri::StopContainerResponse {}))
     }
 
@@ -319,7 +329,9 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     ) -> Reply<cri::RemoveContainerResponse> {
         let id = req.into_inner().container_id;
         let r = self.runtime.clone();
-        super::waiting::on_own_thread("RemoveContainer", move || r.containers.remove(&id)).await?;
+        self.waiting
+            .on_own_thread("RemoveContainer", move || r.containers.remove(&id))
+            .await?;
         Ok(Response::new(cri::RemoveContainerResponse {}))
     }
 
@@ -368,10 +380,12 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     async fn exec_sync(&self, req: Request<cri::ExecSyncRequest>) -> Reply<cri::ExecSyncResponse> {
         let req = req.into_inner();
         let r = self.runtime.clone();
-        let out = super::waiting::on_own_thread("ExecSync", move || {
-            r.containers.exec_sync(&req.container_id, &req.cmd, req.timeout)
-        })
-        .await?;
+        let out = self
+            .waiting
+            .on_own_thread("ExecSync", move || {
+                r.containers.exec_sync(&req.container_id, &req.cmd, req.timeout)
+            })
+            .await?;
         Ok(Response::new(out))
     }
 

@@ -48,6 +48,8 @@ pub struct Pods {
     intents: Arc<Intents>,
     /// The runtime handlers RunPodSandbox picks from.
     pub handlers: Arc<Handlers>,
+    /// The node's cgroup driver, the form of every pod's `cgroup_parent`.
+    cgroup_driver: crate::cgroup_driver::Driver,
     /// Where every pod's `cgroup_parent` must lie.
     cgroup_parent_root: crate::cgroup_driver::ParentRoot,
 }
@@ -122,6 +124,7 @@ impl Pods {
             busy: Default::default(),
             intents,
             handlers: Arc::default(),
+            cgroup_driver: Default::default(),
             cgroup_parent_root: Default::default(),
         })
     }
@@ -131,12 +134,23 @@ impl Pods {
         Pods { handlers, ..self }
     }
 
-    /// These pods with every `cgroup_parent` within `root` (else any).
-    pub fn with_cgroup_parent_root(self, root: crate::cgroup_driver::ParentRoot) -> Pods {
+    /// These pods with every `cgroup_parent` in `driver`'s form (else cgroupfs's) and within `root` (else
+    /// any).
+    pub fn with_cgroups(
+        self,
+        driver: crate::cgroup_driver::Driver,
+        root: crate::cgroup_driver::ParentRoot,
+    ) -> Pods {
         Pods {
+            cgroup_driver: driver,
             cgroup_parent_root: root,
             ..self
         }
+    }
+
+    /// The node's cgroup driver.
+    pub fn cgroup_driver(&self) -> crate::cgroup_driver::Driver {
+        self.cgroup_driver
     }
 
     /// The directory of the files (hostname, hosts, resolv.conf) that sandbox `id`'s containers mount. They
@@ -215,10 +229,10 @@ impl Pods {
                 ),
             ));
         }
-        crate::validate::sandbox_config(&config)?;
+        crate::validate::sandbox_config(&config, self.cgroup_driver)?;
         if let Some(l) = &config.linux {
             self.cgroup_parent_root
-                .check(crate::cgroup_driver::get(), &l.cgroup_parent)
+                .check(self.cgroup_driver, &l.cgroup_parent)
                 .map_err(|e| Error::invalid(CALL, "linux.cgroup_parent", e))?;
         }
         let runtime = self.handlers.find(CALL, &handler)?.runtime.clone();

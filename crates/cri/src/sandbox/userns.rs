@@ -309,7 +309,6 @@ mod tests {
             sandbox_files: std::path::Path::new("/pod"),
             image_config: &serde_json::json!({"config": {"Cmd": ["sh"]}}),
             rootfs: std::path::Path::new("/rootfs"),
-            image_volumes: &Default::default(),
             pid_target: None,
         };
         crate::convert::spec(&input, &crate::convert::Host::default())

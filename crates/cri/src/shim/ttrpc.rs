@@ -34,6 +34,8 @@ pub struct Setup {
     pub events: PathBuf,
     /// `<state>/containers`: the bundles, `<bundles>/<id>`.
     pub bundles: PathBuf,
+    /// The node's cgroup driver: under systemd's the runtime runs with `--systemd-cgroup`.
+    pub cgroup_driver: crate::cgroup_driver::Driver,
 }
 
 /// The shims of one criusd.
@@ -242,7 +244,7 @@ impl ShimClient for TtrpcShims {
                 .unwrap_or_default(),
             options: runc_options(
                 t.runtime.as_ref(),
-                crate::cgroup_driver::get() == crate::cgroup_driver::Driver::Systemd,
+                self.setup.cgroup_driver == crate::cgroup_driver::Driver::Systemd,
             )
             .into(),
             ..Default::default()

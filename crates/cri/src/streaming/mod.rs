@@ -15,6 +15,7 @@ use tokio::net::unix::pipe;
 
 use crate::container::Containers;
 use crate::error::Error;
+use crate::grpc::waiting::Waiting;
 use crate::runtime::Runtime;
 
 mod connect;
@@ -28,6 +29,8 @@ use follow::follow;
 pub struct Streaming {
     runtime: Arc<Runtime>,
     connects: Connects,
+    /// The places of exec sessions' waits for their processes (shared with the RuntimeService's waits).
+    waiting: Waiting,
 }
 
 impl Streaming {
@@ -36,7 +39,13 @@ impl Streaming {
         Streaming {
             runtime,
             connects: Connects::new(),
+            waiting: Waiting::default(),
         }
+    }
+
+    /// Exec sessions wait for their processes in places from `waiting`.
+    pub fn with_waiting(self, waiting: Waiting) -> Streaming {
+        Streaming { waiting, ..self }
     }
 }
 
@@ -84,6 +93,7 @@ fn sender(f: Option<File>) -> StreamResult<Option<crius_stream::backend::Input>>
 
 struct ExecControl {
     containers: Arc<Containers>,
+    waiting: Waiting,
     sandbox: String,
     id: String,
     exec_id: String,
@@ -109,8 +119,10 @@ impl Control for ExecControl {
             self.exec_id.clone(),
         );
         // As long as the session: on a thread of its own, not in the blocking pool other calls need.
+        let waiting = self.waiting.clone();
         Box::pin(async move {
-            crate::grpc::waiting::own_thread("exec-wait", move || c.wait_stream(&s, &id, &e))
+            waiting
+                .own_thread("exec-wait", move || c.wait_stream(&s, &id, &e))
                 .await
                 .map_err(|why| {
                     crius_stream::Error::new(ErrorKind::Internal, format!("an exec's wait: {why}"))
@@ -183,6 +195,7 @@ impl Control for AttachControl {
 impl Backend for Streaming {
     fn exec(&self, req: ExecRequest) -> BoxFuture<'static, StreamResult<Process>> {
         let containers = self.runtime.containers.clone();
+        let waiting = self.waiting.clone();
         Box::pin(async move {
             let c = containers.clone();
             let started = blocking(move || {
@@ -197,6 +210,7 @@ impl Backend for Streaming {
             .await?;
             let control = Box::new(ExecControl {
                 containers,
+                waiting,
                 sandbox: started.sandbox,
                 id: started.id,
                 exec_id: started.exec_id,

@@ -230,7 +230,7 @@ fn unified_key(key: &str) -> bool {
 }
 
 /// A PodSandboxConfig, before RunPodSandbox makes anything of it.
-pub fn sandbox_config(c: &cri::PodSandboxConfig) -> Result<()> {
+pub fn sandbox_config(c: &cri::PodSandboxConfig, driver: crate::cgroup_driver::Driver) -> Result<()> {
     const CALL: &str = "RunPodSandbox";
     unsupported::sandbox_config(c)?;
     if c.hostname.len() > MAX_HOSTNAME {
@@ -259,7 +259,7 @@ pub fn sandbox_config(c: &cri::PodSandboxConfig) -> Result<()> {
     if let Some(l) = &c.linux {
         // The parent of every container's cgroup path, and sysctls written under /proc/sys.
         no_nul(CALL, || "linux.cgroup_parent".into(), &l.cgroup_parent)?;
-        cgroup_parent(CALL, crate::cgroup_driver::get(), &l.cgroup_parent)?;
+        driver.check_parent(CALL, &l.cgroup_parent)?;
         for (k, v) in &l.sysctls {
             no_nul(CALL, || "linux.sysctls".into(), k)?;
             no_nul(CALL, || format!("linux.sysctls[{k:?}]"), v)?;
@@ -363,24 +363,6 @@ pub fn sysctls(
     Ok(())
 }
 
-/// A pod's `cgroup_parent` in the form the node's cgroup driver names cgroups: any path under cgroupfs, a
-/// slice name under systemd (kubelet sends `kubepods-burstable-pod<uid>.slice` then).
-fn cgroup_parent(call: &'static str, driver: crate::cgroup_driver::Driver, parent: &str) -> Result<()> {
-    if driver != crate::cgroup_driver::Driver::Systemd || parent.is_empty() {
-        return Ok(());
-    }
-    crius_oci::cgroup::systemd::expand_slice(parent).map(drop).map_err(|_| {
-        Error::invalid(
-            call,
-            "linux.cgroup_parent",
-            format!(
-                "{parent:?}: under the systemd cgroup driver it is a slice name (NAME.slice), as kubelet's \
-                 cgroupDriver: systemd sends it; is kubelet's cgroupDriver cgroupfs?"
-            ),
-        )
-    })
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -394,22 +376,6 @@ pub(crate) mod tests {
         }
         out.sort();
         out
-    }
-
-    /// Found by convert/proptests.rs: these reached config.json and failed only in the runtime.
-    #[test]
-    fn a_cgroup_parent_must_be_a_slice_under_the_systemd_driver() {
-        use crate::cgroup_driver::Driver;
-        for ok in ["kubepods-besteffort-pod1.slice", ""] {
-            cgroup_parent("RunPodSandbox", Driver::Systemd, ok).unwrap();
-        }
-        cgroup_parent("RunPodSandbox", Driver::Cgroupfs, "/kubepods/besteffort/pod1").unwrap();
-        let e = cgroup_parent("RunPodSandbox", Driver::Systemd, "/kubepods/besteffort/pod1").unwrap_err();
-        assert_eq!(e.code(), tonic::Code::InvalidArgument);
-        assert!(
-            e.to_string().contains("linux.cgroup_parent") && e.to_string().contains("slice name"),
-            "{e}"
-        );
     }
 
     #[test]
@@ -461,11 +427,17 @@ pub(crate) mod tests {
                 "linux.sysctls[\"net.ipv4.ip_forward\"]",
             ),
         ] {
-            let e = sandbox_config(&bad).unwrap_err();
+            let e = sandbox_config(&bad, Default::default()).unwrap_err();
             assert_eq!(e.code(), tonic::Code::InvalidArgument);
             assert!(e.to_string().contains(&format!("{field} has a NUL")), "{e}");
         }
-        assert!(sandbox_config(&pod("/kubepods", ("net.ipv4.ip_forward", "1"))).is_ok());
+        assert!(
+            sandbox_config(
+                &pod("/kubepods", ("net.ipv4.ip_forward", "1")),
+                Default::default()
+            )
+            .is_ok()
+        );
     }
 
     #[test]
@@ -575,11 +547,11 @@ pub(crate) mod tests {
             ..Default::default()
         };
         use cri::NamespaceMode::{Node, Pod};
-        assert!(sandbox_config(&pod(Pod, Pod, "net.ipv4.ip_forward")).is_ok());
-        assert!(sandbox_config(&pod(Node, Pod, "net.ipv4.ip_forward")).is_err());
-        assert!(sandbox_config(&pod(Node, Pod, "kernel.shmmax")).is_ok());
-        assert!(sandbox_config(&pod(Pod, Node, "kernel.shmmax")).is_err());
-        assert!(sandbox_config(&pod(Pod, Pod, "kernel.panic")).is_err());
+        assert!(sandbox_config(&pod(Pod, Pod, "net.ipv4.ip_forward"), Default::default()).is_ok());
+        assert!(sandbox_config(&pod(Node, Pod, "net.ipv4.ip_forward"), Default::default()).is_err());
+        assert!(sandbox_config(&pod(Node, Pod, "kernel.shmmax"), Default::default()).is_ok());
+        assert!(sandbox_config(&pod(Pod, Node, "kernel.shmmax"), Default::default()).is_err());
+        assert!(sandbox_config(&pod(Pod, Pod, "kernel.panic"), Default::default()).is_err());
     }
 
     #[test]

@@ -1,0 +1,55 @@
+//! CreateContainer's adjust step: the one seam where the spec that [`crate::convert::spec`] made from the
+//! request is changed by what the request points at outside itself. Each [`Adjust`] gets the spec and the
+//! request's [`Context`], in order; an error fails the create (its rollback takes apart what was made).
+//!
+//! Today one adjuster runs: the image volumes' mounts ([`super::image_volumes::Mounts`]), whose sources are
+//! the snapshots the snapshot step made. Issue 27 plugs in here: CDI devices (the request's `CDIDevices`
+//! and annotations resolved to device nodes, mounts, env and hooks) and NRI plugins' adjustments are each an
+//! [`Adjust`], added to [`Containers`](super::Containers)' list, and nothing else in the create path
+//! changes the spec. An adjuster that needs node state reads it itself; the conversion stays pure.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crius_api::cri;
+use oci_spec::runtime::Spec;
+
+use crate::error::Result;
+use crate::store::sandbox::Sandbox;
+
+/// What an adjuster may read of the request being created.
+pub(crate) struct Context<'a> {
+    /// The container's id.
+    pub id: &'a str,
+    /// kubelet's ContainerConfig.
+    pub config: &'a cri::ContainerConfig,
+    /// The pod it belongs to.
+    pub sandbox: &'a Sandbox,
+    /// Where each image volume (by its index in `config.mounts`) is on the host: its snapshot, or the sub
+    /// path in it.
+    pub image_volumes: &'a BTreeMap<usize, PathBuf>,
+}
+
+/// One change of a container's spec from outside the request.
+pub(crate) trait Adjust: Send + Sync {
+    /// What it changes, for logs.
+    fn name(&self) -> &'static str;
+
+    /// Changes `spec` for the container `cx` describes.
+    fn adjust(&self, spec: &mut Spec, cx: &Context<'_>) -> Result<()>;
+}
+
+/// Runs `adjusters` on `spec`, in order; the first error is the answer.
+pub(crate) fn adjust(adjusters: &[Box<dyn Adjust>], spec: &mut Spec, cx: &Context<'_>) -> Result<()> {
+    for a in adjusters {
+        let (container, sandbox) = (cx.id, &cx.sandbox.record.id);
+        tracing::debug!(container, sandbox, adjuster = a.name(), "adjusting the spec");
+        a.adjust(spec, cx)?;
+    }
+    Ok(())
+}
+
+/// The adjusters every container gets.
+pub(crate) fn defaults() -> Vec<Box<dyn Adjust>> {
+    vec![Box::new(super::image_volumes::Mounts)]
+}
