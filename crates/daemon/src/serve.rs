@@ -219,8 +219,8 @@ pub fn run(c: Config) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
         tracing::info!(address = %streams.local_addr(), "streaming server listening");
-        let pods = crius_pod::service::Service::start(
-            crius_pod::service::Settings {
+        let pods = crius_workloads::Service::start(
+            crius_workloads::Settings {
                 dir: c.root.join("pod-service"),
                 engine: crius_pod::Options {
                     pods_dir: c.root.join("pods"),

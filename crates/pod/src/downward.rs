@@ -156,7 +156,7 @@ pub fn resource(
         _ => return Err(format!("resourceFieldRef {what:?}")),
     };
     let bad_amount = |e: quantity::BadQuantity| format!("{what}: {e}");
-    let node = crate::service::Allocatable::of_machine();
+    let node = crate::node::Allocatable::of_machine();
     match res {
         "cpu" => {
             let milli = match q {

@@ -81,7 +81,7 @@ pub enum Error {
 
 impl Error {
     /// An invalid-manifest error at `at`.
-    pub(crate) fn manifest(at: impl Into<String>, reason: impl ToString) -> Error {
+    pub fn manifest(at: impl Into<String>, reason: impl ToString) -> Error {
         Error::Manifest {
             at: at.into(),
             reason: reason.to_string(),
@@ -98,7 +98,7 @@ impl Error {
     }
 
     /// Turns an I/O error into one that says what was being done (for `map_err`).
-    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
         let context = context.into();
         move |source| Error::Io { context, source }
     }
@@ -125,11 +125,6 @@ impl From<Error> for tonic::Status {
         };
         tonic::Status::new(code, e.to_string())
     }
-}
-
-/// An Internal status for a failure that is no error of the engine's (a task that panicked).
-pub(crate) fn internal(what: impl std::fmt::Display) -> tonic::Status {
-    tonic::Status::new(tonic::Code::Internal, what.to_string())
 }
 
 #[cfg(test)]

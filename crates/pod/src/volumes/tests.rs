@@ -264,7 +264,7 @@ spec:
     let dir = tmp.path().join("pod");
     let mut v = prepared(&m, &dir).unwrap();
     let vol = dir.join("volumes/info");
-    let node = crate::service::Allocatable::of_machine();
+    let node = crate::node::Allocatable::of_machine();
     let want = [
         ("name", "p-x7k2q".to_string(), 0o440),
         ("ns", "default".into(), 0o440),

@@ -110,7 +110,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    use crate::service::resize::tests::pod;
+    use crate::resize::tests::pod;
 
     #[test]
     fn the_seeds_strategic_patch_merges_by_container_name() {

@@ -1,5 +1,9 @@
+//! crius-workloads: the pod service, Kubernetes' API objects kept by criusd on one node (pods and their
+//! workloads), their controllers, admission and status, and the `crius.pod.v1.PodService` gRPC adapter
+//! ([`grpc`]); each pod is run by the pod engine of crius-pod ([`crius_pod::engine`]).
+//!
 //! The pod service: Kubernetes pods and their workloads on one node, kept by criusd. Each pod is a record
-//! under criusd's root ([`record`]) and is led by the pod engine ([`crate::engine::run_as`]) over criusd's own
+//! under criusd's root ([`record`]) and is led by the pod engine ([`crius_pod::engine::run_as`]) over criusd's own
 //! CRI socket; its status is Kubernetes' PodStatus, moved by the engine's events ([`status`]). Workloads
 //! (Job, Deployment, ReplicaSet, StatefulSet, DaemonSet) make and replace their pods (`controllers`);
 //! resizes are admitted against the node's allocatable resources and actuated in place (`resize`); kubelet's
@@ -7,7 +11,7 @@
 //!
 //! Pods outlive the service: when criusd stops or crashes, its shims keep the containers; at start-up the
 //! records are read again and the engine takes each running pod back, its containers untouched
-//! ([`crate::engine::Given`]). Deleting a pod terminates it as kubelet does, then removes its record and logs.
+//! ([`crius_pod::engine::Given`]). Deleting a pod terminates it as kubelet does, then removes its record and logs.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -19,9 +23,10 @@ use tokio::sync::{Notify, broadcast, mpsc};
 use tonic::Status;
 use tonic::transport::Channel;
 
-use crate::engine::{Control, Given, Options};
-use crate::manifest::{Manifest, PodDef};
-use crate::report::Event;
+use crius_pod::engine::{Control, Given, Options};
+use crius_pod::manifest::{Manifest, PodDef};
+pub use crius_pod::node::Allocatable;
+use crius_pod::report::Event;
 use events::{event, kube_event, push_event};
 
 mod apply;
@@ -38,27 +43,6 @@ pub mod status;
 
 pub use kinds::Kind;
 use record::{PodRecord, Records};
-
-/// What the node offers its pods: the sum of their requests may not pass it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Allocatable {
-    /// milli-CPUs.
-    pub milli_cpu: u64,
-    /// Bytes of memory.
-    pub memory: u64,
-}
-
-impl Allocatable {
-    /// The machine minus a reserve for the system: 100m of cpu, and a tenth of the memory up to 512 MiB.
-    pub fn of_machine() -> Allocatable {
-        let cpu = crate::node::cpus() * 1000;
-        let mem = crate::node::memory_bytes();
-        Allocatable {
-            milli_cpu: cpu.saturating_sub(100).max(100),
-            memory: mem - (mem / 10).min(512 << 20),
-        }
-    }
-}
 
 /// How the service runs.
 #[derive(Debug, Clone)]
@@ -132,7 +116,7 @@ fn ns(namespace: &str) -> &str {
 impl Service {
     /// Opens the records under `settings.dir`, takes back every pod they hold (running ones are adopted by
     /// the engine), and starts the controllers. `channel` reaches the CRI runtime (criusd's own socket).
-    pub fn start(settings: Settings, channel: Channel) -> Result<Service, crate::Error> {
+    pub fn start(settings: Settings, channel: Channel) -> Result<Service, crius_pod::Error> {
         let records = Records::open(&settings.dir)?;
         let (changes, _) = broadcast::channel(1024);
         let inner = Arc::new(Inner {
@@ -142,7 +126,7 @@ impl Service {
             objects: Mutex::new(Objects::default()),
             changes,
             wake: Notify::new(),
-            node: crate::node::hostname(),
+            node: crius_pod::node::hostname(),
             closing: false.into(),
         });
         let service = Service { inner };
@@ -229,7 +213,7 @@ impl Service {
             .collect();
         let mut m = Manifest::default();
         for v in others {
-            if let Ok(one) = crate::manifest::parse(&v.to_string(), "a kept object") {
+            if let Ok(one) = crius_pod::manifest::parse(&v.to_string(), "a kept object") {
                 m.merge(one);
             }
         }
@@ -259,7 +243,7 @@ impl Service {
                 let (me, k) = (me.clone(), k.clone());
                 move |e: Event| me.on_event(&k, &e)
             };
-            let result = crate::engine::run_as(
+            let result = crius_pod::engine::run_as(
                 me.inner.channel.clone(),
                 &me.inner.settings.engine,
                 &def,
@@ -304,7 +288,7 @@ impl Service {
     }
 
     /// Pod `k`'s engine returned.
-    fn finished(&self, k: &str, result: Result<crate::Report, crate::Error>) {
+    fn finished(&self, k: &str, result: Result<crius_pod::Report, crius_pod::Error>) {
         if self.closing() {
             return;
         }

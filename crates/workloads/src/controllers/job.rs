@@ -133,7 +133,7 @@ impl Service {
         let want = parallelism.min(completions - succeeded) - active.len() as i64;
         let template = spec.get("template").cloned().unwrap_or_default();
         for _ in 0..want.max(0) {
-            let pod = format!("{name}-{}", crate::node::name_suffix());
+            let pod = format!("{name}-{}", crius_pod::node::name_suffix());
             let labels = [
                 ("batch.kubernetes.io/controller-uid", uid.clone()),
                 ("batch.kubernetes.io/job-name", name.clone()),
@@ -154,7 +154,7 @@ impl Service {
             .and_then(Value::as_str)
             .unwrap_or("default")
             .to_string();
-        let schedule = crate::service::cron::Schedule::parse(w.pointer("/spec/schedule")?.as_str()?).ok()?;
+        let schedule = crate::cron::Schedule::parse(w.pointer("/spec/schedule")?.as_str()?).ok()?;
         if w.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
             return Some(w);
         }

@@ -8,14 +8,14 @@
 //!   `Recreate`), a ReplicaSet's old pods go as the new ones become ready (the Deployment's ReplicaSet is not
 //!   a separate object here); StatefulSet: `<name>-<ordinal>` in order, each once the one before is ready; DaemonSet:
 //!   one pod on this one node;
-//! - CronJob: a Job of its template at each time its schedule names, while criusd runs ([`super::cron`]).
+//! - CronJob: a Job of its template at each time its schedule names, while criusd runs ([`crate::cron`]).
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use super::{Kind, Service, status};
+use crate::{Kind, Service, status};
 
 mod job;
 mod replicas;
@@ -112,7 +112,7 @@ impl Service {
     }
 
     fn save_workload(&self, v: Value) {
-        let (kind, namespace, name) = super::record::object_names(&v);
+        let (kind, namespace, name) = crate::record::object_names(&v);
         let k = format!("{kind}/{namespace}/{name}");
         let mut o = self.lock();
         // Deleted meanwhile: not brought back.
@@ -146,7 +146,7 @@ impl Service {
 
     /// Makes a pod of `w`'s template (`template` under it) named `name`, with `labels` added.
     fn make_pod(&self, w: &Value, template: &Value, name: String, labels: &[(&str, String)]) {
-        let (kind, namespace, _) = super::record::object_names(w);
+        let (kind, namespace, _) = crate::record::object_names(w);
         let mut meta = template.get("metadata").cloned().unwrap_or_else(|| json!({}));
         for (k, v) in labels {
             meta["labels"][*k] = v.clone().into();
@@ -181,7 +181,7 @@ impl Service {
 
     /// Sets the replicas of workload `kind namespace/name` (a Job's parallelism).
     pub fn scale(&self, kind: Kind, namespace: &str, name: &str, replicas: i32) -> Result<(), tonic::Status> {
-        let namespace = super::ns(namespace);
+        let namespace = crate::ns(namespace);
         let k = format!("{}/{namespace}/{name}", kind.name());
         let field = match kind {
             Kind::Deployment | Kind::ReplicaSet | Kind::StatefulSet => "replicas",
@@ -205,10 +205,10 @@ impl Service {
             .cloned()
             .ok_or_else(|| tonic::Status::not_found(format!("{} {name:?} not found", kind.plural())))?;
         v["spec"][field] = replicas.into();
-        if kind != Kind::Job && replicas as u64 > crate::manifest::MAX_REPLICAS {
+        if kind != Kind::Job && replicas as u64 > crius_pod::manifest::MAX_REPLICAS {
             return Err(tonic::Status::invalid_argument(format!(
                 "replicas {replicas} is more than the {} pods a node runs",
-                crate::manifest::MAX_REPLICAS
+                crius_pod::manifest::MAX_REPLICAS
             )));
         }
         self.save_workload(v);

@@ -54,9 +54,9 @@ impl Service {
         };
         for _ in 0..to_make.max(0) {
             let pod = if deployment {
-                format!("{name}-{hash}-{}", crate::node::name_suffix())
+                format!("{name}-{hash}-{}", crius_pod::node::name_suffix())
             } else {
-                format!("{name}-{}", crate::node::name_suffix())
+                format!("{name}-{}", crius_pod::node::name_suffix())
             };
             self.make_pod(&w, &template, pod, &[("pod-template-hash", hash.clone())]);
         }
@@ -124,7 +124,7 @@ impl Service {
         );
         for i in 0..replicas {
             let pod = format!("{name}-{i}");
-            let k = crate::service::key(&namespace, &pod);
+            let k = crate::key(&namespace, &pod);
             match pods.iter().find(|(pk, _)| *pk == k) {
                 Some((_, p)) if ready(p) => continue,
                 Some(_) => break,
@@ -181,7 +181,7 @@ impl Service {
             self.make_pod(
                 &w,
                 &template,
-                format!("{name}-{}", crate::node::name_suffix()),
+                format!("{name}-{}", crius_pod::node::name_suffix()),
                 &[],
             );
         }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tonic::Status;
 
-use super::{Service, key, ns, status};
+use crate::{Service, key, ns, status};
 
 impl Service {
     /// The log file of container `container` of pod `namespace/pod` (its only or first main container when

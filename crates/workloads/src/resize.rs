@@ -13,10 +13,10 @@ use k8s_openapi::api::core::v1::{Pod, PodCondition, ResourceRequirements};
 use serde_json::Value;
 use tonic::Status;
 
-use super::patch::{json_patch, merge, strategic};
-use super::{Allocatable, Objects, Service, key, status};
-use crate::engine::Control;
-use crate::report::Event;
+use crate::patch::{json_patch, merge, strategic};
+use crate::{Allocatable, Objects, Service, key, status};
+use crius_pod::engine::Control;
+use crius_pod::report::Event;
 
 const PENDING: &str = "PodResizePending";
 const IN_PROGRESS: &str = "PodResizeInProgress";
@@ -44,11 +44,11 @@ fn requests(pod: &Pod, allocated: bool) -> (u64, u64) {
         .unwrap_or_default();
         let cpu = r
             .get("cpu")
-            .and_then(|q| crate::quantity::milli_cpu(q).ok())
+            .and_then(|q| crius_pod::quantity::milli_cpu(q).ok())
             .unwrap_or(0);
         let mem = r
             .get("memory")
-            .and_then(|q| crate::quantity::value(q).ok())
+            .and_then(|q| crius_pod::quantity::value(q).ok())
             .unwrap_or(0);
         (cpu, mem)
     };
@@ -99,7 +99,7 @@ fn short_of(want: (u64, u64), used: (u64, u64), node: Allocatable) -> Option<(&'
 
 /// kubelet's admission of a new pod: None when it fits, else the reason (`OutOfcpu`) and message.
 pub(super) fn admit_new(o: &Objects, pod: &Pod, node: Allocatable) -> Option<(String, String)> {
-    let (namespace, name) = super::record::names(&pod.metadata);
+    let (namespace, name) = crate::record::names(&pod.metadata);
     let (res, want, used, cap) = short_of(requests(pod, false), used(o, &key(&namespace, &name)), node)?;
     Some((
         format!("Out{res}"),
@@ -190,7 +190,7 @@ impl Service {
         patch: &str,
         patch_type: &str,
     ) -> Result<Value, Status> {
-        let namespace = super::ns(namespace);
+        let namespace = crate::ns(namespace);
         let k = key(namespace, name);
         let body: Value = serde_yaml_ng::from_str(patch)
             .map_err(|e| Status::invalid_argument(format!("the patch is not JSON or YAML: {e}")))?;
@@ -225,7 +225,7 @@ impl Service {
             ));
         }
         entry.record.pod.spec = new.spec;
-        if let Ok(d) = super::apply::def_of(&entry.record.pod) {
+        if let Ok(d) = crate::apply::def_of(&entry.record.pod) {
             entry.def = d;
         }
         if let Some(st) = entry.record.pod.status.as_mut() {
@@ -242,7 +242,7 @@ impl Service {
         let pod = entry.record.pod.clone();
         drop(o);
         self.changed("MODIFIED", &pod);
-        Ok(super::pod_json(&pod))
+        Ok(crate::pod_json(&pod))
     }
 
     /// Tries the Deferred resizes again, oldest first.
@@ -351,9 +351,9 @@ fn check(old: &Pod, new: &Pod) -> Result<(), String> {
                     }
                 }
                 let ok = if res == "cpu" {
-                    crate::quantity::milli_cpu(q).is_ok()
+                    crius_pod::quantity::milli_cpu(q).is_ok()
                 } else {
-                    crate::quantity::value(q).is_ok()
+                    crius_pod::quantity::value(q).is_ok()
                 };
                 if !ok {
                     return Err(format!("{:?}: quantity {:?} of {res} is not valid", c.name, q.0));
@@ -361,7 +361,7 @@ fn check(old: &Pod, new: &Pod) -> Result<(), String> {
             }
         }
     }
-    let (a, b) = (crate::convert::qos(&os), crate::convert::qos(&ns));
+    let (a, b) = (crius_pod::convert::qos(&os), crius_pod::convert::qos(&ns));
     match (a, b) {
         (Ok(a), Ok(b)) if a != b => Err(format!(
             "spec: Invalid value: {:?}: Pod QoS is immutable",
@@ -429,7 +429,7 @@ pub(super) mod tests {
     use serde_json::json;
 
     /// A pod of two containers, `app` with `cpu` and `mem` as requests and limits (Guaranteed), and `side`.
-    pub(in crate::service) fn pod(cpu: &str, mem: &str) -> Value {
+    pub(crate) fn pod(cpu: &str, mem: &str) -> Value {
         json!({"metadata": {"name": "p"}, "spec": {"containers": [
             {"name": "app", "image": "i", "resources": {
                 "requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}}},

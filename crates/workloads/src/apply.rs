@@ -1,4 +1,4 @@
-//! `apply`: a manifest's documents, validated whole before anything is made ([`crate::validate::strict`]),
+//! `apply`: a manifest's documents, validated whole before anything is made ([`crius_pod::validate::strict`]),
 //! then each created, left unchanged, or updated as the API server allows: a pod's containers' resources
 //! only (through a resize), a workload's spec (its controller follows), a ConfigMap's or Secret's data.
 
@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize;
 use tonic::Status;
 
-use super::{Entry, Kind, Service, key, record, status};
-use crate::manifest::PodDef;
+use crate::{Entry, Kind, Service, key, record, status};
+use crius_pod::manifest::PodDef;
 
 /// What apply did with one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,17 +23,17 @@ pub struct Applied {
 }
 
 /// The engine's definition of a kept pod.
-pub(super) fn def_of(pod: &Pod) -> Result<PodDef, crate::Error> {
+pub(super) fn def_of(pod: &Pod) -> Result<PodDef, crius_pod::Error> {
     let doc = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": pod.metadata,
         "spec": pod.spec,
     });
-    let mut m = crate::manifest::parse(&doc.to_string(), "the pod's record")?;
+    let mut m = crius_pod::manifest::parse(&doc.to_string(), "the pod's record")?;
     m.pods
         .pop()
-        .ok_or_else(|| crate::Error::manifest("the pod's record", "no pod"))
+        .ok_or_else(|| crius_pod::Error::manifest("the pod's record", "no pod"))
 }
 
 /// The documents of `text`, as JSON.
@@ -42,7 +42,7 @@ fn documents(text: &str, source: &str) -> Result<Vec<serde_json::Value>, Status>
     for (n, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let bad = |e: String| Status::invalid_argument(format!("{source}, document {}: {e}", n + 1));
         let mut v = serde_yaml_ng::Value::deserialize(doc).map_err(|e| bad(e.to_string()))?;
-        crate::manifest::octal_modes(&mut v);
+        crius_pod::manifest::octal_modes(&mut v);
         if v.is_null() {
             continue;
         }
@@ -75,7 +75,7 @@ fn without_resources(mut spec: serde_json::Value) -> serde_json::Value {
 impl Service {
     /// Applies the documents of `text` (`source` names it in errors); with `dry_run`, only validates.
     pub fn apply(&self, text: &str, source: &str, dry_run: bool) -> Result<Vec<Applied>, Status> {
-        crate::validate::strict(text, source).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        crius_pod::validate::strict(text, source).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let docs = documents(text, source)?;
         // Everything is checked before anything is made.
         let mut plan = Vec::new();
@@ -91,7 +91,7 @@ impl Service {
                 def_of(&pod).map_err(|e| Status::invalid_argument(format!("{at}: {e}")))?;
                 self.check_pod_update(&pod, &at)?;
             } else {
-                crate::manifest::parse(&v.to_string(), &at)
+                crius_pod::manifest::parse(&v.to_string(), &at)
                     .map_err(|e| Status::invalid_argument(e.to_string()))?;
                 self.check_object_update(kind, &v, &at)?;
             }
@@ -179,7 +179,7 @@ impl Service {
     pub(super) fn create_pod(&self, mut pod: Pod) -> Result<String, Status> {
         let m = &mut pod.metadata;
         m.namespace.get_or_insert_with(|| "default".into());
-        m.uid = Some(crate::node::uuid());
+        m.uid = Some(crius_pod::node::uuid());
         m.creation_timestamp = Some(status::now());
         m.resource_version = Some("1".into());
         pod.status = None;
@@ -192,7 +192,7 @@ impl Service {
             if o.pods.contains_key(&k) {
                 return Err(Status::already_exists(format!("pods {name:?} already exists")));
             }
-            let rejected = super::resize::admit_new(&o, &pod, self.inner.settings.allocatable);
+            let rejected = crate::resize::admit_new(&o, &pod, self.inner.settings.allocatable);
             if let Some((reason, message)) = &rejected
                 && let Some(s) = pod.status.as_mut()
             {
@@ -248,7 +248,7 @@ impl Service {
                 "configured"
             }
             None => {
-                v["metadata"]["uid"] = crate::node::uuid().into();
+                v["metadata"]["uid"] = crius_pod::node::uuid().into();
                 v["metadata"]["creationTimestamp"] = serde_json::to_value(status::now()).unwrap_or_default();
                 v["metadata"]["generation"] = 1.into();
                 "created"
