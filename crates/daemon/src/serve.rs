@@ -228,9 +228,9 @@ pub fn run(c: Config) -> Result<(), String> {
                     backoff: std::time::Duration::from_millis(c.pods.restart_backoff_ms),
                     pull: c.pods.pull_policy()?,
                     cgroup_root: c.pods.cgroup_root(driver)?,
+                    allocatable: c.pods.allocatable(),
                     ..Default::default()
                 },
-                allocatable: c.pods.allocatable(),
             },
             crius_api::connect_lazy(&c.listen),
         )

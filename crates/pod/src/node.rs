@@ -4,7 +4,8 @@
 /// What the node offers its pods: the sum of their requests may not pass it, and a container's limit that is
 /// not set is it (the downward API's value). criusd configures it (`[pods]`); the engine gets it through its
 /// [`crate::Options`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Its default is nothing at all (zero), never the machine's: a caller names the figure it means.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Allocatable {
     /// milli-CPUs.
     pub milli_cpu: u64,

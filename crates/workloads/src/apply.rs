@@ -192,7 +192,7 @@ impl Service {
             if o.pods.contains_key(&k) {
                 return Err(Status::already_exists(format!("pods {name:?} already exists")));
             }
-            let rejected = crate::resize::admit_new(&o, &pod, self.inner.settings.allocatable);
+            let rejected = crate::resize::admit_new(&o, &pod, self.inner.settings.engine.allocatable);
             if let Some((reason, message)) = &rejected
                 && let Some(s) = pod.status.as_mut()
             {

@@ -49,10 +49,9 @@ use record::{PodRecord, Records};
 pub struct Settings {
     /// Where its records go (`<criusd root>/pod-service`).
     pub dir: PathBuf,
-    /// How the engine runs pods.
+    /// How the engine runs pods; its `allocatable` is what the node offers, which admission and resizes
+    /// are measured against too.
     pub engine: Options,
-    /// What the node offers.
-    pub allocatable: Allocatable,
 }
 
 /// A change to a pod, for watchers.

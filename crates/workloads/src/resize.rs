@@ -232,7 +232,7 @@ impl Service {
             status::clear_condition(st, PENDING);
             status::clear_condition(st, IN_PROGRESS);
         }
-        let node = self.inner.settings.allocatable;
+        let node = self.inner.settings.engine.allocatable;
         decide(&mut o, &k, node);
         let entry = o
             .pods
@@ -265,7 +265,7 @@ impl Service {
             })
             .collect();
         waiting.sort_by_key(|(_, t)| *t);
-        let node = self.inner.settings.allocatable;
+        let node = self.inner.settings.engine.allocatable;
         let mut moved = Vec::new();
         for (k, _) in waiting {
             if decide(&mut o, &k, node)
@@ -480,6 +480,63 @@ pub(super) mod tests {
         assert_eq!(
             short_of((2100, 0), (1000, 0), node),
             Some(("cpu", 2100, 1000, 3000))
+        );
+    }
+
+    /// One configured figure, not the machine's, is both the downward API's "no limit" and admission's
+    /// capacity: criusd puts `[pods]`'s allocatable in the engine's options, and the service admits by the same.
+    #[test]
+    fn the_downward_api_and_admission_use_the_configured_allocatable() {
+        let machine = Allocatable::of_machine();
+        let configured = Allocatable {
+            milli_cpu: machine.milli_cpu + 1000,
+            memory: machine.memory / 2 + 1,
+        };
+        let settings = crate::Settings {
+            dir: "/nonexistent".into(),
+            engine: crius_pod::Options {
+                allocatable: configured,
+                ..Default::default()
+            },
+        };
+        let m = crius_pod::parse(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    image: i
+    env:
+    - {name: CPU, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}
+    - {name: MEM, valueFrom: {resourceFieldRef: {resource: limits.memory}}}
+"#,
+            "t",
+        )
+        .unwrap();
+        let def = &m.pods[0];
+        let fields = crius_pod::env::PodFields {
+            allocatable: settings.engine.allocatable,
+            ..Default::default()
+        };
+        let env = crius_pod::env::build(def, &m, &def.spec.containers[0], &fields).unwrap();
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("CPU"), Some(configured.milli_cpu.to_string()));
+        assert_eq!(get("MEM"), Some(configured.memory.to_string()));
+        // A pod asking for more cpu than the machine has, but within the configured figure, is admitted; one
+        // asking for more memory than configured (though the machine has it) is not.
+        let asks = |cpu: u64, mem: u64| -> Pod {
+            serde_json::from_value(pod(&format!("{cpu}m"), &mem.to_string())).unwrap()
+        };
+        let o = Objects::default();
+        let node = settings.engine.allocatable;
+        assert_eq!(admit_new(&o, &asks(machine.milli_cpu + 500, 1), node), None);
+        let (reason, message) = admit_new(&o, &asks(100, configured.memory + 1), node).unwrap();
+        assert_eq!(reason, "Outmemory");
+        assert!(
+            message.contains(&format!("capacity: {}", configured.memory)),
+            "{message}"
         );
     }
 }
