@@ -112,21 +112,6 @@ impl Error {
     }
 }
 
-/// The pod service's answer for an error of the engine: a manifest's mistake is InvalidArgument, a runtime's
-/// error keeps its code, the rest (this machine's) is Internal. The one place the crate makes a gRPC status
-/// out of its errors.
-impl From<Error> for tonic::Status {
-    fn from(e: Error) -> tonic::Status {
-        let code = match &e {
-            Error::Manifest { .. } | Error::Invalid(_) | Error::NoSuchContainer(_) => {
-                tonic::Code::InvalidArgument
-            }
-            other => other.code().unwrap_or(tonic::Code::Internal),
-        };
-        tonic::Status::new(code, e.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -103,7 +103,7 @@ impl api::pod_service_server::PodService for Service {
             };
             let (read, ()) = tokio::join!(crius_pod::logs::stream(&path, &opts, running, tx), forward);
             if let Err(e) = read {
-                let _ = out_tx.send(Err(Status::from(e))).await;
+                let _ = out_tx.send(Err(Status::from(crate::Error::from(e)))).await;
             }
         });
         Ok(Response::new(Box::pin(

@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::{Notify, broadcast, mpsc};
-use tonic::Status;
 use tonic::transport::Channel;
 
 use crius_pod::engine::{Control, Given, Options};
@@ -32,6 +31,7 @@ use events::{event, kube_event, push_event};
 mod apply;
 mod controllers;
 mod cron;
+mod error;
 mod events;
 pub mod grpc;
 mod kinds;
@@ -41,6 +41,7 @@ pub mod record;
 mod resize;
 pub mod status;
 
+pub use error::{Error, Result};
 pub use kinds::Kind;
 use record::{PodRecord, Records};
 
@@ -115,7 +116,7 @@ fn ns(namespace: &str) -> &str {
 impl Service {
     /// Opens the records under `settings.dir`, takes back every pod they hold (running ones are adopted by
     /// the engine), and starts the controllers. `channel` reaches the CRI runtime (criusd's own socket).
-    pub fn start(settings: Settings, channel: Channel) -> Result<Service, crius_pod::Error> {
+    pub fn start(settings: Settings, channel: Channel) -> Result<Service, Error> {
         let records = Records::open(&settings.dir)?;
         let (changes, _) = broadcast::channel(1024);
         let inner = Arc::new(Inner {
@@ -369,7 +370,7 @@ impl Service {
         name: &str,
         all: bool,
         selector: &str,
-    ) -> Result<Vec<serde_json::Value>, Status> {
+    ) -> Result<Vec<serde_json::Value>, Error> {
         let namespace = ns(namespace);
         let selector = kinds::Selector::parse(selector)?;
         let o = self.lock();
@@ -387,7 +388,10 @@ impl Service {
             (all || n == namespace) && (name.is_empty() || nm == name) && selector.matches(v)
         });
         if !name.is_empty() && out.is_empty() {
-            return Err(Status::not_found(format!("{} {name:?} not found", kind.plural())));
+            return Err(Error::NotFound {
+                kind,
+                name: name.into(),
+            });
         }
         Ok(out)
     }
@@ -401,7 +405,7 @@ impl Service {
         name: &str,
         grace_s: Option<i64>,
         wait: bool,
-    ) -> Result<(), Status> {
+    ) -> Result<(), Error> {
         let namespace = ns(namespace).to_string();
         if kind == Kind::Pod {
             self.delete_pod(&key(&namespace, name), grace_s)?;
@@ -409,11 +413,12 @@ impl Service {
             let k = format!("{}/{namespace}/{name}", kind.name());
             let removed = self.lock().others.remove(&k);
             if removed.is_none() {
-                return Err(Status::not_found(format!("{} {name:?} not found", kind.plural())));
+                return Err(Error::NotFound {
+                    kind,
+                    name: name.into(),
+                });
             }
-            if let Err(e) = self.inner.records.remove_object(kind.name(), &namespace, name) {
-                return Err(Status::from(e));
-            }
+            self.inner.records.remove_object(kind.name(), &namespace, name)?;
             for p in self.owned(kind.name(), &namespace, name) {
                 let _ = self.delete_pod(&p, grace_s);
             }
@@ -432,12 +437,15 @@ impl Service {
     }
 
     /// Begins pod `k`'s deletion.
-    fn delete_pod(&self, k: &str, grace_s: Option<i64>) -> Result<(), Status> {
+    fn delete_pod(&self, k: &str, grace_s: Option<i64>) -> Result<(), Error> {
         let running = {
             let mut o = self.lock();
             let Some(e) = o.pods.get_mut(k) else {
                 let name = k.split_once('/').map_or(k, |(_, n)| n);
-                return Err(Status::not_found(format!("pods {name:?} not found")));
+                return Err(Error::NotFound {
+                    kind: Kind::Pod,
+                    name: name.into(),
+                });
             };
             let m = &mut e.record.pod.metadata;
             if m.deletion_timestamp.is_none() {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{Event as KubeEvent, Pod};
 use serde::{Deserialize, Serialize};
 
-use crius_pod::Error;
+use crate::Error;
 
 /// A pod as it is kept.
 #[derive(Debug, Clone, Serialize, Deserialize)]

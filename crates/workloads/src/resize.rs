@@ -11,10 +11,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition, ResourceRequirements};
 use serde_json::Value;
-use tonic::Status;
 
 use crate::patch::{json_patch, merge, strategic};
-use crate::{Allocatable, Objects, Service, key, status};
+use crate::{Allocatable, Error, Kind, Objects, Service, key, status};
 use crius_pod::engine::Control;
 use crius_pod::report::Event;
 
@@ -183,31 +182,25 @@ pub(super) fn on_event(pod: &mut Pod, e: &Event) {
 impl Service {
     /// The resize subresource: patches pod `namespace/name`'s containers' resources (`patch_type`
     /// `strategic`, `merge` or `json`), then admits and actuates it. Returns the pod.
-    pub fn resize(
-        &self,
-        namespace: &str,
-        name: &str,
-        patch: &str,
-        patch_type: &str,
-    ) -> Result<Value, Status> {
+    pub fn resize(&self, namespace: &str, name: &str, patch: &str, patch_type: &str) -> Result<Value, Error> {
         let namespace = crate::ns(namespace);
         let k = key(namespace, name);
         let body: Value = serde_yaml_ng::from_str(patch)
-            .map_err(|e| Status::invalid_argument(format!("the patch is not JSON or YAML: {e}")))?;
+            .map_err(|e| Error::invalid(format!("the patch is not JSON or YAML: {e}")))?;
         let mut o = self.lock();
-        let entry = o
-            .pods
-            .get_mut(&k)
-            .ok_or_else(|| Status::not_found(format!("pods {name:?} not found")))?;
+        let entry = o.pods.get_mut(&k).ok_or_else(|| Error::NotFound {
+            kind: Kind::Pod,
+            name: name.into(),
+        })?;
         let old = entry.record.pod.clone();
         let mut v = serde_json::to_value(&old).unwrap_or_default();
-        let invalid = |m: String| Status::invalid_argument(format!("Pod {name:?} is invalid: {m}"));
+        let invalid = |m: String| Error::invalid(format!("Pod {name:?} is invalid: {m}"));
         match patch_type {
             "" | "strategic" => strategic(&mut v, &body).map_err(invalid)?,
             "merge" => merge(&mut v, &body),
             "json" => json_patch(&mut v, &body).map_err(invalid)?,
             other => {
-                return Err(Status::invalid_argument(format!(
+                return Err(Error::invalid(format!(
                     "patch type {other:?} (strategic, merge or json)"
                 )));
             }
@@ -234,10 +227,10 @@ impl Service {
         }
         let node = self.inner.settings.engine.allocatable;
         decide(&mut o, &k, node);
-        let entry = o
-            .pods
-            .get(&k)
-            .ok_or_else(|| Status::not_found(name.to_string()))?;
+        let entry = o.pods.get(&k).ok_or_else(|| Error::NotFound {
+            kind: Kind::Pod,
+            name: name.into(),
+        })?;
         self.persist(entry);
         let pod = entry.record.pod.clone();
         drop(o);

@@ -182,7 +182,7 @@ impl Service {
         if !self.lock().others.contains_key(&k)
             && let Err(e) = self.apply_object(Kind::Job, job_object)
         {
-            tracing::warn!("pod service: CronJob {name}: job {job}: {}", e.message());
+            tracing::warn!("pod service: CronJob {name}: job {job}: {e}");
         }
         let stamp = k8s_openapi::jiff::Timestamp::from_second(due).ok()?;
         w["status"]["lastScheduleTime"] = stamp.to_string().into();

@@ -166,7 +166,7 @@ impl Service {
         match serde_json::from_value::<Pod>(pod) {
             Ok(p) => {
                 if let Err(e) = self.create_pod(p) {
-                    tracing::warn!("pod service: {kind} pod {name}: {}", e.message());
+                    tracing::warn!("pod service: {kind} pod {name}: {e}");
                 }
             }
             Err(e) => tracing::warn!("pod service: {kind} pod {name}: {e}"),
@@ -180,33 +180,34 @@ impl Service {
     }
 
     /// Sets the replicas of workload `kind namespace/name` (a Job's parallelism).
-    pub fn scale(&self, kind: Kind, namespace: &str, name: &str, replicas: i32) -> Result<(), tonic::Status> {
+    pub fn scale(&self, kind: Kind, namespace: &str, name: &str, replicas: i32) -> Result<(), crate::Error> {
         let namespace = crate::ns(namespace);
         let k = format!("{}/{namespace}/{name}", kind.name());
         let field = match kind {
             Kind::Deployment | Kind::ReplicaSet | Kind::StatefulSet => "replicas",
             Kind::Job => "parallelism",
             _ => {
-                return Err(tonic::Status::invalid_argument(format!(
+                return Err(crate::Error::invalid(format!(
                     "{} cannot be scaled (deployments, replicasets, statefulsets and jobs can)",
                     kind.plural()
                 )));
             }
         };
         if replicas < 0 {
-            return Err(tonic::Status::invalid_argument(format!(
-                "replicas {replicas} is negative"
-            )));
+            return Err(crate::Error::invalid(format!("replicas {replicas} is negative")));
         }
         let mut v = self
             .lock()
             .others
             .get(&k)
             .cloned()
-            .ok_or_else(|| tonic::Status::not_found(format!("{} {name:?} not found", kind.plural())))?;
+            .ok_or_else(|| crate::Error::NotFound {
+                kind,
+                name: name.into(),
+            })?;
         v["spec"][field] = replicas.into();
         if kind != Kind::Job && replicas as u64 > crius_pod::manifest::MAX_REPLICAS {
-            return Err(tonic::Status::invalid_argument(format!(
+            return Err(crate::Error::invalid(format!(
                 "replicas {replicas} is more than the {} pods a node runs",
                 crius_pod::manifest::MAX_REPLICAS
             )));
