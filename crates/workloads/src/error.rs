@@ -82,6 +82,11 @@ impl From<Error> for Status {
     }
 }
 
+/// An Internal status for a failure that is no error of the service's (a task that panicked).
+pub(crate) fn internal(what: impl std::fmt::Display) -> Status {
+    Status::new(Code::Internal, what.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,7 +30,7 @@ impl api::pod_service_server::PodService for Service {
         let (text, source) = (r.manifest, source.to_string());
         let applied = tokio::task::spawn_blocking(move || me.apply(&text, &source, r.dry_run))
             .await
-            .map_err(|e| Status::internal(format!("apply: {e}")))??;
+            .map_err(|e| crate::error::internal(format!("apply: {e}")))??;
         Ok(Response::new(api::ApplyResponse {
             applied: applied
                 .into_iter()
