@@ -12,6 +12,9 @@
 //! Pods outlive the service: when criusd stops or crashes, its shims keep the containers; at start-up the
 //! records are read again and the engine takes each running pod back, its containers untouched
 //! ([`crius_pod::engine::Given`]). Deleting a pod terminates it as kubelet does, then removes its record and logs.
+//!
+//! Crates: `json-patch` applies `kubectl patch`'s RFC 6902 and RFC 7386 patches (all six RFC 6902 operations,
+//! where ours had four); the strategic merge stays ours (`patch`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
