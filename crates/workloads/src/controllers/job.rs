@@ -1,21 +1,25 @@
 //! The Job and CronJob controllers (see [`super`]).
 
+use k8s_openapi::api::batch::v1::{Job, JobCondition};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::*;
 
 impl Service {
+    /// The Job controller, on Job `w` read as k8s-openapi's typed [`Job`]: its next state, None when it does
+    /// not read as a Job.
     pub(super) fn job(&self, w: &Value) -> Option<Value> {
-        let mut w = w.clone();
-        let name = w.pointer("/metadata/name")?.as_str()?.to_string();
-        let uid = w.pointer("/metadata/uid")?.as_str()?.to_string();
-        let spec = w.get("spec").cloned().unwrap_or_default();
-        let completions = int(&spec, "/completions").unwrap_or(1).max(1);
-        let parallelism = int(&spec, "/parallelism").unwrap_or(1).max(0);
-        let backoff_limit = int(&spec, "/backoffLimit").unwrap_or(6);
+        let mut job: Job = serde_json::from_value(w.clone()).ok()?;
+        let name = job.metadata.name.clone()?;
+        let uid = job.metadata.uid.clone()?;
+        let namespace = job.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let spec = job.spec.clone().unwrap_or_default();
+        let completions = i64::from(spec.completions.unwrap_or(1).max(1));
+        let parallelism = i64::from(spec.parallelism.unwrap_or(1).max(0));
+        let backoff_limit = i64::from(spec.backoff_limit.unwrap_or(6));
         let now = status::now();
-        let pods = self.pods_of(&w);
+        let pods = self.pods_of(w);
         let live = |p: &Pod| p.metadata.deletion_timestamp.is_none();
         let succeeded = pods.iter().filter(|(_, p)| phase(p) == "Succeeded").count() as i64;
         let failed = pods.iter().filter(|(_, p)| phase(p) == "Failed").count() as i64;
@@ -23,100 +27,76 @@ impl Service {
             .iter()
             .filter(|(_, p)| live(p) && !matches!(phase(p), "Succeeded" | "Failed"))
             .collect();
-        let namespace = w
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("default")
-            .to_string();
-        let st = &mut w["status"];
-        let done = st["conditions"].as_array().is_some_and(|c| {
-            c.iter()
-                .any(|c| matches!(c["type"].as_str(), Some("Complete" | "Failed")))
-        });
+        let count = |n: i64| Some(i32::try_from(n).unwrap_or(i32::MAX));
+        let st = job.status.get_or_insert_with(Default::default);
+        let done = st
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| matches!(c.type_.as_str(), "Complete" | "Failed"));
         if done {
-            let ttl = int(&spec, "/ttlSecondsAfterFinished");
-            let at = st["completionTime"]
-                .as_str()
-                .or(st["conditions"][0]["lastTransitionTime"].as_str())
-                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
-            if let (Some(ttl), Some(at)) = (ttl, at)
-                && now.0.as_second() >= at.as_second() + ttl
+            let at = st.completion_time.clone().or_else(|| {
+                st.conditions
+                    .as_ref()
+                    .and_then(|c| c.first())
+                    .and_then(|c| c.last_transition_time.clone())
+            });
+            if let (Some(ttl), Some(at)) = (spec.ttl_seconds_after_finished, at)
+                && now.0.as_second() >= at.0.as_second() + i64::from(ttl)
             {
                 let (me, ns) = (self.clone(), namespace);
                 tokio::spawn(async move {
                     let _ = me.delete(Kind::Job, &ns, &name, None, false).await;
                 });
             }
-            st["active"] = (active.len() as i64).into();
-            return Some(w);
+            st.active = count(active.len() as i64);
+            return to_json(&job);
         }
-        if st["startTime"].is_null() {
-            st["startTime"] = serde_json::to_value(&now).unwrap_or_default();
-        }
-        let started = st["startTime"]
-            .as_str()
-            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
-        let over = int(&spec, "/activeDeadlineSeconds")
-            .zip(started)
-            .is_some_and(|(d, s)| now.0.as_second() >= s.as_second() + d);
-        let stamp = serde_json::to_value(&now).unwrap_or_default();
-        let cond = |kind: &str, reason: &str, message: &str| {
-            json!({"type": kind, "status": "True", "reason": reason, "message": message,
-                "lastProbeTime": stamp, "lastTransitionTime": stamp})
+        let started = st.start_time.get_or_insert_with(|| now.clone()).0;
+        let over = spec
+            .active_deadline_seconds
+            .is_some_and(|d| now.0.as_second() >= started.as_second() + d);
+        let cond = |kind: &str, reason: &str, message: &str| JobCondition {
+            type_: kind.into(),
+            status: "True".into(),
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            last_probe_time: Some(now.clone()),
+            last_transition_time: Some(now.clone()),
         };
-        let mut finish = None;
-        if succeeded >= completions {
-            finish = Some(vec![
-                cond(
-                    "SuccessCriteriaMet",
-                    "CompletionsReached",
-                    "Reached expected number of succeeded pods",
-                ),
-                cond(
-                    "Complete",
-                    "CompletionsReached",
-                    "Reached expected number of succeeded pods",
-                ),
-            ]);
-            st["completionTime"] = stamp.clone();
+        let finish = if succeeded >= completions {
+            st.completion_time = Some(now.clone());
+            let m = "Reached expected number of succeeded pods";
+            Some(vec![
+                cond("SuccessCriteriaMet", "CompletionsReached", m),
+                cond("Complete", "CompletionsReached", m),
+            ])
         } else if failed > backoff_limit {
-            finish = Some(vec![
-                cond(
-                    "FailureTarget",
-                    "BackoffLimitExceeded",
-                    "Job has reached the specified backoff limit",
-                ),
-                cond(
-                    "Failed",
-                    "BackoffLimitExceeded",
-                    "Job has reached the specified backoff limit",
-                ),
-            ]);
+            let m = "Job has reached the specified backoff limit";
+            Some(vec![
+                cond("FailureTarget", "BackoffLimitExceeded", m),
+                cond("Failed", "BackoffLimitExceeded", m),
+            ])
         } else if over {
-            finish = Some(vec![
-                cond(
-                    "FailureTarget",
-                    "DeadlineExceeded",
-                    "Job was active longer than specified deadline",
-                ),
-                cond(
-                    "Failed",
-                    "DeadlineExceeded",
-                    "Job was active longer than specified deadline",
-                ),
-            ]);
-        }
-        st["succeeded"] = succeeded.into();
-        st["failed"] = failed.into();
-        st["ready"] = (active.iter().filter(|(_, p)| ready(p)).count() as i64).into();
-        st["terminating"] = (pods.iter().filter(|(_, p)| !live(p)).count() as i64).into();
+            let m = "Job was active longer than specified deadline";
+            Some(vec![
+                cond("FailureTarget", "DeadlineExceeded", m),
+                cond("Failed", "DeadlineExceeded", m),
+            ])
+        } else {
+            None
+        };
+        st.succeeded = count(succeeded);
+        st.failed = count(failed);
+        st.ready = count(active.iter().filter(|(_, p)| ready(p)).count() as i64);
+        st.terminating = count(pods.iter().filter(|(_, p)| !live(p)).count() as i64);
         if let Some(conds) = finish {
-            st["conditions"] = conds.into();
-            st["active"] = 0.into();
+            st.conditions = Some(conds);
+            st.active = Some(0);
             self.remove_pods(active.iter().map(|(k, _)| k.clone()));
-            return Some(w);
+            return to_json(&job);
         }
-        st["active"] = (active.len() as i64).into();
+        st.active = count(active.len() as i64);
         // A failed pod's replacement waits a back-off that doubles with each failure, as the Job controller's.
         if failed > 0 {
             let last = pods
@@ -127,11 +107,11 @@ impl Service {
             let base = self.inner.settings.engine.backoff.as_secs_f64();
             let wait = (base * 2f64.powi(failed as i32 - 1)).min(360.0);
             if last.is_some_and(|t| (now.0.as_millisecond() - t.as_millisecond()) as f64 / 1000.0 < wait) {
-                return Some(w);
+                return to_json(&job);
             }
         }
         let want = parallelism.min(completions - succeeded) - active.len() as i64;
-        let template = spec.get("template").cloned().unwrap_or_default();
+        let template = serde_json::to_value(&spec.template).unwrap_or_default();
         for _ in 0..want.max(0) {
             let pod = format!("{name}-{}", crius_pod::node::name_suffix());
             let labels = [
@@ -140,10 +120,10 @@ impl Service {
                 ("controller-uid", uid.clone()),
                 ("job-name", name.clone()),
             ];
-            self.make_pod(&w, &template, pod, &labels);
+            self.make_pod(w, &template, pod, &labels);
         }
-        w["status"]["active"] = (active.len() as i64 + want.max(0)).into();
-        Some(w)
+        st.active = count(active.len() as i64 + want.max(0));
+        to_json(&job)
     }
 
     pub(super) fn cron_job(&self, w: &Value) -> Option<Value> {
@@ -224,5 +204,37 @@ impl Service {
             }
         }
         Some(w)
+    }
+}
+
+/// A typed object as the store keeps it (Kubernetes' JSON, `apiVersion` and `kind` included).
+fn to_json<T: serde::Serialize>(object: &T) -> Option<Value> {
+    serde_json::to_value(object).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A finished Job's record as an older criusd wrote it: its controller built the JSON by hand, times to the
+    /// second as Kubernetes' Time writes them.
+    const OLD_RECORD: &str = r#"{"apiVersion":"batch/v1","kind":"Job","metadata":{"creationTimestamp":"2026-11-30T10:00:00Z","generation":1,"name":"data-processing-job","namespace":"default","uid":"6f1c-old"},"spec":{"backoffLimit":2,"completions":1,"parallelism":1,"template":{"metadata":{"labels":{"app":"data"}},"spec":{"containers":[{"image":"busybox:1.36","name":"worker","command":["sh","-c","true"]}],"restartPolicy":"Never"}},"ttlSecondsAfterFinished":600},"status":{"active":0,"completionTime":"2026-11-30T10:00:05Z","conditions":[{"lastProbeTime":"2026-11-30T10:00:05Z","lastTransitionTime":"2026-11-30T10:00:05Z","message":"Reached expected number of succeeded pods","reason":"CompletionsReached","status":"True","type":"SuccessCriteriaMet"},{"lastProbeTime":"2026-11-30T10:00:05Z","lastTransitionTime":"2026-11-30T10:00:05Z","message":"Reached expected number of succeeded pods","reason":"CompletionsReached","status":"True","type":"Complete"}],"failed":0,"ready":0,"startTime":"2026-11-30T10:00:00Z","succeeded":1,"terminating":0}}"#;
+
+    #[test]
+    fn an_old_job_record_loads_as_the_typed_job_and_keeps_its_json() {
+        let old: Value = serde_json::from_str(OLD_RECORD).unwrap();
+        let job: Job = serde_json::from_value(old.clone()).unwrap();
+        let st = job.status.as_ref().unwrap();
+        assert_eq!(st.succeeded, Some(1));
+        assert_eq!(
+            st.completion_time.as_ref().map(|t| t.0.to_string()),
+            Some("2026-11-30T10:00:05Z".into())
+        );
+        assert_eq!(
+            job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
+            Some(600)
+        );
+        // Written back, it is the same JSON: a reconcile of an unchanged Job saves nothing.
+        assert_eq!(to_json(&job), Some(old));
     }
 }
