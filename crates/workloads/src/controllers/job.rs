@@ -1,8 +1,9 @@
 //! The Job and CronJob controllers (see [`super`]).
 
-use k8s_openapi::api::batch::v1::{Job, JobCondition};
+use k8s_openapi::api::batch::v1::{CronJob, Job, JobCondition};
 use k8s_openapi::api::core::v1::Pod;
-use serde_json::{Value, json};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use serde_json::Value;
 
 use super::*;
 
@@ -126,70 +127,82 @@ impl Service {
         to_json(&job)
     }
 
+    /// The CronJob controller, on CronJob `w` read as k8s-openapi's typed [`CronJob`].
     pub(super) fn cron_job(&self, w: &Value) -> Option<Value> {
-        let mut w = w.clone();
-        let name = w.pointer("/metadata/name")?.as_str()?.to_string();
-        let namespace = w
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("default")
-            .to_string();
-        let schedule = crate::cron::Schedule::parse(w.pointer("/spec/schedule")?.as_str()?).ok()?;
-        if w.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
-            return Some(w);
+        let mut cron: CronJob = serde_json::from_value(w.clone()).ok()?;
+        let name = cron.metadata.name.clone()?;
+        let namespace = cron
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let spec = cron.spec.clone()?;
+        let schedule = crate::cron::Schedule::parse(&spec.schedule).ok()?;
+        if spec.suspend == Some(true) {
+            return to_json(&cron);
         }
         let now = status::now().0.as_second();
-        let since = w
-            .pointer("/status/lastScheduleTime")
-            .or(w.pointer("/metadata/creationTimestamp"))
-            .and_then(Value::as_str)
-            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
-            .map_or(now, |t| t.as_second());
+        let since = cron
+            .status
+            .as_ref()
+            .and_then(|s| s.last_schedule_time.as_ref())
+            .or(cron.metadata.creation_timestamp.as_ref())
+            .map_or(now, |t| t.0.as_second());
         let Some(due) = schedule.last_between(since, now) else {
-            return Some(w);
+            return to_json(&cron);
         };
         let job = format!("{name}-{}", due / 60);
-        let uid = w.pointer("/metadata/uid").cloned().unwrap_or_default();
-        let template = w.pointer("/spec/jobTemplate").cloned().unwrap_or_default();
-        let mut meta = template.get("metadata").cloned().unwrap_or_else(|| json!({}));
-        meta["name"] = job.clone().into();
-        meta["namespace"] = namespace.clone().into();
-        meta["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "CronJob", "name": name,
-            "uid": uid, "controller": true, "blockOwnerDeletion": true}]);
-        let job_object = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
-            "spec": template.get("spec").cloned().unwrap_or_default()});
+        let uid = cron.metadata.uid.clone().unwrap_or_default();
+        let template = spec.job_template;
+        let mut meta = template.metadata.unwrap_or_default();
+        meta.name = Some(job.clone());
+        meta.namespace = Some(namespace.clone());
+        meta.owner_references = Some(vec![OwnerReference {
+            api_version: "batch/v1".into(),
+            kind: "CronJob".into(),
+            name: name.clone(),
+            uid: uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }]);
+        let job_object = Job {
+            metadata: meta,
+            spec: template.spec,
+            status: None,
+        };
         let k = format!("Job/{namespace}/{job}");
         if !self.lock().others.contains_key(&k)
-            && let Err(e) = self.apply_object(Kind::Job, job_object)
+            && let Err(e) = self.apply_object(Kind::Job, to_json(&job_object)?)
         {
             tracing::warn!("pod service: CronJob {name}: job {job}: {e}");
         }
         let stamp = k8s_openapi::jiff::Timestamp::from_second(due).ok()?;
-        w["status"]["lastScheduleTime"] = stamp.to_string().into();
+        cron.status
+            .get_or_insert_with(Default::default)
+            .last_schedule_time = Some(Time(stamp));
         // Finished Jobs beyond the history limits go, oldest first.
-        let keep_ok = int(&w, "/spec/successfulJobsHistoryLimit").unwrap_or(3).max(0) as usize;
-        let keep_failed = int(&w, "/spec/failedJobsHistoryLimit").unwrap_or(1).max(0) as usize;
-        let mut jobs: Vec<(String, bool, String)> = self
+        let keep_ok = spec.successful_jobs_history_limit.unwrap_or(3).max(0) as usize;
+        let keep_failed = spec.failed_jobs_history_limit.unwrap_or(1).max(0) as usize;
+        let mut jobs: Vec<(Option<k8s_openapi::jiff::Timestamp>, bool, String)> = self
             .lock()
             .others
             .values()
-            .filter(|j| j["kind"] == "Job" && j.pointer("/metadata/ownerReferences/0/uid") == Some(&uid))
+            .filter(|j| j["kind"] == "Job")
+            .filter_map(|j| serde_json::from_value::<Job>(j.clone()).ok())
+            .filter(|j| {
+                j.metadata
+                    .owner_references
+                    .as_ref()
+                    .and_then(|o| o.first())
+                    .is_some_and(|r| r.uid == uid)
+            })
             .filter_map(|j| {
-                let conds = j.pointer("/status/conditions")?.as_array()?;
-                let ok = conds.iter().any(|c| c["type"] == "Complete");
-                let failed = conds.iter().any(|c| c["type"] == "Failed");
+                let conds = j.status?.conditions?;
+                let ok = conds.iter().any(|c| c.type_ == "Complete");
+                let failed = conds.iter().any(|c| c.type_ == "Failed");
                 (ok || failed).then(|| {
-                    let n = j
-                        .pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string();
-                    let t = j
-                        .pointer("/metadata/creationTimestamp")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string();
-                    (t, ok, n)
+                    let t = j.metadata.creation_timestamp.map(|t| t.0);
+                    (t, ok, j.metadata.name.unwrap_or_default())
                 })
             })
             .collect();
@@ -203,7 +216,7 @@ impl Service {
                 });
             }
         }
-        Some(w)
+        to_json(&cron)
     }
 }
 
@@ -236,5 +249,18 @@ mod tests {
         );
         // Written back, it is the same JSON: a reconcile of an unchanged Job saves nothing.
         assert_eq!(to_json(&job), Some(old));
+    }
+
+    #[test]
+    fn an_old_cron_job_record_loads_as_the_typed_cron_job_and_keeps_its_json() {
+        let old: Value = serde_json::from_str(
+            r#"{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"creationTimestamp":"2026-11-30T10:00:00Z","generation":1,"name":"tick","namespace":"default","uid":"c-1"},"spec":{"jobTemplate":{"spec":{"template":{"spec":{"containers":[{"image":"busybox:1.36","name":"t"}],"restartPolicy":"OnFailure"}}}},"schedule":"*/5 * * * *","successfulJobsHistoryLimit":2},"status":{"lastScheduleTime":"2026-11-30T10:05:00Z"}}"#,
+        )
+        .unwrap();
+        let cron: CronJob = serde_json::from_value(old.clone()).unwrap();
+        let spec = cron.spec.as_ref().unwrap();
+        assert_eq!(spec.schedule, "*/5 * * * *");
+        assert_eq!(spec.successful_jobs_history_limit, Some(2));
+        assert_eq!(to_json(&cron), Some(old));
     }
 }
