@@ -51,7 +51,7 @@ impl Service {
                 });
             }
             st.active = count(active.len() as i64);
-            return to_json(&job);
+            return with_status(w, &job.status);
         }
         let started = st.start_time.get_or_insert_with(|| now.clone()).0;
         let over = spec
@@ -95,7 +95,7 @@ impl Service {
             st.conditions = Some(conds);
             st.active = Some(0);
             self.remove_pods(active.iter().map(|(k, _)| k.clone()));
-            return to_json(&job);
+            return with_status(w, &job.status);
         }
         st.active = count(active.len() as i64);
         // A failed pod's replacement waits a back-off that doubles with each failure, as the Job controller's.
@@ -108,7 +108,7 @@ impl Service {
             let base = self.inner.settings.engine.backoff.as_secs_f64();
             let wait = (base * 2f64.powi(failed as i32 - 1)).min(360.0);
             if last.is_some_and(|t| (now.0.as_millisecond() - t.as_millisecond()) as f64 / 1000.0 < wait) {
-                return to_json(&job);
+                return with_status(w, &job.status);
             }
         }
         let want = parallelism.min(completions - succeeded) - active.len() as i64;
@@ -124,7 +124,7 @@ impl Service {
             self.make_pod(w, &template, pod, &labels);
         }
         st.active = count(active.len() as i64 + want.max(0));
-        to_json(&job)
+        with_status(w, &job.status)
     }
 
     /// The CronJob controller, on CronJob `w` read as k8s-openapi's typed [`CronJob`].
@@ -139,7 +139,7 @@ impl Service {
         let spec = cron.spec.clone()?;
         let schedule = crate::cron::Schedule::parse(&spec.schedule).ok()?;
         if spec.suspend == Some(true) {
-            return to_json(&cron);
+            return with_status(w, &cron.status);
         }
         let now = status::now().0.as_second();
         let since = cron
@@ -149,7 +149,7 @@ impl Service {
             .or(cron.metadata.creation_timestamp.as_ref())
             .map_or(now, |t| t.0.as_second());
         let Some(due) = schedule.last_between(since, now) else {
-            return to_json(&cron);
+            return with_status(w, &cron.status);
         };
         let job = format!("{name}-{}", due / 60);
         let uid = cron.metadata.uid.clone().unwrap_or_default();
@@ -216,13 +216,24 @@ impl Service {
                 });
             }
         }
-        to_json(&cron)
+        with_status(w, &cron.status)
     }
 }
 
 /// A typed object as the store keeps it (Kubernetes' JSON, `apiVersion` and `kind` included).
 fn to_json<T: serde::Serialize>(object: &T) -> Option<Value> {
     serde_json::to_value(object).ok()
+}
+
+/// Workload `w` as stored, with the status its controller computed: the rest of the stored JSON is kept as
+/// it was applied (a typed round trip would add the defaults of fields it lacks, and a re-apply of the same
+/// manifest would no longer read as unchanged).
+fn with_status<T: serde::Serialize>(w: &Value, status: &Option<T>) -> Option<Value> {
+    let mut out = w.clone();
+    if let Some(st) = status {
+        out["status"] = serde_json::to_value(st).ok()?;
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -248,6 +259,7 @@ mod tests {
             Some(600)
         );
         // Written back, it is the same JSON: a reconcile of an unchanged Job saves nothing.
+        assert_eq!(with_status(&old, &job.status), Some(old.clone()));
         assert_eq!(to_json(&job), Some(old));
     }
 
@@ -261,6 +273,7 @@ mod tests {
         let spec = cron.spec.as_ref().unwrap();
         assert_eq!(spec.schedule, "*/5 * * * *");
         assert_eq!(spec.successful_jobs_history_limit, Some(2));
+        assert_eq!(with_status(&old, &cron.status), Some(old.clone()));
         assert_eq!(to_json(&cron), Some(old));
     }
 }
