@@ -220,22 +220,6 @@ impl Service {
     }
 }
 
-/// A typed object as the store keeps it (Kubernetes' JSON, `apiVersion` and `kind` included).
-fn to_json<T: serde::Serialize>(object: &T) -> Option<Value> {
-    serde_json::to_value(object).ok()
-}
-
-/// Workload `w` as stored, with the status its controller computed: the rest of the stored JSON is kept as
-/// it was applied (a typed round trip would add the defaults of fields it lacks, and a re-apply of the same
-/// manifest would no longer read as unchanged).
-fn with_status<T: serde::Serialize>(w: &Value, status: &Option<T>) -> Option<Value> {
-    let mut out = w.clone();
-    if let Some(st) = status {
-        out["status"] = serde_json::to_value(st).ok()?;
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,18 +1,40 @@
 //! The Deployment, ReplicaSet, StatefulSet and DaemonSet controllers (see [`super`]).
 
+use k8s_openapi::api::apps::v1::{
+    DaemonSet, DaemonSetStatus, Deployment, DeploymentCondition, DeploymentStatus, DeploymentStrategy,
+    ReplicaSet, ReplicaSetStatus, StatefulSet, StatefulSetStatus,
+};
 use k8s_openapi::api::core::v1::Pod;
-use serde_json::{Value, json};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::Value;
 
 use super::*;
 
 impl Service {
+    /// The Deployment and ReplicaSet controllers, on `w` read as k8s-openapi's typed [`Deployment`] or
+    /// [`ReplicaSet`].
     pub(super) fn replicas(&self, w: &Value) -> Option<Value> {
-        let mut w = w.clone();
-        let name = w.pointer("/metadata/name")?.as_str()?.to_string();
-        let replicas = int(&w, "/spec/replicas").unwrap_or(1).max(0);
+        let deployment = w["kind"] == "Deployment";
+        let (meta, replicas, strategy) = if deployment {
+            let d: Deployment = serde_json::from_value(w.clone()).ok()?;
+            let spec = d.spec.unwrap_or_default();
+            let replicas = i64::from(spec.replicas.unwrap_or(1).max(0));
+            (
+                d.metadata,
+                replicas,
+                Strategy::of(spec.strategy.as_ref(), replicas),
+            )
+        } else {
+            let r: ReplicaSet = serde_json::from_value(w.clone()).ok()?;
+            let replicas = i64::from(r.spec.and_then(|s| s.replicas).unwrap_or(1).max(0));
+            (r.metadata, replicas, Strategy::Recreate)
+        };
+        let name = meta.name.clone()?;
+        // The template as it was applied: its hash names the pods an older criusd made, so it is taken from the
+        // stored JSON, not from a typed round trip that could add defaults.
         let template = w.pointer("/spec/template").cloned().unwrap_or_default();
         let hash = template_hash(&template);
-        let pods = self.pods_of(&w);
+        let pods = self.pods_of(w);
         let live: Vec<&(String, Pod)> = pods
             .iter()
             .filter(|(_, p)| p.metadata.deletion_timestamp.is_none())
@@ -36,8 +58,6 @@ impl Service {
         };
         let (new, old): (Vec<_>, Vec<_>) = running.iter().map(|x| **x).partition(|(_, p)| current(p));
         let new_ready = new.iter().filter(|(_, p)| ready(p)).count() as i64;
-        let deployment = w["kind"] == "Deployment";
-        let strategy = Strategy::of(&w, replicas);
         // Pods still terminating count against a surge, and a Recreate waits for the old ones to be gone.
         let terminating_old = pods
             .iter()
@@ -58,7 +78,7 @@ impl Service {
             } else {
                 format!("{name}-{}", crius_pod::node::name_suffix())
             };
-            self.make_pod(&w, &template, pod, &[("pod-template-hash", hash.clone())]);
+            self.make_pod(w, &template, pod, &[("pod-template-hash", hash.clone())]);
         }
         let mut extra: Vec<_> = new
             .iter()
@@ -83,38 +103,77 @@ impl Service {
         }
         self.remove_pods(extra);
         let all_ready = running.iter().filter(|(_, p)| ready(p)).count() as i64;
-        let generation = int(&w, "/metadata/generation").unwrap_or(1);
-        let st = &mut w["status"];
-        st["replicas"] = (running.len() as i64).into();
-        st["readyReplicas"] = all_ready.into();
-        st["availableReplicas"] = all_ready.into();
-        st["updatedReplicas"] = (new.len() as i64).into();
-        st["observedGeneration"] = generation.into();
-        if deployment {
-            let available = all_ready >= replicas;
-            w["status"]["conditions"] = json!([
-                {"type": "Available", "status": if available { "True" } else { "False" },
-                 "reason": if available { "MinimumReplicasAvailable" } else { "MinimumReplicasUnavailable" },
-                 "message": if available { "Deployment has minimum availability." } else { "Deployment does not have minimum availability." }},
-                {"type": "Progressing", "status": "True",
-                 "reason": if new_ready >= replicas { "NewReplicaSetAvailable" } else { "ReplicaSetUpdated" },
-                 "message": format!("ReplicaSet \"{name}-{hash}\" is progressing.")}
-            ]);
+        let generation = meta.generation.unwrap_or(1);
+        let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+        let all_ready = count(all_ready as usize);
+        if !deployment {
+            let status = ReplicaSetStatus {
+                replicas: count(running.len()),
+                ready_replicas: Some(all_ready),
+                available_replicas: Some(all_ready),
+                observed_generation: Some(generation),
+                ..Default::default()
+            };
+            let mut out = with_status(w, &Some(status))?;
+            // Not a ReplicaSet's field in Kubernetes; kept as criusd has always shown it.
+            out["status"]["updatedReplicas"] = new.len().into();
+            return Some(out);
         }
-        Some(w)
+        let available = i64::from(all_ready) >= replicas;
+        let condition = |kind: &str, status: &str, reason: &str, message: String| DeploymentCondition {
+            type_: kind.into(),
+            status: status.into(),
+            reason: Some(reason.into()),
+            message: Some(message),
+            ..Default::default()
+        };
+        let status = DeploymentStatus {
+            replicas: Some(count(running.len())),
+            ready_replicas: Some(all_ready),
+            available_replicas: Some(all_ready),
+            updated_replicas: Some(count(new.len())),
+            observed_generation: Some(generation),
+            conditions: Some(vec![
+                if available {
+                    condition(
+                        "Available",
+                        "True",
+                        "MinimumReplicasAvailable",
+                        "Deployment has minimum availability.".into(),
+                    )
+                } else {
+                    condition(
+                        "Available",
+                        "False",
+                        "MinimumReplicasUnavailable",
+                        "Deployment does not have minimum availability.".into(),
+                    )
+                },
+                condition(
+                    "Progressing",
+                    "True",
+                    if new_ready >= replicas {
+                        "NewReplicaSetAvailable"
+                    } else {
+                        "ReplicaSetUpdated"
+                    },
+                    format!("ReplicaSet \"{name}-{hash}\" is progressing."),
+                ),
+            ]),
+            ..Default::default()
+        };
+        with_status(w, &Some(status))
     }
 
+    /// The StatefulSet controller, on `w` read as k8s-openapi's typed [`StatefulSet`].
     pub(super) fn stateful(&self, w: &Value) -> Option<Value> {
-        let mut w = w.clone();
-        let name = w.pointer("/metadata/name")?.as_str()?.to_string();
-        let namespace = w
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("default")
-            .to_string();
-        let replicas = int(&w, "/spec/replicas").unwrap_or(1).max(0);
-        let template = w.pointer("/spec/template").cloned().unwrap_or_default();
-        let pods = self.pods_of(&w);
+        let set: StatefulSet = serde_json::from_value(w.clone()).ok()?;
+        let name = set.metadata.name.clone()?;
+        let namespace = set.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let spec = set.spec.unwrap_or_default();
+        let replicas = i64::from(spec.replicas.unwrap_or(1).max(0));
+        let template = serde_json::to_value(&spec.template).ok()?;
+        let pods = self.pods_of(w);
         self.remove_pods(
             pods.iter()
                 .filter(|(_, p)| {
@@ -133,7 +192,7 @@ impl Service {
                         ("statefulset.kubernetes.io/pod-name", pod.clone()),
                         ("apps.kubernetes.io/pod-index", i.to_string()),
                     ];
-                    self.make_pod(&w, &template, pod, &labels);
+                    self.make_pod(w, &template, pod, &labels);
                     break;
                 }
             }
@@ -150,20 +209,24 @@ impl Service {
             .filter(|(_, p)| !matches!(phase(p), "Succeeded" | "Failed"))
             .count() as i64;
         let r = pods.iter().filter(|(_, p)| ready(p)).count() as i64;
-        let st = &mut w["status"];
-        st["replicas"] = running.into();
-        st["readyReplicas"] = r.into();
-        st["currentReplicas"] = running.into();
-        st["updatedReplicas"] = running.into();
-        st["availableReplicas"] = r.into();
-        Some(w)
+        let count = |n: i64| i32::try_from(n).unwrap_or(i32::MAX);
+        let status = StatefulSetStatus {
+            replicas: count(running),
+            ready_replicas: Some(count(r)),
+            current_replicas: Some(count(running)),
+            updated_replicas: Some(count(running)),
+            available_replicas: Some(count(r)),
+            ..Default::default()
+        };
+        with_status(w, &Some(status))
     }
 
+    /// The DaemonSet controller, on `w` read as k8s-openapi's typed [`DaemonSet`]: one pod, on this node.
     pub(super) fn daemon(&self, w: &Value) -> Option<Value> {
-        let mut w = w.clone();
-        let name = w.pointer("/metadata/name")?.as_str()?.to_string();
-        let template = w.pointer("/spec/template").cloned().unwrap_or_default();
-        let pods = self.pods_of(&w);
+        let set: DaemonSet = serde_json::from_value(w.clone()).ok()?;
+        let name = set.metadata.name.clone()?;
+        let template = serde_json::to_value(set.spec.unwrap_or_default().template).ok()?;
+        let pods = self.pods_of(w);
         let live: Vec<_> = pods
             .iter()
             .filter(|(_, p)| p.metadata.deletion_timestamp.is_none())
@@ -179,21 +242,24 @@ impl Service {
             .count() as i64;
         if running == 0 {
             self.make_pod(
-                &w,
+                w,
                 &template,
                 format!("{name}-{}", crius_pod::node::name_suffix()),
                 &[],
             );
         }
         let r = live.iter().filter(|(_, p)| ready(p)).count() as i64;
-        let st = &mut w["status"];
-        st["desiredNumberScheduled"] = 1.into();
-        st["currentNumberScheduled"] = running.max(1).into();
-        st["updatedNumberScheduled"] = running.max(1).into();
-        st["numberReady"] = r.into();
-        st["numberAvailable"] = r.into();
-        st["numberMisscheduled"] = 0.into();
-        Some(w)
+        let count = |n: i64| i32::try_from(n).unwrap_or(i32::MAX);
+        let status = DaemonSetStatus {
+            desired_number_scheduled: 1,
+            current_number_scheduled: count(running.max(1)),
+            updated_number_scheduled: Some(count(running.max(1))),
+            number_ready: count(r),
+            number_available: Some(count(r)),
+            number_misscheduled: 0,
+            ..Default::default()
+        };
+        with_status(w, &Some(status))
     }
 }
 
@@ -207,26 +273,24 @@ enum Strategy {
 }
 
 impl Strategy {
-    fn of(w: &Value, replicas: i64) -> Strategy {
-        if w.pointer("/spec/strategy/type").and_then(Value::as_str) == Some("Recreate") {
+    fn of(strategy: Option<&DeploymentStrategy>, replicas: i64) -> Strategy {
+        if strategy.and_then(|s| s.type_.as_deref()) == Some("Recreate") {
             return Strategy::Recreate;
         }
-        let amount = |field: &str, up: bool| {
-            let v = w.pointer(&format!("/spec/strategy/rollingUpdate/{field}"));
-            match v {
-                Some(Value::Number(n)) => n.as_i64().unwrap_or(0).max(0),
-                Some(Value::String(s)) if s.ends_with('%') => {
-                    let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(25).max(0);
-                    let scaled = replicas * pct;
-                    if up { (scaled + 99) / 100 } else { scaled / 100 }
+        let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
+        let amount = |v: Option<&IntOrString>, up: bool| {
+            let pct = match v {
+                Some(IntOrString::Int(n)) => return i64::from(*n).max(0),
+                Some(IntOrString::String(s)) if s.ends_with('%') => {
+                    s.trim_end_matches('%').parse().unwrap_or(25).max(0)
                 }
-                _ => {
-                    let scaled = replicas * 25;
-                    if up { (scaled + 99) / 100 } else { scaled / 100 }
-                }
-            }
+                _ => 25,
+            };
+            let scaled = replicas * pct;
+            if up { (scaled + 99) / 100 } else { scaled / 100 }
         };
-        let (surge, unavailable) = (amount("maxSurge", true), amount("maxUnavailable", false));
+        let surge = amount(rolling.and_then(|r| r.max_surge.as_ref()), true);
+        let unavailable = amount(rolling.and_then(|r| r.max_unavailable.as_ref()), false);
         Strategy::Rolling {
             surge,
             unavailable: if surge == 0 && unavailable == 0 {
@@ -244,16 +308,16 @@ mod tests {
 
     #[test]
     fn strategies_read_as_kubernetes_rounds_them() {
-        let d = |strategy: Value| json!({"kind": "Deployment", "spec": {"strategy": strategy}});
+        let d = |strategy: Value| serde_json::from_value::<DeploymentStrategy>(strategy).unwrap();
         assert_eq!(
-            Strategy::of(&d(json!({})), 4),
+            Strategy::of(Some(&d(json!({}))), 4),
             Strategy::Rolling {
                 surge: 1,
                 unavailable: 1
             }
         );
         assert_eq!(
-            Strategy::of(&d(json!({})), 1),
+            Strategy::of(Some(&d(json!({}))), 1),
             Strategy::Rolling {
                 surge: 1,
                 unavailable: 0
@@ -261,7 +325,7 @@ mod tests {
         );
         let r = json!({"rollingUpdate": {"maxSurge": "50%", "maxUnavailable": 0}});
         assert_eq!(
-            Strategy::of(&d(r), 3),
+            Strategy::of(Some(&d(r)), 3),
             Strategy::Rolling {
                 surge: 2,
                 unavailable: 0
@@ -269,15 +333,54 @@ mod tests {
         );
         let r = json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "10%"}});
         assert_eq!(
-            Strategy::of(&d(r), 4),
+            Strategy::of(Some(&d(r)), 4),
             Strategy::Rolling {
                 surge: 0,
                 unavailable: 1
             }
         );
         assert_eq!(
-            Strategy::of(&d(json!({"type": "Recreate"})), 4),
+            Strategy::of(Some(&d(json!({"type": "Recreate"}))), 4),
             Strategy::Recreate
         );
+    }
+
+    /// Records as an older criusd wrote them (the seed Deployment has no selector) load as the typed objects,
+    /// and their status reads back as the same JSON.
+    #[test]
+    fn old_workload_records_load_as_typed_objects() {
+        let template = json!({"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}});
+        let meta = |kind: &str| {
+            json!({"name": kind.to_lowercase(), "namespace": "default", "uid": "u", "generation": 2,
+            "creationTimestamp": "2026-11-30T10:00:00Z"})
+        };
+        let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta("Deployment"),
+            "spec": {"replicas": 2, "template": template},
+            "status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2,
+                "observedGeneration": 2, "conditions": [
+                    {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                     "message": "Deployment has minimum availability."}]}});
+        let d: Deployment = serde_json::from_value(deploy.clone()).unwrap();
+        assert_eq!(d.spec.as_ref().and_then(|s| s.replicas), Some(2));
+        assert_eq!(with_status(&deploy, &d.status), Some(deploy));
+        let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta("StatefulSet"),
+            "spec": {"replicas": 3, "serviceName": "db", "template": template},
+            "status": {"replicas": 3, "readyReplicas": 1, "currentReplicas": 3, "updatedReplicas": 3,
+                "availableReplicas": 1}});
+        let set: StatefulSet = serde_json::from_value(sts.clone()).unwrap();
+        assert_eq!(with_status(&sts, &set.status), Some(sts));
+        let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta("DaemonSet"),
+            "spec": {"template": template},
+            "status": {"desiredNumberScheduled": 1, "currentNumberScheduled": 1, "updatedNumberScheduled": 1,
+                "numberReady": 1, "numberAvailable": 1, "numberMisscheduled": 0}});
+        let set: DaemonSet = serde_json::from_value(ds.clone()).unwrap();
+        assert_eq!(with_status(&ds, &set.status), Some(ds));
+        let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": meta("ReplicaSet"),
+            "spec": {"replicas": 1, "template": template},
+            "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
+                "observedGeneration": 2}});
+        let set: ReplicaSet = serde_json::from_value(rs).unwrap();
+        assert_eq!(set.status.map(|s| s.replicas), Some(1));
     }
 }
