@@ -254,9 +254,9 @@ impl Service {
             }
         };
         v["metadata"]["namespace"] = namespace.into();
-        self.inner.records.save_object(&v)?;
+        self.inner.store.records.save_object(&v)?;
         self.lock().others.insert(k, v);
-        self.inner.wake.notify_one();
+        self.inner.store.wake.notify_one();
         Ok(action)
     }
 }

@@ -24,7 +24,7 @@ mod replicas;
 pub(super) async fn run(s: Service) {
     loop {
         tokio::select! {
-            () = s.inner.wake.notified() => {}
+            () = s.inner.store.wake.notified() => {}
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
         if s.closing() {
@@ -124,36 +124,13 @@ impl Service {
     }
 
     fn save_workload(&self, v: Value) {
-        let (kind, namespace, name) = crate::record::object_names(&v);
-        let k = format!("{kind}/{namespace}/{name}");
-        let mut o = self.lock();
-        // Deleted meanwhile: not brought back.
-        if !o.others.contains_key(&k) {
-            return;
-        }
-        if let Err(e) = self.inner.records.save_object(&v) {
-            tracing::warn!("pod service: {e}");
-        }
-        o.others.insert(k, v);
+        self.inner.store.save_workload(v);
     }
 
     /// The pods workload `w` owns, by key.
     fn pods_of(&self, w: &Value) -> Vec<(String, Pod)> {
         let uid = w.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
-        self.lock()
-            .pods
-            .iter()
-            .filter(|(_, e)| {
-                e.record
-                    .pod
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|r| r.uid == uid)
-            })
-            .map(|(k, e)| (k.clone(), e.record.pod.clone()))
-            .collect()
+        self.inner.store.pods_of(uid)
     }
 
     /// Makes a pod of `w`'s template (`template` under it) named `name`, with `labels` added.
@@ -225,7 +202,7 @@ impl Service {
             )));
         }
         self.save_workload(v);
-        self.inner.wake.notify_one();
+        self.inner.store.wake.notify_one();
         Ok(())
     }
 }
