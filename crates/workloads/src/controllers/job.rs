@@ -7,10 +7,12 @@ use serde_json::Value;
 
 use super::*;
 
-impl Service {
-    /// The Job controller, on Job `w` read as k8s-openapi's typed [`Job`]: its next state, None when it does
-    /// not read as a Job.
-    pub(super) fn job(&self, w: &Value) -> Option<Value> {
+/// The Job controller, on Job `w` read as k8s-openapi's typed [`Job`]: its next state, None when it does
+/// not read as a Job.
+pub(super) struct Jobs;
+
+impl Controller for Jobs {
+    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value> {
         let mut job: Job = serde_json::from_value(w.clone()).ok()?;
         let name = job.metadata.name.clone()?;
         let uid = job.metadata.uid.clone()?;
@@ -20,7 +22,7 @@ impl Service {
         let parallelism = i64::from(spec.parallelism.unwrap_or(1).max(0));
         let backoff_limit = i64::from(spec.backoff_limit.unwrap_or(6));
         let now = status::now();
-        let pods = self.pods_of(w);
+        let pods = s.pods_of(w);
         let live = |p: &Pod| p.metadata.deletion_timestamp.is_none();
         let succeeded = pods.iter().filter(|(_, p)| phase(p) == "Succeeded").count() as i64;
         let failed = pods.iter().filter(|(_, p)| phase(p) == "Failed").count() as i64;
@@ -45,7 +47,7 @@ impl Service {
             if let (Some(ttl), Some(at)) = (spec.ttl_seconds_after_finished, at)
                 && now.0.as_second() >= at.0.as_second() + i64::from(ttl)
             {
-                let (me, ns) = (self.clone(), namespace);
+                let (me, ns) = (s.clone(), namespace);
                 tokio::spawn(async move {
                     let _ = me.delete(Kind::Job, &ns, &name, None, false).await;
                 });
@@ -94,7 +96,7 @@ impl Service {
         if let Some(conds) = finish {
             st.conditions = Some(conds);
             st.active = Some(0);
-            self.remove_pods(active.iter().map(|(k, _)| k.clone()));
+            s.remove_pods(active.iter().map(|(k, _)| k.clone()));
             return with_status(w, &job.status);
         }
         st.active = count(active.len() as i64);
@@ -105,7 +107,7 @@ impl Service {
                 .filter(|(_, p)| phase(p) == "Failed")
                 .filter_map(|(_, p)| finished_at(p))
                 .max();
-            let base = self.inner.settings.engine.backoff.as_secs_f64();
+            let base = s.inner.settings.engine.backoff.as_secs_f64();
             let wait = (base * 2f64.powi(failed as i32 - 1)).min(360.0);
             if last.is_some_and(|t| (now.0.as_millisecond() - t.as_millisecond()) as f64 / 1000.0 < wait) {
                 return with_status(w, &job.status);
@@ -121,14 +123,18 @@ impl Service {
                 ("controller-uid", uid.clone()),
                 ("job-name", name.clone()),
             ];
-            self.make_pod(w, &template, pod, &labels);
+            s.make_pod(w, &template, pod, &labels);
         }
         st.active = count(active.len() as i64 + want.max(0));
         with_status(w, &job.status)
     }
+}
 
-    /// The CronJob controller, on CronJob `w` read as k8s-openapi's typed [`CronJob`].
-    pub(super) fn cron_job(&self, w: &Value) -> Option<Value> {
+/// The CronJob controller, on CronJob `w` read as k8s-openapi's typed [`CronJob`].
+pub(super) struct CronJobs;
+
+impl Controller for CronJobs {
+    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value> {
         let mut cron: CronJob = serde_json::from_value(w.clone()).ok()?;
         let name = cron.metadata.name.clone()?;
         let namespace = cron
@@ -171,8 +177,8 @@ impl Service {
             status: None,
         };
         let k = format!("Job/{namespace}/{job}");
-        if !self.lock().others.contains_key(&k)
-            && let Err(e) = self.apply_object(Kind::Job, to_json(&job_object)?)
+        if !s.lock().others.contains_key(&k)
+            && let Err(e) = s.apply_object(Kind::Job, to_json(&job_object)?)
         {
             tracing::warn!("pod service: CronJob {name}: job {job}: {e}");
         }
@@ -183,7 +189,7 @@ impl Service {
         // Finished Jobs beyond the history limits go, oldest first.
         let keep_ok = spec.successful_jobs_history_limit.unwrap_or(3).max(0) as usize;
         let keep_failed = spec.failed_jobs_history_limit.unwrap_or(1).max(0) as usize;
-        let mut jobs: Vec<(Option<k8s_openapi::jiff::Timestamp>, bool, String)> = self
+        let mut jobs: Vec<(Option<k8s_openapi::jiff::Timestamp>, bool, String)> = s
             .lock()
             .others
             .values()
@@ -210,7 +216,7 @@ impl Service {
         for (ok, keep) in [(true, keep_ok), (false, keep_failed)] {
             let of: Vec<_> = jobs.iter().filter(|j| j.1 == ok).collect();
             for (_, _, n) in of.iter().take(of.len().saturating_sub(keep)) {
-                let (me, ns, n) = (self.clone(), namespace.clone(), n.clone());
+                let (me, ns, n) = (s.clone(), namespace.clone(), n.clone());
                 tokio::spawn(async move {
                     let _ = me.delete(Kind::Job, &ns, &n, None, false).await;
                 });

@@ -1,5 +1,5 @@
-//! The workload controllers of one node, each a reconciliation of what its object asks with the pods it
-//! owns, run whenever a pod changes and every second:
+//! The workload controllers of one node, one per kind (a `Controller`, over the shared store), each a
+//! reconciliation of what its object asks with the pods it owns, run whenever a pod changes and every second:
 //! - Job: pods until `completions` succeeded, at most `parallelism` at once; more than `backoffLimit`
 //!   failures fail it (each new pod after a doubling back-off), as does running past
 //!   `activeDeadlineSeconds`; `ttlSecondsAfterFinished` deletes it once finished;
@@ -19,6 +19,25 @@ use crate::{Kind, Service, status};
 
 mod job;
 mod replicas;
+
+/// One kind's controller: from workload `w` as stored, it makes and removes the pods `w` asks for (through
+/// the service, which runs them) and returns `w`'s next state (None: nothing to do, `w` does not read as its
+/// kind).
+trait Controller: Sync {
+    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value>;
+}
+
+/// The controller of workloads of `kind`.
+fn controller(kind: Kind) -> Option<&'static dyn Controller> {
+    Some(match kind {
+        Kind::Job => &job::Jobs,
+        Kind::CronJob => &job::CronJobs,
+        Kind::Deployment | Kind::ReplicaSet => &replicas::Replicas,
+        Kind::StatefulSet => &replicas::StatefulSets,
+        Kind::DaemonSet => &replicas::DaemonSets,
+        Kind::Pod | Kind::ConfigMap | Kind::Secret => return None,
+    })
+}
 
 /// Runs the controllers until criusd stops.
 pub(super) async fn run(s: Service) {
@@ -107,14 +126,7 @@ impl Service {
             .collect();
         for w in workloads {
             let kind = w.get("kind").and_then(Value::as_str).and_then(Kind::of_object);
-            let next = match kind {
-                Some(Kind::Job) => self.job(&w),
-                Some(Kind::Deployment | Kind::ReplicaSet) => self.replicas(&w),
-                Some(Kind::StatefulSet) => self.stateful(&w),
-                Some(Kind::DaemonSet) => self.daemon(&w),
-                Some(Kind::CronJob) => self.cron_job(&w),
-                _ => None,
-            };
+            let next = kind.and_then(controller).and_then(|c| c.reconcile(self, &w));
             if let Some(next) = next
                 && next != w
             {

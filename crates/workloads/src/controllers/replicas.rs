@@ -10,10 +10,12 @@ use serde_json::Value;
 
 use super::*;
 
-impl Service {
-    /// The Deployment and ReplicaSet controllers, on `w` read as k8s-openapi's typed [`Deployment`] or
-    /// [`ReplicaSet`].
-    pub(super) fn replicas(&self, w: &Value) -> Option<Value> {
+/// The Deployment and ReplicaSet controllers, on `w` read as k8s-openapi's typed [`Deployment`] or
+/// [`ReplicaSet`].
+pub(super) struct Replicas;
+
+impl Controller for Replicas {
+    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value> {
         let deployment = w["kind"] == "Deployment";
         let (meta, replicas, strategy) = if deployment {
             let d: Deployment = serde_json::from_value(w.clone()).ok()?;
@@ -34,13 +36,13 @@ impl Service {
         // stored JSON, not from a typed round trip that could add defaults.
         let template = w.pointer("/spec/template").cloned().unwrap_or_default();
         let hash = template_hash(&template);
-        let pods = self.pods_of(w);
+        let pods = s.pods_of(w);
         let live: Vec<&(String, Pod)> = pods
             .iter()
             .filter(|(_, p)| p.metadata.deletion_timestamp.is_none())
             .collect();
         // Pods that ended are replaced.
-        self.remove_pods(
+        s.remove_pods(
             live.iter()
                 .filter(|(_, p)| matches!(phase(p), "Succeeded" | "Failed"))
                 .map(|(k, _)| k.clone()),
@@ -78,7 +80,7 @@ impl Service {
             } else {
                 format!("{name}-{}", crius_pod::node::name_suffix())
             };
-            self.make_pod(w, &template, pod, &[("pod-template-hash", hash.clone())]);
+            s.make_pod(w, &template, pod, &[("pod-template-hash", hash.clone())]);
         }
         let mut extra: Vec<_> = new
             .iter()
@@ -101,7 +103,7 @@ impl Service {
                 extra.extend(old_ready.iter().take(may_go).map(|(k, _)| k.clone()));
             }
         }
-        self.remove_pods(extra);
+        s.remove_pods(extra);
         let all_ready = running.iter().filter(|(_, p)| ready(p)).count() as i64;
         let generation = meta.generation.unwrap_or(1);
         let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
@@ -164,17 +166,21 @@ impl Service {
         };
         with_status(w, &Some(status))
     }
+}
 
-    /// The StatefulSet controller, on `w` read as k8s-openapi's typed [`StatefulSet`].
-    pub(super) fn stateful(&self, w: &Value) -> Option<Value> {
+/// The StatefulSet controller, on `w` read as k8s-openapi's typed [`StatefulSet`].
+pub(super) struct StatefulSets;
+
+impl Controller for StatefulSets {
+    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value> {
         let set: StatefulSet = serde_json::from_value(w.clone()).ok()?;
         let name = set.metadata.name.clone()?;
         let namespace = set.metadata.namespace.clone().unwrap_or_else(|| "default".into());
         let spec = set.spec.unwrap_or_default();
         let replicas = i64::from(spec.replicas.unwrap_or(1).max(0));
         let template = serde_json::to_value(&spec.template).ok()?;
-        let pods = self.pods_of(w);
-        self.remove_pods(
+        let pods = s.pods_of(w);
+        s.remove_pods(
             pods.iter()
                 .filter(|(_, p)| {
                     p.metadata.deletion_timestamp.is_none() && matches!(phase(p), "Succeeded" | "Failed")
@@ -192,7 +198,7 @@ impl Service {
                         ("statefulset.kubernetes.io/pod-name", pod.clone()),
                         ("apps.kubernetes.io/pod-index", i.to_string()),
                     ];
-                    self.make_pod(w, &template, pod, &labels);
+                    s.make_pod(w, &template, pod, &labels);
                     break;
                 }
             }
@@ -203,7 +209,7 @@ impl Service {
                 .and_then(|(_, i)| i.parse::<i64>().ok())
                 .is_some_and(|i| i >= replicas)
         });
-        self.remove_pods(extra.map(|(k, _)| k.clone()));
+        s.remove_pods(extra.map(|(k, _)| k.clone()));
         let running = pods
             .iter()
             .filter(|(_, p)| !matches!(phase(p), "Succeeded" | "Failed"))
@@ -220,18 +226,22 @@ impl Service {
         };
         with_status(w, &Some(status))
     }
+}
 
-    /// The DaemonSet controller, on `w` read as k8s-openapi's typed [`DaemonSet`]: one pod, on this node.
-    pub(super) fn daemon(&self, w: &Value) -> Option<Value> {
+/// The DaemonSet controller, on `w` read as k8s-openapi's typed [`DaemonSet`]: one pod, on this node.
+pub(super) struct DaemonSets;
+
+impl Controller for DaemonSets {
+    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value> {
         let set: DaemonSet = serde_json::from_value(w.clone()).ok()?;
         let name = set.metadata.name.clone()?;
         let template = serde_json::to_value(set.spec.unwrap_or_default().template).ok()?;
-        let pods = self.pods_of(w);
+        let pods = s.pods_of(w);
         let live: Vec<_> = pods
             .iter()
             .filter(|(_, p)| p.metadata.deletion_timestamp.is_none())
             .collect();
-        self.remove_pods(
+        s.remove_pods(
             live.iter()
                 .filter(|(_, p)| matches!(phase(p), "Succeeded" | "Failed"))
                 .map(|(k, _)| k.clone()),
@@ -241,7 +251,7 @@ impl Service {
             .filter(|(_, p)| !matches!(phase(p), "Succeeded" | "Failed"))
             .count() as i64;
         if running == 0 {
-            self.make_pod(
+            s.make_pod(
                 w,
                 &template,
                 format!("{name}-{}", crius_pod::node::name_suffix()),
