@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobCondition};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use super::*;
@@ -114,7 +114,6 @@ impl Controller for Jobs {
             }
         }
         let want = parallelism.min(completions - succeeded) - active.len() as i64;
-        let template = serde_json::to_value(&spec.template).unwrap_or_default();
         for _ in 0..want.max(0) {
             let pod = format!("{name}-{}", crius_pod::node::name_suffix());
             let labels = [
@@ -123,7 +122,7 @@ impl Controller for Jobs {
                 ("controller-uid", uid.clone()),
                 ("job-name", name.clone()),
             ];
-            s.make_pod(w, &template, pod, &labels);
+            s.make_pod::<Job>(&job.metadata, &spec.template, pod, &labels);
         }
         st.active = count(active.len() as i64 + want.max(0));
         with_status(w, &job.status)

@@ -12,8 +12,10 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use serde_json::{Value, json};
+use k8s_openapi::Resource;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde_json::Value;
 
 use crate::{Kind, Service, status};
 
@@ -146,31 +148,38 @@ impl Service {
     }
 
     /// Makes a pod of `w`'s template (`template` under it) named `name`, with `labels` added.
-    fn make_pod(&self, w: &Value, template: &Value, name: String, labels: &[(&str, String)]) {
-        let (kind, namespace, _) = crate::record::object_names(w);
-        let mut meta = template.get("metadata").cloned().unwrap_or_else(|| json!({}));
-        for (k, v) in labels {
-            meta["labels"][*k] = v.clone().into();
-        }
-        meta["name"] = name.clone().into();
-        meta["namespace"] = namespace.into();
-        meta["ownerReferences"] = json!([{
-            "apiVersion": w.get("apiVersion").cloned().unwrap_or_default(),
-            "kind": kind,
-            "name": w.pointer("/metadata/name").cloned().unwrap_or_default(),
-            "uid": w.pointer("/metadata/uid").cloned().unwrap_or_default(),
-            "controller": true,
-            "blockOwnerDeletion": true,
-        }]);
-        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": template.get("spec").cloned().unwrap_or_default()});
-        match serde_json::from_value::<Pod>(pod) {
-            Ok(p) => {
-                if let Err(e) = self.create_pod(p) {
-                    tracing::warn!("pod service: {kind} pod {name}: {e}");
-                }
+    fn make_pod<W: Resource>(
+        &self,
+        owner: &ObjectMeta,
+        template: &PodTemplateSpec,
+        name: String,
+        labels: &[(&str, String)],
+    ) {
+        let kind = W::KIND;
+        let mut meta = template.metadata.clone().unwrap_or_default();
+        if !labels.is_empty() {
+            let l = meta.labels.get_or_insert_with(Default::default);
+            for (k, v) in labels {
+                l.insert((*k).into(), v.clone());
             }
-            Err(e) => tracing::warn!("pod service: {kind} pod {name}: {e}"),
+        }
+        meta.name = Some(name.clone());
+        meta.namespace = Some(owner.namespace.clone().unwrap_or_else(|| "default".into()));
+        meta.owner_references = Some(vec![OwnerReference {
+            api_version: W::API_VERSION.into(),
+            kind: kind.into(),
+            name: owner.name.clone().unwrap_or_default(),
+            uid: owner.uid.clone().unwrap_or_default(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }]);
+        let pod = Pod {
+            metadata: meta,
+            spec: template.spec.clone(),
+            status: None,
+        };
+        if let Err(e) = self.create_pod(pod) {
+            tracing::warn!("pod service: {kind} pod {name}: {e}");
         }
     }
 
@@ -222,6 +231,7 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_template_hash_is_stable_and_follows_the_template() {

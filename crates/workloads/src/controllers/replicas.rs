@@ -34,8 +34,9 @@ impl Controller for Replicas {
         let name = meta.name.clone()?;
         // The template as it was applied: its hash names the pods an older criusd made, so it is taken from the
         // stored JSON, not from a typed round trip that could add defaults.
-        let template = w.pointer("/spec/template").cloned().unwrap_or_default();
-        let hash = template_hash(&template);
+        let raw = w.pointer("/spec/template").cloned().unwrap_or_default();
+        let hash = template_hash(&raw);
+        let template: PodTemplateSpec = serde_json::from_value(raw).ok()?;
         let pods = s.pods_of(w);
         let live: Vec<&(String, Pod)> = pods
             .iter()
@@ -80,7 +81,12 @@ impl Controller for Replicas {
             } else {
                 format!("{name}-{}", crius_pod::node::name_suffix())
             };
-            s.make_pod(w, &template, pod, &[("pod-template-hash", hash.clone())]);
+            let labels = [("pod-template-hash", hash.clone())];
+            if deployment {
+                s.make_pod::<Deployment>(&meta, &template, pod, &labels);
+            } else {
+                s.make_pod::<ReplicaSet>(&meta, &template, pod, &labels);
+            }
         }
         let mut extra: Vec<_> = new
             .iter()
@@ -178,7 +184,6 @@ impl Controller for StatefulSets {
         let namespace = set.metadata.namespace.clone().unwrap_or_else(|| "default".into());
         let spec = set.spec.unwrap_or_default();
         let replicas = i64::from(spec.replicas.unwrap_or(1).max(0));
-        let template = serde_json::to_value(&spec.template).ok()?;
         let pods = s.pods_of(w);
         s.remove_pods(
             pods.iter()
@@ -198,7 +203,7 @@ impl Controller for StatefulSets {
                         ("statefulset.kubernetes.io/pod-name", pod.clone()),
                         ("apps.kubernetes.io/pod-index", i.to_string()),
                     ];
-                    s.make_pod(w, &template, pod, &labels);
+                    s.make_pod::<StatefulSet>(&set.metadata, &spec.template, pod, &labels);
                     break;
                 }
             }
@@ -235,7 +240,7 @@ impl Controller for DaemonSets {
     fn reconcile(&self, s: &Service, w: &Value) -> Option<Value> {
         let set: DaemonSet = serde_json::from_value(w.clone()).ok()?;
         let name = set.metadata.name.clone()?;
-        let template = serde_json::to_value(set.spec.unwrap_or_default().template).ok()?;
+        let template = set.spec.clone().unwrap_or_default().template;
         let pods = s.pods_of(w);
         let live: Vec<_> = pods
             .iter()
@@ -251,8 +256,8 @@ impl Controller for DaemonSets {
             .filter(|(_, p)| !matches!(phase(p), "Succeeded" | "Failed"))
             .count() as i64;
         if running == 0 {
-            s.make_pod(
-                w,
+            s.make_pod::<DaemonSet>(
+                &set.metadata,
                 &template,
                 format!("{name}-{}", crius_pod::node::name_suffix()),
                 &[],
@@ -315,6 +320,7 @@ impl Strategy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn strategies_read_as_kubernetes_rounds_them() {
