@@ -223,8 +223,8 @@ pub fn run(c: Config) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
         tracing::info!(address = %streams.local_addr(), "streaming server listening");
-        let pods = crius_pod::service::Service::start(
-            crius_pod::service::Settings {
+        let pods = crius_workloads::Service::start(
+            crius_workloads::Settings {
                 dir: c.root.join("pod-service"),
                 engine: crius_pod::Options {
                     pods_dir: c.root.join("pods"),
@@ -232,9 +232,9 @@ pub fn run(c: Config) -> Result<(), String> {
                     backoff: std::time::Duration::from_millis(c.pods.restart_backoff_ms),
                     pull: c.pods.pull_policy()?,
                     cgroup_root: c.pods.cgroup_root(driver)?,
+                    allocatable: c.pods.allocatable(),
                     ..Default::default()
                 },
-                allocatable: c.pods.allocatable(),
             },
             crius_api::connect_lazy(&c.listen),
         )

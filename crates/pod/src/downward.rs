@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::manifest::PodDef;
+use crate::node::Allocatable;
 use crate::quantity;
 
 /// What `fieldRef`s resolve to.
@@ -27,6 +28,8 @@ pub struct PodFields {
     pub node_name: String,
     /// The node's IP (the pod's on a host-network pod, else empty).
     pub host_ip: String,
+    /// What the node offers pods ([`crate::Options::allocatable`]): a limit that is not set reads as it.
+    pub allocatable: Allocatable,
 }
 
 /// Who reads a field: they may name different ones.
@@ -126,7 +129,7 @@ pub fn field(def: &PodDef, f: &PodFields, path: &str, reader: Reader) -> Option<
 
 /// A `resourceFieldRef`: the limit or request `what` (`limits.cpu`) of container `container` (else `own`,
 /// the container whose env it is), divided by `divisor` and rounded up, as kubelet does. A limit that is not
-/// set is the node's allocatable amount; a request that is not set is the limit (the API server's default),
+/// set is the node's allocatable amount (`node`, the figure admission uses too); a request that is not set is the limit (the API server's default),
 /// else 0. Err is why not, for the caller to say whose field it is.
 pub fn resource(
     def: &PodDef,
@@ -134,6 +137,7 @@ pub fn resource(
     container: Option<&str>,
     what: &str,
     divisor: Option<&Quantity>,
+    node: Allocatable,
 ) -> Result<String, String> {
     let target = match container.filter(|n| !n.is_empty()) {
         None => own.ok_or("resourceFieldRef needs containerName")?,
@@ -156,7 +160,6 @@ pub fn resource(
         _ => return Err(format!("resourceFieldRef {what:?}")),
     };
     let bad_amount = |e: quantity::BadQuantity| format!("{what}: {e}");
-    let node = crate::service::Allocatable::of_machine();
     match res {
         "cpu" => {
             let milli = match q {

@@ -116,6 +116,7 @@ fn from_source(
             r.container_name.as_deref(),
             &r.resource,
             r.divisor.as_ref(),
+            fields.allocatable,
         )
         .map(Some)
         .map_err(|e| bad(&c.name, e));

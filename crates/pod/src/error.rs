@@ -81,7 +81,7 @@ pub enum Error {
 
 impl Error {
     /// An invalid-manifest error at `at`.
-    pub(crate) fn manifest(at: impl Into<String>, reason: impl ToString) -> Error {
+    pub fn manifest(at: impl Into<String>, reason: impl ToString) -> Error {
         Error::Manifest {
             at: at.into(),
             reason: reason.to_string(),
@@ -98,7 +98,7 @@ impl Error {
     }
 
     /// Turns an I/O error into one that says what was being done (for `map_err`).
-    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
         let context = context.into();
         move |source| Error::Io { context, source }
     }
@@ -110,26 +110,6 @@ impl Error {
             _ => None,
         }
     }
-}
-
-/// The pod service's answer for an error of the engine: a manifest's mistake is InvalidArgument, a runtime's
-/// error keeps its code, the rest (this machine's) is Internal. The one place the crate makes a gRPC status
-/// out of its errors.
-impl From<Error> for tonic::Status {
-    fn from(e: Error) -> tonic::Status {
-        let code = match &e {
-            Error::Manifest { .. } | Error::Invalid(_) | Error::NoSuchContainer(_) => {
-                tonic::Code::InvalidArgument
-            }
-            other => other.code().unwrap_or(tonic::Code::Internal),
-        };
-        tonic::Status::new(code, e.to_string())
-    }
-}
-
-/// An Internal status for a failure that is no error of the engine's (a task that panicked).
-pub(crate) fn internal(what: impl std::fmt::Display) -> tonic::Status {
-    tonic::Status::new(tonic::Code::Internal, what.to_string())
 }
 
 #[cfg(test)]

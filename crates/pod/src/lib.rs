@@ -3,6 +3,10 @@
 //! kubelet plays on a node: the CRI configs kubelet would send, volumes, image pulls, start order with native
 //! sidecars, restarts, probes and hooks, graceful termination in reverse order, Job completion. It talks plain
 //! CRI, so it drives criusd or any other CRI runtime the same way.
+//!
+//! Its one job is one pod led over CRI (kubelet's pod worker), with what that needs: manifest parsing and
+//! validation, volumes, the downward API, logs, hooks, and the node's facts ([`node`]). The API objects kept
+//! by criusd, their controllers and the pod service's gRPC API are crius-workloads', which runs each pod here.
 
 pub mod cgroups;
 pub mod convert;
@@ -18,7 +22,6 @@ pub mod manifest;
 pub mod node;
 pub mod quantity;
 pub mod report;
-pub mod service;
 pub mod validate;
 pub mod volumes;
 

@@ -258,7 +258,7 @@ pub fn parse(text: &str, source: &str) -> Result<Manifest, Error> {
 
 /// File modes written the YAML 1.1 way kubectl reads them (`defaultMode: 0644` is octal there, a string to a
 /// YAML 1.2 parser) become their numbers.
-pub(crate) fn octal_modes(v: &mut Value) {
+pub fn octal_modes(v: &mut Value) {
     match v {
         Value::Mapping(m) => {
             for (k, v) in m.iter_mut() {

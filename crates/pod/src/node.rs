@@ -1,4 +1,29 @@
-//! Facts about this machine, the pod's node: CPUs, memory, hostname; and random names.
+//! Facts about this machine, the pod's node: CPUs, memory, hostname, what it offers pods ([`Allocatable`]);
+//! and random names.
+
+/// What the node offers its pods: the sum of their requests may not pass it, and a container's limit that is
+/// not set is it (the downward API's value). criusd configures it (`[pods]`); the engine gets it through its
+/// [`crate::Options`].
+/// Its default is nothing at all (zero), never the machine's: a caller names the figure it means.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Allocatable {
+    /// milli-CPUs.
+    pub milli_cpu: u64,
+    /// Bytes of memory.
+    pub memory: u64,
+}
+
+impl Allocatable {
+    /// The machine minus a reserve for the system: 100m of cpu, and a tenth of the memory up to 512 MiB.
+    pub fn of_machine() -> Allocatable {
+        let cpu = cpus() * 1000;
+        let mem = memory_bytes();
+        Allocatable {
+            milli_cpu: cpu.saturating_sub(100).max(100),
+            memory: mem - (mem / 10).min(512 << 20),
+        }
+    }
+}
 
 /// The number of CPUs this process may use.
 pub fn cpus() -> u64 {

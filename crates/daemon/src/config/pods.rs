@@ -80,9 +80,9 @@ impl PodsSection {
     }
 
     /// The node's allocatable resources.
-    pub fn allocatable(&self) -> crius_pod::service::Allocatable {
-        let machine = crius_pod::service::Allocatable::of_machine();
-        crius_pod::service::Allocatable {
+    pub fn allocatable(&self) -> crius_pod::node::Allocatable {
+        let machine = crius_pod::node::Allocatable::of_machine();
+        crius_pod::node::Allocatable {
             milli_cpu: if self.allocatable_milli_cpu > 0 {
                 self.allocatable_milli_cpu
             } else {

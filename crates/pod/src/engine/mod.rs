@@ -103,6 +103,9 @@ pub struct Options {
     /// The cgroup under which pods get their own, as kubelet's `--cgroup-root` with cgroupfs
     /// (`/kubepods/burstable/pod<uid>`...); None: no pod cgroups, the runtime places containers where it will.
     pub cgroup_root: Option<String>,
+    /// What the node offers pods: the downward API's value of a limit that is not set, and (in
+    /// crius-workloads) the figure admission and resizes are measured against; one figure for both.
+    pub allocatable: crate::node::Allocatable,
 }
 
 impl Default for Options {
@@ -115,6 +118,7 @@ impl Default for Options {
             backoff: Duration::from_secs(10),
             poll: Duration::from_millis(100),
             cgroup_root: Some("/kubepods".into()),
+            allocatable: crate::node::Allocatable::of_machine(),
         }
     }
 }
@@ -264,7 +268,7 @@ pub async fn run_as(
     }
 
     let kept = adopt::find(&mut rt, &id.uid).await;
-    let mut volumes = Volumes::prepare(def, manifest, &id, &opts.pods_dir.join(&id.uid))?;
+    let mut volumes = Volumes::prepare(def, manifest, &id, &opts.pods_dir.join(&id.uid), opts.allocatable)?;
     volumes.resolve_images(&pulled);
     let mut pod_cgroup = None;
     let made = async {
@@ -330,6 +334,7 @@ pub async fn run_as(
         },
         pod_ip: ip,
         node_name,
+        allocatable: opts.allocatable,
     };
     let events = Events::subscribe(&mut rt, &sandbox).await;
     let mut run = Run {

@@ -117,6 +117,7 @@ pub(super) fn downward(
                 r.container_name.as_deref(),
                 &r.resource,
                 r.divisor.as_ref(),
+                fields.allocatable,
             )
             .map_err(bad)?,
             _ => return Err(bad("needs one of fieldRef and resourceFieldRef".into())),

@@ -23,6 +23,7 @@ use crate::Error;
 use crate::convert::PodIdentity;
 use crate::downward::PodFields;
 use crate::manifest::{Manifest, PodDef};
+use crate::node::Allocatable;
 
 mod files;
 mod host_path;
@@ -56,19 +57,21 @@ pub struct Volumes {
 }
 
 impl Volumes {
-    /// Makes the volumes of `def`, the pod `id`, under `dir` (the pod's own directory). On error, what was
-    /// made is undone.
+    /// Makes the volumes of `def`, the pod `id`, under `dir` (the pod's own directory); `node` is what the
+    /// node offers pods (a downwardAPI file of a limit not set reads it). On error, what was made is undone.
     pub fn prepare(
         def: &PodDef,
         manifest: &Manifest,
         id: &PodIdentity,
         dir: &Path,
+        node: Allocatable,
     ) -> Result<Volumes, Error> {
-        // What a downwardAPI file may read: the pod's metadata.
+        // What a downwardAPI file may read: the pod's metadata, and the node's allocatable resources.
         let fields = PodFields {
             name: id.name.clone(),
             namespace: def.namespace.clone(),
             uid: id.uid.clone(),
+            allocatable: node,
             ..Default::default()
         };
         let mut v = Volumes {

@@ -52,7 +52,7 @@ spec:
     .unwrap();
     let def = &m.pods[0];
     let dir = tmp.path().join("pod");
-    let mut v = Volumes::prepare(def, &m, &id(), &dir).unwrap();
+    let mut v = Volumes::prepare(def, &m, &id(), &dir, NODE).unwrap();
     assert!(host.is_dir());
     let mounts = v.mounts(&def.spec.containers[0]).unwrap();
     assert_eq!(mounts[0].host_path, dir.join("volumes/scratch").to_str().unwrap());
@@ -74,7 +74,9 @@ spec:
         .as_mut()
         .unwrap()
         .name = "nope".into();
-    let e = Volumes::prepare(&bad, &m, &id(), &dir).unwrap_err().to_string();
+    let e = Volumes::prepare(&bad, &m, &id(), &dir, NODE)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("volume \"cfg\": configMap default/nope is not in the manifest"),
         "{e}"
@@ -84,7 +86,9 @@ spec:
     nfs.spec.volumes.as_mut().unwrap()[0] =
         serde_json::from_value(serde_json::json!({"name": "n", "nfs": {"server": "s", "path": "/"}}))
             .unwrap();
-    let e = Volumes::prepare(&nfs, &m, &id(), &dir).unwrap_err().to_string();
+    let e = Volumes::prepare(&nfs, &m, &id(), &dir, NODE)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("type nfs is not supported"), "{e}");
 }
 
@@ -147,7 +151,10 @@ spec:
     let def = &m.pods[0];
     let dir = tmp.path().join("pod");
     let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let g = Guard(Volumes::prepare(def, &m, &id(), &dir).unwrap(), stop.clone());
+    let g = Guard(
+        Volumes::prepare(def, &m, &id(), &dir, NODE).unwrap(),
+        stop.clone(),
+    );
     let vol = dir.join("volumes/scratch");
     std::fs::create_dir_all(vol.join("d")).unwrap();
     let id = |p: &Path| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).unwrap();
@@ -201,8 +208,14 @@ spec:
 }
 
 /// The pod `p` of `m`, its volumes made under `dir` as [`id`]'s.
+/// What the node offers in these tests: not the machine's, so a downward value that read the machine shows.
+const NODE: Allocatable = Allocatable {
+    milli_cpu: 123_400,
+    memory: 5 << 40,
+};
+
 fn prepared(m: &Manifest, dir: &Path) -> Result<Volumes, Error> {
-    Volumes::prepare(&m.pods[0], m, &id(), dir)
+    Volumes::prepare(&m.pods[0], m, &id(), dir, NODE)
 }
 
 fn read(dir: &Path, path: &str) -> (String, u32) {
@@ -264,7 +277,7 @@ spec:
     let dir = tmp.path().join("pod");
     let mut v = prepared(&m, &dir).unwrap();
     let vol = dir.join("volumes/info");
-    let node = crate::service::Allocatable::of_machine();
+    let node = NODE;
     let want = [
         ("name", "p-x7k2q".to_string(), 0o440),
         ("ns", "default".into(), 0o440),

@@ -11,12 +11,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition, ResourceRequirements};
 use serde_json::Value;
-use tonic::Status;
 
-use super::patch::{json_patch, merge, strategic};
-use super::{Allocatable, Objects, Service, key, status};
-use crate::engine::Control;
-use crate::report::Event;
+use crate::patch::{json_patch, merge, strategic};
+use crate::{Allocatable, Error, Kind, Objects, Service, key, status};
+use crius_pod::engine::Control;
+use crius_pod::report::Event;
 
 const PENDING: &str = "PodResizePending";
 const IN_PROGRESS: &str = "PodResizeInProgress";
@@ -44,11 +43,11 @@ fn requests(pod: &Pod, allocated: bool) -> (u64, u64) {
         .unwrap_or_default();
         let cpu = r
             .get("cpu")
-            .and_then(|q| crate::quantity::milli_cpu(q).ok())
+            .and_then(|q| crius_pod::quantity::milli_cpu(q).ok())
             .unwrap_or(0);
         let mem = r
             .get("memory")
-            .and_then(|q| crate::quantity::value(q).ok())
+            .and_then(|q| crius_pod::quantity::value(q).ok())
             .unwrap_or(0);
         (cpu, mem)
     };
@@ -99,7 +98,7 @@ fn short_of(want: (u64, u64), used: (u64, u64), node: Allocatable) -> Option<(&'
 
 /// kubelet's admission of a new pod: None when it fits, else the reason (`OutOfcpu`) and message.
 pub(super) fn admit_new(o: &Objects, pod: &Pod, node: Allocatable) -> Option<(String, String)> {
-    let (namespace, name) = super::record::names(&pod.metadata);
+    let (namespace, name) = crate::record::names(&pod.metadata);
     let (res, want, used, cap) = short_of(requests(pod, false), used(o, &key(&namespace, &name)), node)?;
     Some((
         format!("Out{res}"),
@@ -183,31 +182,25 @@ pub(super) fn on_event(pod: &mut Pod, e: &Event) {
 impl Service {
     /// The resize subresource: patches pod `namespace/name`'s containers' resources (`patch_type`
     /// `strategic`, `merge` or `json`), then admits and actuates it. Returns the pod.
-    pub fn resize(
-        &self,
-        namespace: &str,
-        name: &str,
-        patch: &str,
-        patch_type: &str,
-    ) -> Result<Value, Status> {
-        let namespace = super::ns(namespace);
+    pub fn resize(&self, namespace: &str, name: &str, patch: &str, patch_type: &str) -> Result<Value, Error> {
+        let namespace = crate::ns(namespace);
         let k = key(namespace, name);
         let body: Value = serde_yaml_ng::from_str(patch)
-            .map_err(|e| Status::invalid_argument(format!("the patch is not JSON or YAML: {e}")))?;
+            .map_err(|e| Error::invalid(format!("the patch is not JSON or YAML: {e}")))?;
         let mut o = self.lock();
-        let entry = o
-            .pods
-            .get_mut(&k)
-            .ok_or_else(|| Status::not_found(format!("pods {name:?} not found")))?;
+        let entry = o.pods.get_mut(&k).ok_or_else(|| Error::NotFound {
+            kind: Kind::Pod,
+            name: name.into(),
+        })?;
         let old = entry.record.pod.clone();
         let mut v = serde_json::to_value(&old).unwrap_or_default();
-        let invalid = |m: String| Status::invalid_argument(format!("Pod {name:?} is invalid: {m}"));
+        let invalid = |m: String| Error::invalid(format!("Pod {name:?} is invalid: {m}"));
         match patch_type {
             "" | "strategic" => strategic(&mut v, &body).map_err(invalid)?,
             "merge" => merge(&mut v, &body),
             "json" => json_patch(&mut v, &body).map_err(invalid)?,
             other => {
-                return Err(Status::invalid_argument(format!(
+                return Err(Error::invalid(format!(
                     "patch type {other:?} (strategic, merge or json)"
                 )));
             }
@@ -225,24 +218,24 @@ impl Service {
             ));
         }
         entry.record.pod.spec = new.spec;
-        if let Ok(d) = super::apply::def_of(&entry.record.pod) {
+        if let Ok(d) = crate::apply::def_of(&entry.record.pod) {
             entry.def = d;
         }
         if let Some(st) = entry.record.pod.status.as_mut() {
             status::clear_condition(st, PENDING);
             status::clear_condition(st, IN_PROGRESS);
         }
-        let node = self.inner.settings.allocatable;
+        let node = self.inner.settings.engine.allocatable;
         decide(&mut o, &k, node);
-        let entry = o
-            .pods
-            .get(&k)
-            .ok_or_else(|| Status::not_found(name.to_string()))?;
+        let entry = o.pods.get(&k).ok_or_else(|| Error::NotFound {
+            kind: Kind::Pod,
+            name: name.into(),
+        })?;
         self.persist(entry);
         let pod = entry.record.pod.clone();
         drop(o);
         self.changed("MODIFIED", &pod);
-        Ok(super::pod_json(&pod))
+        Ok(crate::pod_json(&pod))
     }
 
     /// Tries the Deferred resizes again, oldest first.
@@ -265,7 +258,7 @@ impl Service {
             })
             .collect();
         waiting.sort_by_key(|(_, t)| *t);
-        let node = self.inner.settings.allocatable;
+        let node = self.inner.settings.engine.allocatable;
         let mut moved = Vec::new();
         for (k, _) in waiting {
             if decide(&mut o, &k, node)
@@ -351,9 +344,9 @@ fn check(old: &Pod, new: &Pod) -> Result<(), String> {
                     }
                 }
                 let ok = if res == "cpu" {
-                    crate::quantity::milli_cpu(q).is_ok()
+                    crius_pod::quantity::milli_cpu(q).is_ok()
                 } else {
-                    crate::quantity::value(q).is_ok()
+                    crius_pod::quantity::value(q).is_ok()
                 };
                 if !ok {
                     return Err(format!("{:?}: quantity {:?} of {res} is not valid", c.name, q.0));
@@ -361,7 +354,7 @@ fn check(old: &Pod, new: &Pod) -> Result<(), String> {
             }
         }
     }
-    let (a, b) = (crate::convert::qos(&os), crate::convert::qos(&ns));
+    let (a, b) = (crius_pod::convert::qos(&os), crius_pod::convert::qos(&ns));
     match (a, b) {
         (Ok(a), Ok(b)) if a != b => Err(format!(
             "spec: Invalid value: {:?}: Pod QoS is immutable",
@@ -429,7 +422,7 @@ pub(super) mod tests {
     use serde_json::json;
 
     /// A pod of two containers, `app` with `cpu` and `mem` as requests and limits (Guaranteed), and `side`.
-    pub(in crate::service) fn pod(cpu: &str, mem: &str) -> Value {
+    pub(crate) fn pod(cpu: &str, mem: &str) -> Value {
         json!({"metadata": {"name": "p"}, "spec": {"containers": [
             {"name": "app", "image": "i", "resources": {
                 "requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}}},
@@ -480,6 +473,63 @@ pub(super) mod tests {
         assert_eq!(
             short_of((2100, 0), (1000, 0), node),
             Some(("cpu", 2100, 1000, 3000))
+        );
+    }
+
+    /// One configured figure, not the machine's, is both the downward API's "no limit" and admission's
+    /// capacity: criusd puts `[pods]`'s allocatable in the engine's options, and the service admits by the same.
+    #[test]
+    fn the_downward_api_and_admission_use_the_configured_allocatable() {
+        let machine = Allocatable::of_machine();
+        let configured = Allocatable {
+            milli_cpu: machine.milli_cpu + 1000,
+            memory: machine.memory / 2 + 1,
+        };
+        let settings = crate::Settings {
+            dir: "/nonexistent".into(),
+            engine: crius_pod::Options {
+                allocatable: configured,
+                ..Default::default()
+            },
+        };
+        let m = crius_pod::parse(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    image: i
+    env:
+    - {name: CPU, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}
+    - {name: MEM, valueFrom: {resourceFieldRef: {resource: limits.memory}}}
+"#,
+            "t",
+        )
+        .unwrap();
+        let def = &m.pods[0];
+        let fields = crius_pod::env::PodFields {
+            allocatable: settings.engine.allocatable,
+            ..Default::default()
+        };
+        let env = crius_pod::env::build(def, &m, &def.spec.containers[0], &fields).unwrap();
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("CPU"), Some(configured.milli_cpu.to_string()));
+        assert_eq!(get("MEM"), Some(configured.memory.to_string()));
+        // A pod asking for more cpu than the machine has, but within the configured figure, is admitted; one
+        // asking for more memory than configured (though the machine has it) is not.
+        let asks = |cpu: u64, mem: u64| -> Pod {
+            serde_json::from_value(pod(&format!("{cpu}m"), &mem.to_string())).unwrap()
+        };
+        let o = Objects::default();
+        let node = settings.engine.allocatable;
+        assert_eq!(admit_new(&o, &asks(machine.milli_cpu + 500, 1), node), None);
+        let (reason, message) = admit_new(&o, &asks(100, configured.memory + 1), node).unwrap();
+        assert_eq!(reason, "Outmemory");
+        assert!(
+            message.contains(&format!("capacity: {}", configured.memory)),
+            "{message}"
         );
     }
 }

@@ -1,6 +1,6 @@
 //! The kinds the pod service keeps, by the names kubectl takes for them, and label selectors.
 
-use tonic::Status;
+use crate::Error;
 
 /// A kind of object the service keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +82,7 @@ impl Kind {
 
     /// The kind kubectl's argument names: plural, singular, short (`po`, `deploy`, `rs`, `sts`, `ds`,
     /// `cj`, `cm`), or `kind.group`.
-    pub fn parse(word: &str) -> Result<Kind, Status> {
+    pub fn parse(word: &str) -> Result<Kind, Error> {
         let w = word.to_lowercase();
         let w = w.split_once('.').map_or(w.as_str(), |(k, _)| k).to_string();
         let short = match w.as_str() {
@@ -101,7 +101,7 @@ impl Kind {
                     .find(|k| w == k.name().to_lowercase() || w == k.plural())
             })
             .ok_or_else(|| {
-                Status::invalid_argument(format!(
+                Error::invalid(format!(
                     "the server doesn't have a resource type {word:?} (crius keeps pods, jobs, cronjobs, \
                      deployments, replicasets, statefulsets, daemonsets, configmaps and secrets)"
                 ))
@@ -123,7 +123,7 @@ enum Op {
 
 impl Selector {
     /// Reads `text` (empty: everything).
-    pub fn parse(text: &str) -> Result<Selector, Status> {
+    pub fn parse(text: &str) -> Result<Selector, Error> {
         let mut out = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let r = if let Some((k, v)) = part.split_once("!=") {
@@ -137,9 +137,7 @@ impl Selector {
             };
             let k = r.0.trim();
             if k.is_empty() || k.contains(' ') {
-                return Err(Status::invalid_argument(format!(
-                    "unable to parse requirement: {part:?}"
-                )));
+                return Err(Error::invalid(format!("unable to parse requirement: {part:?}")));
             }
             out.push((k.to_string(), r.1));
         }
@@ -179,7 +177,7 @@ mod tests {
         ] {
             assert_eq!(Kind::parse(w).unwrap(), k, "{w}");
         }
-        let e = Kind::parse("services").unwrap_err();
+        let e = tonic::Status::from(Kind::parse("services").unwrap_err());
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
         assert!(e.message().contains("\"services\""), "{}", e.message());
         assert_eq!(Kind::Deployment.qualified(), "deployment.apps");

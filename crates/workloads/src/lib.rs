@@ -1,32 +1,39 @@
+//! crius-workloads: the pod service, Kubernetes' API objects kept by criusd on one node (pods and their
+//! workloads), their controllers, admission and status, and the `crius.pod.v1.PodService` gRPC adapter
+//! ([`grpc`]); each pod is run by the pod engine of crius-pod ([`crius_pod::engine`]).
+//!
 //! The pod service: Kubernetes pods and their workloads on one node, kept by criusd. Each pod is a record
-//! under criusd's root ([`record`]) and is led by the pod engine ([`crate::engine::run_as`]) over criusd's own
+//! under criusd's root ([`record`]) and is led by the pod engine ([`crius_pod::engine::run_as`]) over criusd's own
 //! CRI socket; its status is Kubernetes' PodStatus, moved by the engine's events ([`status`]). Workloads
 //! (Job, Deployment, ReplicaSet, StatefulSet, DaemonSet) make and replace their pods (`controllers`);
 //! resizes are admitted against the node's allocatable resources and actuated in place (`resize`); kubelet's
-//! events of each pod are in `events`, where its logs are in `logs`.
+//! events of each pod are in `events`, where its logs are in `logs`. Every object is kept in one small shared
+//! store (`store`: the objects behind one lock, their records, the watchers' channel, the controllers' wake-up).
 //!
 //! Pods outlive the service: when criusd stops or crashes, its shims keep the containers; at start-up the
 //! records are read again and the engine takes each running pod back, its containers untouched
-//! ([`crate::engine::Given`]). Deleting a pod terminates it as kubelet does, then removes its record and logs.
+//! ([`crius_pod::engine::Given`]). Deleting a pod terminates it as kubelet does, then removes its record and logs.
+//!
+//! Crates: `json-patch` applies `kubectl patch`'s RFC 6902 and RFC 7386 patches (all six RFC 6902 operations,
+//! where ours had four); the strategic merge stays ours (`patch`).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use tokio::sync::{Notify, broadcast, mpsc};
-use tonic::Status;
+use tokio::sync::{broadcast, mpsc};
 use tonic::transport::Channel;
 
-use crate::engine::{Control, Given, Options};
-use crate::manifest::{Manifest, PodDef};
-use crate::report::Event;
+use crius_pod::engine::{Control, Given, Options};
+pub use crius_pod::node::Allocatable;
+use crius_pod::report::Event;
 use events::{event, kube_event, push_event};
 
 mod apply;
 mod controllers;
 mod cron;
+mod error;
 mod events;
 pub mod grpc;
 mod kinds;
@@ -35,76 +42,27 @@ mod patch;
 pub mod record;
 mod resize;
 pub mod status;
+mod store;
 
+pub use error::{Error, Result};
 pub use kinds::Kind;
-use record::{PodRecord, Records};
-
-/// What the node offers its pods: the sum of their requests may not pass it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Allocatable {
-    /// milli-CPUs.
-    pub milli_cpu: u64,
-    /// Bytes of memory.
-    pub memory: u64,
-}
-
-impl Allocatable {
-    /// The machine minus a reserve for the system: 100m of cpu, and a tenth of the memory up to 512 MiB.
-    pub fn of_machine() -> Allocatable {
-        let cpu = crate::node::cpus() * 1000;
-        let mem = crate::node::memory_bytes();
-        Allocatable {
-            milli_cpu: cpu.saturating_sub(100).max(100),
-            memory: mem - (mem / 10).min(512 << 20),
-        }
-    }
-}
+pub use store::Change;
+use store::{Entry, Objects, Store};
 
 /// How the service runs.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Where its records go (`<criusd root>/pod-service`).
     pub dir: PathBuf,
-    /// How the engine runs pods.
+    /// How the engine runs pods; its `allocatable` is what the node offers, which admission and resizes
+    /// are measured against too.
     pub engine: Options,
-    /// What the node offers.
-    pub allocatable: Allocatable,
-}
-
-/// A change to a pod, for watchers.
-#[derive(Debug, Clone)]
-pub struct Change {
-    /// `ADDED`, `MODIFIED` or `DELETED`.
-    pub kind: &'static str,
-    /// The pod after it (shared: the channel keeps 1024 of them, and a pod is a few KiB).
-    pub pod: Arc<Pod>,
-}
-
-/// A pod the service keeps.
-struct Entry {
-    record: PodRecord,
-    def: PodDef,
-    /// Its engine, while one leads it.
-    controls: Option<mpsc::UnboundedSender<Control>>,
-}
-
-/// Everything kept, by key.
-#[derive(Default)]
-struct Objects {
-    /// Pods by `namespace/name`.
-    pods: BTreeMap<String, Entry>,
-    /// Workloads, ConfigMaps and Secrets by `Kind/namespace/name`, as JSON.
-    others: BTreeMap<String, serde_json::Value>,
 }
 
 struct Inner {
     settings: Settings,
     channel: Channel,
-    records: Records,
-    objects: Mutex<Objects>,
-    changes: broadcast::Sender<Change>,
-    /// Wakes the controllers.
-    wake: Notify,
+    store: Store,
     node: String,
     /// Set when criusd stops: what the engines see then (a runtime going away) is not the pods' news.
     closing: std::sync::atomic::AtomicBool,
@@ -130,23 +88,41 @@ fn ns(namespace: &str) -> &str {
 }
 
 impl Service {
+    fn lock(&self) -> MutexGuard<'_, Objects> {
+        self.inner.store.lock()
+    }
+
+    /// Pods' changes as they happen.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.inner.store.subscribe()
+    }
+
+    fn changed(&self, kind: &'static str, pod: &Pod) {
+        self.inner.store.changed(kind, pod);
+    }
+
+    fn persist(&self, entry: &Entry) {
+        self.inner.store.persist(entry);
+    }
+
+    /// The pods that `kind namespace/name` owns.
+    fn owned(&self, kind: &str, namespace: &str, name: &str) -> Vec<String> {
+        self.inner.store.owned(kind, namespace, name)
+    }
+
     /// Opens the records under `settings.dir`, takes back every pod they hold (running ones are adopted by
     /// the engine), and starts the controllers. `channel` reaches the CRI runtime (criusd's own socket).
-    pub fn start(settings: Settings, channel: Channel) -> Result<Service, crate::Error> {
-        let records = Records::open(&settings.dir)?;
-        let (changes, _) = broadcast::channel(1024);
+    pub fn start(settings: Settings, channel: Channel) -> Result<Service, Error> {
+        let store = Store::open(&settings.dir)?;
         let inner = Arc::new(Inner {
             settings,
             channel,
-            records,
-            objects: Mutex::new(Objects::default()),
-            changes,
-            wake: Notify::new(),
-            node: crate::node::hostname(),
+            store,
+            node: crius_pod::node::hostname(),
             closing: false.into(),
         });
         let service = Service { inner };
-        let (pods, others, bad) = service.inner.records.load();
+        let (pods, others, bad) = service.inner.store.records.load();
         for b in bad {
             tracing::warn!("pod service: a record that does not parse was left alone: {b}");
         }
@@ -202,40 +178,6 @@ impl Service {
         self.inner.closing.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Objects> {
-        self.inner.objects.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Pods' changes as they happen.
-    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
-        self.inner.changes.subscribe()
-    }
-
-    fn changed(&self, kind: &'static str, pod: &Pod) {
-        let _ = self.inner.changes.send(Change {
-            kind,
-            pod: Arc::new(pod.clone()),
-        });
-    }
-
-    /// The ConfigMaps and Secrets kept, as the engine reads them.
-    fn manifest(&self) -> Manifest {
-        let others: Vec<serde_json::Value> = self
-            .lock()
-            .others
-            .iter()
-            .filter(|(k, _)| k.starts_with("ConfigMap/") || k.starts_with("Secret/"))
-            .map(|(_, v)| v.clone())
-            .collect();
-        let mut m = Manifest::default();
-        for v in others {
-            if let Ok(one) = crate::manifest::parse(&v.to_string(), "a kept object") {
-                m.merge(one);
-            }
-        }
-        m
-    }
-
     /// Starts the engine on pod `k`.
     fn spawn(&self, k: &str) {
         let (tx, rx) = mpsc::unbounded_channel();
@@ -254,12 +196,12 @@ impl Service {
         };
         let (me, k) = (self.clone(), k.to_string());
         tokio::spawn(async move {
-            let manifest = me.manifest();
+            let manifest = me.inner.store.kept_config();
             let on = {
                 let (me, k) = (me.clone(), k.clone());
                 move |e: Event| me.on_event(&k, &e)
             };
-            let result = crate::engine::run_as(
+            let result = crius_pod::engine::run_as(
                 me.inner.channel.clone(),
                 &me.inner.settings.engine,
                 &def,
@@ -293,18 +235,12 @@ impl Service {
             e,
             Event::Exited { .. } | Event::Ready { .. } | Event::Readiness { .. }
         ) {
-            self.inner.wake.notify_one();
-        }
-    }
-
-    fn persist(&self, entry: &Entry) {
-        if let Err(e) = self.inner.records.save_pod(&entry.record) {
-            tracing::warn!("pod service: {e}");
+            self.inner.store.wake.notify_one();
         }
     }
 
     /// Pod `k`'s engine returned.
-    fn finished(&self, k: &str, result: Result<crate::Report, crate::Error>) {
+    fn finished(&self, k: &str, result: Result<crius_pod::Report, crius_pod::Error>) {
         if self.closing() {
             return;
         }
@@ -341,7 +277,7 @@ impl Service {
             drop(o);
             self.changed("MODIFIED", &pod);
         }
-        self.inner.wake.notify_one();
+        self.inner.store.wake.notify_one();
     }
 
     /// Removes pod `k` for good: its record and its log directory.
@@ -351,7 +287,7 @@ impl Service {
         };
         let pod = entry.record.pod;
         let (namespace, name) = record::names(&pod.metadata);
-        if let Err(e) = self.inner.records.remove_pod(&namespace, &name) {
+        if let Err(e) = self.inner.store.records.remove_pod(&namespace, &name) {
             tracing::warn!("pod service: {e}");
         }
         let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -363,7 +299,7 @@ impl Service {
             .join(format!("{namespace}_{name}_{uid}"));
         let _ = std::fs::remove_dir_all(logs);
         self.changed("DELETED", &pod);
-        self.inner.wake.notify_one();
+        self.inner.store.wake.notify_one();
     }
 
     /// Asks pod `k`'s engine to terminate it (within `grace_s`, else its own grace period).
@@ -386,7 +322,7 @@ impl Service {
         name: &str,
         all: bool,
         selector: &str,
-    ) -> Result<Vec<serde_json::Value>, Status> {
+    ) -> Result<Vec<serde_json::Value>, Error> {
         let namespace = ns(namespace);
         let selector = kinds::Selector::parse(selector)?;
         let o = self.lock();
@@ -404,7 +340,10 @@ impl Service {
             (all || n == namespace) && (name.is_empty() || nm == name) && selector.matches(v)
         });
         if !name.is_empty() && out.is_empty() {
-            return Err(Status::not_found(format!("{} {name:?} not found", kind.plural())));
+            return Err(Error::NotFound {
+                kind,
+                name: name.into(),
+            });
         }
         Ok(out)
     }
@@ -418,7 +357,7 @@ impl Service {
         name: &str,
         grace_s: Option<i64>,
         wait: bool,
-    ) -> Result<(), Status> {
+    ) -> Result<(), Error> {
         let namespace = ns(namespace).to_string();
         if kind == Kind::Pod {
             self.delete_pod(&key(&namespace, name), grace_s)?;
@@ -426,11 +365,15 @@ impl Service {
             let k = format!("{}/{namespace}/{name}", kind.name());
             let removed = self.lock().others.remove(&k);
             if removed.is_none() {
-                return Err(Status::not_found(format!("{} {name:?} not found", kind.plural())));
+                return Err(Error::NotFound {
+                    kind,
+                    name: name.into(),
+                });
             }
-            if let Err(e) = self.inner.records.remove_object(kind.name(), &namespace, name) {
-                return Err(Status::from(e));
-            }
+            self.inner
+                .store
+                .records
+                .remove_object(kind.name(), &namespace, name)?;
             for p in self.owned(kind.name(), &namespace, name) {
                 let _ = self.delete_pod(&p, grace_s);
             }
@@ -449,12 +392,15 @@ impl Service {
     }
 
     /// Begins pod `k`'s deletion.
-    fn delete_pod(&self, k: &str, grace_s: Option<i64>) -> Result<(), Status> {
+    fn delete_pod(&self, k: &str, grace_s: Option<i64>) -> Result<(), Error> {
         let running = {
             let mut o = self.lock();
             let Some(e) = o.pods.get_mut(k) else {
                 let name = k.split_once('/').map_or(k, |(_, n)| n);
-                return Err(Status::not_found(format!("pods {name:?} not found")));
+                return Err(Error::NotFound {
+                    kind: Kind::Pod,
+                    name: name.into(),
+                });
             };
             let m = &mut e.record.pod.metadata;
             if m.deletion_timestamp.is_none() {
@@ -477,23 +423,6 @@ impl Service {
             self.forget(k);
         }
         Ok(())
-    }
-
-    /// The pods that `kind namespace/name` owns.
-    fn owned(&self, kind: &str, namespace: &str, name: &str) -> Vec<String> {
-        self.lock()
-            .pods
-            .iter()
-            .filter(|(_, e)| {
-                let m = &e.record.pod.metadata;
-                m.namespace.as_deref().unwrap_or("default") == namespace
-                    && m.owner_references
-                        .iter()
-                        .flatten()
-                        .any(|r| r.kind == kind && r.name == name)
-            })
-            .map(|(k, _)| k.clone())
-            .collect()
     }
 }
 

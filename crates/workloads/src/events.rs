@@ -4,8 +4,8 @@
 
 use k8s_openapi::api::core::v1::{Event as KubeEvent, ObjectReference, Pod};
 
-use super::{Kind, Service, ns, record, status};
-use crate::report::Event;
+use crate::{Kind, Service, ns, record, status};
+use crius_pod::report::Event;
 
 impl Service {
     /// The events of object `kind namespace/name`, oldest first (a workload's are its pods').
@@ -80,7 +80,7 @@ pub(super) fn event(
             uid: m.uid.clone(),
             field_path: container.map(|c| {
                 let list = match status::role(pod, c) {
-                    Some(crate::Role::Main) => "containers",
+                    Some(crius_pod::Role::Main) => "containers",
                     _ => "initContainers",
                 };
                 format!("spec.{list}{{{c}}}")
@@ -91,7 +91,7 @@ pub(super) fn event(
             name: Some(format!(
                 "{}.{}",
                 m.name.clone().unwrap_or_default(),
-                crate::node::name_suffix()
+                crius_pod::node::name_suffix()
             )),
             namespace: m.namespace.clone(),
             ..Default::default()

@@ -1,23 +1,15 @@
 //! The three patch types of `kubectl patch` (`--type strategic|merge|json`), applied to an object as JSON: a
 //! strategic merge patch merges a pod's containers by name (the resize subresource's case), RFC 7386 merges
 //! objects and replaces the rest, RFC 6902 applies its operations in order.
+//!
+//! RFC 6902 and RFC 7386 are the `json-patch` crate's (all six operations, kept to the RFCs' tests); the
+//! strategic merge is ours, as it needs Kubernetes' knowledge of which lists merge by which key.
 
 use serde_json::Value;
 
 /// RFC 7386: `patch` merged into `target`; null removes, objects merge, anything else replaces.
-pub(super) fn merge(target: &mut Value, patch: &Value) {
-    match (target.as_object_mut(), patch.as_object()) {
-        (Some(t), Some(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        _ => *target = patch.clone(),
-    }
+pub(crate) fn merge(target: &mut Value, patch: &Value) {
+    json_patch::merge(target, patch);
 }
 
 /// A strategic merge patch of a pod: as [`merge`], but containers (and init containers) merge by name.
@@ -50,59 +42,11 @@ pub(super) fn strategic(target: &mut Value, patch: &Value) -> Result<(), String>
     Ok(())
 }
 
-/// RFC 6902: `add`, `replace`, `remove` and `test` operations.
-pub(super) fn json_patch(target: &mut Value, ops: &Value) -> Result<(), String> {
-    let ops = ops.as_array().ok_or("a JSON patch is a list of operations")?;
-    for op in ops {
-        let get = |k: &str| op.get(k).and_then(Value::as_str).unwrap_or("");
-        let (kind, path) = (get("op"), get("path"));
-        let (parent, last) = path
-            .rsplit_once('/')
-            .ok_or_else(|| format!("bad path {path:?}"))?;
-        let last = last.replace("~1", "/").replace("~0", "~");
-        match kind {
-            "test" => {
-                if target.pointer(path) != op.get("value") {
-                    return Err(format!("test of {path} failed"));
-                }
-            }
-            "add" | "replace" | "remove" => {
-                let p = target
-                    .pointer_mut(parent)
-                    .ok_or_else(|| format!("{path}: no such path"))?;
-                let value = op.get("value").cloned().unwrap_or(Value::Null);
-                match p {
-                    Value::Object(m) => {
-                        if kind == "remove" {
-                            m.remove(&last).ok_or_else(|| format!("{path}: no such path"))?;
-                        } else if kind == "replace" && !m.contains_key(&last) {
-                            return Err(format!("{path}: no such path"));
-                        } else {
-                            m.insert(last, value);
-                        }
-                    }
-                    Value::Array(a) => {
-                        let i = if last == "-" {
-                            a.len()
-                        } else {
-                            last.parse().map_err(|_| format!("{path}: bad index"))?
-                        };
-                        match kind {
-                            "add" if i <= a.len() => a.insert(i, value),
-                            "replace" if i < a.len() => a[i] = value,
-                            "remove" if i < a.len() => {
-                                a.remove(i);
-                            }
-                            _ => return Err(format!("{path}: index out of range")),
-                        }
-                    }
-                    _ => return Err(format!("{path}: no such path")),
-                }
-            }
-            other => return Err(format!("operation {other:?} (add, replace, remove, test)")),
-        }
-    }
-    Ok(())
+/// RFC 6902: its six operations (`add`, `remove`, `replace`, `move`, `copy`, `test`) in order, all or none.
+pub(crate) fn json_patch(target: &mut Value, ops: &Value) -> Result<(), String> {
+    let ops: json_patch::Patch = serde_json::from_value(ops.clone())
+        .map_err(|e| format!("a JSON patch is a list of operations: {e}"))?;
+    json_patch::patch(target, &ops).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -110,7 +54,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    use crate::service::resize::tests::pod;
+    use crate::resize::tests::pod;
 
     #[test]
     fn the_seeds_strategic_patch_merges_by_container_name() {
@@ -153,5 +97,30 @@ mod tests {
             &json!([{"op": "replace", "path": "/spec/nope/x", "value": 1}]),
         );
         assert!(e.unwrap_err().contains("/spec/nope/x"));
+    }
+
+    #[test]
+    fn json_patches_move_and_copy() {
+        let mut v = json!({"metadata": {"labels": {"a": "1"}, "annotations": {}}});
+        let ops = json!([
+            {"op": "copy", "from": "/metadata/labels/a", "path": "/metadata/labels/b"},
+            {"op": "move", "from": "/metadata/labels/a", "path": "/metadata/annotations/a"}
+        ]);
+        json_patch(&mut v, &ops).unwrap();
+        assert_eq!(
+            v,
+            json!({"metadata": {"labels": {"b": "1"}, "annotations": {"a": "1"}}})
+        );
+        // A failed operation leaves the object as it was.
+        let before = v.clone();
+        let ops = json!([
+            {"op": "copy", "from": "/metadata/labels/b", "path": "/metadata/labels/c"},
+            {"op": "move", "from": "/metadata/nope", "path": "/metadata/x"}
+        ]);
+        let e = json_patch(&mut v, &ops).unwrap_err();
+        assert!(e.contains("/metadata/nope") || e.contains("from"), "{e}");
+        assert_eq!(v, before);
+        let e = json_patch(&mut v, &json!({"op": "add"})).unwrap_err();
+        assert!(e.starts_with("a JSON patch is a list of operations"), "{e}");
     }
 }

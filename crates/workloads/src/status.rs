@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::report::{Event, Phase, Report, Role};
+use crius_pod::report::{Event, Phase, Report, Role};
 
 /// Now, as the API's time.
 pub fn now() -> Time {
@@ -64,7 +64,7 @@ pub fn initial(pod: &mut Pod, node: &str) {
     };
     pod.status = Some(PodStatus {
         phase: Some("Pending".into()),
-        qos_class: crate::convert::qos(&spec).ok().map(|q| q.to_string()),
+        qos_class: crius_pod::convert::qos(&spec).ok().map(|q| q.to_string()),
         init_container_statuses: (!inits.is_empty()).then_some(inits),
         container_statuses: Some(spec.containers.iter().map(|c| waiting(c, first_reason)).collect()),
         conditions: Some(vec![condition("PodScheduled", true, None, None)]),
@@ -151,7 +151,7 @@ pub fn on_event(pod: &mut Pod, e: &Event) {
                 status.pod_ip = Some(ip.clone());
                 status.pod_ips = Some(vec![PodIP { ip: ip.clone() }]);
             }
-            let host = crate::node::host_ip();
+            let host = crius_pod::node::host_ip();
             status.host_ip = Some(host.clone());
             status.host_ips = Some(vec![k8s_openapi::api::core::v1::HostIP { ip: host }]);
             if ip.is_empty() {

@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tonic::Status;
+use crate::{Error, Kind};
 
-use super::{Service, key, ns, status};
+use crate::{Service, key, ns, status};
 
 impl Service {
     /// The log file of container `container` of pod `namespace/pod` (its only or first main container when
@@ -17,15 +17,15 @@ impl Service {
         pod: &str,
         container: &str,
         previous: bool,
-    ) -> Result<(PathBuf, tokio::sync::watch::Receiver<bool>), Status> {
+    ) -> Result<(PathBuf, tokio::sync::watch::Receiver<bool>), Error> {
         let namespace = ns(namespace).to_string();
         let k = key(&namespace, pod);
         let (path, name) = {
             let o = self.lock();
-            let e = o
-                .pods
-                .get(&k)
-                .ok_or_else(|| Status::not_found(format!("pods {pod:?} not found")))?;
+            let e = o.pods.get(&k).ok_or_else(|| Error::NotFound {
+                kind: Kind::Pod,
+                name: pod.into(),
+            })?;
             let p = &e.record.pod;
             let spec = p.spec.clone().unwrap_or_default();
             let name = if container.is_empty() {
@@ -44,7 +44,7 @@ impl Service {
                     .chain(&spec.containers)
                     .map(|c| c.name.clone())
                     .collect();
-                return Err(Status::invalid_argument(format!(
+                return Err(Error::invalid(format!(
                     "container {name} is not valid for pod {pod}: choose one of: [{}]",
                     names.join(" ")
                 )));
@@ -57,7 +57,7 @@ impl Service {
             let restarts = st.as_ref().map_or(0, |c| c.restart_count).max(0) as u32;
             let attempt = if previous {
                 if restarts == 0 {
-                    return Err(Status::invalid_argument(format!(
+                    return Err(Error::invalid(format!(
                         "previous terminated container {name:?} in pod {pod:?} not found"
                     )));
                 }
@@ -75,7 +75,7 @@ impl Service {
             (dir.join(&name).join(format!("{attempt}.log")), name)
         };
         if !path.exists() {
-            return Err(Status::invalid_argument(format!(
+            return Err(Error::invalid(format!(
                 "container {name:?} in pod {pod:?} is waiting to start: no log yet"
             )));
         }

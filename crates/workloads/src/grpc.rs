@@ -7,8 +7,8 @@ use futures::Stream;
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
-use super::{Kind, Service};
-use crate::logs::LogOptions;
+use crate::{Kind, Service};
+use crius_pod::logs::LogOptions;
 
 type Reply<T> = Result<Response<T>, Status>;
 type Streamed<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -101,9 +101,9 @@ impl api::pod_service_server::PodService for Service {
                     }
                 }
             };
-            let (read, ()) = tokio::join!(crate::logs::stream(&path, &opts, running, tx), forward);
+            let (read, ()) = tokio::join!(crius_pod::logs::stream(&path, &opts, running, tx), forward);
             if let Err(e) = read {
-                let _ = out_tx.send(Err(Status::from(e))).await;
+                let _ = out_tx.send(Err(Status::from(crate::Error::from(e)))).await;
             }
         });
         Ok(Response::new(Box::pin(
@@ -115,9 +115,9 @@ impl api::pod_service_server::PodService for Service {
 
     async fn watch(&self, req: Request<api::WatchRequest>) -> Reply<Self::WatchStream> {
         let r = req.into_inner();
-        let namespace = super::ns(&r.namespace).to_string();
+        let namespace = crate::ns(&r.namespace).to_string();
         let wanted = move |p: &k8s_openapi::api::core::v1::Pod| {
-            let (ns, name) = super::record::names(&p.metadata);
+            let (ns, name) = crate::record::names(&p.metadata);
             (r.all_namespaces || ns == namespace) && (r.name.is_empty() || name == r.name)
         };
         let mut changes = self.subscribe();
@@ -133,7 +133,7 @@ impl api::pod_service_server::PodService for Service {
             for p in now {
                 let e = api::WatchEvent {
                     r#type: "ADDED".into(),
-                    object: json(&super::pod_json(&p)),
+                    object: json(&crate::pod_json(&p)),
                 };
                 if tx.send(Ok(e)).await.is_err() {
                     return;
@@ -144,7 +144,7 @@ impl api::pod_service_server::PodService for Service {
                     Ok(c) if wanted(&c.pod) => {
                         let e = api::WatchEvent {
                             r#type: c.kind.into(),
-                            object: json(&super::pod_json(&c.pod)),
+                            object: json(&crate::pod_json(&c.pod)),
                         };
                         if tx.send(Ok(e)).await.is_err() {
                             return;

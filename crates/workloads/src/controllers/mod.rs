@@ -1,5 +1,5 @@
-//! The workload controllers of one node, each a reconciliation of what its object asks with the pods it
-//! owns, run whenever a pod changes and every second:
+//! The workload controllers of one node, one per kind (a `Controller`, over the shared store), each a
+//! reconciliation of what its object asks with the pods it owns, run whenever a pod changes and every second:
 //! - Job: pods until `completions` succeeded, at most `parallelism` at once; more than `backoffLimit`
 //!   failures fail it (each new pod after a doubling back-off), as does running past
 //!   `activeDeadlineSeconds`; `ttlSecondsAfterFinished` deletes it once finished;
@@ -8,23 +8,44 @@
 //!   `Recreate`), a ReplicaSet's old pods go as the new ones become ready (the Deployment's ReplicaSet is not
 //!   a separate object here); StatefulSet: `<name>-<ordinal>` in order, each once the one before is ready; DaemonSet:
 //!   one pod on this one node;
-//! - CronJob: a Job of its template at each time its schedule names, while criusd runs ([`super::cron`]).
+//! - CronJob: a Job of its template at each time its schedule names, while criusd runs ([`crate::cron`]).
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use serde_json::{Value, json};
+use k8s_openapi::Resource;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde_json::Value;
 
-use super::{Kind, Service, status};
+use crate::{Kind, Service, status};
 
 mod job;
 mod replicas;
+
+/// One kind's controller: from workload `w` as stored, it makes and removes the pods `w` asks for (through
+/// the service, which runs them) and returns `w`'s next state (None: nothing to do, `w` does not read as its
+/// kind).
+trait Controller: Sync {
+    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value>;
+}
+
+/// The controller of workloads of `kind`.
+fn controller(kind: Kind) -> Option<&'static dyn Controller> {
+    Some(match kind {
+        Kind::Job => &job::Jobs,
+        Kind::CronJob => &job::CronJobs,
+        Kind::Deployment | Kind::ReplicaSet => &replicas::Replicas,
+        Kind::StatefulSet => &replicas::StatefulSets,
+        Kind::DaemonSet => &replicas::DaemonSets,
+        Kind::Pod | Kind::ConfigMap | Kind::Secret => return None,
+    })
+}
 
 /// Runs the controllers until criusd stops.
 pub(super) async fn run(s: Service) {
     loop {
         tokio::select! {
-            () = s.inner.wake.notified() => {}
+            () = s.inner.store.wake.notified() => {}
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
         if s.closing() {
@@ -80,8 +101,20 @@ fn template_hash(template: &Value) -> String {
         .collect()
 }
 
-fn int(v: &Value, p: &str) -> Option<i64> {
-    v.pointer(p).and_then(Value::as_i64)
+/// A typed object as the store keeps it (Kubernetes' JSON, `apiVersion` and `kind` included).
+fn to_json<T: serde::Serialize>(object: &T) -> Option<Value> {
+    serde_json::to_value(object).ok()
+}
+
+/// Workload `w` as stored, with the status its controller computed: the rest of the stored JSON is kept as
+/// it was applied (a typed round trip would add the defaults of fields it lacks, and a re-apply of the same
+/// manifest would no longer read as unchanged).
+fn with_status<T: serde::Serialize>(w: &Value, status: &Option<T>) -> Option<Value> {
+    let mut out = w.clone();
+    if let Some(st) = status {
+        out["status"] = serde_json::to_value(st).ok()?;
+    }
+    Some(out)
 }
 
 impl Service {
@@ -95,14 +128,7 @@ impl Service {
             .collect();
         for w in workloads {
             let kind = w.get("kind").and_then(Value::as_str).and_then(Kind::of_object);
-            let next = match kind {
-                Some(Kind::Job) => self.job(&w),
-                Some(Kind::Deployment | Kind::ReplicaSet) => self.replicas(&w),
-                Some(Kind::StatefulSet) => self.stateful(&w),
-                Some(Kind::DaemonSet) => self.daemon(&w),
-                Some(Kind::CronJob) => self.cron_job(&w),
-                _ => None,
-            };
+            let next = kind.and_then(controller).and_then(|c| c.reconcile(self, &w));
             if let Some(next) = next
                 && next != w
             {
@@ -112,64 +138,48 @@ impl Service {
     }
 
     fn save_workload(&self, v: Value) {
-        let (kind, namespace, name) = super::record::object_names(&v);
-        let k = format!("{kind}/{namespace}/{name}");
-        let mut o = self.lock();
-        // Deleted meanwhile: not brought back.
-        if !o.others.contains_key(&k) {
-            return;
-        }
-        if let Err(e) = self.inner.records.save_object(&v) {
-            tracing::warn!("pod service: {e}");
-        }
-        o.others.insert(k, v);
+        self.inner.store.save_workload(v);
     }
 
     /// The pods workload `w` owns, by key.
     fn pods_of(&self, w: &Value) -> Vec<(String, Pod)> {
         let uid = w.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
-        self.lock()
-            .pods
-            .iter()
-            .filter(|(_, e)| {
-                e.record
-                    .pod
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|r| r.uid == uid)
-            })
-            .map(|(k, e)| (k.clone(), e.record.pod.clone()))
-            .collect()
+        self.inner.store.pods_of(uid)
     }
 
     /// Makes a pod of `w`'s template (`template` under it) named `name`, with `labels` added.
-    fn make_pod(&self, w: &Value, template: &Value, name: String, labels: &[(&str, String)]) {
-        let (kind, namespace, _) = super::record::object_names(w);
-        let mut meta = template.get("metadata").cloned().unwrap_or_else(|| json!({}));
-        for (k, v) in labels {
-            meta["labels"][*k] = v.clone().into();
-        }
-        meta["name"] = name.clone().into();
-        meta["namespace"] = namespace.into();
-        meta["ownerReferences"] = json!([{
-            "apiVersion": w.get("apiVersion").cloned().unwrap_or_default(),
-            "kind": kind,
-            "name": w.pointer("/metadata/name").cloned().unwrap_or_default(),
-            "uid": w.pointer("/metadata/uid").cloned().unwrap_or_default(),
-            "controller": true,
-            "blockOwnerDeletion": true,
-        }]);
-        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": template.get("spec").cloned().unwrap_or_default()});
-        match serde_json::from_value::<Pod>(pod) {
-            Ok(p) => {
-                if let Err(e) = self.create_pod(p) {
-                    tracing::warn!("pod service: {kind} pod {name}: {}", e.message());
-                }
+    fn make_pod<W: Resource>(
+        &self,
+        owner: &ObjectMeta,
+        template: &PodTemplateSpec,
+        name: String,
+        labels: &[(&str, String)],
+    ) {
+        let kind = W::KIND;
+        let mut meta = template.metadata.clone().unwrap_or_default();
+        if !labels.is_empty() {
+            let l = meta.labels.get_or_insert_with(Default::default);
+            for (k, v) in labels {
+                l.insert((*k).into(), v.clone());
             }
-            Err(e) => tracing::warn!("pod service: {kind} pod {name}: {e}"),
+        }
+        meta.name = Some(name.clone());
+        meta.namespace = Some(owner.namespace.clone().unwrap_or_else(|| "default".into()));
+        meta.owner_references = Some(vec![OwnerReference {
+            api_version: W::API_VERSION.into(),
+            kind: kind.into(),
+            name: owner.name.clone().unwrap_or_default(),
+            uid: owner.uid.clone().unwrap_or_default(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }]);
+        let pod = Pod {
+            metadata: meta,
+            spec: template.spec.clone(),
+            status: None,
+        };
+        if let Err(e) = self.create_pod(pod) {
+            tracing::warn!("pod service: {kind} pod {name}: {e}");
         }
     }
 
@@ -180,39 +190,40 @@ impl Service {
     }
 
     /// Sets the replicas of workload `kind namespace/name` (a Job's parallelism).
-    pub fn scale(&self, kind: Kind, namespace: &str, name: &str, replicas: i32) -> Result<(), tonic::Status> {
-        let namespace = super::ns(namespace);
+    pub fn scale(&self, kind: Kind, namespace: &str, name: &str, replicas: i32) -> Result<(), crate::Error> {
+        let namespace = crate::ns(namespace);
         let k = format!("{}/{namespace}/{name}", kind.name());
         let field = match kind {
             Kind::Deployment | Kind::ReplicaSet | Kind::StatefulSet => "replicas",
             Kind::Job => "parallelism",
             _ => {
-                return Err(tonic::Status::invalid_argument(format!(
+                return Err(crate::Error::invalid(format!(
                     "{} cannot be scaled (deployments, replicasets, statefulsets and jobs can)",
                     kind.plural()
                 )));
             }
         };
         if replicas < 0 {
-            return Err(tonic::Status::invalid_argument(format!(
-                "replicas {replicas} is negative"
-            )));
+            return Err(crate::Error::invalid(format!("replicas {replicas} is negative")));
         }
         let mut v = self
             .lock()
             .others
             .get(&k)
             .cloned()
-            .ok_or_else(|| tonic::Status::not_found(format!("{} {name:?} not found", kind.plural())))?;
+            .ok_or_else(|| crate::Error::NotFound {
+                kind,
+                name: name.into(),
+            })?;
         v["spec"][field] = replicas.into();
-        if kind != Kind::Job && replicas as u64 > crate::manifest::MAX_REPLICAS {
-            return Err(tonic::Status::invalid_argument(format!(
+        if kind != Kind::Job && replicas as u64 > crius_pod::manifest::MAX_REPLICAS {
+            return Err(crate::Error::invalid(format!(
                 "replicas {replicas} is more than the {} pods a node runs",
-                crate::manifest::MAX_REPLICAS
+                crius_pod::manifest::MAX_REPLICAS
             )));
         }
         self.save_workload(v);
-        self.inner.wake.notify_one();
+        self.inner.store.wake.notify_one();
         Ok(())
     }
 }
@@ -220,6 +231,7 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_template_hash_is_stable_and_follows_the_template() {

@@ -1,0 +1,158 @@
+//! The pod service's small shared store: every object kept, by key, behind one lock (pods with their engines'
+//! control channels; workloads, ConfigMaps and Secrets as Kubernetes' JSON), their records on disk
+//! ([`crate::record`]), the watchers' channel of pod changes, and the wake-up of the controllers. The API
+//! and the per-kind controllers read and change objects through it; none holds its lock across an `.await`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+use tokio::sync::{Notify, broadcast, mpsc};
+
+use crate::Error;
+use crate::record::{PodRecord, Records};
+use crius_pod::engine::Control;
+use crius_pod::manifest::{Manifest, PodDef};
+
+/// A change to a pod, for watchers.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub kind: &'static str,
+    /// The pod after it (shared: the channel keeps 1024 of them, and a pod is a few KiB).
+    pub pod: Arc<Pod>,
+}
+
+/// A pod the service keeps.
+pub(crate) struct Entry {
+    pub(crate) record: PodRecord,
+    pub(crate) def: PodDef,
+    /// Its engine, while one leads it.
+    pub(crate) controls: Option<mpsc::UnboundedSender<Control>>,
+}
+
+/// Everything kept, by key.
+#[derive(Default)]
+pub(crate) struct Objects {
+    /// Pods by `namespace/name`.
+    pub(crate) pods: BTreeMap<String, Entry>,
+    /// Workloads, ConfigMaps and Secrets by `Kind/namespace/name`, as JSON.
+    pub(crate) others: BTreeMap<String, Value>,
+}
+
+/// The store.
+pub(crate) struct Store {
+    /// The records on disk.
+    pub(crate) records: Records,
+    objects: Mutex<Objects>,
+    changes: broadcast::Sender<Change>,
+    /// Wakes the controllers.
+    pub(crate) wake: Notify,
+}
+
+impl Store {
+    /// An empty store whose records are under `dir` (made if need be).
+    pub(crate) fn open(dir: &Path) -> Result<Store, Error> {
+        let (changes, _) = broadcast::channel(1024);
+        Ok(Store {
+            records: Records::open(dir)?,
+            objects: Mutex::new(Objects::default()),
+            changes,
+            wake: Notify::new(),
+        })
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Objects> {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Pods' changes as they happen.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+
+    /// Tells watchers of pod `pod`'s change.
+    pub(crate) fn changed(&self, kind: &'static str, pod: &Pod) {
+        let _ = self.changes.send(Change {
+            kind,
+            pod: Arc::new(pod.clone()),
+        });
+    }
+
+    /// Writes pod `entry`'s record (a failure is logged: the pod goes on).
+    pub(crate) fn persist(&self, entry: &Entry) {
+        if let Err(e) = self.records.save_pod(&entry.record) {
+            tracing::warn!("pod service: {e}");
+        }
+    }
+
+    /// Keeps workload `v`'s new state (its controller's), unless it was deleted meanwhile.
+    pub(crate) fn save_workload(&self, v: Value) {
+        let (kind, namespace, name) = crate::record::object_names(&v);
+        let k = format!("{kind}/{namespace}/{name}");
+        let mut o = self.lock();
+        // Deleted meanwhile: not brought back.
+        if !o.others.contains_key(&k) {
+            return;
+        }
+        if let Err(e) = self.records.save_object(&v) {
+            tracing::warn!("pod service: {e}");
+        }
+        o.others.insert(k, v);
+    }
+
+    /// The pods whose owner has uid `uid`, by key.
+    pub(crate) fn pods_of(&self, uid: &str) -> Vec<(String, Pod)> {
+        self.lock()
+            .pods
+            .iter()
+            .filter(|(_, e)| {
+                e.record
+                    .pod
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.uid == uid)
+            })
+            .map(|(k, e)| (k.clone(), e.record.pod.clone()))
+            .collect()
+    }
+
+    /// The pods that `kind namespace/name` owns, by key.
+    pub(crate) fn owned(&self, kind: &str, namespace: &str, name: &str) -> Vec<String> {
+        self.lock()
+            .pods
+            .iter()
+            .filter(|(_, e)| {
+                let m = &e.record.pod.metadata;
+                m.namespace.as_deref().unwrap_or("default") == namespace
+                    && m.owner_references
+                        .iter()
+                        .flatten()
+                        .any(|r| r.kind == kind && r.name == name)
+            })
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The ConfigMaps and Secrets kept, as the engine reads them.
+    pub(crate) fn kept_config(&self) -> Manifest {
+        let others: Vec<Value> = self
+            .lock()
+            .others
+            .iter()
+            .filter(|(k, _)| k.starts_with("ConfigMap/") || k.starts_with("Secret/"))
+            .map(|(_, v)| v.clone())
+            .collect();
+        let mut m = Manifest::default();
+        for v in others {
+            if let Ok(one) = crius_pod::manifest::parse(&v.to_string(), "a kept object") {
+                m.merge(one);
+            }
+        }
+        m
+    }
+}
