@@ -2,7 +2,7 @@
 //! named: `cgroupfs` (directories below the cgroup2 mount: `<cgroup_parent>/<id>`) or `systemd` (transient
 //! scopes that systemd owns: `<parent slice>:crius:<id>`, run with the OCI runtime's `--systemd-cgroup`).
 //!
-//! criusd reads it from its config and passes it in its setup (`runtime::Setup`): to the pods (which check a
+//! criusd reads it from its config and passes it in its setup (`node::Setup`): to the pods (which check a
 //! `cgroup_parent` in its form and write the pod cgroup it names), the containers (the spec's
 //! `cgroupsPath`, through `convert::Host`), the shims (the runtime's `--systemd-cgroup`) and RuntimeConfig.
 //! Nothing reads it from a process global, so one process can serve, or test, both drivers.

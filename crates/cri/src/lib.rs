@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  grpc/        tonic adapters only: take the request apart, one domain call, answer (errors via error.rs)
-//!  runtime.rs   the node's pods and containers, wired to real shims, CNI and the image store
+//!  node.rs      the node's pods and containers, wired to real shims, CNI and the image store
 //!  images.rs    the image calls' domain: list, status, pull, remove, fs use; credentials; pinned images
 //!  metrics.rs   for criusd's Prometheus endpoint: image pull figures; pods, containers, shims by state
 //!  pod_resources.rs UpdatePodSandboxResources: checked, and written to the pod cgroup where crius may
@@ -47,10 +47,10 @@ pub mod handlers;
 pub mod images;
 pub mod metrics;
 pub mod network;
+pub mod node;
 pub mod pod_resources;
 pub mod recover;
 pub mod rollback;
-pub mod runtime;
 pub mod sandbox;
 pub mod shim;
 pub mod snapshots;

@@ -1,14 +1,14 @@
 //! What criusd's Prometheus endpoint shows of the CRI side. Image pulls: the image service counts each
 //! pull it finishes (CRI PullImage and crius's own `Images.Pull`) into a [`Pulls`] handle, whose families
 //! criusd registers (a service made without one counts into a handle nobody reads). Pods, containers and
-//! shims by state: a [`Census`] taken from the records at scrape time ([`Runtime::census`]), no shim calls.
+//! shims by state: a [`Census`] taken from the records at scrape time ([`Node::census`]), no shim calls.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::runtime::Runtime;
+use crate::node::Node;
 use crate::store::container::State;
 
 /// The outcome label of a pull.
@@ -86,7 +86,7 @@ pub struct Census {
     pub shims: [(&'static str, u64); 2],
 }
 
-impl Runtime {
+impl Node {
     /// The census of pods, containers and shims, from the records.
     pub fn census(&self) -> Census {
         let sandboxes = self.pods.sandboxes.list();

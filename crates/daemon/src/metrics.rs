@@ -172,7 +172,7 @@ where
 type ByState<'a> = &'a [(&'static str, u64)];
 
 /// The pods, containers and shims by state, taken when scraped.
-struct Census(Arc<crius_cri::runtime::Runtime>);
+struct Census(Arc<crius_cri::node::Node>);
 
 impl std::fmt::Debug for Census {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -253,7 +253,7 @@ impl Metrics {
     }
 
     /// Adds the census of `runtime`'s pods, containers and shims.
-    pub fn watch(&mut self, runtime: Arc<crius_cri::runtime::Runtime>) {
+    pub fn watch(&mut self, runtime: Arc<crius_cri::node::Node>) {
         self.registry
             .sub_registry_with_prefix("crius")
             .register_collector(Box::new(Census(runtime)));

@@ -159,8 +159,8 @@ pub fn run(c: Config) -> Result<(), String> {
     let store = crius_image::Store::open(&c.root.join("images"))
         .map_err(|e| format!("opening the image store: {e}"))?
         .with_limits(c.image.limits());
-    let runtime = crius_cri::runtime::Runtime::open(
-        &crius_cri::runtime::Setup {
+    let runtime = crius_cri::node::Node::open(
+        &crius_cri::node::Setup {
             root: c.root.clone(),
             state: c.state.clone(),
             shim: c.shim(),

@@ -1,4 +1,4 @@
-//! `runtime.v1.RuntimeService`, the tonic adapter over [`Runtime`]: each call takes its request apart, makes one
+//! `runtime.v1.RuntimeService`, the tonic adapter over [`Node`]: each call takes its request apart, makes one
 //! domain call off the async workers, and answers; errors become statuses only through
 //! `From<crate::error::Error> for Status`. Version, Status (RuntimeReady, and NetworkReady from the CNI
 //! config), RuntimeConfig (the node's cgroup driver) and UpdateRuntimeConfig are answered here. The calls not
@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status};
 
 use crate::error::Error;
 use crate::handlers::Handler;
-use crate::runtime::Runtime;
+use crate::node::Node;
 use crate::sandbox;
 
 /// The CRI version kubelet asks for and insists on.
@@ -24,7 +24,7 @@ pub const RUNTIME_NAME: &str = "crius";
 /// The service; cheap to clone.
 #[derive(Clone)]
 pub struct RuntimeService {
-    runtime: Arc<Runtime>,
+    runtime: Arc<Node>,
     /// The streaming server behind Exec, Attach and PortForward (None: those calls are Unimplemented).
     streams: Option<Arc<crius_stream::server::Server>>,
     /// Turns true when criusd shuts down: open GetContainerEvents streams end then, so that shutdown, which
@@ -36,12 +36,12 @@ pub struct RuntimeService {
 
 impl RuntimeService {
     /// A service over `runtime`.
-    pub fn new(runtime: Runtime) -> RuntimeService {
+    pub fn new(runtime: Node) -> RuntimeService {
         RuntimeService::shared(Arc::new(runtime))
     }
 
     /// A service over a runtime that others (the streaming backend) hold too.
-    pub fn shared(runtime: Arc<Runtime>) -> RuntimeService {
+    pub fn shared(runtime: Arc<Node>) -> RuntimeService {
         RuntimeService {
             runtime,
             streams: None,
@@ -67,7 +67,7 @@ impl RuntimeService {
         &self,
         call: &'static str,
         req: crius_stream::Request,
-        check: impl FnOnce(&Runtime) -> Result<(), Error> + Send + 'static,
+        check: impl FnOnce(&Node) -> Result<(), Error> + Send + 'static,
     ) -> Result<String, Status> {
         let Some(server) = self.streams.clone() else {
             return Err(not_yet(call));
@@ -90,7 +90,7 @@ impl RuntimeService {
     /// Runs `f` off the async workers.
     async fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Runtime) -> Result<T, Error> + Send + 'static,
+        f: impl FnOnce(&Node) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Status> {
         let runtime = self.runtime.clone();
         match tokio::task::spawn_blocking(move || f(&runtime)).await {

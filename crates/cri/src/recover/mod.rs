@@ -30,12 +30,12 @@
 use std::collections::HashSet;
 
 use crate::container::Containers;
-use crate::runtime::Runtime;
+use crate::node::Node;
 use crate::shim::{ShimError, TaskStatus};
 use crate::store::container::State;
 use crate::store::intents::{Intents, Op};
 
-impl Runtime {
+impl Node {
     /// The start-up pass over `intents` (each directory of them: an older criusd kept them under its root),
     /// the records, the shims and what lies on disk; returns the number of repairs.
     pub(crate) fn reconcile(&self, intents: &[&Intents]) -> usize {

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::container::{self, Containers};
 use crate::network::fake::{FakeNamespaces, FakeNetwork};
-use crate::runtime::Runtime;
+use crate::node::Node;
 use crate::sandbox::Pods;
 use crate::shim::fake::FakeShim;
 use crate::shim::{CreateTask, ShimClient};
@@ -25,7 +25,7 @@ struct Parts {
 }
 
 /// A criusd's runtime over `dir`, as a start would open it (the pass not run yet).
-fn open(dir: &Path, p: &Parts) -> (Runtime, Arc<Intents>) {
+fn open(dir: &Path, p: &Parts) -> (Node, Arc<Intents>) {
     let intents = Arc::new(Intents::open(&dir.join("intents")).unwrap());
     let pods = Pods::open(
         &dir.join("sandboxes"),
@@ -46,7 +46,7 @@ fn open(dir: &Path, p: &Parts) -> (Runtime, Arc<Intents>) {
         p.images.clone(),
     )
     .unwrap();
-    let rt = Runtime {
+    let rt = Node {
         pods,
         containers: Arc::new(containers),
     };

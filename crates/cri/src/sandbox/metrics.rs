@@ -10,7 +10,7 @@
 
 use crius_api::cri;
 
-use crate::runtime::Runtime;
+use crate::node::Node;
 use crate::store::container::{Container, State};
 use crate::store::now_ns;
 
@@ -129,7 +129,7 @@ impl Sampler {
     }
 }
 
-impl Runtime {
+impl Node {
     /// ListPodSandboxMetrics: for each READY sandbox, its network counters and its running containers' cpu,
     /// memory and processes.
     pub fn list_pod_metrics(&self) -> Vec<cri::PodSandboxMetrics> {

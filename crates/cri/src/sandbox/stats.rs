@@ -6,7 +6,7 @@ use crius_api::cri;
 
 use crate::error::Result;
 use crate::network::netdev;
-use crate::runtime::Runtime;
+use crate::node::Node;
 use crate::store::container::State;
 use crate::store::now_ns;
 use crate::store::sandbox::Sandbox;
@@ -74,7 +74,7 @@ pub(crate) fn network(now: i64, s: &Sandbox) -> Option<cri::NetworkUsage> {
     })
 }
 
-impl Runtime {
+impl Node {
     /// PodSandboxStats of sandbox `id`.
     pub fn pod_stats(&self, id: &str) -> Result<cri::PodSandboxStats> {
         let s = self.pods.get("PodSandboxStats", id)?;

@@ -16,7 +16,7 @@ use tokio::net::unix::pipe;
 use crate::container::Containers;
 use crate::error::Error;
 use crate::grpc::waiting::Waiting;
-use crate::runtime::Runtime;
+use crate::node::Node;
 
 mod connect;
 mod follow;
@@ -27,7 +27,7 @@ use follow::follow;
 /// The backend; cheap to clone.
 #[derive(Clone)]
 pub struct Streaming {
-    runtime: Arc<Runtime>,
+    runtime: Arc<Node>,
     connects: Connects,
     /// The places of exec sessions' waits for their processes (shared with the RuntimeService's waits).
     waiting: Waiting,
@@ -35,7 +35,7 @@ pub struct Streaming {
 
 impl Streaming {
     /// A backend over `runtime`.
-    pub fn new(runtime: Arc<Runtime>) -> Streaming {
+    pub fn new(runtime: Arc<Node>) -> Streaming {
         Streaming {
             runtime,
             connects: Connects::new(),

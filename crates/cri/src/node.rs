@@ -1,5 +1,5 @@
-//! The runtime one criusd serves: its pods ([`Pods`]) and their containers ([`Containers`]), wired to real
-//! shims, CNI and the image store by [`Runtime::open`], and the calls that span both (creating a container in
+//! The node one criusd serves: its pods ([`Pods`]) and their containers ([`Containers`]), wired to real
+//! shims, CNI and the image store by [`Node::open`], and the calls that span both (creating a container in
 //! a pod, stopping and removing a pod with its containers, the container events kubelet reads).
 
 use std::path::PathBuf;
@@ -38,18 +38,18 @@ pub struct Setup {
 }
 
 /// The pods and containers of one criusd.
-pub struct Runtime {
+pub struct Node {
     /// The pod sandboxes.
     pub pods: Pods,
     /// The containers.
     pub containers: Arc<Containers>,
 }
 
-impl Runtime {
+impl Node {
     /// The runtime `setup` describes, over image store `store`: records read, the shims' events served on
     /// `<state>/events.sock`, and the start-up pass run (`recover`: calls a crash cut short finished or
     /// undone, every unfinished container's state read from its shim once, leftovers removed).
-    pub fn open(setup: &Setup, store: crius_image::Store) -> Result<Runtime> {
+    pub fn open(setup: &Setup, store: crius_image::Store) -> Result<Node> {
         let io = |what: &str| {
             let what = what.to_string();
             move |e| Error::io(what, e)
@@ -103,7 +103,7 @@ impl Runtime {
         let _ = containers_slot.set(Arc::downgrade(&containers));
         crate::events::serve(&events, containers.clone())
             .map_err(io(&format!("serving shim events on {}", events.display())))?;
-        let runtime = Runtime { pods, containers };
+        let runtime = Node { pods, containers };
         // Intents an older criusd kept under its root are finished too, and their directory goes.
         let old = setup.root.join("intents");
         let older = old
