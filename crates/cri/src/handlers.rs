@@ -1,6 +1,6 @@
 //! Runtime handlers (Kubernetes RuntimeClass): the OCI runtimes a pod may run on. RunPodSandbox's
 //! `runtime_handler` picks one by name ([`Handlers::find`]); the sandbox record keeps what it resolved to
-//! ([`OciRuntime`]), so every container of the pod runs on the same binary and root, also after a criusd
+//! ([`OciBinary`]), so every container of the pod runs on the same binary and root, also after a criusd
 //! restart or a config change. The pod's shim is told through containerd's runc options (`BinaryName`,
 //! `Root`); the default handler, crius-runc, sends none, so the shim runs crius-runc through criusd's sealed
 //! copy.
@@ -17,21 +17,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::shim::OciBinary;
 
 /// The default handler's name; the empty name is it too.
 pub const DEFAULT: &str = "crius-runc";
-
-/// An OCI runtime binary and its state root, as the shim runs it (`<binary> --root <root> …`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct OciRuntime {
-    /// The binary.
-    pub binary: PathBuf,
-    /// Its `--root` (None: the shim's, `/run/crius/shim/<binary's file name>/k8s.io`).
-    pub root: Option<PathBuf>,
-}
 
 /// What a handler's pods can ask for, as Status advertises it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -80,7 +72,7 @@ pub struct Handler {
     /// Its name (RuntimeClass `handler`).
     pub name: String,
     /// The runtime it runs (None: the shim's default, crius-runc next to it, through criusd's sealed copy).
-    pub runtime: Option<OciRuntime>,
+    pub runtime: Option<OciBinary>,
     /// What its binary's `features` says it supports (all false when it has no such command).
     pub runtime_features: Features,
 }
@@ -230,7 +222,7 @@ mod tests {
     fn runc() -> Handler {
         Handler {
             name: "runc".into(),
-            runtime: Some(OciRuntime {
+            runtime: Some(OciBinary {
                 binary: "/usr/sbin/runc".into(),
                 root: Some("/run/crius/runc".into()),
             }),

@@ -324,9 +324,10 @@ fn only_a_pod_that_asks_for_pid_mode_pod_shares_a_pid_namespace() {
 
 #[test]
 fn the_handler_picked_is_recorded_with_its_runtime_and_an_unknown_one_is_not_found() {
-    use crate::handlers::{Features, Handler, Handlers, OciRuntime};
+    use crate::handlers::{Features, Handler, Handlers};
+    use crate::shim::OciBinary;
     let w = world();
-    let runc = OciRuntime {
+    let runc = OciBinary {
         binary: "/usr/sbin/runc".into(),
         root: None,
     };

@@ -1,6 +1,7 @@
 //! The seam between criusd and its pods' shims: [`ShimClient`], the calls the container lifecycle makes, in
 //! domain types (no protobuf). [`ttrpc::TtrpcShims`] drives real `containerd-shim-crius-v2` processes, one per
-//! pod, over the containerd task API; `fake::FakeShim` (tests only) keeps tasks in memory.
+//! pod, over the containerd task API; `fake::FakeShim` (tests only) keeps tasks in memory. [`OciBinary`] is
+//! the OCI runtime a pod's shim runs (a runtime handler resolves to one; `crate::handlers`).
 //!
 //! A deadline is a result, never a reason to reconnect: only a call that could not reach the shim at all is
 //! repeated, once, on a new connection. So StopContainer keeps its grace period and ExecSync its timeout.
@@ -107,7 +108,16 @@ pub struct CreateTask {
     /// writes to it.
     pub stdin: Option<PathBuf>,
     /// The OCI runtime its pod's handler runs (None: the shim's default, crius-runc).
-    pub runtime: Option<crate::handlers::OciRuntime>,
+    pub runtime: Option<OciBinary>,
+}
+
+/// An OCI runtime binary and its state root, as the shim runs it (`<binary> --root <root> …`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct OciBinary {
+    /// The binary.
+    pub binary: PathBuf,
+    /// Its `--root` (None: the shim's, `/run/crius/shim/<binary's file name>/k8s.io`).
+    pub root: Option<PathBuf>,
 }
 
 /// A process to run in a running container.

@@ -89,7 +89,7 @@ fn any(type_url: &str, json: Vec<u8>) -> containerd_shim_protos::protobuf::Messa
 /// The runtime `r` as containerd names a shim's runtime: `containerd.runc.v1.Options` with `BinaryName` and
 /// `Root` (the shim runs that binary by its path; only its default, crius-runc, through the sealed copy), and
 /// `SystemdCgroup` under the systemd driver. None when all of it is the shim's default.
-fn runc_options(r: Option<&crate::handlers::OciRuntime>, systemd_cgroup: bool) -> Option<Any> {
+fn runc_options(r: Option<&super::OciBinary>, systemd_cgroup: bool) -> Option<Any> {
     if r.is_none() && !systemd_cgroup {
         return None;
     }

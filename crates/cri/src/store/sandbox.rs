@@ -31,7 +31,7 @@ pub struct Record {
     /// The OCI runtime it resolved to, which every container of the pod runs on (None: the default,
     /// crius-runc; also in records made before handlers existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<crate::handlers::OciRuntime>,
+    pub runtime: Option<crate::shim::OciBinary>,
     /// Its pinned namespaces.
     pub namespaces: Pinned,
     /// Pod IPs, the first being the primary.

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crius_cri::handlers::{self, Handler, Handlers, OciRuntime};
+use crius_cri::handlers::{self, Handler, Handlers};
+use crius_cri::shim::OciBinary;
 use serde::{Deserialize, Serialize};
 
 /// The only `type` there is: an OCI runtime with runc's command line, run by crius's shim.
@@ -91,7 +92,7 @@ pub fn handlers(runtimes: &RuntimesSection, shim: &Path) -> Result<Handlers, Str
         }
         configured.push(Handler {
             name: name.clone(),
-            runtime: Some(OciRuntime {
+            runtime: Some(OciBinary {
                 binary: h.path.clone(),
                 root: (!h.root.as_os_str().is_empty()).then(|| h.root.clone()),
             }),
@@ -172,7 +173,7 @@ mod tests {
         let sh = h.find("RunPodSandbox", "sh").unwrap();
         assert_eq!(
             sh.runtime,
-            Some(OciRuntime {
+            Some(OciBinary {
                 binary: "/bin/sh".into(),
                 root: Some("/run/x".into())
             })
