@@ -2,6 +2,7 @@
 //! shims, CNI and the image store by [`Node::open`], and the calls that span both (creating a container in
 //! a pod, stopping and removing a pod with its containers, the container events kubelet reads).
 
+mod status;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, Weak};
 

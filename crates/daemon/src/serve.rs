@@ -244,7 +244,7 @@ pub fn run(c: Config) -> Result<(), String> {
             .layer(tower::util::option_layer(calls.map(|c| c.layer())))
             .add_service(ImageServiceServer::new(images.clone()))
             .add_service(RuntimeServiceServer::new(
-                crius_cri::grpc::runtime::RuntimeService::shared(runtime)
+                crius_cri::grpc::runtime_service::RuntimeService::shared(runtime)
                     .with_waiting(waiting)
                     .with_streaming(std::sync::Arc::new(streams))
                     .with_shutdown(shutdown),

@@ -1,10 +1,9 @@
 //! `runtime.v1.RuntimeService`, the tonic adapter over [`Node`]: each call takes its request apart, makes one
 //! domain call off the async workers, and answers; errors become statuses only through
-//! `From<crate::error::Error> for Status`. Version, Status (RuntimeReady, and NetworkReady from the CNI
-//! config), RuntimeConfig (the node's cgroup driver) and UpdateRuntimeConfig are answered here. The calls not
+//! `From<crate::error::Error> for Status`. Version, RuntimeConfig (the node's cgroup driver) and
+//! UpdateRuntimeConfig are answered here; Status is the node's (`node/status.rs`). The calls not
 //! served yet answer `Unimplemented`, naming the call.
 
-use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -12,7 +11,6 @@ use crius_api::cri;
 use tonic::{Request, Response, Status};
 
 use crate::error::Error;
-use crate::handlers::Handler;
 use crate::node::Node;
 use crate::sandbox;
 
@@ -109,41 +107,6 @@ fn not_yet(call: &'static str) -> Status {
     Error::Unimplemented(call).into()
 }
 
-/// Status's handlers: the default as the empty name (what a pod without a RuntimeClass gets), then each by
-/// its name, the default's too.
-fn runtime_handlers(handlers: &[Handler]) -> Vec<cri::RuntimeHandler> {
-    let entry = |name: &str, h: &Handler| {
-        let f = h.features();
-        cri::RuntimeHandler {
-            name: name.into(),
-            features: Some(cri::RuntimeHandlerFeatures {
-                recursive_read_only_mounts: f.recursive_read_only_mounts,
-                user_namespaces: f.user_namespaces,
-            }),
-        }
-    };
-    let default = handlers.iter().take(1).map(|h| entry("", h));
-    default
-        .chain(handlers.iter().map(|h| entry(&h.name, h)))
-        .collect()
-}
-
-/// Verbose Status's `runtimeHandlers`: each handler's runtime and what its binary's features document says.
-fn handlers_info(handlers: &[Handler]) -> serde_json::Value {
-    handlers
-        .iter()
-        .map(|h| {
-            serde_json::json!({
-                "name": h.name,
-                "binary": h.runtime.as_ref().map(|r| r.binary.display().to_string()),
-                "root": h.runtime.as_ref().and_then(|r| r.root.as_ref()).map(|p| p.display().to_string()),
-                "runtimeFeatures": h.runtime_features,
-                "features": h.features(),
-            })
-        })
-        .collect()
-}
-
 fn missing(call: &'static str) -> Status {
     Error::invalid(call, "config", "is missing").into()
 }
@@ -170,47 +133,10 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
     }
 
     async fn status(&self, req: Request<cri::StatusRequest>) -> Reply<cri::StatusResponse> {
-        let runtime = self.runtime.clone();
         let verbose = req.get_ref().verbose;
-        let (network, described) = tokio::task::spawn_blocking(move || {
-            let n = &runtime.pods.network;
-            (
-                n.ready().map(drop).map_err(|e| e.to_string()),
-                verbose.then(|| n.describe()),
-            )
-        })
-        .await
-        .map_err(|e| Error::TaskFailed {
-            call: "Status",
-            reason: e.to_string(),
-        })?;
-        let condition = |kind: &str, r: &Result<(), String>, reason: &str| cri::RuntimeCondition {
-            r#type: kind.into(),
-            status: r.is_ok(),
-            reason: if r.is_ok() { String::new() } else { reason.into() },
-            message: r.as_ref().err().cloned().unwrap_or_default(),
-        };
-        let mut info = HashMap::new();
-        let handlers = self.runtime.pods.handlers.all();
-        if let Some(v) = described {
-            info.insert("config".to_string(), v.to_string());
-            info.insert("runtimeHandlers".to_string(), handlers_info(handlers).to_string());
-        }
-        Ok(Response::new(cri::StatusResponse {
-            status: Some(cri::RuntimeStatus {
-                conditions: vec![
-                    condition("RuntimeReady", &Ok(()), ""),
-                    condition("NetworkReady", &network, "NetworkPluginNotReady"),
-                ],
-            }),
-            info,
-            runtime_handlers: runtime_handlers(handlers),
-            features: Some(cri::RuntimeFeatures {
-                // Merge and Strict: convert::process::user.
-                supplemental_groups_policy: true,
-                user_namespaces_host_network: false,
-            }),
-        }))
+        Ok(Response::new(
+            self.blocking(move |n| Ok(n.status(verbose))).await?,
+        ))
     }
 
     async fn runtime_config(
