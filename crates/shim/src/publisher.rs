@@ -70,7 +70,7 @@ impl Publisher {
         Publisher {
             inner: Arc::new((Mutex::new(Queue::default()), Condvar::new())),
             namespace: namespace.to_string(),
-            address: address.strip_prefix("unix://").unwrap_or(address).to_string(),
+            address: crate::address::without_scheme(address).to_string(),
         }
     }
 

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use containerd_shim_protos as protos;
 use protos::protobuf::Message;
 
+use crate::address::{private_dir, socket_address, socket_path};
 use crate::args::{self, Flags};
-use crate::client::socket_address;
 use crate::events::timestamp;
 use crate::publisher::Publisher;
 use crate::reactor::{Next, READ, Reactor};
@@ -24,8 +24,6 @@ use crate::task::{EXIT_FILE, FIRST_CREATE, RUNTIME_FILE, Tasks};
 
 /// The annotation that groups a pod's containers into one shim.
 pub(crate) const SANDBOX_ANNOTATION: &str = "io.kubernetes.cri.sandbox-id";
-/// Where shim sockets live.
-pub(crate) const SOCKET_DIR: &str = "/run/crius/s";
 
 /// Runs the shim with `args`; returns the exit code.
 pub(crate) fn run(args: impl IntoIterator<Item = String>) -> i32 {
@@ -64,10 +62,6 @@ pub(crate) fn grouping(bundle: &Path, id: &str) -> String {
         .and_then(|v| v["annotations"][SANDBOX_ANNOTATION].as_str().map(str::to_string))
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| id.to_string())
-}
-
-fn socket_path(address: &str) -> PathBuf {
-    PathBuf::from(address.strip_prefix("unix://").unwrap_or(address))
 }
 
 fn start(f: &Flags) -> Result<(), String> {
@@ -126,15 +120,6 @@ fn launch(f: &Flags, address: &str) -> Result<(), String> {
     let mut sink = Vec::new();
     let _ = child.stdout.take().expect("piped").read_to_end(&mut sink);
     Ok(())
-}
-
-/// Makes `dir` (a directory of sockets: the shims', their console sockets) 0700, an existing one tightened:
-/// nobody but root reaches a socket in it.
-pub(crate) fn private_dir(dir: &Path) -> crate::error::Result<()> {
-    crius_common::private::dir_all_tightened(dir).map_err(crate::error::Error::io(format!(
-        "creating {} (0700)",
-        dir.display()
-    )))
 }
 
 trait NonBlock {
