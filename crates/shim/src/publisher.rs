@@ -188,7 +188,7 @@ impl Publisher {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 4096];
         loop {
-            if let Some((sid, kind, payload)) = take_frame(&mut buf)? {
+            if let Some((sid, kind, payload)) = take_frame(&mut buf).map_err(|e| e.to_string())? {
                 if sid != id || kind != TYPE_RESPONSE {
                     continue;
                 }

@@ -92,7 +92,7 @@ fn read_answers(conn: Arc<Conn>, mut stream: UnixStream) {
                 }
                 Ok(Some(_)) => {} // not an answer: nothing a client is owed
                 Ok(None) => break,
-                Err(e) => break 'read e,
+                Err(e) => break 'read e.to_string(),
             }
         }
     };
