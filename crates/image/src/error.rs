@@ -1,4 +1,7 @@
-//! Errors of the image store: each names the image, blob or path it is about.
+//! Errors of the image store: each names the image, blob or path it is about; the registry client's errors
+//! are sorted into them here (`Error::from_registry`).
+
+use oci_client::errors::OciDistributionError;
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -71,6 +74,34 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Sorts an error of the registry client by what the caller acts on: a missing manifest or an unknown name,
+    /// blob or manifest is [`Error::NotFound`], refused credentials [`Error::Unauthenticated`], an unreachable
+    /// or silent registry [`Error::Unavailable`], anything else [`Error::Registry`]; each message starts with
+    /// `what` (the image, or the blob and its image).
+    pub(crate) fn from_registry(what: &str, e: OciDistributionError) -> Error {
+        match e {
+            OciDistributionError::ImageManifestNotFoundError(m) => Error::NotFound(format!("{what}: {m}")),
+            OciDistributionError::RegistryError { envelope, .. }
+                if envelope
+                    .errors
+                    .iter()
+                    .any(|x| format!("{:?}", x.code).contains("Unknown")) =>
+            {
+                Error::NotFound(format!("{what}: {envelope:?}"))
+            }
+            e @ (OciDistributionError::AuthenticationFailure(_)
+            | OciDistributionError::UnauthorizedError { .. }) => {
+                Error::Unauthenticated(format!("{what}: {e}"))
+            }
+            OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout() => {
+                Error::Unavailable(format!("{what}: {e}"))
+            }
+            other => Error::Registry(format!("{what}: {other}")),
+        }
+    }
+}
+
 /// Wraps an I/O error (or one that converts to it: an errno, a JSON error) with what was being done.
 pub(crate) fn io(what: impl std::fmt::Display, e: impl Into<std::io::Error>) -> Error {
     Error::Io {
@@ -98,6 +129,45 @@ mod tests {
         assert!(
             e.to_string().starts_with("writing blob sha256:ab: No space left"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn registry_errors_are_sorted_by_what_the_caller_does() {
+        use oci_client::errors::{OciEnvelope, OciError, OciErrorCode};
+        let what = "docker.io/x:1";
+        let e = Error::from_registry(
+            what,
+            OciDistributionError::ImageManifestNotFoundError("gone".into()),
+        );
+        assert!(
+            matches!(&e, Error::NotFound(m) if m == "docker.io/x:1: gone"),
+            "{e:?}"
+        );
+        let unknown = OciDistributionError::RegistryError {
+            envelope: OciEnvelope {
+                errors: vec![OciError {
+                    code: OciErrorCode::ManifestUnknown,
+                    message: String::new(),
+                    detail: serde_json::Value::Null,
+                }],
+            },
+            url: "http://r/v2/x/manifests/1".into(),
+        };
+        let e = Error::from_registry(what, unknown);
+        assert!(
+            matches!(&e, Error::NotFound(m) if m.starts_with("docker.io/x:1: ")),
+            "{e:?}"
+        );
+        let e = Error::from_registry(what, OciDistributionError::AuthenticationFailure("no".into()));
+        assert!(
+            matches!(&e, Error::Unauthenticated(m) if m == "docker.io/x:1: Authentication failure: no"),
+            "{e:?}"
+        );
+        let e = Error::from_registry(what, OciDistributionError::PullNoLayersError);
+        assert!(
+            matches!(&e, Error::Registry(m) if m.starts_with("docker.io/x:1: ")),
+            "{e:?}"
         );
     }
 

@@ -30,7 +30,7 @@ pub(crate) async fn manifest(
     let token = client
         .auth(image, auth, RegistryOperation::Pull)
         .await
-        .map_err(|e| crate::pull::map_err(&whole, e))?;
+        .map_err(|e| Error::from_registry(&whole, e))?;
     let registry = image.resolve_registry();
     let url = format!(
         "{scheme}://{registry}/v2/{repository}/manifests/{reference}{ns}",

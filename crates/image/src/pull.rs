@@ -8,7 +8,6 @@ use std::collections::HashMap;
 
 use oci_client::Client;
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::OciDistributionError;
 use oci_client::secrets::RegistryAuth;
 use serde_json::Value;
 
@@ -101,26 +100,6 @@ fn is_loopback(host: &str) -> bool {
         })
         .unwrap_or(host);
     name == "localhost" || name.starts_with("127.") || name == "[::1]"
-}
-
-pub(crate) fn map_err(what: &str, e: OciDistributionError) -> Error {
-    match e {
-        OciDistributionError::ImageManifestNotFoundError(m) => Error::NotFound(format!("{what}: {m}")),
-        OciDistributionError::RegistryError { envelope, .. }
-            if envelope
-                .errors
-                .iter()
-                .any(|x| format!("{:?}", x.code).contains("Unknown")) =>
-        {
-            Error::NotFound(format!("{what}: {envelope:?}"))
-        }
-        e @ (OciDistributionError::AuthenticationFailure(_)
-        | OciDistributionError::UnauthorizedError { .. }) => Error::Unauthenticated(format!("{what}: {e}")),
-        OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout() => {
-            Error::Unavailable(format!("{what}: {e}"))
-        }
-        other => Error::Registry(format!("{what}: {other}")),
-    }
 }
 
 /// Pulls `reference` into `store`; the image gets the normalized name (`docker.io/library/busybox:latest`).
@@ -247,7 +226,7 @@ pub async fn pull_with_progress(
                         "more",
                     ));
                 }
-                pulled.map_err(|e| map_err(&format!("blob {d} of {whole}"), e))?;
+                pulled.map_err(|e| Error::from_registry(&format!("blob {d} of {whole}"), e))?;
                 progress(Progress::Downloading {
                     digest: d.clone(),
                     done: w.done,

@@ -19,7 +19,7 @@ use nix::fcntl::OFlag;
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
 use nix::unistd::{ForkResult, Pid, fork};
-use oci_spec::runtime::{ContainerState, LinuxNamespaceType, Spec};
+use oci_spec::runtime::{ContainerState, LinuxNamespaceType};
 
 use crate::cgroup::{Cgroup, systemd};
 use crate::channel::Channel;
@@ -76,17 +76,6 @@ pub(crate) fn remove_default_parent(cg: &Cgroup) {
     {
         let _ = std::fs::remove_dir(parent);
     }
-}
-
-/// The state document hooks get on stdin.
-pub(crate) fn hook_state(
-    id: &str,
-    status: ContainerState,
-    pid: i32,
-    bundle: &Path,
-    spec: &Spec,
-) -> serde_json::Value {
-    crate::state::document(id, status, pid, bundle, spec)
 }
 
 /// Creates container `id` from the bundle at `bundle_dir` under the state root `root`.
@@ -241,7 +230,7 @@ fn drive(ch: &Channel, stage1: Pid, bundle: &Bundle, id: &str, undo: &mut Undo) 
             "hooks" => {
                 let p = pid.ok_or_else(|| err!("protocol error: hooks before pid"))?;
                 if let Some(h) = spec.hooks() {
-                    let state = hook_state(id, ContainerState::Creating, p, &bundle.dir, spec);
+                    let state = crate::hooks::state(id, ContainerState::Creating, p, &bundle.dir, spec);
                     crate::hooks::run("prestart", h.prestart().as_deref().unwrap_or_default(), &state)?;
                     crate::hooks::run(
                         "createRuntime",

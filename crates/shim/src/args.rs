@@ -1,6 +1,8 @@
 //! The shim's command line, as containerd passes it (Go flag syntax: `-name value` or `-name=value`):
 //! `-namespace NS -address SOCK -publish-binary BIN -id ID [-bundle DIR] [-socket unix://…] [-debug] [start|delete]`.
 
+use crate::error::{Error, Result};
+
 /// Parsed flags.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Flags {
@@ -25,13 +27,16 @@ pub(crate) struct Flags {
 }
 
 /// Parses `args` (without the program name).
-pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Flags, String> {
+pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Flags> {
     let mut f = Flags::default();
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
         let Some(flag) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
             if !f.action.is_empty() {
-                return Err(format!("unexpected argument {arg:?} after {:?}", f.action));
+                return Err(Error::InvalidArgument(format!(
+                    "unexpected argument {arg:?} after {:?}",
+                    f.action
+                )));
             }
             f.action = arg;
             continue;
@@ -44,7 +49,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Flags, Str
             inline
                 .clone()
                 .or_else(|| it.next())
-                .ok_or_else(|| format!("flag -{name} needs a value"))
+                .ok_or_else(|| Error::InvalidArgument(format!("flag -{name} needs a value")))
         };
         match name {
             "namespace" => f.namespace = value()?,
@@ -55,7 +60,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Flags, Str
             "socket" => f.socket = value()?,
             "debug" => f.debug = inline.as_deref() != Some("false"),
             "v" | "version" => f.version = true,
-            other => return Err(format!("unknown flag -{other}")),
+            other => return Err(Error::InvalidArgument(format!("unknown flag -{other}"))),
         }
     }
     Ok(f)
@@ -85,7 +90,11 @@ mod tests {
             (f.id.as_str(), f.bundle.as_str(), f.action.as_str()),
             ("x", "/b", "delete")
         );
-        assert!(parse(args("-bogus 1")).unwrap_err().contains("bogus"));
-        assert!(parse(args("-id")).unwrap_err().contains("-id needs a value"));
+        assert!(parse(args("-bogus 1")).unwrap_err().to_string().contains("bogus"));
+        let e = parse(args("-id")).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m == "flag -id needs a value"),
+            "{e:?}"
+        );
     }
 }

@@ -11,26 +11,16 @@ use std::sync::Arc;
 use containerd_shim_protos as protos;
 use crius_common::sealed::Handed;
 use protos::{api, ttrpc};
-use sha2::{Digest, Sha256};
 
+pub use crate::address::socket_address;
 pub use crate::client_error::{Error, Result};
 pub use crate::events::Event;
 use crate::events::ns_of;
 pub use crate::mounts::Mount;
 use crate::reactor::Reactor;
 use crate::server::Server;
-use crate::start::SOCKET_DIR;
 pub use crate::stdio::{CAPPED_LOG_MAX, CAPPED_LOG_SCHEME, CRI_LOG_SCHEME, REOPEN_ANNOTATION};
 pub use crate::task_client::TaskClient;
-
-/// The address of the shim serving `pod` (the pod's sandbox id, or a container's own id when it has no pod)
-/// for the owner at `owner` (criusd's or containerd's socket) in `namespace`. The shim's `start` action
-/// returns the same; calling this instead finds the shim of a pod without starting one.
-pub fn socket_address(owner: &str, namespace: &str, pod: &str) -> String {
-    let h = Sha256::digest(format!("{owner}/{namespace}/{pod}").as_bytes());
-    let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
-    format!("unix://{SOCKET_DIR}/{hex}")
-}
 
 /// Starts (or joins, for a container of a pod whose shim runs) a shim for container `id` of the bundle at
 /// `bundle`; returns the ttrpc address it serves on. `address` names the owner (it is part of the socket

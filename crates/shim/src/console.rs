@@ -23,8 +23,8 @@ impl ConsoleSocket {
     /// Listens on a fresh socket in the shim socket directory.
     pub(crate) fn new() -> Result<ConsoleSocket> {
         static N: AtomicU64 = AtomicU64::new(0);
-        let dir = PathBuf::from(crate::start::SOCKET_DIR);
-        crate::start::private_dir(&dir)?;
+        let dir = PathBuf::from(crate::address::SOCKET_DIR);
+        crate::address::private_dir(&dir)?;
         let path = dir.join(format!(
             "console-{}-{}",
             std::process::id(),

@@ -28,6 +28,7 @@
 //!
 //! Modules, each owning one thing:
 //! - `start`: the shim v2 process protocol (`start`, `delete`, serving);
+//! - `address`: shim socket addresses and their directory;
 //! - `args`: containerd's Go-style flags;
 //! - `service`: the ttrpc `Task` service, a thin adapter converting requests for `task` and answers back;
 //! - `task`: the containers of the pod and their processes, with their state machine (`task/state.rs`);
@@ -44,6 +45,7 @@
 //!
 //! Crates: `thiserror` derives the client's error (as in the other crates of the workspace).
 
+mod address;
 mod args;
 pub mod beneath;
 pub mod client;

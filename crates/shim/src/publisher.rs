@@ -70,7 +70,7 @@ impl Publisher {
         Publisher {
             inner: Arc::new((Mutex::new(Queue::default()), Condvar::new())),
             namespace: namespace.to_string(),
-            address: address.strip_prefix("unix://").unwrap_or(address).to_string(),
+            address: crate::address::without_scheme(address).to_string(),
         }
     }
 
@@ -188,7 +188,7 @@ impl Publisher {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 4096];
         loop {
-            if let Some((sid, kind, payload)) = take_frame(&mut buf)? {
+            if let Some((sid, kind, payload)) = take_frame(&mut buf).map_err(|e| e.to_string())? {
                 if sid != id || kind != TYPE_RESPONSE {
                     continue;
                 }

@@ -51,13 +51,15 @@ pub(crate) fn frame(stream_id: u32, kind: u8, payload: &[u8]) -> Vec<u8> {
 }
 
 /// Splits the first complete frame off `buf`: (stream id, type, payload).
-pub(crate) fn take_frame(buf: &mut Vec<u8>) -> Result<Option<(u32, u8, Vec<u8>)>, String> {
+pub(crate) fn take_frame(buf: &mut Vec<u8>) -> crate::error::Result<Option<(u32, u8, Vec<u8>)>> {
     if buf.len() < HEADER {
         return Ok(None);
     }
     let len = u32::from_be_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
     if len > MAX_FRAME {
-        return Err(format!("a {len}-byte frame is over ttrpc's {MAX_FRAME}"));
+        return Err(crate::error::Error::InvalidArgument(format!(
+            "a {len}-byte frame is over ttrpc's {MAX_FRAME}"
+        )));
     }
     if buf.len() < HEADER + len {
         return Ok(None);
@@ -359,6 +361,11 @@ mod tests {
         assert_eq!(buf.len(), 6);
         let mut huge = ((MAX_FRAME + 1) as u32).to_be_bytes().to_vec();
         huge.extend_from_slice(&[0; 6]);
-        assert!(take_frame(&mut huge).unwrap_err().contains("over ttrpc"));
+        assert!(
+            take_frame(&mut huge)
+                .unwrap_err()
+                .to_string()
+                .contains("over ttrpc")
+        );
     }
 }

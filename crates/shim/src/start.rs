@@ -13,8 +13,9 @@ use std::sync::Arc;
 use containerd_shim_protos as protos;
 use protos::protobuf::Message;
 
+use crate::address::{private_dir, socket_address, socket_path};
 use crate::args::{self, Flags};
-use crate::client::socket_address;
+use crate::error::{Error, Result};
 use crate::events::timestamp;
 use crate::publisher::Publisher;
 use crate::reactor::{Next, READ, Reactor};
@@ -24,8 +25,6 @@ use crate::task::{EXIT_FILE, FIRST_CREATE, RUNTIME_FILE, Tasks};
 
 /// The annotation that groups a pod's containers into one shim.
 pub(crate) const SANDBOX_ANNOTATION: &str = "io.kubernetes.cri.sandbox-id";
-/// Where shim sockets live.
-pub(crate) const SOCKET_DIR: &str = "/run/crius/s";
 
 /// Runs the shim with `args`; returns the exit code.
 pub(crate) fn run(args: impl IntoIterator<Item = String>) -> i32 {
@@ -43,9 +42,11 @@ pub(crate) fn run(args: impl IntoIterator<Item = String>) -> i32 {
     let r = match flags.action.as_str() {
         "start" => start(&flags),
         "delete" => delete(&flags),
-        "pid-init" => crate::pidinit::start().map_err(|e| e.to_string()),
+        "pid-init" => crate::pidinit::start(),
         "" => serve(&flags),
-        other => Err(format!("unknown action {other:?}: use start, delete or pid-init")),
+        other => Err(Error::InvalidArgument(format!(
+            "unknown action {other:?}: use start, delete or pid-init"
+        ))),
     };
     match r {
         Ok(()) => 0,
@@ -66,45 +67,41 @@ pub(crate) fn grouping(bundle: &Path, id: &str) -> String {
         .unwrap_or_else(|| id.to_string())
 }
 
-fn socket_path(address: &str) -> PathBuf {
-    PathBuf::from(address.strip_prefix("unix://").unwrap_or(address))
-}
-
-fn start(f: &Flags) -> Result<(), String> {
+fn start(f: &Flags) -> Result<()> {
     if f.id.is_empty() {
-        return Err("start: -id is required".into());
+        return Err(Error::InvalidArgument("start: -id is required".into()));
     }
-    let cwd = std::env::current_dir().map_err(|e| format!("cwd: {e}"))?;
+    let cwd = std::env::current_dir().map_err(Error::io("cwd"))?;
     let address = socket_address(&f.address, &f.namespace, &grouping(&cwd, &f.id));
     let path = socket_path(&address);
     if UnixStream::connect(&path).is_err() {
         launch(f, &address)?;
         if UnixStream::connect(&path).is_err() {
-            return Err(format!(
+            return Err(Error::Host(format!(
                 "the shim for {} did not come up on {} (its log: {}/shim.log)",
                 f.id,
                 path.display(),
                 cwd.display()
-            ));
+            )));
         }
     }
     crius_common::private::write(&cwd.join("address"), address.as_bytes())
-        .map_err(|e| format!("writing address: {e}"))?;
+        .map_err(Error::io("writing address"))?;
     print!("{address}");
     let _ = std::io::stdout().flush();
     Ok(())
 }
 
 /// Launches the serving process and waits until it listens (it closes its stdout then).
-fn launch(f: &Flags, address: &str) -> Result<(), String> {
-    let exe = std::env::current_exe().map_err(|e| format!("own binary: {e}"))?;
+fn launch(f: &Flags, address: &str) -> Result<()> {
+    let exe = std::env::current_exe().map_err(Error::io("own binary"))?;
     // The shim's own log: containerd's `log` FIFO in the bundle when it reads one, else shim.log.
     let log = std::fs::OpenOptions::new()
         .write(true)
         .custom_flags_nonblock()
         .open("log")
         .or_else(|_| crius_common::private::append(Path::new("shim.log")))
-        .map_err(|e| format!("opening the shim log: {e}"))?;
+        .map_err(Error::io("opening the shim log"))?;
     let mut cmd = Command::new(exe);
     cmd.args(["-namespace", &f.namespace, "-id", &f.id, "-address", &f.address])
         .args(["-publish-binary", &f.publish_binary, "-socket", address]);
@@ -122,19 +119,10 @@ fn launch(f: &Flags, address: &str) -> Result<(), String> {
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
-        .map_err(|e| format!("launching the shim: {e}"))?;
+        .map_err(Error::io("launching the shim"))?;
     let mut sink = Vec::new();
     let _ = child.stdout.take().expect("piped").read_to_end(&mut sink);
     Ok(())
-}
-
-/// Makes `dir` (a directory of sockets: the shims', their console sockets) 0700, an existing one tightened:
-/// nobody but root reaches a socket in it.
-pub(crate) fn private_dir(dir: &Path) -> crate::error::Result<()> {
-    crius_common::private::dir_all_tightened(dir).map_err(crate::error::Error::io(format!(
-        "creating {} (0700)",
-        dir.display()
-    )))
 }
 
 trait NonBlock {
@@ -148,7 +136,7 @@ impl NonBlock for std::fs::OpenOptions {
     }
 }
 
-fn serve(f: &Flags) -> Result<(), String> {
+fn serve(f: &Flags) -> Result<()> {
     // Own session: a signal to containerd's process group does not reach the shim.
     let _ = nix::unistd::setsid();
     // SAFETY: mallopt before any thread exists; one arena keeps a small shim small.
@@ -157,7 +145,7 @@ fn serve(f: &Flags) -> Result<(), String> {
     }
     let path = socket_path(&f.socket);
     if let Some(dir) = path.parent() {
-        private_dir(dir).map_err(|e| e.to_string())?;
+        private_dir(dir)?;
     }
     let listener = match UnixListener::bind(&path) {
         Ok(l) => l,
@@ -166,22 +154,22 @@ fn serve(f: &Flags) -> Result<(), String> {
                 // Another shim serves this pod already.
                 return Ok(());
             }
-            std::fs::remove_file(&path).map_err(|e| format!("removing stale {}: {e}", path.display()))?;
-            UnixListener::bind(&path).map_err(|e| format!("listening on {}: {e}", path.display()))?
+            std::fs::remove_file(&path).map_err(Error::io(format!("removing stale {}", path.display())))?;
+            UnixListener::bind(&path).map_err(Error::io(format!("listening on {}", path.display())))?
         }
-        Err(e) => return Err(format!("listening on {}: {e}", path.display())),
+        Err(e) => return Err(Error::io(format!("listening on {}", path.display()))(e)),
     };
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("setting the mode of {}: {e}", path.display()))?;
-    let reactor = Reactor::new().map_err(|e| format!("the event loop: {e}"))?;
-    let reaper = Reaper::install().map_err(|e| format!("becoming a subreaper: {e}"))?;
-    reaper.attach(&reactor).map_err(|e| format!("reaping: {e}"))?;
+        .map_err(Error::io(format!("setting the mode of {}", path.display())))?;
+    let reactor = Reactor::new().map_err(Error::io("the event loop"))?;
+    let reaper = Reaper::install().map_err(Error::io("becoming a subreaper"))?;
+    reaper.attach(&reactor).map_err(Error::io("reaping"))?;
     let publisher = Publisher::start(&std::env::var("TTRPC_ADDRESS").unwrap_or_default(), &f.namespace);
     let tasks = Tasks::new(&f.namespace, reaper, Arc::new(publisher.clone()), reactor.clone());
     let server = crate::service::server(tasks.clone());
     server
         .listen(&reactor, listener)
-        .map_err(|e| format!("serving {}: {e}", path.display()))?;
+        .map_err(Error::io(format!("serving {}", path.display())))?;
     // SIGTERM (a node shutting down, an operator) ends the shim only once it holds no container: the
     // containers outlive everything but their own deletion. A handler (reset by exec, so no child inherits
     // anything) writes to a pipe in the loop; blocking the signal instead would be inherited.
@@ -197,7 +185,7 @@ fn serve(f: &Flags) -> Result<(), String> {
             }
             Next::Keep
         })
-        .map_err(|e| format!("watching SIGTERM: {e}"))?;
+        .map_err(Error::io("watching SIGTERM"))?;
     // Serving: release `start`, which waits for our stdout to close.
     if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
         // SAFETY: dup2 onto our own stdout.
@@ -225,9 +213,9 @@ extern "C" fn on_sigterm(_: libc::c_int) {
 }
 
 /// The read end of a pipe that gets a byte per SIGTERM.
-fn term_pipe() -> Result<std::fs::File, String> {
+fn term_pipe() -> Result<std::fs::File> {
     let flags = nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK;
-    let (r, w) = nix::unistd::pipe2(flags).map_err(|e| format!("pipe: {e}"))?;
+    let (r, w) = nix::unistd::pipe2(flags).map_err(Error::sys("pipe"))?;
     TERM_PIPE.store(w.into_raw_fd(), std::sync::atomic::Ordering::Relaxed);
     let action = nix::sys::signal::SigAction::new(
         nix::sys::signal::SigHandler::Handler(on_sigterm),
@@ -236,22 +224,22 @@ fn term_pipe() -> Result<std::fs::File, String> {
     );
     // SAFETY: the handler only calls write(2).
     unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGTERM, &action) }
-        .map_err(|e| format!("SIGTERM handler: {e}"))?;
+        .map_err(Error::sys("SIGTERM handler"))?;
     Ok(std::fs::File::from(r))
 }
 
 /// `delete`: the shim is gone (or containerd cleans up); delete the container with its runtime, unmount its
 /// rootfs, and print its last exit as a DeleteResponse.
-fn delete(f: &Flags) -> Result<(), String> {
+fn delete(f: &Flags) -> Result<()> {
     let bundle = if f.bundle.is_empty() {
-        std::env::current_dir().map_err(|e| format!("cwd: {e}"))?
+        std::env::current_dir().map_err(Error::io("cwd"))?
     } else {
         PathBuf::from(&f.bundle)
     };
     if let Ok(note) = std::fs::read(bundle.join(RUNTIME_FILE))
         && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&note)
     {
-        let reaper = Reaper::start().map_err(|e| format!("becoming a subreaper: {e}"))?;
+        let reaper = Reaper::start().map_err(Error::io("becoming a subreaper"))?;
         let mut rt = Runtime::new(
             PathBuf::from(v["binary"].as_str().unwrap_or("crius-runc")),
             PathBuf::from(v["root"].as_str().unwrap_or_default()),
@@ -278,8 +266,8 @@ fn delete(f: &Flags) -> Result<(), String> {
         exited_at: Some(timestamp(at)).into(),
         ..Default::default()
     };
-    let bytes = resp.write_to_bytes().map_err(|e| format!("encoding: {e}"))?;
-    std::io::stdout()
-        .write_all(&bytes)
-        .map_err(|e| format!("writing: {e}"))
+    let bytes = resp
+        .write_to_bytes()
+        .map_err(|e| Error::io("encoding")(std::io::Error::other(e)))?;
+    std::io::stdout().write_all(&bytes).map_err(Error::io("writing"))
 }

@@ -92,7 +92,7 @@ fn read_answers(conn: Arc<Conn>, mut stream: UnixStream) {
                 }
                 Ok(Some(_)) => {} // not an answer: nothing a client is owed
                 Ok(None) => break,
-                Err(e) => break 'read e,
+                Err(e) => break 'read e.to_string(),
             }
         }
     };
@@ -123,7 +123,7 @@ impl TaskClient {
 
     /// Connects to the shim at `address` (`unix:///path`, or `unix://@name` for an abstract socket).
     pub fn dial(address: &str) -> std::io::Result<TaskClient> {
-        let path = address.strip_prefix("unix://").unwrap_or(address);
+        let path = crate::address::without_scheme(address);
         let stream = match path.strip_prefix('@') {
             Some(name) => {
                 use std::os::linux::net::SocketAddrExt;

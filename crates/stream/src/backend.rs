@@ -60,17 +60,17 @@ pub struct PortForwardRequest {
     pub ports: Vec<i32>,
 }
 
-/// What went wrong, in terms a client is shown.
+/// Why a backend call failed, in terms a client is shown.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
-pub struct Error {
+pub struct Failure {
     /// Its class.
     pub kind: ErrorKind,
     /// What happened, naming the thing.
     pub message: String,
 }
 
-/// The class of an [`Error`].
+/// The class of a [`Failure`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
     /// No such container or pod.
@@ -83,10 +83,10 @@ pub enum ErrorKind {
     Internal,
 }
 
-impl Error {
-    /// An error of `kind`.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error {
+impl Failure {
+    /// A failure of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Failure {
+        Failure {
             kind,
             message: message.into(),
         }
@@ -94,7 +94,7 @@ impl Error {
 }
 
 /// A result of a backend call.
-pub type Result<T> = std::result::Result<T, Error>;
+pub type Result<T> = std::result::Result<T, Failure>;
 
 /// Bytes that go into a process.
 pub type Input = Pin<Box<dyn AsyncWrite + Send>>;

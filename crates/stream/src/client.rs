@@ -14,6 +14,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use crate::session::{CHUNK, Out};
 use crate::status::{Outcome, Status};
 use crate::ws;
+use crate::{Error, Result};
 
 /// A task that ends with its handle: a client dropped mid-session (a cancelled future) takes its
 /// connection's tasks with it, so the server sees it gone.
@@ -36,12 +37,12 @@ pub enum Transport {
 }
 
 impl std::str::FromStr for Transport {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Transport, String> {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Transport> {
         match s {
             "spdy" => Ok(Transport::Spdy),
             "websocket" => Ok(Transport::WebSocket),
-            _ => Err(format!("transport {s:?}: spdy or websocket")),
+            _ => Err(Error::UnknownTransport(s.into())),
         }
     }
 }
@@ -59,41 +60,18 @@ pub struct Stdio {
     pub resize: Option<mpsc::Receiver<(u16, u16)>>,
 }
 
-/// Why a session could not be had.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// The URL is not one this client can reach.
-    #[error("streaming URL {0:?}: {1}")]
-    Url(String, String),
-    /// The server could not be reached, or the connection broke.
-    #[error("{0}: {1}")]
-    Io(String, std::io::Error),
-    /// The server refused the upgrade.
-    #[error("the streaming server refused {url}: {status} {body}")]
-    Refused {
-        /// The URL.
-        url: String,
-        /// The HTTP status.
-        status: u16,
-        /// What it said.
-        body: String,
-    },
-    /// The protocol went wrong.
-    #[error("{0}")]
-    Protocol(String),
-}
-
 /// `host:port` and path of an `http://` URL.
-pub(crate) fn split_url(url: &str) -> Result<(String, String), ClientError> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        ClientError::Url(
-            url.into(),
-            "only http:// URLs are supported by this client".into(),
-        )
+pub(crate) fn split_url(url: &str) -> Result<(String, String)> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| Error::Url {
+        url: url.into(),
+        why: "only http:// URLs are supported by this client".into(),
     })?;
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     if host.is_empty() {
-        return Err(ClientError::Url(url.into(), "no host".into()));
+        return Err(Error::Url {
+            url: url.into(),
+            why: "no host".into(),
+        });
     }
     Ok((
         host.to_string(),
@@ -102,7 +80,7 @@ pub(crate) fn split_url(url: &str) -> Result<(String, String), ClientError> {
 }
 
 /// Runs the exec or attach behind `url`, copying `stdio`, and returns how it ended.
-pub async fn remote_command(url: &str, transport: Transport, stdio: Stdio) -> Result<Outcome, ClientError> {
+pub async fn remote_command(url: &str, transport: Transport, stdio: Stdio) -> Result<Outcome> {
     match transport {
         Transport::WebSocket => remote_command_ws(url, stdio).await,
         Transport::Spdy => crate::spdy_client::remote_command(url, stdio).await,
@@ -113,18 +91,21 @@ pub async fn remote_command(url: &str, transport: Transport, stdio: Stdio) -> Re
 pub async fn connect_ws(
     url: &str,
     protocols: &str,
-) -> Result<(tokio_tungstenite::WebSocketStream<TcpStream>, String), ClientError> {
+) -> Result<(tokio_tungstenite::WebSocketStream<TcpStream>, String)> {
     let (host, path) = split_url(url)?;
     let tcp = TcpStream::connect(&host)
         .await
-        .map_err(|e| ClientError::Io(format!("connecting to {host}"), e))?;
+        .map_err(Error::io(format!("connecting to {host}")))?;
     let _ = tcp.set_nodelay(true);
     let mut req = format!("ws://{host}{path}")
         .into_client_request()
-        .map_err(|e| ClientError::Url(url.into(), e.to_string()))?;
+        .map_err(|e| Error::Url {
+            url: url.into(),
+            why: e.to_string(),
+        })?;
     req.headers_mut().insert(
         "Sec-WebSocket-Protocol",
-        HeaderValue::from_str(protocols).map_err(|e| ClientError::Protocol(e.to_string()))?,
+        HeaderValue::from_str(protocols).map_err(|e| Error::Protocol(e.to_string()))?,
     );
     let mut cfg = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default();
     // What the server sends: up to 1 MiB (a SPDY tunnel's writes batch several frames).
@@ -132,7 +113,7 @@ pub async fn connect_ws(
     let (socket, resp) = tokio_tungstenite::client_async_with_config(req, tcp, Some(cfg))
         .await
         .map_err(|e| match e {
-            tokio_tungstenite::tungstenite::Error::Http(r) => ClientError::Refused {
+            tokio_tungstenite::tungstenite::Error::Http(r) => Error::Refused {
                 url: url.into(),
                 status: r.status().as_u16(),
                 body: r
@@ -141,7 +122,7 @@ pub async fn connect_ws(
                     .map(|b| String::from_utf8_lossy(b).trim().to_string())
                     .unwrap_or_default(),
             },
-            e => ClientError::Protocol(format!("WebSocket to {url}: {e}")),
+            e => Error::Protocol(format!("WebSocket to {url}: {e}")),
         })?;
     let chosen = resp
         .headers()
@@ -152,7 +133,7 @@ pub async fn connect_ws(
     Ok((socket, chosen))
 }
 
-async fn remote_command_ws(url: &str, stdio: Stdio) -> Result<Outcome, ClientError> {
+async fn remote_command_ws(url: &str, stdio: Stdio) -> Result<Outcome> {
     let (socket, chosen) =
         connect_ws(url, &format!("{}, {}", crate::protocol::V5, crate::protocol::V4)).await?;
     let mut mux = ws::Mux::new(chosen == crate::protocol::V5);
@@ -242,19 +223,14 @@ async fn copy_in(mut from: mpsc::Receiver<Bytes>, to: Option<Pin<Box<dyn AsyncWr
 }
 
 /// Forwards `local` to `port` of the pod behind the PortForward `url`, until either side closes.
-pub async fn port_forward(
-    url: &str,
-    transport: Transport,
-    port: u16,
-    local: TcpStream,
-) -> Result<(), ClientError> {
+pub async fn port_forward(url: &str, transport: Transport, port: u16, local: TcpStream) -> Result<()> {
     match transport {
         Transport::WebSocket => port_forward_ws(url, port, local).await,
         Transport::Spdy => crate::spdy_client::port_forward(url, port, local).await,
     }
 }
 
-async fn port_forward_ws(url: &str, port: u16, local: TcpStream) -> Result<(), ClientError> {
+async fn port_forward_ws(url: &str, port: u16, local: TcpStream) -> Result<()> {
     let sep = if url.contains('?') { '&' } else { '?' };
     let (socket, _) = connect_ws(&format!("{url}{sep}ports={port}"), crate::protocol::PORT_FORWARD).await?;
     let mut mux = ws::Mux::new(false);
@@ -270,7 +246,7 @@ async fn port_forward_ws(url: &str, port: u16, local: TcpStream) -> Result<(), C
             why.push_str(&String::from_utf8_lossy(&b));
         }
         drop(drive);
-        return Err(ClientError::Protocol(if why.is_empty() {
+        return Err(Error::Protocol(if why.is_empty() {
             format!("port {port}: the server did not start the data channel")
         } else {
             why
@@ -292,7 +268,7 @@ async fn port_forward_ws(url: &str, port: u16, local: TcpStream) -> Result<(), C
     // Errors first: the server sends why before it closes the data channel.
     let result = tokio::select! {
         biased;
-        why = errors => Err(ClientError::Protocol(why)),
+        why = errors => Err(Error::Protocol(why)),
         () = crate::portforward::pipe_local(r, w, data_in, data_out) => Ok(()),
     };
     drop(drive);

@@ -6,6 +6,7 @@
 //!
 //! ```text
 //!  backend.rs      the Backend trait: what the server asks of the runtime (criusd implements it)
+//!  error.rs        the crate's one error (a backend's own is backend.rs's Failure)
 //!  token.rs        single-use tokens behind the URLs, 1 minute each
 //!  http.rs         the connection cap and head deadline every HTTP server of criusd's has
 //!  server.rs       the HTTP server: routes, the upgrade to SPDY or WebSocket, TLS (tls.rs), idle timeouts
@@ -26,6 +27,7 @@
 
 pub mod backend;
 pub mod client;
+pub mod error;
 pub mod http;
 pub mod idle;
 pub mod portforward;
@@ -54,5 +56,6 @@ pub mod protocol {
 }
 
 pub use backend::{
-    AttachRequest, Backend, Control, Error, ErrorKind, ExecRequest, PortForwardRequest, Process, Request,
+    AttachRequest, Backend, Control, ErrorKind, ExecRequest, Failure, PortForwardRequest, Process, Request,
 };
+pub use error::{Error, Result};

@@ -14,37 +14,31 @@ use tokio_tungstenite::WebSocketStream;
 use crate::backend::{Backend, Request};
 use crate::session::{CHUNK, Out};
 use crate::ws;
+use crate::{Error, Result};
 
-/// Whether `req` lets the client reach `port`; the message says why not.
-pub fn allowed(req: &crate::PortForwardRequest, port: u16) -> Result<(), String> {
-    if port == 0 {
-        return Err("port 0 is not a port".into());
-    }
-    if !req.ports.is_empty() && !req.ports.contains(&i32::from(port)) {
-        return Err(format!(
-            "port {port} is not among the ports {:?} of the PortForward request",
-            req.ports
-        ));
+/// Whether `req` lets the client reach `port` ([`Error::PortNotAllowed`] says why not).
+pub fn allowed(req: &crate::PortForwardRequest, port: u16) -> Result<()> {
+    if port == 0 || (!req.ports.is_empty() && !req.ports.contains(&i32::from(port))) {
+        return Err(Error::PortNotAllowed {
+            port,
+            ports: req.ports.clone(),
+        });
     }
     Ok(())
 }
 
-/// The error a client is shown when `port` cannot be reached.
-pub fn connect_error(sandbox: &str, port: u16, why: &str) -> String {
-    format!("error forwarding port {port} to pod {sandbox}, uid : {why}")
-}
-
-/// Connects to `port` of the pod, if `req` allows it; the error is the text the client is shown.
-pub async fn connect(
-    backend: &dyn Backend,
-    req: &crate::PortForwardRequest,
-    port: u16,
-) -> Result<TcpStream, String> {
+/// Connects to `port` of the pod, if `req` allows it ([`Error::PortNotAllowed`]; [`Error::Forward`] when the
+/// backend could not); the error's message is the text the client is shown.
+pub async fn connect(backend: &dyn Backend, req: &crate::PortForwardRequest, port: u16) -> Result<TcpStream> {
     allowed(req, port)?;
     backend
         .connect(req.sandbox_id.clone(), port)
         .await
-        .map_err(|e| connect_error(&req.sandbox_id, port, &e.message))
+        .map_err(|source| Error::Forward {
+            sandbox: req.sandbox_id.clone(),
+            port,
+            source,
+        })
 }
 
 /// Serves a WebSocket port-forward of `ports`.
@@ -69,7 +63,7 @@ where
             match connect(backend.as_ref(), &pf, port).await {
                 Ok(tcp) => pipe(tcp, input, out).await,
                 Err(e) => {
-                    let _ = err.send(Bytes::from(e)).await;
+                    let _ = err.send(Bytes::from(e.to_string())).await;
                 }
             }
             err.close().await;

@@ -32,7 +32,8 @@ use crate::backend::{Backend, Request};
 use crate::http::Slots;
 use crate::idle::IdleIo;
 use crate::spdy::conn::Config as SpdyConfig;
-use crate::token::{TokenError, Tokens};
+use crate::token::Tokens;
+use crate::{Error, Result};
 use crate::{portforward, spdy_serve, ws, ws_serve};
 
 /// The header SPDY clients offer their protocols in.
@@ -122,28 +123,21 @@ impl State {
     }
 }
 
-/// Why the server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The address could not be bound.
-    #[error("binding the streaming server to {0}: {1}")]
-    Bind(SocketAddr, std::io::Error),
-    /// The TLS files were unusable.
-    #[error("the streaming server's TLS: {0}")]
-    Tls(String),
-}
-
 impl Server {
     /// Binds `config.address` and serves `backend` there, on the current tokio runtime.
-    pub async fn start(config: Config, backend: Arc<dyn Backend>) -> Result<Server, StartError> {
+    pub async fn start(config: Config, backend: Arc<dyn Backend>) -> Result<Server> {
         let listener = TcpListener::bind(config.address)
             .await
-            .map_err(|e| StartError::Bind(config.address, e))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| StartError::Bind(config.address, e))?;
+            .map_err(Error::io(format!(
+                "binding the streaming server to {}",
+                config.address
+            )))?;
+        let addr = listener.local_addr().map_err(Error::io(format!(
+            "binding the streaming server to {}",
+            config.address
+        )))?;
         let tls = match &config.tls {
-            Some((cert, key)) => Some(crate::tls::acceptor(cert, key).map_err(StartError::Tls)?),
+            Some((cert, key)) => Some(crate::tls::acceptor(cert, key)?),
             None => None,
         };
         let scheme = if tls.is_some() { "https" } else { "http" };
@@ -190,7 +184,7 @@ impl Server {
     }
 
     /// Keeps `req` behind a new token and returns its URL.
-    pub fn url(&self, req: Request) -> Result<String, TokenError> {
+    pub fn url(&self, req: Request) -> Result<String> {
         let kind = match &req {
             Request::Exec(_) => "exec",
             Request::Attach(_) => "attach",

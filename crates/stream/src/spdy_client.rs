@@ -4,23 +4,24 @@
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::client::{ClientError, Stdio, run_local, split_url};
+use crate::client::{Stdio, run_local, split_url};
 use crate::protocol::{PORT_FORWARD, V4, V5};
 use crate::session::Out;
 use crate::spdy::conn::{Connection, Role, Stream};
 use crate::spdy::frame::Headers;
 use crate::spdy_serve::{Discard, PORT, REQUEST_ID, STREAM_TYPE, SpdyOut, queue};
 use crate::status::Outcome;
+use crate::{Error, Result};
 
 /// Largest response head read before the upgrade.
 const MAX_HEAD: usize = 16 * 1024;
 
 /// Connects to `url` and upgrades to SPDY/3.1 offering `protocols`; the connection and the chosen protocol.
-pub async fn upgrade(url: &str, protocols: &[&str]) -> Result<(TcpStream, String), ClientError> {
+pub async fn upgrade(url: &str, protocols: &[&str]) -> Result<(TcpStream, String)> {
     let (host, path) = split_url(url)?;
     let mut tcp = TcpStream::connect(&host)
         .await
-        .map_err(|e| ClientError::Io(format!("connecting to {host}"), e))?;
+        .map_err(Error::io(format!("connecting to {host}")))?;
     let _ = tcp.set_nodelay(true);
     let mut req = format!(
         "POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nContent-Length: 0\r\n"
@@ -29,13 +30,16 @@ pub async fn upgrade(url: &str, protocols: &[&str]) -> Result<(TcpStream, String
         req += &format!("X-Stream-Protocol-Version: {p}\r\n");
     }
     req += "\r\n";
-    let io_err = |e| ClientError::Io(format!("upgrading {url}"), e);
+    let io_err = |source| Error::Io {
+        context: format!("upgrading {url}"),
+        source,
+    };
     tcp.write_all(req.as_bytes()).await.map_err(io_err)?;
     // The head, byte by byte: nothing after it may be read here (it is the SPDY session's).
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
         if head.len() > MAX_HEAD {
-            return Err(ClientError::Protocol(format!(
+            return Err(Error::Protocol(format!(
                 "{url}: the response head is over {MAX_HEAD} bytes"
             )));
         }
@@ -48,7 +52,7 @@ pub async fn upgrade(url: &str, protocols: &[&str]) -> Result<(TcpStream, String
         .next()
         .and_then(|l| l.split(' ').nth(1))
         .and_then(|c| c.parse().ok())
-        .ok_or_else(|| ClientError::Protocol(format!("{url}: not an HTTP response: {head:?}")))?;
+        .ok_or_else(|| Error::Protocol(format!("{url}: not an HTTP response: {head:?}")))?;
     let header = |name: &str| {
         head.split("\r\n")
             .filter_map(|l| l.split_once(':'))
@@ -62,7 +66,7 @@ pub async fn upgrade(url: &str, protocols: &[&str]) -> Result<(TcpStream, String
             .min(MAX_HEAD);
         let mut body = vec![0u8; len];
         let _ = tcp.read_exact(&mut body).await;
-        return Err(ClientError::Refused {
+        return Err(Error::Refused {
             url: url.into(),
             status,
             body: String::from_utf8_lossy(&body).trim().to_string(),
@@ -79,14 +83,14 @@ fn headers(pairs: &[(&str, &str)]) -> Headers {
     h
 }
 
-async fn open(conn: &Connection, pairs: &[(&str, &str)]) -> Result<Stream, ClientError> {
+async fn open(conn: &Connection, pairs: &[(&str, &str)]) -> Result<Stream> {
     conn.open(headers(pairs))
         .await
-        .map_err(|e| ClientError::Protocol(format!("opening a {:?} stream: {e}", pairs[0].1)))
+        .map_err(|e| Error::Protocol(format!("opening a {:?} stream: {e}", pairs[0].1)))
 }
 
 /// Runs the remote command behind `url` over SPDY.
-pub async fn remote_command(url: &str, stdio: Stdio) -> Result<Outcome, ClientError> {
+pub async fn remote_command(url: &str, stdio: Stdio) -> Result<Outcome> {
     let (tcp, _) = upgrade(url, &[V5, V4]).await?;
     let (conn, _incoming) = Connection::new(tcp, Role::Client);
     let tty = stdio.resize.is_some();
@@ -125,10 +129,10 @@ pub async fn remote_command(url: &str, stdio: Stdio) -> Result<Outcome, ClientEr
 }
 
 /// Forwards `local` to `port` of the pod behind `url` over SPDY, until either side closes.
-pub async fn port_forward(url: &str, port: u16, local: TcpStream) -> Result<(), ClientError> {
+pub async fn port_forward(url: &str, port: u16, local: TcpStream) -> Result<()> {
     let (tcp, chosen) = upgrade(url, &[PORT_FORWARD]).await?;
     if chosen != PORT_FORWARD {
-        return Err(ClientError::Protocol(format!(
+        return Err(Error::Protocol(format!(
             "{url}: the server chose protocol {chosen:?}"
         )));
     }
@@ -153,7 +157,7 @@ pub async fn port_forward(url: &str, port: u16, local: TcpStream) -> Result<(), 
     let (r, w) = local.into_split();
     let result = tokio::select! {
         biased;
-        why = errors => Err(ClientError::Protocol(why)),
+        why = errors => Err(Error::Protocol(why)),
         () = crate::portforward::pipe_local(r, w, queue(data_in), Box::new(SpdyOut(Some(data_out)))) => Ok(()),
     };
     conn.close();

@@ -239,7 +239,7 @@ async fn serve_pair(
             err_out.finish();
         }
         Err(why) => {
-            let _ = err_out.send(Bytes::from(why)).await;
+            let _ = err_out.send(Bytes::from(why.to_string())).await;
             err_out.reset();
             data_out.reset();
         }

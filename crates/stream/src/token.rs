@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::Request;
+use crate::{Error, Request, Result};
 
 /// How long a token waits for its connection.
 pub const LIFETIME: Duration = Duration::from_secs(60);
@@ -19,17 +19,6 @@ pub const MAX_PENDING: usize = 4096;
 pub struct Tokens {
     lifetime: Duration,
     pending: Mutex<HashMap<String, (Instant, Request)>>,
-}
-
-/// Why a request could not get a token.
-#[derive(Debug, thiserror::Error)]
-pub enum TokenError {
-    /// Too many tokens are waiting.
-    #[error("{MAX_PENDING} streaming requests are waiting for their connection already")]
-    Full,
-    /// No randomness for the token.
-    #[error("reading /dev/urandom for a token: {0}")]
-    Random(#[from] std::io::Error),
 }
 
 impl Default for Tokens {
@@ -48,13 +37,14 @@ impl Tokens {
     }
 
     /// Keeps `req` and returns its new token (URL-safe).
-    pub fn insert(&self, req: Request) -> Result<String, TokenError> {
-        let token = crius_common::id::random_hex(16)?;
+    pub fn insert(&self, req: Request) -> Result<String> {
+        let token =
+            crius_common::id::random_hex(16).map_err(Error::io("reading /dev/urandom for a token"))?;
         let now = Instant::now();
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.retain(|_, (at, _)| now.duration_since(*at) < self.lifetime);
         if pending.len() >= MAX_PENDING {
-            return Err(TokenError::Full);
+            return Err(Error::TooManyPending);
         }
         pending.insert(token.clone(), (now, req));
         Ok(token)

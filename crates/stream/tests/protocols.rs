@@ -63,7 +63,7 @@ async fn token_used_once(t: Transport) {
     let (io, _cap) = stdio(None);
     let e = client::remote_command(&url, t, io).await.unwrap_err();
     assert!(
-        matches!(&e, client::ClientError::Refused { status: 404, body, .. } if body.contains("unknown, used already, or expired")),
+        matches!(&e, crius_stream::Error::Refused { status: 404, body, .. } if body.contains("unknown, used already, or expired")),
         "{e}"
     );
 }
@@ -190,7 +190,7 @@ async fn expired_tokens_are_refused() {
         .await
         .unwrap_err();
     assert!(
-        matches!(e, client::ClientError::Refused { status: 404, .. }),
+        matches!(e, crius_stream::Error::Refused { status: 404, .. }),
         "{e}"
     );
     let _ = tokio::io::sink().shutdown().await;

@@ -133,7 +133,7 @@ async fn exec_cases(t: Transport) {
         .await
         .unwrap_err();
     assert!(
-        matches!(e, client::ClientError::Refused { status: 404, .. }),
+        matches!(e, crius_stream::Error::Refused { status: 404, .. }),
         "{e}"
     );
 

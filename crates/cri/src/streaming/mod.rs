@@ -50,7 +50,7 @@ impl Streaming {
 }
 
 /// The streaming server's view of an error.
-pub fn stream_error(e: Error) -> crius_stream::Error {
+pub fn stream_error(e: Error) -> crius_stream::Failure {
     let status = tonic::Status::from(e);
     let kind = match status.code() {
         tonic::Code::NotFound => ErrorKind::NotFound,
@@ -58,7 +58,7 @@ pub fn stream_error(e: Error) -> crius_stream::Error {
         tonic::Code::InvalidArgument => ErrorKind::InvalidArgument,
         _ => ErrorKind::Internal,
     };
-    crius_stream::Error::new(kind, status.message())
+    crius_stream::Failure::new(kind, status.message())
 }
 
 async fn blocking<T: Send + 'static>(
@@ -66,7 +66,7 @@ async fn blocking<T: Send + 'static>(
 ) -> StreamResult<T> {
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r.map_err(stream_error),
-        Err(e) => Err(crius_stream::Error::new(
+        Err(e) => Err(crius_stream::Failure::new(
             ErrorKind::Internal,
             format!("a streaming task failed: {e}"),
         )),
@@ -77,7 +77,7 @@ fn receiver(f: Option<File>) -> StreamResult<Option<crius_stream::backend::Outpu
     f.map(|f| {
         pipe::Receiver::from_file(f)
             .map(|r| Box::pin(r) as crius_stream::backend::Output)
-            .map_err(|e| crius_stream::Error::new(ErrorKind::Internal, format!("a stream's FIFO: {e}")))
+            .map_err(|e| crius_stream::Failure::new(ErrorKind::Internal, format!("a stream's FIFO: {e}")))
     })
     .transpose()
 }
@@ -86,7 +86,7 @@ fn sender(f: Option<File>) -> StreamResult<Option<crius_stream::backend::Input>>
     f.map(|f| {
         pipe::Sender::from_file(f)
             .map(|w| Box::pin(w) as crius_stream::backend::Input)
-            .map_err(|e| crius_stream::Error::new(ErrorKind::Internal, format!("a stream's FIFO: {e}")))
+            .map_err(|e| crius_stream::Failure::new(ErrorKind::Internal, format!("a stream's FIFO: {e}")))
     })
     .transpose()
 }
@@ -125,7 +125,7 @@ impl Control for ExecControl {
                 .own_thread("exec-wait", move || c.wait_stream(&s, &id, &e))
                 .await
                 .map_err(|why| {
-                    crius_stream::Error::new(ErrorKind::Internal, format!("an exec's wait: {why}"))
+                    crius_stream::Failure::new(ErrorKind::Internal, format!("an exec's wait: {why}"))
                 })?
                 .map_err(stream_error)
         })
@@ -299,7 +299,7 @@ impl Backend for Streaming {
             connects
                 .connect_in(sb.record.namespaces.net.clone(), port)
                 .await
-                .map_err(|e| crius_stream::Error::new(ErrorKind::Internal, e))
+                .map_err(|e| crius_stream::Failure::new(ErrorKind::Internal, e))
         })
     }
 }

@@ -188,7 +188,7 @@ fn read_all(mut s: UnixStream) -> Result<Vec<(u32, u8, Vec<u8>)>, String> {
         }
     }
     let mut frames = Vec::new();
-    while let Some(f) = take_frame(&mut buf)? {
+    while let Some(f) = take_frame(&mut buf).map_err(|e| e.to_string())? {
         frames.push(f);
     }
     if !buf.is_empty() {

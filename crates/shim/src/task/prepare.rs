@@ -37,7 +37,7 @@ impl Tasks {
             // older shim made looser are tightened.
             let by_binary = root.parent().unwrap_or(&root);
             for dir in [Path::new(RUNTIME_ROOTS), by_binary, &root] {
-                crate::start::private_dir(dir)?;
+                crate::address::private_dir(dir)?;
             }
         } else {
             crius_common::private::dir_all(&root).map_err(|source| Error::Io {

@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use crius_stream::backend::{Control, Result};
-use crius_stream::{AttachRequest, Backend, Error, ErrorKind, ExecRequest, Process};
+use crius_stream::{AttachRequest, Backend, ErrorKind, ExecRequest, Failure, Process};
 use futures::future::BoxFuture;
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ impl Control for Child {
                 .await
                 .wait()
                 .await
-                .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+                .map_err(|e| Failure::new(ErrorKind::Internal, e.to_string()))?;
             Ok(st.code().unwrap_or(137))
         })
     }
@@ -53,7 +53,7 @@ impl Backend for Local {
     fn exec(&self, req: ExecRequest) -> BoxFuture<'static, Result<Process>> {
         let spawned = (|| {
             if req.container_id != "c1" {
-                return Err(Error::new(
+                return Err(Failure::new(
                     ErrorKind::NotFound,
                     format!("no container {:?}", req.container_id),
                 ));
@@ -65,7 +65,7 @@ impl Backend for Local {
                 .stderr(if req.stderr { Stdio::piped() } else { Stdio::null() })
                 .kill_on_drop(true);
             cmd.spawn()
-                .map_err(|e| Error::new(ErrorKind::Internal, format!("{:?}: {e}", req.cmd)))
+                .map_err(|e| Failure::new(ErrorKind::Internal, format!("{:?}: {e}", req.cmd)))
         })();
         let child = match spawned {
             Ok(c) => c,
@@ -89,7 +89,7 @@ impl Backend for Local {
 
     fn attach(&self, req: AttachRequest) -> BoxFuture<'static, Result<Process>> {
         Box::pin(async move {
-            Err(Error::new(
+            Err(Failure::new(
                 ErrorKind::FailedPrecondition,
                 format!("container {:?} cannot be attached to here", req.container_id),
             ))
@@ -100,7 +100,7 @@ impl Backend for Local {
         Box::pin(async move {
             tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
-                .map_err(|e| Error::new(ErrorKind::Internal, format!("connecting to port {port}: {e}")))
+                .map_err(|e| Failure::new(ErrorKind::Internal, format!("connecting to port {port}: {e}")))
         })
     }
 }
