@@ -137,7 +137,7 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     // The container's own namespace options, else the pod's: a PID option of NODE means the host's PID
     // namespace, TARGET the target container's (`kubectl debug --target`); the pod's pinned namespaces are
     // joined whatever the container's options say.
-    let pod_ns = crate::sandbox::namespace_options(&inp.sandbox.config);
+    let pod_ns = crate::validate::namespace_options(&inp.sandbox.config);
     let ctr_ns = sc
         .and_then(|s| s.namespace_options.clone())
         .unwrap_or_else(|| pod_ns.clone());

@@ -20,6 +20,7 @@ use crate::store::intents::{Intent, Intents, Op};
 use crate::store::names::Taken;
 use crate::store::sandbox::{Record, Sandbox, Sandboxes};
 use crate::store::{now_ns, random_id};
+use crate::validate::namespace_options;
 
 pub mod metrics;
 pub mod stats;
@@ -52,15 +53,6 @@ pub struct Pods {
     cgroup_driver: crate::cgroup_driver::Driver,
     /// Where every pod's `cgroup_parent` must lie.
     cgroup_parent_root: crate::cgroup_driver::ParentRoot,
-}
-
-/// The pod's namespace options (defaults: all the pod's own).
-pub(crate) fn namespace_options(c: &cri::PodSandboxConfig) -> cri::NamespaceOption {
-    c.linux
-        .as_ref()
-        .and_then(|l| l.security_context.as_ref())
-        .and_then(|s| s.namespace_options.clone())
-        .unwrap_or_default()
 }
 
 /// Whether the pod's containers share a PID namespace: its config says PID mode POD, as kubelet does for

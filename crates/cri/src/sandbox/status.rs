@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use crius_api::cri;
 
-use super::namespace_options;
 use crate::store::sandbox::Sandbox;
+use crate::validate::namespace_options;
 
 pub(crate) fn state_of(s: &Sandbox) -> i32 {
     if s.record.ready {

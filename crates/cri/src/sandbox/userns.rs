@@ -167,7 +167,7 @@ pub fn idmap_rootfs(rootfs: &std::path::Path, s: &crate::store::sandbox::Sandbox
     let Some(user) = &s.record.namespaces.user else {
         return Ok(());
     };
-    let ns = crate::sandbox::namespace_options(&s.config);
+    let ns = crate::validate::namespace_options(&s.config);
     let Some((uids, gids)) = wanted("CreateContainer", "the pod's linux.security_context", Some(&ns))? else {
         return Ok(());
     };

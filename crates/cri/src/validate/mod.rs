@@ -11,6 +11,15 @@ use crate::error::{Error, Result};
 
 pub mod unsupported;
 
+/// The pod's namespace options (defaults: all the pod's own).
+pub fn namespace_options(c: &cri::PodSandboxConfig) -> cri::NamespaceOption {
+    c.linux
+        .as_ref()
+        .and_then(|l| l.security_context.as_ref())
+        .and_then(|s| s.namespace_options.clone())
+        .unwrap_or_default()
+}
+
 /// The longest hostname the kernel takes (`HOST_NAME_MAX`).
 pub const MAX_HOSTNAME: usize = 64;
 /// The smallest memory limit accepted, as Docker keeps it: below it a container cannot start.
@@ -264,7 +273,7 @@ pub fn sandbox_config(c: &cri::PodSandboxConfig, driver: crate::cgroup_driver::D
             no_nul(CALL, || "linux.sysctls".into(), k)?;
             no_nul(CALL, || format!("linux.sysctls[{k:?}]"), v)?;
         }
-        let ns = crate::sandbox::namespace_options(c);
+        let ns = namespace_options(c);
         let node = cri::NamespaceMode::Node as i32;
         let own = Own {
             net: ns.network != node,
