@@ -6,11 +6,11 @@
 //!  node.rs      the node's pods and containers, wired to real shims, CNI and the image store
 //!  images.rs    the image calls' domain: list, status, pull, remove, fs use; credentials; pinned images
 //!  metrics.rs   for criusd's Prometheus endpoint: image pull figures; pods, containers, shims by state
-//!  pod_resources.rs UpdatePodSandboxResources: checked, and written to the pod cgroup where crius may
 //!  sandbox/     RunPodSandbox, Stop, Remove (mod.rs); PodSandboxStatus, ListPodSandbox (status.rs);
 //!               PodSandboxStats, ListPodSandboxStats: the containers' figures summed, the netns' counters
 //!               (stats.rs); ListMetricDescriptors, ListPodSandboxMetrics: cAdvisor's names, from the same
-//!               samples (metrics.rs)
+//!               samples (metrics.rs); UpdatePodSandboxResources, checked and written to the pod cgroup
+//!               (resources.rs)
 //!  container/   CreateContainer, named steps under a rollback guard (create.rs), the one seam where the
 //!               spec changes for what the request points at outside itself (adjust.rs); start/stop/remove/
 //!               update/reopen (lifecycle.rs); status, list, events, recovery (status.rs); ExecSync (exec.rs,
@@ -22,13 +22,14 @@
 //!               (table.rs); one lock per id (locks.rs)
 //!  shim/        the ShimClient seam: ttrpc to real shims (ttrpc.rs, watch.rs), an in-memory fake for tests
 //!  network/     the Network (CNI) and Namespaces (pinned netns) seams, real and fake; netns counters
-//!  snapshots.rs the image store seam (the real store, or a fake for tests)
+//!  image_store.rs the image store seam (the real store, or a fake for tests)
 //!  convert/     CRI → OCI config.json: a pure function of the request, the image config and Host facts
 //!  recover/     the start-up pass: calls a crash cut short finished or undone (store/intents.rs), records
 //!               made true again from the shims, what no record owns removed
 //!  events.rs    the events service the shims report exits and OOM kills to
 //!  rollback.rs  the guard that undoes a call's steps, last first, unless it commits
 //!  error.rs     the one error type, and the one place gRPC codes are chosen
+//!  cgroup_driver.rs the node's cgroup driver (cgroupfs or systemd), passed in the setup; where pod cgroups lie
 //!  handlers.rs  runtime handlers (RuntimeClass): the OCI runtimes pods run on, and their features
 //!  validate/    checks of CRI requests before anything is made (mod.rs); unsupported.rs: refusals of the
 //!               fields crius does not carry out, and the stop signal; its fields.rs (tests): every field's fate
@@ -44,16 +45,15 @@ pub mod error;
 pub mod events;
 pub mod grpc;
 pub mod handlers;
+pub mod image_store;
 pub mod images;
 pub mod metrics;
 pub mod network;
 pub mod node;
-pub mod pod_resources;
 pub mod recover;
 pub mod rollback;
 pub mod sandbox;
 pub mod shim;
-pub mod snapshots;
 pub mod store;
 pub mod streaming;
 pub mod validate;

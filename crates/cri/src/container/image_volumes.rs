@@ -14,7 +14,7 @@ use crius_api::cri;
 use oci_spec::runtime::Spec;
 
 use crate::error::{Error, Result};
-use crate::snapshots::Snapshots;
+use crate::image_store::ImageStore;
 
 const CALL: &str = "CreateContainer";
 const SUFFIX: &str = "-vol";
@@ -39,7 +39,7 @@ pub(crate) use crate::convert::is_image_volume as is_image;
 /// namespace idmaps it); returns where each mount (by index) is on the host. On error what was made is left
 /// for the caller's undo ([`remove`]).
 pub(crate) fn prepare(
-    images: &dyn Snapshots,
+    images: &dyn ImageStore,
     id: &str,
     mounts: &[cri::Mount],
     idmap: &dyn Fn(&Path) -> Result<()>,
@@ -122,7 +122,7 @@ impl super::adjust::Adjust for Mounts {
 }
 
 /// Takes apart container `id`'s image volume snapshots (none is fine).
-pub(crate) fn remove(images: &dyn Snapshots, id: &str) -> Result<()> {
+pub(crate) fn remove(images: &dyn ImageStore, id: &str) -> Result<()> {
     for s in images.snapshots() {
         if s != id && owner(&s) == id {
             images
@@ -136,7 +136,7 @@ pub(crate) fn remove(images: &dyn Snapshots, id: &str) -> Result<()> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::snapshots::fake::FakeImages;
+    use crate::image_store::fake::FakeImages;
 
     /// An image volume of `image` (its `sub` path) at `/v`.
     pub(in crate::container) fn mount(image: &str, sub: &str) -> cri::Mount {

@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use crius_api::cri;
 
 use crate::error::{Error, Kind, Result};
+use crate::image_store::ImageStore;
 use crate::shim::ShimClient;
-use crate::snapshots::Snapshots;
 use crate::store::container::{Container, Records};
 use crate::store::intents::Intents;
 use crate::store::names::NameIndex;
@@ -69,7 +69,7 @@ pub struct Containers {
     /// Stop and Remove of one container run one after another.
     busy: crate::store::locks::IdLocks,
     pub(crate) shims: Arc<dyn ShimClient>,
-    pub(crate) images: Arc<dyn Snapshots>,
+    pub(crate) images: Arc<dyn ImageStore>,
     /// The node's cgroup driver, which names containers' cgroups.
     cgroup_driver: crate::cgroup_driver::Driver,
     /// What changes a new container's spec besides its request ([`adjust`]).
@@ -86,7 +86,7 @@ pub struct Containers {
 impl Containers {
     /// The containers recorded under `setup.records`, run by `shims`, with snapshots from `images`. Their
     /// states are as recorded until [`Containers::recover`] reads them from the shims.
-    pub fn open(setup: Setup, shims: Arc<dyn ShimClient>, images: Arc<dyn Snapshots>) -> Result<Containers> {
+    pub fn open(setup: Setup, shims: Arc<dyn ShimClient>, images: Arc<dyn ImageStore>) -> Result<Containers> {
         let io = |what: &Path| {
             let what = format!("opening {}", what.display());
             move |e| Error::io(what, e)

@@ -8,8 +8,8 @@ use tonic::Code;
 
 use super::{Containers, Setup};
 use crate::error::{Error, answer as code};
+use crate::image_store::fake::FakeImages;
 use crate::shim::fake::FakeShim;
-use crate::snapshots::fake::FakeImages;
 use crate::store::container::State;
 use crate::store::sandbox::{Record, Sandbox};
 
@@ -76,7 +76,7 @@ pub(super) fn ready_pod(dir: &tempfile::TempDir) -> Sandbox {
 pub(super) fn open(
     dir: &tempfile::TempDir,
     shim: Arc<FakeShim>,
-    images: Arc<dyn crate::snapshots::Snapshots>,
+    images: Arc<dyn crate::image_store::ImageStore>,
 ) -> Containers {
     Containers::open(
         Setup {

@@ -8,13 +8,13 @@ use crius_api::cri;
 use serde_json::json;
 
 use crate::container::{self, Containers};
+use crate::image_store::ImageStore;
+use crate::image_store::fake::FakeImages;
 use crate::network::fake::{FakeNamespaces, FakeNetwork};
 use crate::node::Node;
 use crate::sandbox::Pods;
 use crate::shim::fake::FakeShim;
 use crate::shim::{CreateTask, ShimClient};
-use crate::snapshots::Snapshots;
-use crate::snapshots::fake::FakeImages;
 use crate::store::intents::{Intent, Intents, Op};
 use crate::store::sandbox::{Record, Sandbox};
 

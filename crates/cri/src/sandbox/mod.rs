@@ -23,6 +23,7 @@ use crate::store::{now_ns, random_id};
 use crate::validate::namespace_options;
 
 pub mod metrics;
+pub mod resources;
 pub mod stats;
 pub mod status;
 pub mod userns;

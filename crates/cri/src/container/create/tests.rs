@@ -12,9 +12,9 @@ use crius_image::{Digest, ImageRecord};
 use crate::container::Containers;
 use crate::container::tests::{config, open, ready_pod};
 use crate::error::Error;
+use crate::image_store::ImageStore;
+use crate::image_store::fake::FakeImages;
 use crate::shim::fake::FakeShim;
-use crate::snapshots::Snapshots;
-use crate::snapshots::fake::FakeImages;
 use crate::store::container::name_key;
 use crate::store::sandbox::Sandbox;
 
@@ -34,7 +34,7 @@ struct Flaky {
     fail: Mutex<Option<Fail>>,
 }
 
-impl Snapshots for Flaky {
+impl ImageStore for Flaky {
     fn find(&self, reference: &str) -> crius_image::Result<ImageRecord> {
         self.images.find(reference)
     }

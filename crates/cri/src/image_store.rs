@@ -8,12 +8,12 @@ use crius_image::gc::Usage;
 use crius_image::{Digest, ImageRecord, Store};
 
 /// What containers need of images.
-pub trait Snapshots: Send + Sync {
+pub trait ImageStore: Send + Sync {
     /// The image `reference` names (a name, `repo@digest` or id).
     fn find(&self, reference: &str) -> crius_image::Result<ImageRecord>;
     /// The image's config JSON (`{}` if it cannot be read).
     fn config(&self, image: &Digest) -> serde_json::Value;
-    /// A container's rootfs: as [`Snapshots::prepare_snapshot`], with the image's mount points for the files
+    /// A container's rootfs: as [`ImageStore::prepare_snapshot`], with the image's mount points for the files
     /// criusd mounts over (`crius_image::mount_points`).
     fn prepare_rootfs(&self, id: &str, image: &ImageRecord) -> crius_image::Result<PathBuf> {
         self.prepare_snapshot(id, image)
@@ -28,7 +28,7 @@ pub trait Snapshots: Send + Sync {
     fn snapshots(&self) -> Vec<String>;
 }
 
-impl Snapshots for Store {
+impl ImageStore for Store {
     fn find(&self, reference: &str) -> crius_image::Result<ImageRecord> {
         Store::find(self, reference)
     }
@@ -105,7 +105,7 @@ pub mod fake {
         }
     }
 
-    impl Snapshots for FakeImages {
+    impl ImageStore for FakeImages {
         fn find(&self, reference: &str) -> crius_image::Result<ImageRecord> {
             self.images
                 .lock()
