@@ -212,17 +212,17 @@ fn attached(cg: &OwnedFd) -> std::io::Result<Vec<u32>> {
 }
 
 /// Replaces the device program of the cgroup at `dir` with one made from `user` rules.
-pub fn apply(dir: &Path, user: &[LinuxDeviceCgroup]) -> Result<(), String> {
-    let prog = program(&rules(user)?);
+pub fn apply(dir: &Path, user: &[LinuxDeviceCgroup]) -> crate::Result<()> {
+    let prog = program(&rules(user).map_err(crate::Error::Msg)?);
     let cg: OwnedFd = std::fs::File::open(dir)
-        .map_err(|e| format!("opening {}: {e}", dir.display()))?
+        .map_err(crate::Error::io("opening", dir))?
         .into();
-    let old = attached(&cg).map_err(|e| format!("querying attached programs: {e}"))?;
-    let fd = load(&prog).map_err(|e| format!("loading the eBPF device program: {e}"))?;
+    let old = attached(&cg).map_err(unpathed("querying attached programs"))?;
+    let fd = load(&prog).map_err(unpathed("loading the eBPF device program"))?;
     let mut attr = [0u64; 16];
     attr[0] = cg.as_raw_fd() as u64 | ((fd.as_raw_fd() as u64) << 32);
     attr[1] = BPF_CGROUP_DEVICE | (BPF_F_ALLOW_MULTI << 32);
-    bpf(BPF_PROG_ATTACH, &mut attr).map_err(|e| format!("attaching the eBPF device program: {e}"))?;
+    bpf(BPF_PROG_ATTACH, &mut attr).map_err(unpathed("attaching the eBPF device program"))?;
     for id in old {
         let mut a = [0u64; 16];
         a[0] = u64::from(id);
@@ -234,9 +234,18 @@ pub fn apply(dir: &Path, user: &[LinuxDeviceCgroup]) -> Result<(), String> {
         let mut d = [0u64; 16];
         d[0] = cg.as_raw_fd() as u64 | ((old_fd.as_raw_fd() as u64) << 32);
         d[1] = BPF_CGROUP_DEVICE;
-        bpf(BPF_PROG_DETACH, &mut d).map_err(|e| format!("detaching the previous device program: {e}"))?;
+        bpf(BPF_PROG_DETACH, &mut d).map_err(unpathed("detaching the previous device program"))?;
     }
     Ok(())
+}
+
+/// An [`crate::Error::Io`] of `op` on no path, for `map_err`.
+fn unpathed(op: &'static str) -> impl FnOnce(std::io::Error) -> crate::Error {
+    move |source| crate::Error::Io {
+        op: op.into(),
+        path: None,
+        source,
+    }
 }
 
 #[cfg(test)]
