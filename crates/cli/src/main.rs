@@ -7,6 +7,8 @@
 //! Crates chosen: `jiff` reads RFC 3339 and writes RFC 1123 times (k8s-openapi already builds it; no calendar
 //! maths of our own); `tabwriter` aligns table and describe columns by display width (Go's text/tabwriter rules,
 //! which kubectl's look comes from).
+//! Our own: the JSONPath of `-o jsonpath=` (output/jsonpath), since kubectl's template dialect (`{range}`,
+//! `{end}`, several expressions in one template) is not the RFC 9535 query language the crates implement.
 
 mod images;
 mod import;

@@ -7,6 +7,9 @@
 //! Its one job is one pod led over CRI (kubelet's pod worker), with what that needs: manifest parsing and
 //! validation, volumes, the downward API, logs, hooks, and the node's facts ([`node`]). The API objects kept
 //! by criusd, their controllers and the pod service's gRPC API are crius-workloads', which runs each pod here.
+//!
+//! Our own, not a crate's: resource quantities ([`quantity`]), since k8s-openapi's `Quantity` is the string
+//! as written and the engine needs kubelet's integer milli-CPUs and bytes, rounded as the API server does.
 
 pub mod cgroups;
 pub mod convert;

@@ -24,6 +24,9 @@
 //! ```
 //!
 //! The runtime behind the server is a [`Backend`]: this crate knows nothing of shims or CRI records.
+//!
+//! SPDY/3.1 is our own (`spdy/`): no maintained Rust crate speaks it, and kubelet, kubectl and crictl still
+//! default to it; WebSocket framing is tungstenite's.
 
 pub mod backend;
 pub mod client;

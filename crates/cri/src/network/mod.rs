@@ -3,6 +3,10 @@
 //! pinning a pod's network, IPC and UTS namespaces and its user namespace, [`netns`], and holding a shared PID
 //! namespace, [`pidns`]). Both need root in their real form; the fakes
 //! (`fake`, tests only) let the sandbox lifecycle be tested without it.
+//!
+//! CNI is invoked by our own code ([`cni`]): the protocol is a plugin run with environment variables and JSON
+//! on stdin, there is no maintained Rust CNI library (libcni is Go), and ours adds a deadline per plugin run
+//! and keeps ADD's result for DEL in the sandbox record.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
