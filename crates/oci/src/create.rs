@@ -230,7 +230,7 @@ fn drive(ch: &Channel, stage1: Pid, bundle: &Bundle, id: &str, undo: &mut Undo) 
             "hooks" => {
                 let p = pid.ok_or_else(|| err!("protocol error: hooks before pid"))?;
                 if let Some(h) = spec.hooks() {
-                    let state = crate::hooks::state(id, ContainerState::Creating, p, &bundle.dir, spec);
+                    let state = crate::state::document(id, ContainerState::Creating, p, &bundle.dir, spec);
                     crate::hooks::run("prestart", h.prestart().as_deref().unwrap_or_default(), &state)?;
                     crate::hooks::run(
                         "createRuntime",

@@ -1,26 +1,14 @@
-//! OCI hooks: programs run at fixed points of the lifecycle, and the container state they get on stdin.
+//! OCI hooks: programs run at fixed points of the lifecycle, given the container state on stdin (its document is
+//! `state::document`, the one the `state` command prints too).
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use std::path::Path;
-
-use oci_spec::runtime::{ContainerState, Hook, Spec};
+use oci_spec::runtime::Hook;
 
 use crate::{Result, err};
-
-/// The state document hooks get on stdin: the OCI state of container `id` in `status`.
-pub(crate) fn state(
-    id: &str,
-    status: ContainerState,
-    pid: i32,
-    bundle: &Path,
-    spec: &Spec,
-) -> serde_json::Value {
-    crate::state::document(id, status, pid, bundle, spec)
-}
 
 /// Runs `hooks` in order; the first failure (non-zero exit, timeout) stops and names the hook and phase.
 pub fn run(phase: &str, hooks: &[Hook], state: &serde_json::Value) -> Result<()> {

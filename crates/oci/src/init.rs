@@ -39,7 +39,7 @@ pub fn run(
         crate::hooks::run(
             "createContainer",
             h,
-            &crate::hooks::state(id, ContainerState::Created, host_pid, &b.dir, spec),
+            &crate::state::document(id, ContainerState::Created, host_pid, &b.dir, spec),
         )?;
     }
     crate::rootfs::pivot(&root)?;
@@ -67,7 +67,7 @@ pub fn run(
     // `start` opens the fifo; startContainer hooks run before the byte that lets `start` return.
     let start = wait_for_start(fifo).and_then(|mut f| {
         if let Some(h) = hooks.start_container() {
-            let state = crate::hooks::state(id, ContainerState::Running, host_pid, &b.dir, spec);
+            let state = crate::state::document(id, ContainerState::Running, host_pid, &b.dir, spec);
             crate::hooks::run("startContainer", h, &state)?;
         }
         f.write_all(b"0").map_err(|e| err!("writing the exec fifo: {e}"))

@@ -62,7 +62,7 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
     }
     std::fs::remove_file(&fifo_path).map_err(Error::io("removing", &fifo_path))?;
     if let Some(h) = rec.spec.hooks().as_ref().and_then(|h| h.poststart().clone()) {
-        let state = crate::hooks::state(id, ContainerState::Running, rec.pid, &rec.bundle, &rec.spec);
+        let state = crate::state::document(id, ContainerState::Running, rec.pid, &rec.bundle, &rec.spec);
         if let Err(e) = crate::hooks::run("poststart", &h, &state) {
             crate::log::warn(&e.to_string());
         }
@@ -130,7 +130,7 @@ pub fn delete(root: &Path, id: &str, force: bool) -> Result<()> {
     cg.remove()?;
     crate::create::remove_default_parent(&cg);
     if let Some(h) = rec.spec.hooks().as_ref().and_then(|h| h.poststop().clone()) {
-        let state = crate::hooks::state(id, ContainerState::Stopped, rec.pid, &rec.bundle, &rec.spec);
+        let state = crate::state::document(id, ContainerState::Stopped, rec.pid, &rec.bundle, &rec.spec);
         if let Err(e) = crate::hooks::run("poststop", &h, &state) {
             crate::log::warn(&e.to_string());
         }

@@ -134,7 +134,7 @@ impl From<Status> for ContainerState {
 }
 
 /// The runtime spec's state document of container `id` (oci-spec's `State`), as JSON: what hooks read on
-/// stdin, and the core of [`Record::oci_state`].
+/// stdin (`hooks::run`), and the core of [`Record::oci_state`].
 pub(crate) fn document(
     id: &str,
     status: ContainerState,

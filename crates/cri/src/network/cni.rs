@@ -381,6 +381,29 @@ mod tests {
         }
     }
 
+    /// Plugin `name` in `dir`'s bin/, running `script`; a network of it alone, and an attachment to apply it to.
+    fn one_plugin(dir: &Path, name: &str, script: &str) -> (NetConf, Attachment) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        let fake = dir.join("bin").join(name);
+        std::fs::write(&fake, script).unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let net = NetConf {
+            name: "n".into(),
+            version: "1.0.0".into(),
+            plugins: vec![json!({ "type": name })],
+            file: PathBuf::new(),
+        };
+        let at = Attachment {
+            id: "x".into(),
+            netns: "/nonexistent".into(),
+            ifname: "eth0".into(),
+            args: vec![],
+            ports: vec![],
+        };
+        (net, at)
+    }
+
     #[test]
     fn the_first_config_wins_and_a_single_conf_becomes_a_list() {
         let d = tempfile::tempdir().unwrap();
@@ -429,36 +452,16 @@ mod tests {
 
     #[test]
     fn a_plugin_past_its_deadline_is_killed_with_what_it_started() {
-        use std::os::unix::fs::PermissionsExt;
         let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir(d.path().join("bin")).unwrap();
         let sleeper = d.path().join("sleeper");
-        let fake = d.path().join("bin/hang");
-        std::fs::write(
-            &fake,
-            format!(
-                "#!/bin/sh\nsleep 30 &\necho $! > {}\ncat >/dev/null\nwait\n",
-                sleeper.display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let script = format!(
+            "#!/bin/sh\nsleep 30 &\necho $! > {}\ncat >/dev/null\nwait\n",
+            sleeper.display()
+        );
+        let (net, at) = one_plugin(d.path(), "hang", &script);
         let cni = Cni {
             plugin_timeout: Duration::from_secs(1),
             ..cni(d.path())
-        };
-        let net = NetConf {
-            name: "n".into(),
-            version: "1.0.0".into(),
-            plugins: vec![json!({"type": "hang"})],
-            file: PathBuf::new(),
-        };
-        let at = Attachment {
-            id: "x".into(),
-            netns: "/nonexistent".into(),
-            ifname: "eth0".into(),
-            args: vec![],
-            ports: vec![],
         };
         let started = Instant::now();
         let e = cni.add(&net, &at).unwrap_err();
@@ -487,28 +490,8 @@ mod tests {
     #[test]
     fn a_plugin_error_is_reported_with_its_message() {
         let d = tempfile::tempdir().unwrap();
-        std::fs::create_dir(d.path().join("bin")).unwrap();
-        let fake = d.path().join("bin/fail");
-        std::fs::write(
-            &fake,
-            "#!/bin/sh\ncat >/dev/null\nprintf '{\"code\":7,\"msg\":\"no luck\",\"details\":\"for %s\"}' \"$CNI_COMMAND\"\nexit 1\n",
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let net = NetConf {
-            name: "n".into(),
-            version: "1.0.0".into(),
-            plugins: vec![json!({"type": "fail"})],
-            file: PathBuf::new(),
-        };
-        let at = Attachment {
-            id: "x".into(),
-            netns: "/nonexistent".into(),
-            ifname: "eth0".into(),
-            args: vec![],
-            ports: vec![],
-        };
+        let script = "#!/bin/sh\ncat >/dev/null\nprintf '{\"code\":7,\"msg\":\"no luck\",\"details\":\"for %s\"}' \"$CNI_COMMAND\"\nexit 1\n";
+        let (net, at) = one_plugin(d.path(), "fail", script);
         let e = cni(d.path()).add(&net, &at).unwrap_err();
         assert_eq!(
             e.to_string(),
