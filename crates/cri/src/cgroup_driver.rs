@@ -90,13 +90,44 @@ impl Driver {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ParentRoot(String);
 
+/// Why a cgroup parent, or the root parents must lie within, is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParentError {
+    /// A cgroupfs path that climbs.
+    #[error("a path with . or .. in it")]
+    DotDot,
+    /// Not a systemd slice name.
+    #[error("not a slice name (NAME.slice)")]
+    NotSlice,
+    /// A pod's parent outside the root.
+    #[error(
+        "{parent:?} is not within {root:?}, the node's cgroup_parent_root ([runtime] in criusd's config)"
+    )]
+    Outside {
+        /// The pod's parent.
+        parent: String,
+        /// The root.
+        root: String,
+    },
+    /// The root itself is not in the driver's form.
+    #[error("cgroup_parent_root {root:?}: {why}")]
+    Root {
+        /// The root as configured.
+        root: String,
+        /// Why.
+        why: Box<ParentError>,
+    },
+}
+
 impl ParentRoot {
     /// The root `root` in `driver`'s form; an error naming it when it is not one.
-    pub fn new(driver: Driver, root: &str) -> Result<ParentRoot, String> {
+    pub fn new(driver: Driver, root: &str) -> Result<ParentRoot, ParentError> {
         let r = ParentRoot(root.to_string());
         if !r.is_any() {
-            r.parts(driver, root)
-                .map_err(|e| format!("cgroup_parent_root {root:?}: {e}"))?;
+            r.parts(driver, root).map_err(|e| ParentError::Root {
+                root: root.to_string(),
+                why: Box::new(e),
+            })?;
         }
         Ok(r)
     }
@@ -107,7 +138,7 @@ impl ParentRoot {
     }
 
     /// The cgroup's components below the cgroup2 mount, as `driver` reads `name`.
-    fn parts(&self, driver: Driver, name: &str) -> Result<Vec<String>, String> {
+    fn parts(&self, driver: Driver, name: &str) -> Result<Vec<String>, ParentError> {
         match driver {
             Driver::Cgroupfs => {
                 let parts: Vec<String> = name
@@ -116,18 +147,18 @@ impl ParentRoot {
                     .map(String::from)
                     .collect();
                 if parts.iter().any(|p| p == "." || p == "..") {
-                    return Err("a path with . or .. in it".into());
+                    return Err(ParentError::DotDot);
                 }
                 Ok(parts)
             }
             Driver::Systemd => crius_oci::cgroup::systemd::expand_slice(name)
                 .map(|p| p.iter().map(|c| c.to_string_lossy().into_owned()).collect())
-                .map_err(|_| "not a slice name (NAME.slice)".into()),
+                .map_err(|_| ParentError::NotSlice),
         }
     }
 
     /// Checks a pod's `parent` against the root: empty (crius's own default) or within it.
-    pub fn check(&self, driver: Driver, parent: &str) -> Result<(), String> {
+    pub fn check(&self, driver: Driver, parent: &str) -> Result<(), ParentError> {
         if parent.is_empty() {
             return Ok(());
         }
@@ -137,10 +168,10 @@ impl ParentRoot {
         }
         let root = self.parts(driver, &self.0)?;
         if !p.starts_with(&root) {
-            return Err(format!(
-                "{parent:?} is not within {:?}, the node's cgroup_parent_root ([runtime] in criusd's config)",
-                self.0
-            ));
+            return Err(ParentError::Outside {
+                parent: parent.to_string(),
+                root: self.0.clone(),
+            });
         }
         Ok(())
     }
@@ -230,7 +261,10 @@ mod tests {
             "/kube",
         ] {
             let e = kube.check(fs, bad).unwrap_err();
-            assert!(e.contains("cgroup_parent_root") || e.contains(".."), "{bad}: {e}");
+            assert!(
+                matches!(e, ParentError::Outside { .. } | ParentError::DotDot),
+                "{bad}: {e}"
+            );
         }
         let sd = Driver::Systemd;
         let kube = ParentRoot::new(sd, "kubepods.slice").unwrap();

@@ -44,7 +44,7 @@ impl Host {
         let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
         let image_file = |rel: &str| {
             super::image_files::read_in_root(input.rootfs, rel, super::image_files::MAX_IMAGE_FILE)
-                .map_err(|why| Error::invalid(CALL, format!("the image's /{rel}"), why))
+                .map_err(|why| Error::invalid(CALL, format!("the image's /{rel}"), why.to_string()))
         };
         Ok(Host {
             bounding: bounding_set(),
@@ -65,7 +65,7 @@ impl Host {
             ) {
                 Ok(super::seccomp::Wanted::Localhost(p)) => {
                     // Capped: a profile is kilobytes; a FIFO or /dev/zero must not hold criusd.
-                    Some(super::image_files::read_capped(&p, 1 << 20))
+                    Some(super::image_files::read_capped(&p, 1 << 20).map_err(|e| e.to_string()))
                 }
                 _ => None,
             },

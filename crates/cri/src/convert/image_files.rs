@@ -12,14 +12,54 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+/// Why a file was not read; shown after the file's name ("the image's /etc/passwd is a FIFO...").
+#[derive(Debug, thiserror::Error)]
+pub enum Unreadable {
+    /// The rootfs itself could not be opened.
+    #[error("opening the rootfs {}: {source}", .rootfs.display())]
+    Rootfs {
+        /// The rootfs.
+        rootfs: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The path holds a NUL byte.
+    #[error("has a NUL byte")]
+    Nul,
+    /// Opening or reading it failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// It is not a regular file: a FIFO, a device, a directory, a socket.
+    #[error("is not a regular file (it is {0})")]
+    NotRegular(&'static str),
+    /// It is larger than the cap.
+    #[error("is {len} bytes, more than the {max} read")]
+    TooLarge {
+        /// Its size.
+        len: u64,
+        /// The cap.
+        max: u64,
+    },
+    /// It grew past the cap while it was read.
+    #[error("is more than the {0} bytes read")]
+    Grew(u64),
+    /// It is not text.
+    #[error("is not UTF-8 text")]
+    NotUtf8,
+}
+
 /// The most read of an image's passwd or group file (containerd reads them whole; real ones are kilobytes).
 pub const MAX_IMAGE_FILE: u64 = 1 << 20;
 
 /// The text of `rel` (e.g. `etc/passwd`) inside the image rootfs at `rootfs`: empty if it does not exist, an
 /// error saying why if it is not a regular file, is larger than `max` bytes, or cannot be read.
-pub fn read_in_root(rootfs: &Path, rel: &str, max: u64) -> Result<String, String> {
-    let root = File::open(rootfs).map_err(|e| format!("opening the rootfs {}: {e}", rootfs.display()))?;
-    let path = CString::new(rel).map_err(|_| "has a NUL byte".to_string())?;
+pub fn read_in_root(rootfs: &Path, rel: &str, max: u64) -> Result<String, Unreadable> {
+    let root = File::open(rootfs).map_err(|source| Unreadable::Rootfs {
+        rootfs: rootfs.to_path_buf(),
+        source,
+    })?;
+    let path = CString::new(rel).map_err(|_| Unreadable::Nul)?;
     // SAFETY: open_how is plain integers, for which zero is valid.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = (libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY) as u64;
@@ -45,9 +85,9 @@ pub fn read_in_root(rootfs: &Path, rel: &str, max: u64) -> Result<String, String
             Some(libc::ENOSYS) => match open_nonblocking(&rootfs.join(rel), libc::O_NOFOLLOW) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(e.into()),
             },
-            _ => return Err(e.to_string()),
+            _ => return Err(e.into()),
         }
     };
     read_regular(file, max)
@@ -55,8 +95,8 @@ pub fn read_in_root(rootfs: &Path, rel: &str, max: u64) -> Result<String, String
 
 /// The regular file at host path `p`, at most `max` bytes; a FIFO, device or larger file is refused without
 /// blocking.
-pub fn read_capped(p: &Path, max: u64) -> Result<String, String> {
-    let file = open_nonblocking(p, 0).map_err(|e| e.to_string())?;
+pub fn read_capped(p: &Path, max: u64) -> Result<String, Unreadable> {
+    let file = open_nonblocking(p, 0)?;
     read_regular(file, max)
 }
 
@@ -68,8 +108,8 @@ fn open_nonblocking(p: &Path, extra: i32) -> std::io::Result<File> {
         .open(p)
 }
 
-fn read_regular(file: File, max: u64) -> Result<String, String> {
-    let meta = file.metadata().map_err(|e| e.to_string())?;
+fn read_regular(file: File, max: u64) -> Result<String, Unreadable> {
+    let meta = file.metadata()?;
     let kind = meta.file_type();
     if !kind.is_file() {
         use std::os::unix::fs::FileTypeExt;
@@ -82,20 +122,18 @@ fn read_regular(file: File, max: u64) -> Result<String, String> {
         } else {
             "a socket or other special file"
         };
-        return Err(format!("is not a regular file (it is {what})"));
+        return Err(Unreadable::NotRegular(what));
     }
     if meta.len() > max {
-        return Err(format!("is {} bytes, more than the {max} read", meta.len()));
+        return Err(Unreadable::TooLarge { len: meta.len(), max });
     }
     let mut bytes = Vec::new();
     // The size can grow after the stat: never more than the cap is read.
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+    file.take(max + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
-        return Err(format!("is more than the {max} bytes read"));
+        return Err(Unreadable::Grew(max));
     }
-    String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_string())
+    String::from_utf8(bytes).map_err(|_| Unreadable::NotUtf8)
 }
 
 #[cfg(test)]
@@ -145,16 +183,27 @@ mod tests {
         )
         .unwrap();
         let e = read_in_root(r.path(), "etc/group", MAX_IMAGE_FILE).unwrap_err();
-        assert!(e.contains("FIFO"), "{e}");
+        assert!(matches!(e, Unreadable::NotRegular("a FIFO")), "{e}");
+        assert_eq!(e.to_string(), "is not a regular file (it is a FIFO)");
         std::fs::create_dir_all(r.path().join("dev")).unwrap();
         std::os::unix::fs::symlink("/dev/zero", r.path().join("etc/passwd")).unwrap();
         // In the rootfs, /dev/zero is whatever the image has: here nothing; the host's /dev/zero is not read.
         assert_eq!(read_in_root(r.path(), "etc/passwd", MAX_IMAGE_FILE).unwrap(), "");
         let e = read_capped(Path::new("/dev/zero"), MAX_IMAGE_FILE).unwrap_err();
-        assert!(e.contains("device"), "{e}");
+        assert!(matches!(e, Unreadable::NotRegular("a device")), "{e}");
         let big = r.path().join("etc/big");
         File::create(&big).unwrap().set_len(MAX_IMAGE_FILE + 1).unwrap();
         let e = read_in_root(r.path(), "etc/big", MAX_IMAGE_FILE).unwrap_err();
-        assert!(e.contains("more than"), "{e}");
+        assert!(
+            matches!(
+                e,
+                Unreadable::TooLarge {
+                    max: MAX_IMAGE_FILE,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("more than"), "{e}");
     }
 }

@@ -226,7 +226,7 @@ impl Pods {
         if let Some(l) = &config.linux {
             self.cgroup_parent_root
                 .check(self.cgroup_driver, &l.cgroup_parent)
-                .map_err(|e| Error::invalid(CALL, "linux.cgroup_parent", e))?;
+                .map_err(|e| Error::invalid(CALL, "linux.cgroup_parent", e.to_string()))?;
         }
         let runtime = self.handlers.find(CALL, &handler)?.runtime.clone();
         let id = random_id().map_err(|e| Error::io("reading /dev/urandom", e))?;
