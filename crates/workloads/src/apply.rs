@@ -2,9 +2,12 @@
 //! then each created, left unchanged, or updated as the API server allows: a pod's containers' resources
 //! only (through a resize), a workload's spec (its controller follows), a ConfigMap's or Secret's data.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use serde::Deserialize;
 
+use k8s_openapi::api::batch::v1::Job;
+
+use crate::object::{Kept, Object, kind_named, object_key};
 use crate::{Entry, Error, Kind, Service, key, record, status};
 use crius_pod::manifest::PodDef;
 
@@ -21,15 +24,15 @@ pub struct Applied {
     pub action: &'static str,
 }
 
-/// The engine's definition of a kept pod.
+/// The engine's definition of a kept pod (its record's metadata and spec, read as a manifest's pod).
 pub(super) fn def_of(pod: &Pod) -> Result<PodDef, crius_pod::Error> {
-    let doc = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": pod.metadata,
-        "spec": pod.spec,
-    });
-    let mut m = crius_pod::manifest::parse(&doc.to_string(), "the pod's record")?;
+    let doc = Pod {
+        metadata: pod.metadata.clone(),
+        spec: pod.spec.clone(),
+        status: None,
+    };
+    let text = serde_json::to_string(&doc).unwrap_or_default();
+    let mut m = crius_pod::manifest::parse(&text, "the pod's record")?;
     m.pods
         .pop()
         .ok_or_else(|| crius_pod::Error::manifest("the pod's record", "no pod"))
@@ -51,24 +54,28 @@ fn documents(text: &str, source: &str) -> Result<Vec<serde_json::Value>, Error> 
 }
 
 /// A pod's spec as applied, without what the node set (`nodeName`).
-fn applied_spec(pod: &Pod) -> serde_json::Value {
+fn applied_spec(pod: &Pod) -> PodSpec {
     let mut spec = pod.spec.clone().unwrap_or_default();
     spec.node_name = None;
-    serde_json::to_value(spec).unwrap_or_default()
+    spec
 }
 
 /// `spec` without its containers' resources.
-fn without_resources(mut spec: serde_json::Value) -> serde_json::Value {
-    for list in ["containers", "initContainers"] {
-        if let Some(cs) = spec.get_mut(list).and_then(|c| c.as_array_mut()) {
-            for c in cs {
-                if let Some(c) = c.as_object_mut() {
-                    c.remove("resources");
-                }
-            }
-        }
+fn without_resources(mut spec: PodSpec) -> PodSpec {
+    for c in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
+        c.resources = None;
     }
     spec
+}
+
+/// One document of a manifest, typed.
+enum Doc {
+    Pod(Box<Pod>),
+    Object(Box<Kept>),
 }
 
 impl Service {
@@ -80,30 +87,33 @@ impl Service {
         let mut plan = Vec::new();
         for (n, v) in docs.into_iter().enumerate() {
             let at = format!("{source}, document {}", n + 1);
-            let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-            let kind = Kind::of_object(kind)
+            let kind = kind_named(&v);
+            let kind = Kind::of_object(&kind)
                 .ok_or_else(|| Error::invalid(format!("{at}: kind {kind:?} is not kept by crius")))?;
-            if kind == Kind::Pod {
-                let pod: Pod =
-                    serde_json::from_value(v.clone()).map_err(|e| Error::invalid(format!("{at}: {e}")))?;
-                def_of(&pod).map_err(|e| Error::invalid(format!("{at}: {e}")))?;
+            let invalid = |e: &dyn std::fmt::Display| Error::invalid(format!("{at}: {e}"));
+            let doc = if kind == Kind::Pod {
+                let pod: Pod = serde_json::from_value(v).map_err(|e| invalid(&e))?;
+                def_of(&pod).map_err(|e| invalid(&e))?;
                 self.check_pod_update(&pod, &at)?;
+                Doc::Pod(Box::new(pod))
             } else {
                 crius_pod::manifest::parse(&v.to_string(), &at).map_err(Error::invalid)?;
-                self.check_object_update(kind, &v, &at)?;
-            }
-            plan.push((kind, v));
+                let w = Kept::from_json(kind, v).map_err(|e| invalid(&e))?;
+                self.check_object_update(&w, &at)?;
+                Doc::Object(Box::new(w))
+            };
+            plan.push((kind, doc));
         }
         let mut out = Vec::new();
-        for (kind, v) in plan {
-            let (_, namespace, name) = record::object_names(&v);
-            let action = if dry_run {
-                "unchanged"
-            } else if kind == Kind::Pod {
-                let pod: Pod = serde_json::from_value(v).map_err(Error::invalid)?;
-                self.apply_pod(pod)?
-            } else {
-                self.apply_object(kind, v)?
+        for (kind, doc) in plan {
+            let (namespace, name) = match &doc {
+                Doc::Pod(pod) => record::names(&pod.metadata),
+                Doc::Object(w) => w.names(),
+            };
+            let action = match doc {
+                _ if dry_run => "unchanged",
+                Doc::Pod(pod) => self.apply_pod(*pod)?,
+                Doc::Object(w) => self.apply_object(*w)?,
             };
             out.push(Applied {
                 kind: kind.qualified(),
@@ -134,14 +144,18 @@ impl Service {
     }
 
     /// A Job's pod template cannot change.
-    fn check_object_update(&self, kind: Kind, v: &serde_json::Value, at: &str) -> Result<(), Error> {
-        if kind != Kind::Job {
+    fn check_object_update(&self, w: &Kept, at: &str) -> Result<(), Error> {
+        let Object::Job(new) = &w.object else {
             return Ok(());
-        }
-        let (_, namespace, name) = record::object_names(v);
+        };
+        let (namespace, name) = w.names();
+        let template = |j: &Job| j.spec.as_ref().map(|s| s.template.clone());
         let o = self.lock();
-        if let Some(old) = o.others.get(&format!("Job/{namespace}/{name}"))
-            && old.pointer("/spec/template") != v.pointer("/spec/template")
+        if let Some(Object::Job(old)) = o
+            .others
+            .get(&object_key(Kind::Job, &namespace, &name))
+            .map(|k| &k.object)
+            && template(old) != template(new)
         {
             return Err(Error::invalid(format!(
                 "{at}: The Job {name:?} is invalid: spec.template: Invalid value: field is immutable"
@@ -219,43 +233,36 @@ impl Service {
         Ok(name)
     }
 
-    pub(super) fn apply_object(&self, kind: Kind, mut v: serde_json::Value) -> Result<&'static str, Error> {
-        let (_, namespace, name) = record::object_names(&v);
-        let k = format!("{}/{namespace}/{name}", kind.name());
+    /// Keeps object `w`: created, unchanged (what was applied and its labels are as kept), or configured (its
+    /// uid, creation time and status stay, its generation goes up).
+    pub(super) fn apply_object(&self, mut w: Kept) -> Result<&'static str, Error> {
+        let k = w.key();
         let old = self.lock().others.get(&k).cloned();
-        let content = |v: &serde_json::Value| {
-            let mut c = v.clone();
-            if let Some(o) = c.as_object_mut() {
-                o.remove("metadata");
-                o.remove("status");
-            }
-            (c, v.pointer("/metadata/labels").cloned())
-        };
-        let action = match &old {
-            Some(old) if content(old) == content(&v) => return Ok("unchanged"),
+        let (namespace, _) = w.names();
+        let action = match old {
+            Some(old) if old.content() == w.content() => return Ok("unchanged"),
             Some(old) => {
-                v["metadata"]["uid"] = old["metadata"]["uid"].clone();
-                v["metadata"]["creationTimestamp"] = old["metadata"]["creationTimestamp"].clone();
-                let generation = old
-                    .pointer("/metadata/generation")
-                    .and_then(|g| g.as_i64())
-                    .unwrap_or(1);
-                v["metadata"]["generation"] = (generation + 1).into();
-                if let Some(s) = old.get("status") {
-                    v["status"] = s.clone();
+                let (was, m) = (old.object.meta(), w.object.meta_mut());
+                m.uid.clone_from(&was.uid);
+                m.creation_timestamp.clone_from(&was.creation_timestamp);
+                m.generation = Some(was.generation.unwrap_or(1) + 1);
+                w.object.take_status(old.object);
+                if !old.status_extra.is_empty() {
+                    w.status_extra = old.status_extra;
                 }
                 "configured"
             }
             None => {
-                v["metadata"]["uid"] = crius_pod::node::uuid().into();
-                v["metadata"]["creationTimestamp"] = serde_json::to_value(status::now()).unwrap_or_default();
-                v["metadata"]["generation"] = 1.into();
+                let m = w.object.meta_mut();
+                m.uid = Some(crius_pod::node::uuid());
+                m.creation_timestamp = Some(status::now());
+                m.generation = Some(1);
                 "created"
             }
         };
-        v["metadata"]["namespace"] = namespace.into();
-        self.inner.store.records.save_object(&v)?;
-        self.lock().others.insert(k, v);
+        w.object.meta_mut().namespace = Some(namespace);
+        self.inner.store.records.save_object(&w)?;
+        self.lock().others.insert(k, w);
         self.inner.store.wake.notify_one();
         Ok(action)
     }

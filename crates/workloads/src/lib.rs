@@ -14,6 +14,20 @@
 //! records are read again and the engine takes each running pod back, its containers untouched
 //! ([`crius_pod::engine::Given`]). Deleting a pod terminates it as kubelet does, then removes its record and logs.
 //!
+//! Objects are typed: pods as k8s-openapi's `Pod`, workloads, ConfigMaps and Secrets as their kinds' structs
+//! (`object`), which the controllers and the API verbs read and change. JSON is left at the edges only:
+//! - a manifest's documents are read as JSON, then typed (`apply`); the engine reads a pod, ConfigMap or Secret
+//!   as a manifest's text (`apply::def_of`, `store::Store::kept_config`);
+//! - what was applied is kept as JSON beside the typed object, and compared as such, so that a re-apply of the
+//!   same manifest reads as unchanged and an older record writes back as it was (`object`'s doc says why);
+//! - the template hash of a Deployment or ReplicaSet is that of the applied template's JSON (the names of the
+//!   pods an older criusd made);
+//! - patches are JSON by nature: the resize subresource's three patch types (`patch`), the strategic merge
+//!   that applies a pod's new resources (`apply`), and `scale`'s merge patch of `spec.replicas` (each decoded,
+//!   patched as JSON, decoded again);
+//! - a ReplicaSet's `updatedReplicas`, which its typed status lacks, is kept as JSON (`object::Kept`);
+//! - records on disk, the API's output, and events are Kubernetes' JSON.
+//!
 //! Crates: `json-patch` applies `kubectl patch`'s RFC 6902 and RFC 7386 patches (all six RFC 6902 operations,
 //! where ours had four); the strategic merge stays ours (`patch`).
 
@@ -38,6 +52,7 @@ mod events;
 pub mod grpc;
 mod kinds;
 mod logs;
+mod object;
 mod patch;
 pub mod record;
 mod resize;
@@ -46,6 +61,7 @@ mod store;
 
 pub use error::{Error, Result};
 pub use kinds::Kind;
+use object::Kept;
 pub use store::Change;
 use store::{Entry, Objects, Store};
 
@@ -128,9 +144,8 @@ impl Service {
         }
         {
             let mut o = service.lock();
-            for v in others {
-                let (kind, namespace, name) = record::object_names(&v);
-                o.others.insert(format!("{kind}/{namespace}/{name}"), v);
+            for w in others {
+                o.others.insert(w.key(), w);
             }
         }
         for r in pods {
@@ -326,19 +341,23 @@ impl Service {
         let namespace = ns(namespace);
         let selector = kinds::Selector::parse(selector)?;
         let o = self.lock();
-        let mut out: Vec<serde_json::Value> = if kind == Kind::Pod {
-            o.pods.values().map(|e| pod_json(&e.record.pod)).collect()
+        let wanted = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            let (n, nm) = record::names(m);
+            (all || n == namespace) && (name.is_empty() || nm == name) && selector.matches(m.labels.as_ref())
+        };
+        let out: Vec<serde_json::Value> = if kind == Kind::Pod {
+            o.pods
+                .values()
+                .filter(|e| wanted(&e.record.pod.metadata))
+                .map(|e| pod_json(&e.record.pod))
+                .collect()
         } else {
             o.others
-                .iter()
-                .filter(|(k, _)| k.starts_with(&format!("{}/", kind.name())))
-                .map(|(_, v)| v.clone())
+                .values()
+                .filter(|w| w.kind() == kind && wanted(w.object.meta()))
+                .map(Kept::to_json)
                 .collect()
         };
-        out.retain(|v| {
-            let (_, n, nm) = record::object_names(v);
-            (all || n == namespace) && (name.is_empty() || nm == name) && selector.matches(v)
-        });
         if !name.is_empty() && out.is_empty() {
             return Err(Error::NotFound {
                 kind,
@@ -362,7 +381,7 @@ impl Service {
         if kind == Kind::Pod {
             self.delete_pod(&key(&namespace, name), grace_s)?;
         } else {
-            let k = format!("{}/{namespace}/{name}", kind.name());
+            let k = object::object_key(kind, &namespace, name);
             let removed = self.lock().others.remove(&k);
             if removed.is_none() {
                 return Err(Error::NotFound {
@@ -426,10 +445,10 @@ impl Service {
     }
 }
 
-/// A pod as the API gives it.
+/// A pod as the API gives it (k8s-openapi writes its `apiVersion` and `kind`).
 fn pod_json(p: &Pod) -> serde_json::Value {
-    let mut v = serde_json::to_value(p).unwrap_or_default();
-    v["apiVersion"] = "v1".into();
-    v["kind"] = "Pod".into();
-    v
+    serde_json::to_value(p).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests;

@@ -278,21 +278,18 @@ impl Service {
 /// What the API server refuses in a resize.
 fn check(old: &Pod, new: &Pod) -> Result<(), String> {
     let strip = |p: &Pod| {
-        let mut s = serde_json::to_value(&p.spec).unwrap_or_default();
-        for list in ["containers", "initContainers"] {
+        let mut s = p.spec.clone();
+        if let Some(s) = s.as_mut() {
             for c in s
-                .get_mut(list)
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
+                .containers
+                .iter_mut()
+                .chain(s.init_containers.iter_mut().flatten())
             {
-                if let Some(c) = c.as_object_mut() {
-                    c.remove("resources");
-                    c.remove("resizePolicy");
-                }
+                c.resources = None;
+                c.resize_policy = None;
             }
         }
-        (s, serde_json::to_value(&p.metadata).unwrap_or_default())
+        (s, p.metadata.clone())
     };
     if strip(old) != strip(new) {
         return Err("spec: Forbidden: only cpu and memory resources are mutable".into());

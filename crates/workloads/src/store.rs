@@ -1,5 +1,5 @@
 //! The pod service's small shared store: every object kept, by key, behind one lock (pods with their engines'
-//! control channels; workloads, ConfigMaps and Secrets as Kubernetes' JSON), their records on disk
+//! control channels; workloads, ConfigMaps and Secrets typed, as [`Kept`]), their records on disk
 //! ([`crate::record`]), the watchers' channel of pod changes, and the wake-up of the controllers. The API
 //! and the per-kind controllers read and change objects through it; none holds its lock across an `.await`.
 
@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use k8s_openapi::api::core::v1::Pod;
-use serde_json::Value;
 use tokio::sync::{Notify, broadcast, mpsc};
 
 use crate::Error;
+use crate::object::{Kept, Object};
 use crate::record::{PodRecord, Records};
 use crius_pod::engine::Control;
 use crius_pod::manifest::{Manifest, PodDef};
@@ -38,8 +38,8 @@ pub(crate) struct Entry {
 pub(crate) struct Objects {
     /// Pods by `namespace/name`.
     pub(crate) pods: BTreeMap<String, Entry>,
-    /// Workloads, ConfigMaps and Secrets by `Kind/namespace/name`, as JSON.
-    pub(crate) others: BTreeMap<String, Value>,
+    /// Workloads, ConfigMaps and Secrets by `Kind/namespace/name`, typed.
+    pub(crate) others: BTreeMap<String, Kept>,
 }
 
 /// The store.
@@ -88,19 +88,18 @@ impl Store {
         }
     }
 
-    /// Keeps workload `v`'s new state (its controller's), unless it was deleted meanwhile.
-    pub(crate) fn save_workload(&self, v: Value) {
-        let (kind, namespace, name) = crate::record::object_names(&v);
-        let k = format!("{kind}/{namespace}/{name}");
+    /// Keeps workload `w`'s new state (its controller's), unless it was deleted meanwhile.
+    pub(crate) fn save_workload(&self, w: Kept) {
+        let k = w.key();
         let mut o = self.lock();
         // Deleted meanwhile: not brought back.
         if !o.others.contains_key(&k) {
             return;
         }
-        if let Err(e) = self.records.save_object(&v) {
+        if let Err(e) = self.records.save_object(&w) {
             tracing::warn!("pod service: {e}");
         }
-        o.others.insert(k, v);
+        o.others.insert(k, w);
     }
 
     /// The pods whose owner has uid `uid`, by key.
@@ -140,16 +139,17 @@ impl Store {
 
     /// The ConfigMaps and Secrets kept, as the engine reads them.
     pub(crate) fn kept_config(&self) -> Manifest {
-        let others: Vec<Value> = self
+        let others: Vec<String> = self
             .lock()
             .others
-            .iter()
-            .filter(|(k, _)| k.starts_with("ConfigMap/") || k.starts_with("Secret/"))
-            .map(|(_, v)| v.clone())
+            .values()
+            .filter(|w| matches!(w.object, Object::ConfigMap(_) | Object::Secret(_)))
+            .map(|w| w.to_json().to_string())
             .collect();
+        // The engine reads them as a manifest's documents.
         let mut m = Manifest::default();
-        for v in others {
-            if let Ok(one) = crius_pod::manifest::parse(&v.to_string(), "a kept object") {
+        for text in others {
+            if let Ok(one) = crius_pod::manifest::parse(&text, "a kept object") {
                 m.merge(one);
             }
         }

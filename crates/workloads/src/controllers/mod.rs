@@ -17,16 +17,16 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value;
 
+use crate::object::{Kept, Object, object_key};
 use crate::{Kind, Service, status};
 
 mod job;
 mod replicas;
 
-/// One kind's controller: from workload `w` as stored, it makes and removes the pods `w` asks for (through
-/// the service, which runs them) and returns `w`'s next state (None: nothing to do, `w` does not read as its
-/// kind).
+/// One kind's controller: from workload `w` as kept, it makes and removes the pods `w` asks for (through
+/// the service, which runs them) and sets `w`'s status (`w` of another kind is left as it is).
 trait Controller: Sync {
-    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value>;
+    fn reconcile(&self, s: &Service, w: &mut Kept);
 }
 
 /// The controller of workloads of `kind`.
@@ -101,50 +101,34 @@ fn template_hash(template: &Value) -> String {
         .collect()
 }
 
-/// A typed object as the store keeps it (Kubernetes' JSON, `apiVersion` and `kind` included).
-fn to_json<T: serde::Serialize>(object: &T) -> Option<Value> {
-    serde_json::to_value(object).ok()
-}
-
-/// Workload `w` as stored, with the status its controller computed: the rest of the stored JSON is kept as
-/// it was applied (a typed round trip would add the defaults of fields it lacks, and a re-apply of the same
-/// manifest would no longer read as unchanged).
-fn with_status<T: serde::Serialize>(w: &Value, status: &Option<T>) -> Option<Value> {
-    let mut out = w.clone();
-    if let Some(st) = status {
-        out["status"] = serde_json::to_value(st).ok()?;
-    }
-    Some(out)
-}
-
 impl Service {
     fn reconcile(&self) {
-        let workloads: Vec<Value> = self
+        let workloads: Vec<Kept> = self
             .lock()
             .others
-            .iter()
-            .filter(|(k, _)| !k.starts_with("ConfigMap/") && !k.starts_with("Secret/"))
-            .map(|(_, v)| v.clone())
+            .values()
+            .filter(|w| !matches!(w.object, Object::ConfigMap(_) | Object::Secret(_)))
+            .cloned()
             .collect();
         for w in workloads {
-            let kind = w.get("kind").and_then(Value::as_str).and_then(Kind::of_object);
-            let next = kind.and_then(controller).and_then(|c| c.reconcile(self, &w));
-            if let Some(next) = next
-                && next != w
-            {
+            let Some(c) = controller(w.kind()) else {
+                continue;
+            };
+            let mut next = w.clone();
+            c.reconcile(self, &mut next);
+            if next != w {
                 self.save_workload(next);
             }
         }
     }
 
-    fn save_workload(&self, v: Value) {
-        self.inner.store.save_workload(v);
+    fn save_workload(&self, w: Kept) {
+        self.inner.store.save_workload(w);
     }
 
     /// The pods workload `w` owns, by key.
-    fn pods_of(&self, w: &Value) -> Vec<(String, Pod)> {
-        let uid = w.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
-        self.inner.store.pods_of(uid)
+    fn pods_of(&self, w: &ObjectMeta) -> Vec<(String, Pod)> {
+        self.inner.store.pods_of(w.uid.as_deref().unwrap_or(""))
     }
 
     /// Makes a pod of `w`'s template (`template` under it) named `name`, with `labels` added.
@@ -192,7 +176,7 @@ impl Service {
     /// Sets the replicas of workload `kind namespace/name` (a Job's parallelism).
     pub fn scale(&self, kind: Kind, namespace: &str, name: &str, replicas: i32) -> Result<(), crate::Error> {
         let namespace = crate::ns(namespace);
-        let k = format!("{}/{namespace}/{name}", kind.name());
+        let k = object_key(kind, namespace, name);
         let field = match kind {
             Kind::Deployment | Kind::ReplicaSet | Kind::StatefulSet => "replicas",
             Kind::Job => "parallelism",
@@ -206,7 +190,7 @@ impl Service {
         if replicas < 0 {
             return Err(crate::Error::invalid(format!("replicas {replicas} is negative")));
         }
-        let mut v = self
+        let w = self
             .lock()
             .others
             .get(&k)
@@ -215,14 +199,17 @@ impl Service {
                 kind,
                 name: name.into(),
             })?;
-        v["spec"][field] = replicas.into();
         if kind != Kind::Job && replicas as u64 > crius_pod::manifest::MAX_REPLICAS {
             return Err(crate::Error::invalid(format!(
                 "replicas {replicas} is more than the {} pods a node runs",
                 crius_pod::manifest::MAX_REPLICAS
             )));
         }
-        self.save_workload(v);
+        // A merge patch of what was applied, read again as its kind: the next apply of the manifest finds the
+        // change, as the API server's last-applied comparison does.
+        let mut v = w.to_json();
+        crate::patch::merge(&mut v, &serde_json::json!({"spec": {field: replicas}}));
+        self.save_workload(Kept::from_json(kind, v)?);
         self.inner.store.wake.notify_one();
         Ok(())
     }
