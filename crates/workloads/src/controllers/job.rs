@@ -5,12 +5,13 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::*;
+use crate::object::object_key;
 
 /// The Job controller, on the typed [`Job`].
 pub(super) struct Jobs;
 
 impl Controller for Jobs {
-    fn reconcile(&self, s: &Service, w: &mut Kept) {
+    fn reconcile(&self, s: &Workloads, w: &mut Kept) {
         let Object::Job(job) = &mut w.object else {
             return;
         };
@@ -48,10 +49,7 @@ impl Controller for Jobs {
             if let (Some(ttl), Some(at)) = (spec.ttl_seconds_after_finished, at)
                 && now.0.as_second() >= at.0.as_second() + i64::from(ttl)
             {
-                let (me, ns) = (s.clone(), namespace);
-                tokio::spawn(async move {
-                    let _ = me.delete(Kind::Job, &ns, &name, None, false).await;
-                });
+                let _ = s.delete(Kind::Job, &namespace, &name, None);
             }
             st.active = count(active.len() as i64);
             return;
@@ -108,7 +106,7 @@ impl Controller for Jobs {
                 .filter(|(_, p)| phase(p) == "Failed")
                 .filter_map(|(_, p)| finished_at(p))
                 .max();
-            let base = s.inner.settings.engine.backoff.as_secs_f64();
+            let base = s.backoff.as_secs_f64();
             let wait = (base * 2f64.powi(failed as i32 - 1)).min(360.0);
             if last.is_some_and(|t| (now.0.as_millisecond() - t.as_millisecond()) as f64 / 1000.0 < wait) {
                 return;
@@ -133,7 +131,7 @@ impl Controller for Jobs {
 pub(super) struct CronJobs;
 
 impl Controller for CronJobs {
-    fn reconcile(&self, s: &Service, w: &mut Kept) {
+    fn reconcile(&self, s: &Workloads, w: &mut Kept) {
         let Object::CronJob(cron) = &mut w.object else {
             return;
         };
@@ -188,8 +186,8 @@ impl Controller for CronJobs {
         let made = serde_json::to_value(&job_object)
             .map_err(crate::Error::invalid)
             .and_then(|v| Kept::from_json(Kind::Job, v));
-        if !s.lock().others.contains_key(&k)
-            && let Err(e) = made.and_then(|j| s.apply_object(j))
+        if !s.store.objects().contains_key(&k)
+            && let Err(e) = made.and_then(|j| s.apply(j))
         {
             tracing::warn!("pod service: CronJob {name}: job {job}: {e}");
         }
@@ -203,8 +201,8 @@ impl Controller for CronJobs {
         let keep_ok = spec.successful_jobs_history_limit.unwrap_or(3).max(0) as usize;
         let keep_failed = spec.failed_jobs_history_limit.unwrap_or(1).max(0) as usize;
         let mut jobs: Vec<(Option<k8s_openapi::jiff::Timestamp>, bool, String)> = s
-            .lock()
-            .others
+            .store
+            .objects()
             .values()
             .filter_map(|j| match &j.object {
                 Object::Job(j) => Some(j.clone()),
@@ -231,10 +229,7 @@ impl Controller for CronJobs {
         for (ok, keep) in [(true, keep_ok), (false, keep_failed)] {
             let of: Vec<_> = jobs.iter().filter(|j| j.1 == ok).collect();
             for (_, _, n) in of.iter().take(of.len().saturating_sub(keep)) {
-                let (me, ns, n) = (s.clone(), namespace.clone(), n.clone());
-                tokio::spawn(async move {
-                    let _ = me.delete(Kind::Job, &ns, &n, None, false).await;
-                });
+                let _ = s.delete(Kind::Job, &namespace, n, None);
             }
         }
     }

@@ -13,7 +13,7 @@ use super::*;
 pub(super) struct Replicas;
 
 impl Controller for Replicas {
-    fn reconcile(&self, s: &Service, w: &mut Kept) {
+    fn reconcile(&self, s: &Workloads, w: &mut Kept) {
         let (meta, replicas, strategy, template) = match &w.object {
             Object::Deployment(d) => {
                 let spec = d.spec.clone().unwrap_or_default();
@@ -179,7 +179,7 @@ impl Controller for Replicas {
 pub(super) struct StatefulSets;
 
 impl Controller for StatefulSets {
-    fn reconcile(&self, s: &Service, w: &mut Kept) {
+    fn reconcile(&self, s: &Workloads, w: &mut Kept) {
         let Object::StatefulSet(set) = &mut w.object else {
             return;
         };
@@ -241,7 +241,7 @@ impl Controller for StatefulSets {
 pub(super) struct DaemonSets;
 
 impl Controller for DaemonSets {
-    fn reconcile(&self, s: &Service, w: &mut Kept) {
+    fn reconcile(&self, s: &Workloads, w: &mut Kept) {
         let Object::DaemonSet(set) = &mut w.object else {
             return;
         };

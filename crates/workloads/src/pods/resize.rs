@@ -12,8 +12,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, ResourceRequirements};
 use serde_json::Value;
 
+use super::Pods;
 use crate::patch::{json_patch, merge, strategic};
-use crate::{Allocatable, Error, Kind, Objects, Service, key, status};
+use crate::store::PodMap;
+use crate::{Allocatable, Error, Kind, key, status};
 use crius_pod::engine::Control;
 use crius_pod::report::Event;
 
@@ -72,9 +74,8 @@ fn requests(pod: &Pod, allocated: bool) -> (u64, u64) {
 }
 
 /// What the node's other live pods hold.
-fn used(o: &Objects, except: &str) -> (u64, u64) {
-    o.pods
-        .iter()
+fn used(o: &PodMap, except: &str) -> (u64, u64) {
+    o.iter()
         .filter(|(k, e)| {
             k.as_str() != except
                 && !matches!(
@@ -97,7 +98,7 @@ fn short_of(want: (u64, u64), used: (u64, u64), node: Allocatable) -> Option<(&'
 }
 
 /// kubelet's admission of a new pod: None when it fits, else the reason (`OutOfcpu`) and message.
-pub(super) fn admit_new(o: &Objects, pod: &Pod, node: Allocatable) -> Option<(String, String)> {
+pub(super) fn admit_new(o: &PodMap, pod: &Pod, node: Allocatable) -> Option<(String, String)> {
     let (namespace, name) = crate::record::names(&pod.metadata);
     let (res, want, used, cap) = short_of(requests(pod, false), used(o, &key(&namespace, &name)), node)?;
     Some((
@@ -179,7 +180,7 @@ pub(super) fn on_event(pod: &mut Pod, e: &Event) {
     }
 }
 
-impl Service {
+impl Pods {
     /// The resize subresource: patches pod `namespace/name`'s containers' resources (`patch_type`
     /// `strategic`, `merge` or `json`), then admits and actuates it. Returns the pod.
     pub fn resize(&self, namespace: &str, name: &str, patch: &str, patch_type: &str) -> Result<Value, Error> {
@@ -187,8 +188,8 @@ impl Service {
         let k = key(namespace, name);
         let body: Value = serde_yaml_ng::from_str(patch)
             .map_err(|e| Error::invalid(format!("the patch is not JSON or YAML: {e}")))?;
-        let mut o = self.lock();
-        let entry = o.pods.get_mut(&k).ok_or_else(|| Error::NotFound {
+        let mut o = self.store().pods();
+        let entry = o.get_mut(&k).ok_or_else(|| Error::NotFound {
             kind: Kind::Pod,
             name: name.into(),
         })?;
@@ -218,16 +219,16 @@ impl Service {
             ));
         }
         entry.record.pod.spec = new.spec;
-        if let Ok(d) = crate::apply::def_of(&entry.record.pod) {
+        if let Ok(d) = super::def_of(&entry.record.pod) {
             entry.def = d;
         }
         if let Some(st) = entry.record.pod.status.as_mut() {
             status::clear_condition(st, PENDING);
             status::clear_condition(st, IN_PROGRESS);
         }
-        let node = self.inner.settings.engine.allocatable;
+        let node = self.inner.engine.allocatable;
         decide(&mut o, &k, node);
-        let entry = o.pods.get(&k).ok_or_else(|| Error::NotFound {
+        let entry = o.get(&k).ok_or_else(|| Error::NotFound {
             kind: Kind::Pod,
             name: name.into(),
         })?;
@@ -239,10 +240,9 @@ impl Service {
     }
 
     /// Tries the Deferred resizes again, oldest first.
-    pub(super) fn retry_deferred(&self) {
-        let mut o = self.lock();
+    pub(crate) fn retry_deferred(&self) {
+        let mut o = self.store().pods();
         let mut waiting: Vec<(String, Option<k8s_openapi::jiff::Timestamp>)> = o
-            .pods
             .iter()
             .filter_map(|(k, e)| {
                 let c = e
@@ -258,11 +258,11 @@ impl Service {
             })
             .collect();
         waiting.sort_by_key(|(_, t)| *t);
-        let node = self.inner.settings.engine.allocatable;
+        let node = self.inner.engine.allocatable;
         let mut moved = Vec::new();
         for (k, _) in waiting {
             if decide(&mut o, &k, node)
-                && let Some(e) = o.pods.get(&k)
+                && let Some(e) = o.get(&k)
             {
                 self.persist(e);
                 moved.push(e.record.pod.clone());
@@ -364,9 +364,9 @@ fn check(old: &Pod, new: &Pod) -> Result<(), String> {
 
 /// Admits pod `k`'s resize: Infeasible, Deferred, or allocated and sent to its engine. Whether it moved
 /// past Deferred.
-fn decide(o: &mut Objects, k: &str, node: Allocatable) -> bool {
+fn decide(o: &mut PodMap, k: &str, node: Allocatable) -> bool {
     let used = used(o, k);
-    let Some(e) = o.pods.get_mut(k) else { return false };
+    let Some(e) = o.get_mut(k) else { return false };
     let pod = &mut e.record.pod;
     let actuate = to_actuate(pod);
     if actuate.is_empty() {
@@ -414,7 +414,7 @@ fn decide(o: &mut Objects, k: &str, node: Allocatable) -> bool {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -519,7 +519,7 @@ spec:
         let asks = |cpu: u64, mem: u64| -> Pod {
             serde_json::from_value(pod(&format!("{cpu}m"), &mem.to_string())).unwrap()
         };
-        let o = Objects::default();
+        let o = PodMap::default();
         let node = settings.engine.allocatable;
         assert_eq!(admit_new(&o, &asks(machine.milli_cpu + 500, 1), node), None);
         let (reason, message) = admit_new(&o, &asks(100, configured.memory + 1), node).unwrap();
