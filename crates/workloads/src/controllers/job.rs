@@ -186,9 +186,9 @@ impl Controller for CronJobs {
         let made = serde_json::to_value(&job_object)
             .map_err(crate::Error::invalid)
             .and_then(|v| Kept::from_json(Kind::Job, v));
-        if !s.store.objects().contains_key(&k)
-            && let Err(e) = made.and_then(|j| s.apply(j))
-        {
+        // The lock is let go before the apply, which takes it.
+        let made_before = s.store.objects().contains_key(&k);
+        if !made_before && let Err(e) = made.and_then(|j| s.apply(j)) {
             tracing::warn!("pod service: CronJob {name}: job {job}: {e}");
         }
         let Ok(stamp) = k8s_openapi::jiff::Timestamp::from_second(due) else {
@@ -280,5 +280,51 @@ mod tests {
         assert_eq!(spec.successful_jobs_history_limit, Some(2));
         assert_eq!(kept.to_json(), old);
         assert_eq!(serde_json::to_value(cron).unwrap(), old);
+    }
+
+    /// A CronJob that is due makes its Job (kept in the store, as an apply would), whose controller then asks
+    /// for its pod.
+    #[test]
+    fn a_due_cron_job_makes_its_job_and_the_job_its_pod() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let asked = Arc::new(super::super::tests::Asked::default());
+        let workloads = Workloads::new(store.clone(), asked.clone(), Duration::from_secs(1));
+        let since = status::now().0.as_second() - 150;
+        let created = k8s_openapi::jiff::Timestamp::from_second(since)
+            .unwrap()
+            .to_string();
+        let cron = serde_json::json!({"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "tick", "namespace": "default", "uid": "c-1", "creationTimestamp": created},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                "containers": [{"name": "t", "image": "busybox"}], "restartPolicy": "Never"}}}}}});
+        let w = Kept::from_json(Kind::CronJob, cron).unwrap();
+        store.objects().insert(w.key(), w);
+        workloads.reconcile();
+        let jobs: Vec<Kept> = store
+            .objects()
+            .values()
+            .filter(|w| w.kind() == Kind::Job)
+            .cloned()
+            .collect();
+        assert_eq!(jobs.len(), 1);
+        let owner = &jobs[0].object.meta().owner_references.as_ref().unwrap()[0];
+        assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("CronJob", "c-1"));
+        let Some(Object::CronJob(c)) = store
+            .objects()
+            .get("CronJob/default/tick")
+            .map(|w| w.object.clone())
+        else {
+            panic!("no CronJob")
+        };
+        assert!(c.status.and_then(|s| s.last_schedule_time).is_some());
+        workloads.reconcile();
+        let made = asked.made.lock().unwrap().clone();
+        assert_eq!(made.len(), 1);
+        let job_name = jobs[0].object.meta().name.clone().unwrap();
+        assert_eq!(
+            made[0].metadata.labels.as_ref().unwrap().get("job-name"),
+            Some(&job_name)
+        );
     }
 }

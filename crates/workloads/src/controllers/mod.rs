@@ -184,7 +184,7 @@ impl Workloads {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -199,9 +199,9 @@ mod tests {
 
     /// A pod maker that makes nothing, but remembers what it was asked.
     #[derive(Default)]
-    struct Asked {
-        made: std::sync::Mutex<Vec<Pod>>,
-        removed: std::sync::Mutex<Vec<String>>,
+    pub(super) struct Asked {
+        pub(super) made: std::sync::Mutex<Vec<Pod>>,
+        pub(super) removed: std::sync::Mutex<Vec<String>>,
     }
 
     impl PodControl for Asked {
