@@ -193,8 +193,10 @@ impl Pods {
             kind: Kind::Pod,
             name: name.into(),
         })?;
-        let old = entry.record.pod.clone();
-        let mut v = serde_json::to_value(&old).unwrap_or_default();
+        let mut v = serde_json::to_value(&entry.record.pod).unwrap_or_default();
+        // The kept pod as its JSON reads back, as the patched one is read (Kubernetes' times are written to the
+        // second): what differs between the two is the patch.
+        let old: Pod = serde_json::from_value(v.clone()).unwrap_or_else(|_| entry.record.pod.clone());
         let invalid = |m: String| Error::invalid(format!("Pod {name:?} is invalid: {m}"));
         match patch_type {
             "" | "strategic" => strategic(&mut v, &body).map_err(invalid)?,
@@ -425,6 +427,35 @@ pub(crate) mod tests {
                 "requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}}},
             {"name": "side", "image": "i"}
         ]}})
+    }
+
+    /// A kept pod's times are finer than their JSON (to the second): a resize still finds nothing but the
+    /// resources changed.
+    #[tokio::test]
+    async fn a_resize_of_a_kept_pod_with_fine_times_is_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(crate::store::Store::open(dir.path()).unwrap());
+        let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
+        let pods = Pods::new(store.clone(), Default::default(), channel);
+        let mut p: Pod = serde_json::from_value(pod("500m", "512Mi")).unwrap();
+        p.metadata.namespace = Some("default".into());
+        p.metadata.creation_timestamp = Some(status::now());
+        status::initial(&mut p, "node");
+        let entry = crate::store::Entry {
+            def: super::super::def_of(&p).unwrap(),
+            record: crate::record::PodRecord {
+                pod: p,
+                events: Vec::new(),
+            },
+            controls: None,
+        };
+        store.pods().insert("default/p".into(), entry);
+        let patch = r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"800m"},"limits":{"cpu":"800m"}}}]}}"#;
+        let got = pods.resize("default", "p", patch, "strategic").unwrap();
+        assert_eq!(
+            got["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "800m"
+        );
     }
 
     #[test]
