@@ -121,13 +121,7 @@ impl api::pod_service_server::PodService for Service {
             (r.all_namespaces || ns == namespace) && (r.name.is_empty() || name == r.name)
         };
         let mut changes = self.subscribe();
-        let now: Vec<_> = self
-            .lock()
-            .pods
-            .values()
-            .map(|e| e.record.pod.clone())
-            .filter(|p| wanted(p))
-            .collect();
+        let now = self.pods(&wanted);
         let (tx, rx) = mpsc::channel(64);
         tokio::spawn(async move {
             for p in now {

@@ -144,11 +144,10 @@ impl Selector {
         Ok(Selector(out))
     }
 
-    /// Whether object `v`'s labels match.
-    pub fn matches(&self, v: &serde_json::Value) -> bool {
-        let labels = v.pointer("/metadata/labels");
+    /// Whether an object of labels `labels` matches.
+    pub fn matches(&self, labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
         self.0.iter().all(|(k, op)| {
-            let got = labels.and_then(|l| l.get(k)).and_then(|x| x.as_str());
+            let got = labels.and_then(|l| l.get(k)).map(String::as_str);
             match op {
                 Op::Is(want) => got == Some(want),
                 Op::Not(want) => got != Some(want),
@@ -187,7 +186,9 @@ mod tests {
 
     #[test]
     fn selectors_select_by_labels() {
-        let v = serde_json::json!({"metadata": {"labels": {"app": "web", "tier": "front"}}});
+        let v: std::collections::BTreeMap<String, String> = [("app", "web"), ("tier", "front")]
+            .map(|(k, v)| (k.into(), v.into()))
+            .into();
         for (s, want) in [
             ("", true),
             ("app=web", true),
@@ -198,7 +199,7 @@ mod tests {
             ("db", false),
             ("app=db", false),
         ] {
-            assert_eq!(Selector::parse(s).unwrap().matches(&v), want, "{s}");
+            assert_eq!(Selector::parse(s).unwrap().matches(Some(&v)), want, "{s}");
         }
         assert!(Selector::parse("a b=c").is_err());
     }

@@ -54,7 +54,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    use crate::resize::tests::pod;
+    use crate::pods::resize::tests::pod;
 
     #[test]
     fn the_seeds_strategic_patch_merges_by_container_name() {

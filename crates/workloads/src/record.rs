@@ -5,13 +5,17 @@
 //! <dir>/pods/<namespace>_<name>.json      a pod: its object (spec and status), its sandbox, its events
 //! <dir>/objects/<Kind>_<namespace>_<name>.json   a workload, ConfigMap or Secret, as Kubernetes JSON
 //! ```
+//!
+//! An object's record is JSON as applied with its typed metadata and status over it (`Kept::to_json`); it
+//! is read back typed (`Kept::from_json`), so what an older criusd wrote loads as it was.
 
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Event as KubeEvent, Pod};
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::object::{Kept, kind_named};
+use crate::{Error, Kind};
 
 /// A pod as it is kept.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,11 +74,11 @@ impl Records {
         crius_common::durable::remove(&p).map_err(Error::io(format!("removing {}", p.display())))
     }
 
-    /// Writes object `value` (a workload, ConfigMap or Secret).
-    pub fn save_object(&self, value: &serde_json::Value) -> Result<(), Error> {
-        let (kind, ns, name) = object_names(value);
-        let p = self.object_path(&kind, &ns, &name);
-        let bytes = serde_json::to_vec(value).unwrap_or_default();
+    /// Writes object `w` (a workload, ConfigMap or Secret).
+    pub(crate) fn save_object(&self, w: &Kept) -> Result<(), Error> {
+        let (ns, name) = w.names();
+        let p = self.object_path(w.kind().name(), &ns, &name);
+        let bytes = serde_json::to_vec(&w.to_json()).unwrap_or_default();
         crius_common::durable::write(&p, &bytes).map_err(Error::io(format!("writing {}", p.display())))
     }
 
@@ -84,9 +88,9 @@ impl Records {
         crius_common::durable::remove(&p).map_err(Error::io(format!("removing {}", p.display())))
     }
 
-    /// Every record: pods, and objects. A record that does not parse is named in the error list and left
-    /// where it is (nothing is lost; it is not run).
-    pub fn load(&self) -> (Vec<PodRecord>, Vec<serde_json::Value>, Vec<String>) {
+    /// Every record: pods, and objects. A record that does not parse (or an object's that does not read as
+    /// its kind) is named in the error list and left where it is (nothing is lost; it is not run).
+    pub(crate) fn load(&self) -> (Vec<PodRecord>, Vec<Kept>, Vec<String>) {
         let (mut pods, mut objects, mut bad) = (Vec::new(), Vec::new(), Vec::new());
         for (sub, is_pod) in [("pods", true), ("objects", false)] {
             let Ok(entries) = std::fs::read_dir(self.dir.join(sub)) else {
@@ -107,7 +111,16 @@ impl Records {
                 let parsed = if is_pod {
                     serde_json::from_slice::<PodRecord>(&text).map(|r| pods.push(r))
                 } else {
-                    serde_json::from_slice::<serde_json::Value>(&text).map(|v| objects.push(v))
+                    serde_json::from_slice::<serde_json::Value>(&text).map(|v| {
+                        let kind = kind_named(&v);
+                        match Kind::of_object(&kind).filter(|k| *k != Kind::Pod) {
+                            Some(kind) => match Kept::from_json(kind, v) {
+                                Ok(w) => objects.push(w),
+                                Err(err) => bad.push(format!("{}: {err}", p.display())),
+                            },
+                            None => bad.push(format!("{}: kind {kind:?} is not kept", p.display())),
+                        }
+                    })
                 };
                 if let Err(err) = parsed {
                     bad.push(format!("{}: {err}", p.display()));
@@ -126,17 +139,6 @@ pub fn names(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> 
     )
 }
 
-/// `(kind, namespace, name)` of an object as JSON.
-pub fn object_names(v: &serde_json::Value) -> (String, String, String) {
-    let s = |p: &str| v.pointer(p).and_then(|x| x.as_str()).unwrap_or("").to_string();
-    let ns = s("/metadata/namespace");
-    (
-        s("/kind"),
-        if ns.is_empty() { "default".into() } else { ns },
-        s("/metadata/name"),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,20 +153,27 @@ mod tests {
         }))
         .unwrap();
         r.save_pod(&PodRecord { pod, events: vec![] }).unwrap();
-        r.save_object(&serde_json::json!({"kind": "Job", "metadata": {"name": "j"}}))
+        let job = serde_json::json!({"kind": "Job", "metadata": {"name": "j"}});
+        r.save_object(&Kept::from_json(Kind::Job, job.clone()).unwrap())
             .unwrap();
         std::fs::write(dir.path().join("pods/b_x.json"), "{not json").unwrap();
+        std::fs::write(
+            dir.path().join("objects/Job_default_y.json"),
+            r#"{"kind": "Job", "spec": 1}"#,
+        )
+        .unwrap();
         let (pods, objects, bad) = r.load();
         assert_eq!(pods[0].pod.metadata.uid.as_deref(), Some("u1"));
-        assert_eq!(
-            object_names(&objects[0]),
-            ("Job".into(), "default".into(), "j".into())
-        );
-        assert_eq!(bad.len(), 1);
-        assert!(bad[0].contains("b_x.json"), "{bad:?}");
+        assert_eq!(objects.len(), 1);
+        assert_eq!(objects[0].key(), "Job/default/j");
+        assert_eq!(objects[0].to_json(), job);
+        assert_eq!(bad.len(), 2);
+        assert!(bad.iter().any(|b| b.contains("b_x.json")), "{bad:?}");
+        assert!(bad.iter().any(|b| b.contains("Job_default_y.json")), "{bad:?}");
         assert!(dir.path().join("pods/b_x.json").exists());
         r.remove_pod("a", "web").unwrap();
         r.remove_object("Job", "default", "j").unwrap();
+        std::fs::remove_file(dir.path().join("objects/Job_default_y.json")).unwrap();
         let (pods, objects, _) = r.load();
         assert!(pods.is_empty() && objects.is_empty());
     }

@@ -1,17 +1,23 @@
-//! The pod service's small shared store: every object kept, by key, behind one lock (pods with their engines'
-//! control channels; workloads, ConfigMaps and Secrets as Kubernetes' JSON), their records on disk
-//! ([`crate::record`]), the watchers' channel of pod changes, and the wake-up of the controllers. The API
-//! and the per-kind controllers read and change objects through it; none holds its lock across an `.await`.
+//! The pod service's small shared store: every object kept, by key (pods with their engines' control
+//! channels; workloads, ConfigMaps and Secrets typed, as [`Kept`]), their records on disk ([`crate::record`]),
+//! the watchers' channel of pod changes, the wake-up of the controllers, and whether criusd is closing. The
+//! pods' part ([`crate::pods`]) and the workloads' ([`crate::controllers`]) read and change objects through it.
+//!
+//! Two locks, one per map: nothing needs pods and objects consistent with each other at one instant. What
+//! must be atomic is within one map: a pod's admission counts every other pod under the lock it is added
+//! under, and a controller's new status is not saved over a workload deleted meanwhile. No code holds both
+//! locks at once (so there is no order to keep), nor either across an `.await`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use k8s_openapi::api::core::v1::Pod;
-use serde_json::Value;
 use tokio::sync::{Notify, broadcast, mpsc};
 
 use crate::Error;
+use crate::object::{Kept, Object};
 use crate::record::{PodRecord, Records};
 use crius_pod::engine::Control;
 use crius_pod::manifest::{Manifest, PodDef};
@@ -33,23 +39,23 @@ pub(crate) struct Entry {
     pub(crate) controls: Option<mpsc::UnboundedSender<Control>>,
 }
 
-/// Everything kept, by key.
-#[derive(Default)]
-pub(crate) struct Objects {
-    /// Pods by `namespace/name`.
-    pub(crate) pods: BTreeMap<String, Entry>,
-    /// Workloads, ConfigMaps and Secrets by `Kind/namespace/name`, as JSON.
-    pub(crate) others: BTreeMap<String, Value>,
-}
+/// Pods by `namespace/name`.
+pub(crate) type PodMap = BTreeMap<String, Entry>;
+
+/// Workloads, ConfigMaps and Secrets by `Kind/namespace/name`, typed.
+pub(crate) type ObjectMap = BTreeMap<String, Kept>;
 
 /// The store.
 pub(crate) struct Store {
     /// The records on disk.
     pub(crate) records: Records,
-    objects: Mutex<Objects>,
+    pods: Mutex<PodMap>,
+    objects: Mutex<ObjectMap>,
     changes: broadcast::Sender<Change>,
     /// Wakes the controllers.
     pub(crate) wake: Notify,
+    /// Set when criusd stops: what the engines see then (a runtime going away) is not the pods' news.
+    closing: AtomicBool,
 }
 
 impl Store {
@@ -58,14 +64,32 @@ impl Store {
         let (changes, _) = broadcast::channel(1024);
         Ok(Store {
             records: Records::open(dir)?,
-            objects: Mutex::new(Objects::default()),
+            pods: Mutex::default(),
+            objects: Mutex::default(),
             changes,
             wake: Notify::new(),
+            closing: false.into(),
         })
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Objects> {
+    /// The pods.
+    pub(crate) fn pods(&self) -> MutexGuard<'_, PodMap> {
+        self.pods.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The workloads, ConfigMaps and Secrets.
+    pub(crate) fn objects(&self) -> MutexGuard<'_, ObjectMap> {
         self.objects.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// From now on, criusd is going away.
+    pub(crate) fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether criusd is going away.
+    pub(crate) fn closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
     }
 
     /// Pods' changes as they happen.
@@ -88,25 +112,23 @@ impl Store {
         }
     }
 
-    /// Keeps workload `v`'s new state (its controller's), unless it was deleted meanwhile.
-    pub(crate) fn save_workload(&self, v: Value) {
-        let (kind, namespace, name) = crate::record::object_names(&v);
-        let k = format!("{kind}/{namespace}/{name}");
-        let mut o = self.lock();
+    /// Keeps workload `w`'s new state (its controller's), unless it was deleted meanwhile.
+    pub(crate) fn save_workload(&self, w: Kept) {
+        let k = w.key();
+        let mut o = self.objects();
         // Deleted meanwhile: not brought back.
-        if !o.others.contains_key(&k) {
+        if !o.contains_key(&k) {
             return;
         }
-        if let Err(e) = self.records.save_object(&v) {
+        if let Err(e) = self.records.save_object(&w) {
             tracing::warn!("pod service: {e}");
         }
-        o.others.insert(k, v);
+        o.insert(k, w);
     }
 
     /// The pods whose owner has uid `uid`, by key.
     pub(crate) fn pods_of(&self, uid: &str) -> Vec<(String, Pod)> {
-        self.lock()
-            .pods
+        self.pods()
             .iter()
             .filter(|(_, e)| {
                 e.record
@@ -123,8 +145,7 @@ impl Store {
 
     /// The pods that `kind namespace/name` owns, by key.
     pub(crate) fn owned(&self, kind: &str, namespace: &str, name: &str) -> Vec<String> {
-        self.lock()
-            .pods
+        self.pods()
             .iter()
             .filter(|(_, e)| {
                 let m = &e.record.pod.metadata;
@@ -140,16 +161,16 @@ impl Store {
 
     /// The ConfigMaps and Secrets kept, as the engine reads them.
     pub(crate) fn kept_config(&self) -> Manifest {
-        let others: Vec<Value> = self
-            .lock()
-            .others
-            .iter()
-            .filter(|(k, _)| k.starts_with("ConfigMap/") || k.starts_with("Secret/"))
-            .map(|(_, v)| v.clone())
+        let others: Vec<String> = self
+            .objects()
+            .values()
+            .filter(|w| matches!(w.object, Object::ConfigMap(_) | Object::Secret(_)))
+            .map(|w| w.to_json().to_string())
             .collect();
+        // The engine reads them as a manifest's documents.
         let mut m = Manifest::default();
-        for v in others {
-            if let Ok(one) = crius_pod::manifest::parse(&v.to_string(), "a kept object") {
+        for text in others {
+            if let Ok(one) = crius_pod::manifest::parse(&text, "a kept object") {
                 m.merge(one);
             }
         }

@@ -1,28 +1,30 @@
 //! The Job and CronJob controllers (see [`super`]).
 
-use k8s_openapi::api::batch::v1::{CronJob, Job, JobCondition};
+use k8s_openapi::api::batch::v1::{Job, JobCondition};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use serde_json::Value;
 
 use super::*;
+use crate::object::object_key;
 
-/// The Job controller, on Job `w` read as k8s-openapi's typed [`Job`]: its next state, None when it does
-/// not read as a Job.
+/// The Job controller, on the typed [`Job`].
 pub(super) struct Jobs;
 
 impl Controller for Jobs {
-    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value> {
-        let mut job: Job = serde_json::from_value(w.clone()).ok()?;
-        let name = job.metadata.name.clone()?;
-        let uid = job.metadata.uid.clone()?;
+    fn reconcile(&self, s: &Workloads, w: &mut Kept) {
+        let Object::Job(job) = &mut w.object else {
+            return;
+        };
+        let (Some(name), Some(uid)) = (job.metadata.name.clone(), job.metadata.uid.clone()) else {
+            return;
+        };
         let namespace = job.metadata.namespace.clone().unwrap_or_else(|| "default".into());
         let spec = job.spec.clone().unwrap_or_default();
         let completions = i64::from(spec.completions.unwrap_or(1).max(1));
         let parallelism = i64::from(spec.parallelism.unwrap_or(1).max(0));
         let backoff_limit = i64::from(spec.backoff_limit.unwrap_or(6));
         let now = status::now();
-        let pods = s.pods_of(w);
+        let pods = s.pods_of(&job.metadata);
         let live = |p: &Pod| p.metadata.deletion_timestamp.is_none();
         let succeeded = pods.iter().filter(|(_, p)| phase(p) == "Succeeded").count() as i64;
         let failed = pods.iter().filter(|(_, p)| phase(p) == "Failed").count() as i64;
@@ -47,13 +49,10 @@ impl Controller for Jobs {
             if let (Some(ttl), Some(at)) = (spec.ttl_seconds_after_finished, at)
                 && now.0.as_second() >= at.0.as_second() + i64::from(ttl)
             {
-                let (me, ns) = (s.clone(), namespace);
-                tokio::spawn(async move {
-                    let _ = me.delete(Kind::Job, &ns, &name, None, false).await;
-                });
+                let _ = s.delete(Kind::Job, &namespace, &name, None);
             }
             st.active = count(active.len() as i64);
-            return with_status(w, &job.status);
+            return;
         }
         let started = st.start_time.get_or_insert_with(|| now.clone()).0;
         let over = spec
@@ -97,7 +96,7 @@ impl Controller for Jobs {
             st.conditions = Some(conds);
             st.active = Some(0);
             s.remove_pods(active.iter().map(|(k, _)| k.clone()));
-            return with_status(w, &job.status);
+            return;
         }
         st.active = count(active.len() as i64);
         // A failed pod's replacement waits a back-off that doubles with each failure, as the Job controller's.
@@ -107,10 +106,10 @@ impl Controller for Jobs {
                 .filter(|(_, p)| phase(p) == "Failed")
                 .filter_map(|(_, p)| finished_at(p))
                 .max();
-            let base = s.inner.settings.engine.backoff.as_secs_f64();
+            let base = s.backoff.as_secs_f64();
             let wait = (base * 2f64.powi(failed as i32 - 1)).min(360.0);
             if last.is_some_and(|t| (now.0.as_millisecond() - t.as_millisecond()) as f64 / 1000.0 < wait) {
-                return with_status(w, &job.status);
+                return;
             }
         }
         let want = parallelism.min(completions - succeeded) - active.len() as i64;
@@ -125,26 +124,33 @@ impl Controller for Jobs {
             s.make_pod::<Job>(&job.metadata, &spec.template, pod, &labels);
         }
         st.active = count(active.len() as i64 + want.max(0));
-        with_status(w, &job.status)
     }
 }
 
-/// The CronJob controller, on CronJob `w` read as k8s-openapi's typed [`CronJob`].
+/// The CronJob controller, on the typed [`CronJob`].
 pub(super) struct CronJobs;
 
 impl Controller for CronJobs {
-    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value> {
-        let mut cron: CronJob = serde_json::from_value(w.clone()).ok()?;
-        let name = cron.metadata.name.clone()?;
+    fn reconcile(&self, s: &Workloads, w: &mut Kept) {
+        let Object::CronJob(cron) = &mut w.object else {
+            return;
+        };
+        let Some(name) = cron.metadata.name.clone() else {
+            return;
+        };
         let namespace = cron
             .metadata
             .namespace
             .clone()
             .unwrap_or_else(|| "default".into());
-        let spec = cron.spec.clone()?;
-        let schedule = crate::cron::Schedule::parse(&spec.schedule).ok()?;
+        let Some(spec) = cron.spec.clone() else {
+            return;
+        };
+        let Ok(schedule) = crate::cron::Schedule::parse(&spec.schedule) else {
+            return;
+        };
         if spec.suspend == Some(true) {
-            return with_status(w, &cron.status);
+            return;
         }
         let now = status::now().0.as_second();
         let since = cron
@@ -154,7 +160,7 @@ impl Controller for CronJobs {
             .or(cron.metadata.creation_timestamp.as_ref())
             .map_or(now, |t| t.0.as_second());
         let Some(due) = schedule.last_between(since, now) else {
-            return with_status(w, &cron.status);
+            return;
         };
         let job = format!("{name}-{}", due / 60);
         let uid = cron.metadata.uid.clone().unwrap_or_default();
@@ -175,13 +181,19 @@ impl Controller for CronJobs {
             spec: template.spec,
             status: None,
         };
-        let k = format!("Job/{namespace}/{job}");
-        if !s.lock().others.contains_key(&k)
-            && let Err(e) = s.apply_object(Kind::Job, to_json(&job_object)?)
-        {
+        let k = object_key(Kind::Job, &namespace, &job);
+        // Its Job is applied as a manifest's would be.
+        let made = serde_json::to_value(&job_object)
+            .map_err(crate::Error::invalid)
+            .and_then(|v| Kept::from_json(Kind::Job, v));
+        // The lock is let go before the apply, which takes it.
+        let made_before = s.store.objects().contains_key(&k);
+        if !made_before && let Err(e) = made.and_then(|j| s.apply(j)) {
             tracing::warn!("pod service: CronJob {name}: job {job}: {e}");
         }
-        let stamp = k8s_openapi::jiff::Timestamp::from_second(due).ok()?;
+        let Ok(stamp) = k8s_openapi::jiff::Timestamp::from_second(due) else {
+            return;
+        };
         cron.status
             .get_or_insert_with(Default::default)
             .last_schedule_time = Some(Time(stamp));
@@ -189,11 +201,13 @@ impl Controller for CronJobs {
         let keep_ok = spec.successful_jobs_history_limit.unwrap_or(3).max(0) as usize;
         let keep_failed = spec.failed_jobs_history_limit.unwrap_or(1).max(0) as usize;
         let mut jobs: Vec<(Option<k8s_openapi::jiff::Timestamp>, bool, String)> = s
-            .lock()
-            .others
+            .store
+            .objects()
             .values()
-            .filter(|j| j["kind"] == "Job")
-            .filter_map(|j| serde_json::from_value::<Job>(j.clone()).ok())
+            .filter_map(|j| match &j.object {
+                Object::Job(j) => Some(j.clone()),
+                _ => None,
+            })
             .filter(|j| {
                 j.metadata
                     .owner_references
@@ -215,13 +229,9 @@ impl Controller for CronJobs {
         for (ok, keep) in [(true, keep_ok), (false, keep_failed)] {
             let of: Vec<_> = jobs.iter().filter(|j| j.1 == ok).collect();
             for (_, _, n) in of.iter().take(of.len().saturating_sub(keep)) {
-                let (me, ns, n) = (s.clone(), namespace.clone(), n.clone());
-                tokio::spawn(async move {
-                    let _ = me.delete(Kind::Job, &ns, &n, None, false).await;
-                });
+                let _ = s.delete(Kind::Job, &namespace, n, None);
             }
         }
-        with_status(w, &cron.status)
     }
 }
 
@@ -236,7 +246,10 @@ mod tests {
     #[test]
     fn an_old_job_record_loads_as_the_typed_job_and_keeps_its_json() {
         let old: Value = serde_json::from_str(OLD_RECORD).unwrap();
-        let job: Job = serde_json::from_value(old.clone()).unwrap();
+        let kept = Kept::from_json(Kind::Job, old.clone()).unwrap();
+        let Object::Job(job) = &kept.object else {
+            panic!("not a Job")
+        };
         let st = job.status.as_ref().unwrap();
         assert_eq!(st.succeeded, Some(1));
         assert_eq!(
@@ -247,9 +260,9 @@ mod tests {
             job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
             Some(600)
         );
-        // Written back, it is the same JSON: a reconcile of an unchanged Job saves nothing.
-        assert_eq!(with_status(&old, &job.status), Some(old.clone()));
-        assert_eq!(to_json(&job), Some(old));
+        // Written back, it is the same JSON.
+        assert_eq!(kept.to_json(), old);
+        assert_eq!(serde_json::to_value(job).unwrap(), old);
     }
 
     #[test]
@@ -258,11 +271,60 @@ mod tests {
             r#"{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"creationTimestamp":"2026-11-30T10:00:00Z","generation":1,"name":"tick","namespace":"default","uid":"c-1"},"spec":{"jobTemplate":{"spec":{"template":{"spec":{"containers":[{"image":"busybox:1.36","name":"t"}],"restartPolicy":"OnFailure"}}}},"schedule":"*/5 * * * *","successfulJobsHistoryLimit":2},"status":{"lastScheduleTime":"2026-11-30T10:05:00Z"}}"#,
         )
         .unwrap();
-        let cron: CronJob = serde_json::from_value(old.clone()).unwrap();
+        let kept = Kept::from_json(Kind::CronJob, old.clone()).unwrap();
+        let Object::CronJob(cron) = &kept.object else {
+            panic!("not a CronJob")
+        };
         let spec = cron.spec.as_ref().unwrap();
         assert_eq!(spec.schedule, "*/5 * * * *");
         assert_eq!(spec.successful_jobs_history_limit, Some(2));
-        assert_eq!(with_status(&old, &cron.status), Some(old.clone()));
-        assert_eq!(to_json(&cron), Some(old));
+        assert_eq!(kept.to_json(), old);
+        assert_eq!(serde_json::to_value(cron).unwrap(), old);
+    }
+
+    /// A CronJob that is due makes its Job (kept in the store, as an apply would), whose controller then asks
+    /// for its pod.
+    #[test]
+    fn a_due_cron_job_makes_its_job_and_the_job_its_pod() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let asked = Arc::new(super::super::tests::Asked::default());
+        let workloads = Workloads::new(store.clone(), asked.clone(), Duration::from_secs(1));
+        let since = status::now().0.as_second() - 150;
+        let created = k8s_openapi::jiff::Timestamp::from_second(since)
+            .unwrap()
+            .to_string();
+        let cron = serde_json::json!({"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "tick", "namespace": "default", "uid": "c-1", "creationTimestamp": created},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                "containers": [{"name": "t", "image": "busybox"}], "restartPolicy": "Never"}}}}}});
+        let w = Kept::from_json(Kind::CronJob, cron).unwrap();
+        store.objects().insert(w.key(), w);
+        workloads.reconcile();
+        let jobs: Vec<Kept> = store
+            .objects()
+            .values()
+            .filter(|w| w.kind() == Kind::Job)
+            .cloned()
+            .collect();
+        assert_eq!(jobs.len(), 1);
+        let owner = &jobs[0].object.meta().owner_references.as_ref().unwrap()[0];
+        assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("CronJob", "c-1"));
+        let Some(Object::CronJob(c)) = store
+            .objects()
+            .get("CronJob/default/tick")
+            .map(|w| w.object.clone())
+        else {
+            panic!("no CronJob")
+        };
+        assert!(c.status.and_then(|s| s.last_schedule_time).is_some());
+        workloads.reconcile();
+        let made = asked.made.lock().unwrap().clone();
+        assert_eq!(made.len(), 1);
+        let job_name = jobs[0].object.meta().name.clone().unwrap();
+        assert_eq!(
+            made[0].metadata.labels.as_ref().unwrap().get("job-name"),
+            Some(&job_name)
+        );
     }
 }

@@ -9,7 +9,12 @@
 //!   a separate object here); StatefulSet: `<name>-<ordinal>` in order, each once the one before is ready; DaemonSet:
 //!   one pod on this one node;
 //! - CronJob: a Job of its template at each time its schedule names, while criusd runs ([`crate::cron`]).
+//!
+//! [`Workloads`] is the workload kinds' part of the service: the controllers' shared context (the store, and
+//! the pods' [`PodControl`], the only way they make and remove pods), and the verbs of those kinds and of
+//! ConfigMaps and Secrets (`verbs`: apply, get, delete, scale).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::Resource;
@@ -17,16 +22,29 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value;
 
-use crate::{Kind, Service, status};
+use crate::object::{Kept, Object};
+use crate::pods::PodControl;
+use crate::store::Store;
+use crate::{Kind, status};
 
 mod job;
 mod replicas;
+mod verbs;
 
-/// One kind's controller: from workload `w` as stored, it makes and removes the pods `w` asks for (through
-/// the service, which runs them) and returns `w`'s next state (None: nothing to do, `w` does not read as its
-/// kind).
+/// One kind's controller: from workload `w` as kept, it makes and removes the pods `w` asks for (through
+/// `s`'s [`PodControl`]) and sets `w`'s status (`w` of another kind is left as it is).
 trait Controller: Sync {
-    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value>;
+    fn reconcile(&self, s: &Workloads, w: &mut Kept);
+}
+
+/// The workloads' part; clones share it.
+#[derive(Clone)]
+pub(crate) struct Workloads {
+    store: Arc<Store>,
+    /// Makes and removes pods.
+    pods: Arc<dyn PodControl>,
+    /// The engine's restart back-off, which a Job's failed pods wait doubled.
+    backoff: Duration,
 }
 
 /// The controller of workloads of `kind`.
@@ -39,21 +57,6 @@ fn controller(kind: Kind) -> Option<&'static dyn Controller> {
         Kind::DaemonSet => &replicas::DaemonSets,
         Kind::Pod | Kind::ConfigMap | Kind::Secret => return None,
     })
-}
-
-/// Runs the controllers until criusd stops.
-pub(super) async fn run(s: Service) {
-    loop {
-        tokio::select! {
-            () = s.inner.store.wake.notified() => {}
-            () = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
-        if s.closing() {
-            continue;
-        }
-        s.reconcile();
-        s.retry_deferred();
-    }
 }
 
 /// A pod's phase.
@@ -101,50 +104,40 @@ fn template_hash(template: &Value) -> String {
         .collect()
 }
 
-/// A typed object as the store keeps it (Kubernetes' JSON, `apiVersion` and `kind` included).
-fn to_json<T: serde::Serialize>(object: &T) -> Option<Value> {
-    serde_json::to_value(object).ok()
-}
-
-/// Workload `w` as stored, with the status its controller computed: the rest of the stored JSON is kept as
-/// it was applied (a typed round trip would add the defaults of fields it lacks, and a re-apply of the same
-/// manifest would no longer read as unchanged).
-fn with_status<T: serde::Serialize>(w: &Value, status: &Option<T>) -> Option<Value> {
-    let mut out = w.clone();
-    if let Some(st) = status {
-        out["status"] = serde_json::to_value(st).ok()?;
+impl Workloads {
+    /// The workloads' part over `store`, making pods through `pods`; `backoff` is the engine's.
+    pub(crate) fn new(store: Arc<Store>, pods: Arc<dyn PodControl>, backoff: Duration) -> Workloads {
+        Workloads { store, pods, backoff }
     }
-    Some(out)
-}
 
-impl Service {
-    fn reconcile(&self) {
-        let workloads: Vec<Value> = self
-            .lock()
-            .others
-            .iter()
-            .filter(|(k, _)| !k.starts_with("ConfigMap/") && !k.starts_with("Secret/"))
-            .map(|(_, v)| v.clone())
+    /// Each workload's controller once.
+    pub(crate) fn reconcile(&self) {
+        let workloads: Vec<Kept> = self
+            .store
+            .objects()
+            .values()
+            .filter(|w| !matches!(w.object, Object::ConfigMap(_) | Object::Secret(_)))
+            .cloned()
             .collect();
         for w in workloads {
-            let kind = w.get("kind").and_then(Value::as_str).and_then(Kind::of_object);
-            let next = kind.and_then(controller).and_then(|c| c.reconcile(self, &w));
-            if let Some(next) = next
-                && next != w
-            {
+            let Some(c) = controller(w.kind()) else {
+                continue;
+            };
+            let mut next = w.clone();
+            c.reconcile(self, &mut next);
+            if next != w {
                 self.save_workload(next);
             }
         }
     }
 
-    fn save_workload(&self, v: Value) {
-        self.inner.store.save_workload(v);
+    fn save_workload(&self, w: Kept) {
+        self.store.save_workload(w);
     }
 
     /// The pods workload `w` owns, by key.
-    fn pods_of(&self, w: &Value) -> Vec<(String, Pod)> {
-        let uid = w.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
-        self.inner.store.pods_of(uid)
+    fn pods_of(&self, w: &ObjectMeta) -> Vec<(String, Pod)> {
+        self.store.pods_of(w.uid.as_deref().unwrap_or(""))
     }
 
     /// Makes a pod of `w`'s template (`template` under it) named `name`, with `labels` added.
@@ -178,58 +171,20 @@ impl Service {
             spec: template.spec.clone(),
             status: None,
         };
-        if let Err(e) = self.create_pod(pod) {
+        if let Err(e) = self.pods.make(pod) {
             tracing::warn!("pod service: {kind} pod {name}: {e}");
         }
     }
 
     fn remove_pods(&self, keys: impl IntoIterator<Item = String>) {
         for k in keys {
-            let _ = self.delete_pod(&k, None);
+            let _ = self.pods.remove(&k, None);
         }
-    }
-
-    /// Sets the replicas of workload `kind namespace/name` (a Job's parallelism).
-    pub fn scale(&self, kind: Kind, namespace: &str, name: &str, replicas: i32) -> Result<(), crate::Error> {
-        let namespace = crate::ns(namespace);
-        let k = format!("{}/{namespace}/{name}", kind.name());
-        let field = match kind {
-            Kind::Deployment | Kind::ReplicaSet | Kind::StatefulSet => "replicas",
-            Kind::Job => "parallelism",
-            _ => {
-                return Err(crate::Error::invalid(format!(
-                    "{} cannot be scaled (deployments, replicasets, statefulsets and jobs can)",
-                    kind.plural()
-                )));
-            }
-        };
-        if replicas < 0 {
-            return Err(crate::Error::invalid(format!("replicas {replicas} is negative")));
-        }
-        let mut v = self
-            .lock()
-            .others
-            .get(&k)
-            .cloned()
-            .ok_or_else(|| crate::Error::NotFound {
-                kind,
-                name: name.into(),
-            })?;
-        v["spec"][field] = replicas.into();
-        if kind != Kind::Job && replicas as u64 > crius_pod::manifest::MAX_REPLICAS {
-            return Err(crate::Error::invalid(format!(
-                "replicas {replicas} is more than the {} pods a node runs",
-                crius_pod::manifest::MAX_REPLICAS
-            )));
-        }
-        self.save_workload(v);
-        self.inner.store.wake.notify_one();
-        Ok(())
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -240,5 +195,66 @@ mod tests {
         assert_eq!(template_hash(&a), template_hash(&a));
         assert_ne!(template_hash(&a), template_hash(&b));
         assert_eq!(template_hash(&a).len(), 10);
+    }
+
+    /// A pod maker that makes nothing, but remembers what it was asked.
+    #[derive(Default)]
+    pub(super) struct Asked {
+        pub(super) made: std::sync::Mutex<Vec<Pod>>,
+        pub(super) removed: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl PodControl for Asked {
+        fn make(&self, pod: Pod) -> Result<String, crate::Error> {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            self.made.lock().unwrap().push(pod);
+            Ok(name)
+        }
+
+        fn remove(&self, k: &str, _: Option<i64>) -> Result<(), crate::Error> {
+            self.removed.lock().unwrap().push(k.into());
+            Ok(())
+        }
+    }
+
+    /// The controllers are given their pods' maker, and nothing else of the service: a Deployment asks it for
+    /// its replicas, owned and labelled with its template's hash, and its status is saved in the store.
+    #[test]
+    fn a_controller_makes_its_pods_through_the_pod_control_it_is_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let asked = Arc::new(Asked::default());
+        let workloads = Workloads::new(store.clone(), asked.clone(), Duration::from_secs(1));
+        let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default", "uid": "u-1", "generation": 1},
+            "spec": {"replicas": 2, "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}});
+        let w = Kept::from_json(Kind::Deployment, deploy.clone()).unwrap();
+        store.objects().insert(w.key(), w);
+        workloads.reconcile();
+        let made = asked.made.lock().unwrap().clone();
+        assert_eq!(made.len(), 2);
+        let hash = template_hash(&deploy["spec"]["template"]);
+        for p in &made {
+            let owner = &p.metadata.owner_references.as_ref().unwrap()[0];
+            assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("Deployment", "u-1"));
+            let labels = p.metadata.labels.as_ref().unwrap();
+            assert_eq!(labels.get("pod-template-hash"), Some(&hash));
+            assert_eq!(labels.get("app").map(String::as_str), Some("web"));
+            assert!(
+                p.metadata
+                    .name
+                    .as_ref()
+                    .unwrap()
+                    .starts_with(&format!("web-{hash}-"))
+            );
+        }
+        assert!(asked.removed.lock().unwrap().is_empty());
+        let kept = store.objects().get("Deployment/default/web").cloned().unwrap();
+        let Object::Deployment(d) = kept.object else {
+            panic!("not a Deployment")
+        };
+        let status = d.status.unwrap();
+        assert_eq!((status.replicas, status.observed_generation), (Some(0), Some(1)));
     }
 }

@@ -6,38 +6,38 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use serde_json::Value;
 
 use super::*;
 
-/// The Deployment and ReplicaSet controllers, on `w` read as k8s-openapi's typed [`Deployment`] or
-/// [`ReplicaSet`].
+/// The Deployment and ReplicaSet controllers, on the typed [`Deployment`] or [`ReplicaSet`].
 pub(super) struct Replicas;
 
 impl Controller for Replicas {
-    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value> {
-        let deployment = w["kind"] == "Deployment";
-        let (meta, replicas, strategy) = if deployment {
-            let d: Deployment = serde_json::from_value(w.clone()).ok()?;
-            let spec = d.spec.unwrap_or_default();
-            let replicas = i64::from(spec.replicas.unwrap_or(1).max(0));
-            (
-                d.metadata,
-                replicas,
-                Strategy::of(spec.strategy.as_ref(), replicas),
-            )
-        } else {
-            let r: ReplicaSet = serde_json::from_value(w.clone()).ok()?;
-            let replicas = i64::from(r.spec.and_then(|s| s.replicas).unwrap_or(1).max(0));
-            (r.metadata, replicas, Strategy::Recreate)
+    fn reconcile(&self, s: &Workloads, w: &mut Kept) {
+        let (meta, replicas, strategy, template) = match &w.object {
+            Object::Deployment(d) => {
+                let spec = d.spec.clone().unwrap_or_default();
+                let replicas = i64::from(spec.replicas.unwrap_or(1).max(0));
+                let strategy = Strategy::of(spec.strategy.as_ref(), replicas);
+                (d.metadata.clone(), replicas, strategy, spec.template)
+            }
+            Object::ReplicaSet(r) => {
+                let spec = r.spec.clone().unwrap_or_default();
+                let replicas = i64::from(spec.replicas.unwrap_or(1).max(0));
+                let template = spec.template.unwrap_or_default();
+                (r.metadata.clone(), replicas, Strategy::Recreate, template)
+            }
+            _ => return,
         };
-        let name = meta.name.clone()?;
+        let deployment = matches!(w.object, Object::Deployment(_));
+        let Some(name) = meta.name.clone() else {
+            return;
+        };
         // The template as it was applied: its hash names the pods an older criusd made, so it is taken from the
-        // stored JSON, not from a typed round trip that could add defaults.
-        let raw = w.pointer("/spec/template").cloned().unwrap_or_default();
-        let hash = template_hash(&raw);
-        let template: PodTemplateSpec = serde_json::from_value(raw).ok()?;
-        let pods = s.pods_of(w);
+        // applied JSON, not from a typed round trip that could add defaults.
+        let raw = w.applied.get("spec").and_then(|s| s.get("template"));
+        let hash = template_hash(raw.unwrap_or(&Value::Null));
+        let pods = s.pods_of(&meta);
         let live: Vec<&(String, Pod)> = pods
             .iter()
             .filter(|(_, p)| p.metadata.deletion_timestamp.is_none())
@@ -114,18 +114,17 @@ impl Controller for Replicas {
         let generation = meta.generation.unwrap_or(1);
         let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
         let all_ready = count(all_ready as usize);
-        if !deployment {
-            let status = ReplicaSetStatus {
+        if let Object::ReplicaSet(r) = &mut w.object {
+            r.status = Some(ReplicaSetStatus {
                 replicas: count(running.len()),
                 ready_replicas: Some(all_ready),
                 available_replicas: Some(all_ready),
                 observed_generation: Some(generation),
                 ..Default::default()
-            };
-            let mut out = with_status(w, &Some(status))?;
+            });
             // Not a ReplicaSet's field in Kubernetes; kept as criusd has always shown it.
-            out["status"]["updatedReplicas"] = new.len().into();
-            return Some(out);
+            w.status_extra.insert("updatedReplicas".into(), new.len().into());
+            return;
         }
         let available = i64::from(all_ready) >= replicas;
         let condition = |kind: &str, status: &str, reason: &str, message: String| DeploymentCondition {
@@ -170,21 +169,27 @@ impl Controller for Replicas {
             ]),
             ..Default::default()
         };
-        with_status(w, &Some(status))
+        if let Object::Deployment(d) = &mut w.object {
+            d.status = Some(status);
+        }
     }
 }
 
-/// The StatefulSet controller, on `w` read as k8s-openapi's typed [`StatefulSet`].
+/// The StatefulSet controller, on the typed [`StatefulSet`].
 pub(super) struct StatefulSets;
 
 impl Controller for StatefulSets {
-    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value> {
-        let set: StatefulSet = serde_json::from_value(w.clone()).ok()?;
-        let name = set.metadata.name.clone()?;
+    fn reconcile(&self, s: &Workloads, w: &mut Kept) {
+        let Object::StatefulSet(set) = &mut w.object else {
+            return;
+        };
+        let Some(name) = set.metadata.name.clone() else {
+            return;
+        };
         let namespace = set.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        let spec = set.spec.unwrap_or_default();
+        let spec = set.spec.clone().unwrap_or_default();
         let replicas = i64::from(spec.replicas.unwrap_or(1).max(0));
-        let pods = s.pods_of(w);
+        let pods = s.pods_of(&set.metadata);
         s.remove_pods(
             pods.iter()
                 .filter(|(_, p)| {
@@ -221,27 +226,30 @@ impl Controller for StatefulSets {
             .count() as i64;
         let r = pods.iter().filter(|(_, p)| ready(p)).count() as i64;
         let count = |n: i64| i32::try_from(n).unwrap_or(i32::MAX);
-        let status = StatefulSetStatus {
+        set.status = Some(StatefulSetStatus {
             replicas: count(running),
             ready_replicas: Some(count(r)),
             current_replicas: Some(count(running)),
             updated_replicas: Some(count(running)),
             available_replicas: Some(count(r)),
             ..Default::default()
-        };
-        with_status(w, &Some(status))
+        });
     }
 }
 
-/// The DaemonSet controller, on `w` read as k8s-openapi's typed [`DaemonSet`]: one pod, on this node.
+/// The DaemonSet controller, on the typed [`DaemonSet`]: one pod, on this node.
 pub(super) struct DaemonSets;
 
 impl Controller for DaemonSets {
-    fn reconcile(&self, s: &Service, w: &Value) -> Option<Value> {
-        let set: DaemonSet = serde_json::from_value(w.clone()).ok()?;
-        let name = set.metadata.name.clone()?;
+    fn reconcile(&self, s: &Workloads, w: &mut Kept) {
+        let Object::DaemonSet(set) = &mut w.object else {
+            return;
+        };
+        let Some(name) = set.metadata.name.clone() else {
+            return;
+        };
         let template = set.spec.clone().unwrap_or_default().template;
-        let pods = s.pods_of(w);
+        let pods = s.pods_of(&set.metadata);
         let live: Vec<_> = pods
             .iter()
             .filter(|(_, p)| p.metadata.deletion_timestamp.is_none())
@@ -265,7 +273,7 @@ impl Controller for DaemonSets {
         }
         let r = live.iter().filter(|(_, p)| ready(p)).count() as i64;
         let count = |n: i64| i32::try_from(n).unwrap_or(i32::MAX);
-        let status = DaemonSetStatus {
+        set.status = Some(DaemonSetStatus {
             desired_number_scheduled: 1,
             current_number_scheduled: count(running.max(1)),
             updated_number_scheduled: Some(count(running.max(1))),
@@ -273,8 +281,7 @@ impl Controller for DaemonSets {
             number_available: Some(count(r)),
             number_misscheduled: 0,
             ..Default::default()
-        };
-        with_status(w, &Some(status))
+        });
     }
 }
 
@@ -320,7 +327,7 @@ impl Strategy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[test]
     fn strategies_read_as_kubernetes_rounds_them() {
@@ -377,26 +384,33 @@ mod tests {
                 "observedGeneration": 2, "conditions": [
                     {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
                      "message": "Deployment has minimum availability."}]}});
-        let d: Deployment = serde_json::from_value(deploy.clone()).unwrap();
-        assert_eq!(d.spec.as_ref().and_then(|s| s.replicas), Some(2));
-        assert_eq!(with_status(&deploy, &d.status), Some(deploy));
+        let kept = |kind: Kind, v: &Value| Kept::from_json(kind, v.clone()).unwrap();
+        let d = kept(Kind::Deployment, &deploy);
+        let Object::Deployment(typed) = &d.object else {
+            panic!("not a Deployment")
+        };
+        assert_eq!(typed.spec.as_ref().and_then(|s| s.replicas), Some(2));
+        assert_eq!(d.to_json(), deploy);
         let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta("StatefulSet"),
             "spec": {"replicas": 3, "serviceName": "db", "template": template},
             "status": {"replicas": 3, "readyReplicas": 1, "currentReplicas": 3, "updatedReplicas": 3,
                 "availableReplicas": 1}});
-        let set: StatefulSet = serde_json::from_value(sts.clone()).unwrap();
-        assert_eq!(with_status(&sts, &set.status), Some(sts));
+        assert_eq!(kept(Kind::StatefulSet, &sts).to_json(), sts);
         let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta("DaemonSet"),
             "spec": {"template": template},
             "status": {"desiredNumberScheduled": 1, "currentNumberScheduled": 1, "updatedNumberScheduled": 1,
                 "numberReady": 1, "numberAvailable": 1, "numberMisscheduled": 0}});
-        let set: DaemonSet = serde_json::from_value(ds.clone()).unwrap();
-        assert_eq!(with_status(&ds, &set.status), Some(ds));
+        assert_eq!(kept(Kind::DaemonSet, &ds).to_json(), ds);
         let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": meta("ReplicaSet"),
             "spec": {"replicas": 1, "template": template},
             "status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
                 "observedGeneration": 2}});
-        let set: ReplicaSet = serde_json::from_value(rs).unwrap();
-        assert_eq!(set.status.map(|s| s.replicas), Some(1));
+        let set = kept(Kind::ReplicaSet, &rs);
+        let Object::ReplicaSet(typed) = &set.object else {
+            panic!("not a ReplicaSet")
+        };
+        assert_eq!(typed.status.as_ref().map(|s| s.replicas), Some(1));
+        // Its updatedReplicas, which the typed status lacks, is kept.
+        assert_eq!(set.to_json(), rs);
     }
 }

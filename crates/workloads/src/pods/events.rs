@@ -4,16 +4,17 @@
 
 use k8s_openapi::api::core::v1::{Event as KubeEvent, ObjectReference, Pod};
 
-use crate::{Kind, Service, ns, record, status};
+use super::Pods;
+use crate::{Kind, ns, record, status};
 use crius_pod::report::Event;
 
-impl Service {
+impl Pods {
     /// The events of object `kind namespace/name`, oldest first (a workload's are its pods').
-    pub fn events(&self, kind: Kind, namespace: &str, name: &str) -> Vec<serde_json::Value> {
+    pub(crate) fn events(&self, kind: Kind, namespace: &str, name: &str) -> Vec<serde_json::Value> {
         let namespace = ns(namespace);
-        let o = self.lock();
+        let o = self.store().pods();
         let mut out: Vec<&KubeEvent> = Vec::new();
-        for e in o.pods.values() {
+        for e in o.values() {
             let (n, nm) = record::names(&e.record.pod.metadata);
             let owned = e
                 .record

@@ -12,8 +12,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, ResourceRequirements};
 use serde_json::Value;
 
+use super::Pods;
 use crate::patch::{json_patch, merge, strategic};
-use crate::{Allocatable, Error, Kind, Objects, Service, key, status};
+use crate::store::PodMap;
+use crate::{Allocatable, Error, Kind, key, status};
 use crius_pod::engine::Control;
 use crius_pod::report::Event;
 
@@ -72,9 +74,8 @@ fn requests(pod: &Pod, allocated: bool) -> (u64, u64) {
 }
 
 /// What the node's other live pods hold.
-fn used(o: &Objects, except: &str) -> (u64, u64) {
-    o.pods
-        .iter()
+fn used(o: &PodMap, except: &str) -> (u64, u64) {
+    o.iter()
         .filter(|(k, e)| {
             k.as_str() != except
                 && !matches!(
@@ -97,7 +98,7 @@ fn short_of(want: (u64, u64), used: (u64, u64), node: Allocatable) -> Option<(&'
 }
 
 /// kubelet's admission of a new pod: None when it fits, else the reason (`OutOfcpu`) and message.
-pub(super) fn admit_new(o: &Objects, pod: &Pod, node: Allocatable) -> Option<(String, String)> {
+pub(super) fn admit_new(o: &PodMap, pod: &Pod, node: Allocatable) -> Option<(String, String)> {
     let (namespace, name) = crate::record::names(&pod.metadata);
     let (res, want, used, cap) = short_of(requests(pod, false), used(o, &key(&namespace, &name)), node)?;
     Some((
@@ -179,7 +180,7 @@ pub(super) fn on_event(pod: &mut Pod, e: &Event) {
     }
 }
 
-impl Service {
+impl Pods {
     /// The resize subresource: patches pod `namespace/name`'s containers' resources (`patch_type`
     /// `strategic`, `merge` or `json`), then admits and actuates it. Returns the pod.
     pub fn resize(&self, namespace: &str, name: &str, patch: &str, patch_type: &str) -> Result<Value, Error> {
@@ -187,13 +188,15 @@ impl Service {
         let k = key(namespace, name);
         let body: Value = serde_yaml_ng::from_str(patch)
             .map_err(|e| Error::invalid(format!("the patch is not JSON or YAML: {e}")))?;
-        let mut o = self.lock();
-        let entry = o.pods.get_mut(&k).ok_or_else(|| Error::NotFound {
+        let mut o = self.store().pods();
+        let entry = o.get_mut(&k).ok_or_else(|| Error::NotFound {
             kind: Kind::Pod,
             name: name.into(),
         })?;
-        let old = entry.record.pod.clone();
-        let mut v = serde_json::to_value(&old).unwrap_or_default();
+        let mut v = serde_json::to_value(&entry.record.pod).unwrap_or_default();
+        // The kept pod as its JSON reads back, as the patched one is read (Kubernetes' times are written to the
+        // second): what differs between the two is the patch.
+        let old: Pod = serde_json::from_value(v.clone()).unwrap_or_else(|_| entry.record.pod.clone());
         let invalid = |m: String| Error::invalid(format!("Pod {name:?} is invalid: {m}"));
         match patch_type {
             "" | "strategic" => strategic(&mut v, &body).map_err(invalid)?,
@@ -218,16 +221,16 @@ impl Service {
             ));
         }
         entry.record.pod.spec = new.spec;
-        if let Ok(d) = crate::apply::def_of(&entry.record.pod) {
+        if let Ok(d) = super::def_of(&entry.record.pod) {
             entry.def = d;
         }
         if let Some(st) = entry.record.pod.status.as_mut() {
             status::clear_condition(st, PENDING);
             status::clear_condition(st, IN_PROGRESS);
         }
-        let node = self.inner.settings.engine.allocatable;
+        let node = self.inner.engine.allocatable;
         decide(&mut o, &k, node);
-        let entry = o.pods.get(&k).ok_or_else(|| Error::NotFound {
+        let entry = o.get(&k).ok_or_else(|| Error::NotFound {
             kind: Kind::Pod,
             name: name.into(),
         })?;
@@ -239,10 +242,9 @@ impl Service {
     }
 
     /// Tries the Deferred resizes again, oldest first.
-    pub(super) fn retry_deferred(&self) {
-        let mut o = self.lock();
+    pub(crate) fn retry_deferred(&self) {
+        let mut o = self.store().pods();
         let mut waiting: Vec<(String, Option<k8s_openapi::jiff::Timestamp>)> = o
-            .pods
             .iter()
             .filter_map(|(k, e)| {
                 let c = e
@@ -258,11 +260,11 @@ impl Service {
             })
             .collect();
         waiting.sort_by_key(|(_, t)| *t);
-        let node = self.inner.settings.engine.allocatable;
+        let node = self.inner.engine.allocatable;
         let mut moved = Vec::new();
         for (k, _) in waiting {
             if decide(&mut o, &k, node)
-                && let Some(e) = o.pods.get(&k)
+                && let Some(e) = o.get(&k)
             {
                 self.persist(e);
                 moved.push(e.record.pod.clone());
@@ -278,21 +280,18 @@ impl Service {
 /// What the API server refuses in a resize.
 fn check(old: &Pod, new: &Pod) -> Result<(), String> {
     let strip = |p: &Pod| {
-        let mut s = serde_json::to_value(&p.spec).unwrap_or_default();
-        for list in ["containers", "initContainers"] {
+        let mut s = p.spec.clone();
+        if let Some(s) = s.as_mut() {
             for c in s
-                .get_mut(list)
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
+                .containers
+                .iter_mut()
+                .chain(s.init_containers.iter_mut().flatten())
             {
-                if let Some(c) = c.as_object_mut() {
-                    c.remove("resources");
-                    c.remove("resizePolicy");
-                }
+                c.resources = None;
+                c.resize_policy = None;
             }
         }
-        (s, serde_json::to_value(&p.metadata).unwrap_or_default())
+        (s, p.metadata.clone())
     };
     if strip(old) != strip(new) {
         return Err("spec: Forbidden: only cpu and memory resources are mutable".into());
@@ -367,9 +366,9 @@ fn check(old: &Pod, new: &Pod) -> Result<(), String> {
 
 /// Admits pod `k`'s resize: Infeasible, Deferred, or allocated and sent to its engine. Whether it moved
 /// past Deferred.
-fn decide(o: &mut Objects, k: &str, node: Allocatable) -> bool {
+fn decide(o: &mut PodMap, k: &str, node: Allocatable) -> bool {
     let used = used(o, k);
-    let Some(e) = o.pods.get_mut(k) else { return false };
+    let Some(e) = o.get_mut(k) else { return false };
     let pod = &mut e.record.pod;
     let actuate = to_actuate(pod);
     if actuate.is_empty() {
@@ -417,7 +416,7 @@ fn decide(o: &mut Objects, k: &str, node: Allocatable) -> bool {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -428,6 +427,35 @@ pub(super) mod tests {
                 "requests": {"cpu": cpu, "memory": mem}, "limits": {"cpu": cpu, "memory": mem}}},
             {"name": "side", "image": "i"}
         ]}})
+    }
+
+    /// A kept pod's times are finer than their JSON (to the second): a resize still finds nothing but the
+    /// resources changed.
+    #[tokio::test]
+    async fn a_resize_of_a_kept_pod_with_fine_times_is_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(crate::store::Store::open(dir.path()).unwrap());
+        let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
+        let pods = Pods::new(store.clone(), Default::default(), channel);
+        let mut p: Pod = serde_json::from_value(pod("500m", "512Mi")).unwrap();
+        p.metadata.namespace = Some("default".into());
+        p.metadata.creation_timestamp = Some(status::now());
+        status::initial(&mut p, "node");
+        let entry = crate::store::Entry {
+            def: super::super::def_of(&p).unwrap(),
+            record: crate::record::PodRecord {
+                pod: p,
+                events: Vec::new(),
+            },
+            controls: None,
+        };
+        store.pods().insert("default/p".into(), entry);
+        let patch = r#"{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"800m"},"limits":{"cpu":"800m"}}}]}}"#;
+        let got = pods.resize("default", "p", patch, "strategic").unwrap();
+        assert_eq!(
+            got["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "800m"
+        );
     }
 
     #[test]
@@ -522,7 +550,7 @@ spec:
         let asks = |cpu: u64, mem: u64| -> Pod {
             serde_json::from_value(pod(&format!("{cpu}m"), &mem.to_string())).unwrap()
         };
-        let o = Objects::default();
+        let o = PodMap::default();
         let node = settings.engine.allocatable;
         assert_eq!(admit_new(&o, &asks(machine.milli_cpu + 500, 1), node), None);
         let (reason, message) = admit_new(&o, &asks(100, configured.memory + 1), node).unwrap();

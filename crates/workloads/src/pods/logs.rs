@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use crate::{Error, Kind};
 
-use crate::{Service, key, ns, status};
+use super::Pods;
+use crate::{key, ns, status};
 
-impl Service {
+impl Pods {
     /// The log file of container `container` of pod `namespace/pod` (its only or first main container when
     /// empty), of its previous run with `previous`, and a watch that turns false when that run has ended.
-    pub fn log_file(
+    pub(crate) fn log_file(
         &self,
         namespace: &str,
         pod: &str,
@@ -21,8 +22,8 @@ impl Service {
         let namespace = ns(namespace).to_string();
         let k = key(&namespace, pod);
         let (path, name) = {
-            let o = self.lock();
-            let e = o.pods.get(&k).ok_or_else(|| Error::NotFound {
+            let o = self.store().pods();
+            let e = o.get(&k).ok_or_else(|| Error::NotFound {
                 kind: Kind::Pod,
                 name: pod.into(),
             })?;
@@ -68,7 +69,6 @@ impl Service {
             let uid = p.metadata.uid.clone().unwrap_or_default();
             let dir = self
                 .inner
-                .settings
                 .engine
                 .log_root
                 .join(format!("{namespace}_{pod}_{uid}"));
@@ -85,8 +85,8 @@ impl Service {
             tokio::spawn(async move {
                 loop {
                     let alive = me
-                        .lock()
-                        .pods
+                        .store()
+                        .pods()
                         .get(&k)
                         .is_some_and(|e| status::running(&e.record.pod, &name));
                     if !alive {
