@@ -18,7 +18,10 @@ use crius_common::sealed::Handed;
 use crius_shim::client::{self, TaskClient};
 
 use super::watch::Watch;
-use super::{CreateTask, ExecTask, Exit, Metrics, ShimClient, ShimCode, ShimError, ShimResult, TaskStatus};
+use super::{
+    CreateTask, ExecTask, Exit, Io, Metrics, Pressure, Psi, PsiData, ShimClient, ShimCode, ShimError,
+    ShimResult, TaskStatus,
+};
 
 /// The containerd namespace criusd's shims run in.
 pub const NAMESPACE: &str = "k8s.io";
@@ -71,6 +74,20 @@ fn classify(e: client::Error, deadline: Duration) -> ShimError {
 
 fn ctx(d: Duration) -> ttrpc::context::Context {
     ttrpc::context::with_timeout(d.as_nanos().min(i64::MAX as u128) as i64)
+}
+
+/// containerd's PSIStats as crius's (a part the shim left out is zero).
+fn psi_of(p: &containerd_shim_protos::cgroups_v2::metrics::PSIStats) -> Psi {
+    let data = |d: &containerd_shim_protos::cgroups_v2::metrics::PSIData| PsiData {
+        avg10: d.avg10,
+        avg60: d.avg60,
+        avg300: d.avg300,
+        total: d.total,
+    };
+    Psi {
+        some: p.some.as_ref().map(data).unwrap_or_default(),
+        full: p.full.as_ref().map(data).unwrap_or_default(),
+    }
 }
 
 fn ns_of(t: &containerd_shim_protos::protobuf::well_known_types::timestamp::Timestamp) -> i64 {
@@ -404,6 +421,17 @@ impl ShimClient for TtrpcShims {
             pgfault: m.memory.pgfault,
             pgmajfault: m.memory.pgmajfault,
             pids: m.pids.current,
+            io: m.io.usage.iter().fold(Io::default(), |t, e| Io {
+                read_bytes: t.read_bytes + e.rbytes,
+                write_bytes: t.write_bytes + e.wbytes,
+                reads: t.reads + e.rios,
+                writes: t.writes + e.wios,
+            }),
+            psi: Pressure {
+                cpu: m.cpu.psi.as_ref().map(psi_of),
+                memory: m.memory.psi.as_ref().map(psi_of),
+                io: m.io.psi.as_ref().map(psi_of),
+            },
         }))
     }
 
