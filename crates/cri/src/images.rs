@@ -255,21 +255,27 @@ impl Images {
         Ok(())
     }
 
-    /// ImageFsInfo: what the store uses, on its root's filesystem.
+    /// ImageFsInfo: what the store's images use, on its root's filesystem, and what containers' writable
+    /// layers use where they live (KEP-4191's split image filesystem): the store's snapshot root, its
+    /// `snapshots` directory unless criusd's `[storage] container_root` moved it.
     pub async fn fs_info(&self) -> Result<cri::ImageFsInfoResponse> {
         let store = self.store.clone();
-        let usage = blocking("ImageFsInfo", move || Ok(store.usage())).await?;
-        let fs = cri::FilesystemUsage {
-            timestamp: now_nanos(),
+        let (images, containers) = blocking("ImageFsInfo", move || {
+            Ok((store.usage(), store.snapshots_usage()))
+        })
+        .await?;
+        let now = now_nanos();
+        let fs = |at: &std::path::Path, u: crius_image::gc::Usage| cri::FilesystemUsage {
+            timestamp: now,
             fs_id: Some(cri::FilesystemIdentifier {
-                mountpoint: self.store.root().display().to_string(),
+                mountpoint: at.display().to_string(),
             }),
-            used_bytes: Some(cri::UInt64Value { value: usage.bytes }),
-            inodes_used: Some(cri::UInt64Value { value: usage.inodes }),
+            used_bytes: Some(cri::UInt64Value { value: u.bytes }),
+            inodes_used: Some(cri::UInt64Value { value: u.inodes }),
         };
         Ok(cri::ImageFsInfoResponse {
-            image_filesystems: vec![fs],
-            container_filesystems: vec![],
+            image_filesystems: vec![fs(self.store.root(), images)],
+            container_filesystems: vec![fs(self.store.snapshot_root(), containers)],
         })
     }
 }
@@ -286,6 +292,41 @@ mod tests {
         assert_eq!(user_of(&c("1000:1000")), (Some(1000), String::new()));
         assert_eq!(user_of(&c("nobody:users")), (None, "nobody".to_string()));
         assert_eq!(user_of(&serde_json::json!({})), (None, String::new()));
+    }
+
+    #[tokio::test]
+    async fn the_container_filesystem_is_where_the_writable_layers_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let images = |store: Store| Images::new(store, ImageConfig::default(), Default::default());
+        let fs_of = |r: &cri::ImageFsInfoResponse| {
+            let one = |v: &[cri::FilesystemUsage]| {
+                assert_eq!(v.len(), 1, "{v:?}");
+                let f = &v[0];
+                (
+                    f.fs_id.as_ref().unwrap().mountpoint.clone(),
+                    f.used_bytes.unwrap().value,
+                    f.inodes_used.unwrap().value,
+                )
+            };
+            (one(&r.image_filesystems), one(&r.container_filesystems))
+        };
+        let root = dir.path().join("images");
+        let same = images(Store::open(&root).unwrap()).fs_info().await.unwrap();
+        let (image_fs, container_fs) = fs_of(&same);
+        assert_eq!(image_fs.0, root.display().to_string());
+        assert_eq!(container_fs.0, root.join("snapshots").display().to_string());
+        assert_eq!(container_fs.2, 1, "no container yet: the snapshot root alone");
+
+        let moved = dir.path().join("containers");
+        let store = Store::open(&root).unwrap().with_snapshot_root(&moved).unwrap();
+        std::fs::create_dir_all(moved.join("c1/upper")).unwrap();
+        std::fs::write(moved.join("c1/upper/log"), vec![0u8; 8192]).unwrap();
+        let split = images(store).fs_info().await.unwrap();
+        let (image_fs, container_fs) = fs_of(&split);
+        assert_eq!(image_fs.0, root.display().to_string());
+        assert_eq!(container_fs.0, moved.display().to_string());
+        assert_eq!(container_fs.2, 4, "the root, c1, upper and its file");
+        assert!(container_fs.1 >= 8192, "{container_fs:?}");
     }
 
     #[test]

@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 
 pub mod pods;
 pub mod runtimes;
+pub mod storage;
 pub mod stream;
 
+pub use storage::StorageSection;
 pub use stream::StreamSection;
 
 /// Where the config file is looked for when `--config` is not given (a missing default file is fine).
@@ -47,6 +49,8 @@ pub struct Config {
     pub runtimes: runtimes::RuntimesSection,
     /// The pod service.
     pub pods: pods::PodsSection,
+    /// Where containers' writable layers live.
+    pub storage: StorageSection,
 }
 
 /// The `[runtime]` table.
@@ -167,6 +171,7 @@ impl Default for Config {
             stream: StreamSection::default(),
             runtimes: Default::default(),
             pods: Default::default(),
+            storage: Default::default(),
         }
     }
 }
@@ -218,6 +223,7 @@ impl Config {
             return Err("cni_plugin_timeout: must be at least 1 (seconds)".into());
         }
         self.stream_config()?;
+        self.storage.check()?;
         self.metrics_address()?;
         let driver = self.runtime.cgroup_driver()?;
         let parents = self.runtime.cgroup_parent_root()?;
@@ -450,6 +456,7 @@ impl Config {
             toml_value(&self.runtime.cgroup_parent_root)
         );
         out += &self.stream.render(|v| v.toml());
+        out += &self.storage.render(|p| toml_value(&p));
         out += "# Registry host = mirror to pull from instead: \"host:port\", or \"http://host:port\" for plain http\n\
                 # (--registry-mirror HOST=MIRROR). Example: \"docker.io\" = \"http://127.0.0.1:5000\"\n\
                 # default: none\n[image.mirrors]\n";

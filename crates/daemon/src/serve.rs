@@ -156,9 +156,15 @@ pub fn run(c: Config) -> Result<(), String> {
     }
     let driver = c.runtime.cgroup_driver()?;
     tracing::info!(cgroup_driver = ?driver, "cgroup driver");
-    let store = crius_image::Store::open(&c.root.join("images"))
+    let mut store = crius_image::Store::open(&c.root.join("images"))
         .map_err(|e| format!("opening the image store: {e}"))?
         .with_limits(c.image.limits());
+    if let Some(dir) = c.storage.snapshot_root() {
+        store = store
+            .with_snapshot_root(&dir)
+            .map_err(|e| format!("[storage] container_root: {e}"))?;
+        tracing::info!(snapshots = %dir.display(), "containers' writable layers");
+    }
     let runtime = crius_cri::node::Node::open(
         &crius_cri::node::Setup {
             root: c.root.clone(),

@@ -143,10 +143,30 @@ impl Store {
 
     /// What container `id`'s writable layer (its snapshot's upper directory) holds, and where it is.
     pub fn snapshot_usage(&self, id: &str) -> (Usage, PathBuf) {
-        let upper = self.root().join("snapshots").join(id).join("upper");
+        let upper = self.snapshot_root().join(id).join("upper");
         let mut u = Usage::default();
         walk(&upper, &mut HashSet::new(), &mut u);
         (u, upper)
+    }
+
+    /// Disk use of the containers' snapshots (their upper and work directories, not the overlays mounted
+    /// over them, which would count the image's layers again).
+    pub fn snapshots_usage(&self) -> Usage {
+        let mut seen = HashSet::new();
+        let mut u = Usage::default();
+        let root = self.snapshot_root();
+        walk_one(root, &mut seen, &mut u);
+        for snap in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            walk_one(&snap.path(), &mut seen, &mut u);
+            for e in std::fs::read_dir(snap.path()).into_iter().flatten().flatten() {
+                if e.file_name() == "rootfs" {
+                    walk_one(&e.path(), &mut seen, &mut u);
+                } else {
+                    walk(&e.path(), &mut seen, &mut u);
+                }
+            }
+        }
+        u
     }
 
     /// Disk use of the image content (blobs, layers, records), without container snapshots. A placed
@@ -184,5 +204,37 @@ impl Store {
         }
         cache.retain(|name, _| present.contains(name));
         u
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_count_their_own_files_wherever_they_live_but_not_their_overlay() {
+        let root = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path())
+            .unwrap()
+            .with_snapshot_root(&elsewhere.path().join("containers"))
+            .unwrap();
+        assert_eq!(store.snapshot_root(), elsewhere.path().join("containers"));
+        let empty = store.snapshots_usage();
+        assert_eq!(empty.inodes, 1, "the snapshot root itself");
+        let snap = store.snapshot_root().join("c1");
+        for d in ["upper/etc", "work/work", "rootfs/usr"] {
+            std::fs::create_dir_all(snap.join(d)).unwrap();
+        }
+        std::fs::write(snap.join("upper/etc/written"), vec![1u8; 64 << 10]).unwrap();
+        // What the overlay shows (the image's files) is not the container's.
+        std::fs::write(snap.join("rootfs/usr/from-the-image"), vec![1u8; 1 << 20]).unwrap();
+        let u = store.snapshots_usage();
+        // root, c1, upper, upper/etc, written, work, work/work, rootfs: not rootfs/usr nor its file.
+        assert_eq!(u.inodes, 8);
+        assert!(u.bytes >= 64 << 10 && u.bytes < 1 << 20, "{u:?}");
+        assert_eq!(store.snapshots(), ["c1"]);
+        assert_eq!(store.snapshot_usage("c1").1, snap.join("upper"));
+        assert!(!root.path().join("snapshots/c1").exists());
     }
 }

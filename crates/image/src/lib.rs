@@ -5,7 +5,8 @@
 //! <root>/ingest/                 blobs being written; renamed into blobs/ only once their digest matches
 //! <root>/layers/<diff-id>/fs     each layer unpacked once (whiteouts as overlayfs whiteouts)
 //! <root>/images/<config-hex>.json image records: id (config digest), names, repo digests, manifest, layers
-//! <root>/snapshots/<id>/{upper,work,rootfs}   a container's overlay of the image's layers
+//! <root>/snapshots/<id>/{upper,work,rootfs}   a container's overlay of the image's layers (the snapshot
+//!                                 root can be moved elsewhere: [`Store::with_snapshot_root`])
 //! ```
 //! Nothing half-done is visible: blobs and layers are written under temporary names and renamed into place,
 //! image records are written atomically, and a crash leaves only temporary entries that the next open removes.

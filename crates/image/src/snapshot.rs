@@ -1,5 +1,6 @@
 //! A container's root filesystem: an overlay of its image's layer directories (read-only, top layer first)
-//! with its own upper and work directories under `<root>/snapshots/<id>/`; a container's also stands on its
+//! with its own upper and work directories under `<snapshot root>/<id>/` (`<root>/snapshots/<id>/` unless
+//! [`Store::with_snapshot_root`] moved them); a container's also stands on its
 //! image's mount points ([`crate::mount_points`]). Removing it unmounts and deletes.
 
 use std::path::PathBuf;
@@ -28,7 +29,7 @@ fn check_id(id: &str) -> Result<()> {
 
 impl Store {
     fn snapshot_dir(&self, id: &str) -> PathBuf {
-        self.root().join("snapshots").join(id)
+        self.snapshot_root().join(id)
     }
 
     /// Mounts a snapshot `id` of `image`, exactly the image's content (an image volume's), and returns its
@@ -102,7 +103,7 @@ impl Store {
 
     /// The diff id hexes of the layers every snapshot stands on.
     pub(crate) fn snapshot_layers(&self) -> Vec<String> {
-        let Ok(entries) = std::fs::read_dir(self.root().join("snapshots")) else {
+        let Ok(entries) = std::fs::read_dir(self.snapshot_root()) else {
             return Vec::new();
         };
         entries
@@ -114,7 +115,7 @@ impl Store {
 
     /// The ids of the snapshots there are (made, or left by a crash part-way through making one).
     pub fn snapshots(&self) -> Vec<String> {
-        let Ok(entries) = std::fs::read_dir(self.root().join("snapshots")) else {
+        let Ok(entries) = std::fs::read_dir(self.snapshot_root()) else {
             return Vec::new();
         };
         entries

@@ -43,6 +43,9 @@ pub struct ImageRecord {
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    /// Where containers' snapshots (their writable layers) live: `<root>/snapshots`, or a directory of its
+    /// own ([`Store::with_snapshot_root`]).
+    snapshots: PathBuf,
     /// What each unpacked layer uses on disk, by directory name: layers never change once placed, so
     /// [`Store::usage`] walks each one once.
     pub(crate) layer_usage:
@@ -62,6 +65,7 @@ impl Store {
         }
         let s = Store {
             root: root.to_path_buf(),
+            snapshots: root.join("snapshots"),
             layer_usage: Default::default(),
             limits: Default::default(),
             writers: Default::default(),
@@ -82,6 +86,21 @@ impl Store {
     pub fn with_limits(mut self, limits: crate::gate::Limits) -> Store {
         self.limits = limits;
         self
+    }
+
+    /// The store with its containers' snapshots in `dir` (made if missing) instead of `<root>/snapshots`: the
+    /// writable layers can then live on another filesystem than the images (KEP-4191's split image
+    /// filesystem). The overlay takes its lower layers from anywhere, and keeps its upper and work directories
+    /// together in `dir`. Snapshots made under another setting stay where they are and are not seen.
+    pub fn with_snapshot_root(mut self, dir: &Path) -> Result<Store> {
+        std::fs::create_dir_all(dir).map_err(|e| io(format!("creating {}", dir.display()), e))?;
+        self.snapshots = dir.to_path_buf();
+        Ok(self)
+    }
+
+    /// Where containers' snapshots live.
+    pub fn snapshot_root(&self) -> &Path {
+        &self.snapshots
     }
 
     /// The caps on each layer unpacked.

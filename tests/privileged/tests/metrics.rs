@@ -2,7 +2,7 @@
 //! registry and a pod with a busy container (the CRI call counters, the pods, containers and shims gauges, the
 //! pull figures, the process figures), and the CRI's ListMetricDescriptors, ListPodSandboxMetrics and
 //! StreamPodSandboxMetrics for that pod; then a pod on a CNI network of its own, whose eth0 counters are in its
-//! metrics.
+//! metrics; and ImageFsInfo's container filesystem where `[storage] container_root` puts writable layers.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use crius_api::cri;
 use crius_api::cri::image_service_client::ImageServiceClient;
 use crius_privileged_tests::cri::{
-    Pod, client, config, container, create, cremove, cstop, host_network, remove, run, start, stop,
-    wait_state,
+    Pod, client, config, container, create, cremove, cstop, host_network, import_busybox, remove, run, start,
+    stop, wait_state,
 };
 use crius_test_support::daemon::Daemon;
 use crius_test_support::registry::Registry;
@@ -289,4 +289,79 @@ async fn a_pods_own_network_is_in_its_metrics_by_interface() {
     );
     assert_eq!(pod.container_metrics.len(), 1);
     assert_eq!(pod.container_metrics[0].container_id, id);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn writable_layers_live_under_the_container_root_and_image_fs_info_reports_it() {
+    require_root();
+    let mut d = Daemon::start(&[]);
+    d.stop();
+    let containers = d.dir().join("fast");
+    std::fs::write(
+        d.config_path(),
+        format!("[storage]\ncontainer_root = \"{}\"\n", containers.display()),
+    )
+    .unwrap();
+    d.start_again(&[]);
+    import_busybox(&d);
+    let mut images = ImageServiceClient::new(
+        crius_api::connect(&d.socket().display().to_string())
+            .await
+            .unwrap(),
+    );
+    let mut fs_info = async || {
+        let r = images
+            .image_fs_info(cri::ImageFsInfoRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.image_filesystems.len(), 1, "{r:?}");
+        assert_eq!(r.container_filesystems.len(), 1, "{r:?}");
+        let mountpoint = |f: &cri::FilesystemUsage| f.fs_id.as_ref().unwrap().mountpoint.clone();
+        assert_eq!(
+            mountpoint(&r.image_filesystems[0]),
+            d.root().join("images").display().to_string()
+        );
+        let fs = r.container_filesystems[0].clone();
+        assert_eq!(
+            mountpoint(&fs),
+            containers.join("snapshots").display().to_string()
+        );
+        fs.used_bytes.unwrap().value
+    };
+    let before = fs_info().await;
+
+    let mut c = client(&d).await;
+    let mut conf = host_network(config("split", "uid-split"));
+    conf.log_directory = d.dir().join("logs").display().to_string();
+    let pod = run(&mut c, conf).await.unwrap();
+    let write = "head -c 1048576 /dev/zero > /written && echo written && sleep 1000";
+    let id = create(&mut c, &pod, container("writer", "busybox", write))
+        .await
+        .unwrap();
+    start(&mut c, &id).await;
+    wait_state(&mut c, &id, cri::ContainerState::ContainerRunning).await;
+    let upper = containers.join("snapshots").join(&id).join("upper");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !upper.join("written").metadata().is_ok_and(|m| m.len() == 1 << 20) {
+        assert!(
+            Instant::now() < deadline,
+            "no 1 MiB /written in {}",
+            upper.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!d.root().join("images/snapshots").join(&id).exists());
+    let after = fs_info().await;
+    assert!(after >= before + (1 << 20), "container fs {before} then {after}");
+
+    cstop(&mut c, &id, 0).await;
+    cremove(&mut c, &id).await;
+    stop(&mut c, &pod).await.unwrap();
+    remove(&mut c, &pod).await.unwrap();
+    assert!(
+        !containers.join("snapshots").join(&id).exists(),
+        "the snapshot is removed with its container"
+    );
 }

@@ -29,7 +29,7 @@ mod create;
 mod exec;
 pub(crate) mod image_volumes;
 mod lifecycle;
-mod stats;
+pub(crate) mod stats;
 pub mod status;
 pub mod stream;
 #[cfg(test)]

@@ -924,6 +924,11 @@ fn stats_come_from_the_shim_for_running_containers() {
             .value,
         5_000_000
     );
+    // Pressure where the shim has it (the fake's cpu and memory), none where it has not (its io).
+    let some = |p: &Option<cri::PsiStats>| p.as_ref().and_then(|p| p.some.as_ref()).map(|d| d.total);
+    assert_eq!(some(&s.cpu.as_ref().unwrap().psi), Some(1000));
+    assert_eq!(some(&s.memory.as_ref().unwrap().psi), Some(1000));
+    assert!(s.io.is_none());
     let idle = w.containers.stats(&w.containers.get(&b).unwrap());
     assert!(idle.cpu.is_none() && idle.writable_layer.is_some());
 }

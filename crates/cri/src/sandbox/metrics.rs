@@ -7,6 +7,10 @@
 //! pod's own network figures the sandbox's id and name and no image), then its own (`cpu`, `interface`).
 //! kubelet adds `namespace`, `pod` and `container` itself, so they are not in the descriptors. The wire value
 //! is an integer, so `container_cpu_usage_seconds_total` is whole seconds (as CRI-O sends it).
+//!
+//! The `container_fs_{reads,writes}{_bytes,}_total` counters come from the container cgroup's io.stat
+//! (rbytes, wbytes, rios, wios), summed over its devices: one series per container, so without cAdvisor's
+//! per-filesystem `device` label.
 
 use crius_api::cri;
 
@@ -53,6 +57,30 @@ const METRICS: &[(&str, &str, &[&str], cri::MetricType)] = &[
         "Start time of the container since unix epoch in seconds.",
         &[],
         cri::MetricType::Gauge,
+    ),
+    (
+        "container_fs_reads_bytes_total",
+        "Cumulative count of bytes read.",
+        &[],
+        cri::MetricType::Counter,
+    ),
+    (
+        "container_fs_writes_bytes_total",
+        "Cumulative count of bytes written.",
+        &[],
+        cri::MetricType::Counter,
+    ),
+    (
+        "container_fs_reads_total",
+        "Cumulative count of reads completed.",
+        &[],
+        cri::MetricType::Counter,
+    ),
+    (
+        "container_fs_writes_total",
+        "Cumulative count of writes completed.",
+        &[],
+        cri::MetricType::Counter,
     ),
     (
         "container_network_receive_bytes_total",
@@ -127,6 +155,14 @@ impl Sampler {
             value: Some(cri::UInt64Value { value }),
         });
     }
+}
+
+/// The io.stat counters of a container's figures.
+fn push_io(m: &mut Sampler, io: &crate::shim::Io) {
+    m.push("container_fs_reads_bytes_total", &[], io.read_bytes);
+    m.push("container_fs_writes_bytes_total", &[], io.write_bytes);
+    m.push("container_fs_reads_total", &[], io.reads);
+    m.push("container_fs_writes_total", &[], io.writes);
 }
 
 impl Node {
@@ -215,6 +251,7 @@ impl Node {
         }
         if let Some(f) = figures {
             m.push("container_processes", &[], f.pids);
+            push_io(&mut m, &f.io);
         }
         cri::ContainerMetrics {
             container_id: c.record.id.clone(),
@@ -238,11 +275,19 @@ mod tests {
             "container_network_receive_bytes_total",
             "container_network_transmit_bytes_total",
             "container_processes",
+            "container_fs_reads_bytes_total",
+            "container_fs_writes_bytes_total",
+            "container_fs_reads_total",
+            "container_fs_writes_total",
         ] {
             assert!(!find(n).help.is_empty(), "{n}");
         }
         assert_eq!(
             find("container_memory_usage_bytes").label_keys,
+            ["id", "name", "image"]
+        );
+        assert_eq!(
+            find("container_fs_writes_bytes_total").label_keys,
             ["id", "name", "image"]
         );
         assert_eq!(
@@ -283,5 +328,34 @@ mod tests {
         assert_eq!(s.out[1].label_values, ["c1", "web", "busybox"]);
         assert_eq!(s.out[1].metric_type, cri::MetricType::Gauge as i32);
         assert_eq!(s.out[1].value.as_ref().unwrap().value, 10);
+    }
+
+    #[test]
+    fn io_figures_become_the_fs_counters() {
+        // What two devices' io.stat lines sum to (see the shim client's io_of).
+        let io = crate::shim::Io {
+            read_bytes: 1460000,
+            write_bytes: 314773704,
+            reads: 200,
+            writes: 355,
+        };
+        let mut s = Sampler::new(5, "c1", "web", "busybox");
+        push_io(&mut s, &io);
+        let got: Vec<(&str, u64, i32)> = s
+            .out
+            .iter()
+            .map(|m| (m.name.as_str(), m.value.as_ref().unwrap().value, m.metric_type))
+            .collect();
+        let counter = cri::MetricType::Counter as i32;
+        assert_eq!(
+            got,
+            [
+                ("container_fs_reads_bytes_total", 1460000, counter),
+                ("container_fs_writes_bytes_total", 314773704, counter),
+                ("container_fs_reads_total", 200, counter),
+                ("container_fs_writes_total", 355, counter),
+            ]
+        );
+        assert_eq!(s.out[0].label_values, ["c1", "web", "busybox"]);
     }
 }

@@ -78,7 +78,7 @@ impl Pods {
 
 /// The pod cgroup of `parent` if crius may write it: a directory below the cgroup2 mount that exists, named by a
 /// cgroupfs path or, under the systemd `driver`, by its slice.
-fn writable_pod_cgroup(
+pub(super) fn writable_pod_cgroup(
     driver: crate::cgroup_driver::Driver,
     parent: &str,
 ) -> Option<crius_oci::cgroup::Cgroup> {

@@ -1,12 +1,19 @@
 //! PodSandboxStats and ListPodSandboxStats (what kubelet's CRI stats provider and `crictl statsp` read): a pod's
 //! containers' stats, their cpu, memory and processes summed for the pod (crius makes no pod-level cgroup
 //! yet: the sum of its containers' is what the pod uses), and the counters of the pod's network namespace.
+//!
+//! Pressure (PSI, KEP-4205) cannot be summed: the pod's is read from the pod cgroup kubelet made (its
+//! `cgroup_parent`), and is unset without one or on a kernel without PSI.
+
+use std::path::Path;
 
 use crius_api::cri;
 
+use crate::container::stats::{io_usage, psi_stats};
 use crate::error::Result;
 use crate::network::netdev;
 use crate::node::Node;
+use crate::shim::Pressure;
 use crate::store::container::State;
 use crate::store::now_ns;
 use crate::store::sandbox::Sandbox;
@@ -74,7 +81,30 @@ pub(crate) fn network(now: i64, s: &Sandbox) -> Option<cri::NetworkUsage> {
     })
 }
 
+/// The pressure files of the cgroup at `dir` (each part None where the file is missing).
+fn pressure_in(dir: &Path) -> Pressure {
+    let read = |what| crius_oci::cgroup::psi::read(dir, what);
+    Pressure {
+        cpu: read("cpu"),
+        memory: read("memory"),
+        io: read("io"),
+    }
+}
+
 impl Node {
+    /// The pressure of `s`'s pod cgroup: none without a `cgroup_parent` naming one that exists.
+    fn pod_pressure(&self, s: &Sandbox) -> Pressure {
+        let parent = s
+            .config
+            .linux
+            .as_ref()
+            .map(|l| l.cgroup_parent.as_str())
+            .unwrap_or_default();
+        super::resources::writable_pod_cgroup(self.pods.cgroup_driver(), parent)
+            .map(|c| pressure_in(&c.dir))
+            .unwrap_or_default()
+    }
+
     /// PodSandboxStats of sandbox `id`.
     pub fn pod_stats(&self, id: &str) -> Result<cri::PodSandboxStats> {
         let s = self.pods.get("PodSandboxStats", id)?;
@@ -104,7 +134,14 @@ impl Node {
             .collect();
         let pids = samples.iter().filter_map(|(_, m)| m.map(|m| m.pids)).sum();
         let containers: Vec<cri::ContainerStats> = samples.into_iter().map(|(c, _)| c).collect();
-        let (cpu, memory) = totals(now, &containers);
+        let (mut cpu, mut memory) = totals(now, &containers);
+        let pressure = self.pod_pressure(s);
+        if let Some(c) = cpu.as_mut() {
+            c.psi = psi_stats(pressure.cpu);
+        }
+        if let Some(m) = memory.as_mut() {
+            m.psi = psi_stats(pressure.memory);
+        }
         cri::PodSandboxStats {
             attributes: Some(cri::PodSandboxAttributes {
                 id: s.record.id.clone(),
@@ -121,7 +158,7 @@ impl Node {
                     process_count: uint(pids),
                 }),
                 containers,
-                io: None,
+                io: io_usage(now, pressure.io),
             }),
             windows: None,
         }
@@ -164,5 +201,25 @@ mod tests {
             "a rate needs every container's"
         );
         assert_eq!(totals(7, &[]), (None, None));
+    }
+
+    #[test]
+    fn the_pods_pressure_is_its_cgroups_files() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(pressure_in(dir.path()), Pressure::default(), "no PSI: none");
+        let line = |t| {
+            format!(
+                "some avg10=0.50 avg60=0.20 avg300=0.10 total={t}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1\n"
+            )
+        };
+        std::fs::write(dir.path().join("cpu.pressure"), line(11)).unwrap();
+        std::fs::write(dir.path().join("io.pressure"), line(33)).unwrap();
+        let p = pressure_in(dir.path());
+        assert_eq!(
+            p.cpu.map(|p| (p.some.total, p.some.avg10, p.full.total)),
+            Some((11, 0.5, 1))
+        );
+        assert_eq!(p.memory, None);
+        assert_eq!(p.io.map(|p| p.some.total), Some(33));
     }
 }

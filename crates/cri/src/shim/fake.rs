@@ -8,6 +8,22 @@ use std::time::{Duration, Instant};
 
 use super::{CreateTask, ExecTask, Exit, Metrics, ShimClient, ShimCode, ShimError, ShimResult, TaskStatus};
 
+/// The pressure a running fake container reports for cpu and memory.
+pub const FAKE_PSI: super::Psi = super::Psi {
+    some: super::PsiData {
+        avg10: 1.5,
+        avg60: 0.5,
+        avg300: 0.25,
+        total: 1000,
+    },
+    full: super::PsiData {
+        avg10: 0.5,
+        avg60: 0.0,
+        avg300: 0.0,
+        total: 400,
+    },
+};
+
 /// One fake process (a container's init or an exec).
 #[derive(Debug, Clone, Default)]
 pub struct Task {
@@ -259,6 +275,18 @@ impl ShimClient for FakeShim {
                 cpu_usage_ns: 5_000_000,
                 memory_usage: 1 << 20,
                 pids: 2,
+                io: super::Io {
+                    read_bytes: 4096,
+                    write_bytes: 8192,
+                    reads: 1,
+                    writes: 2,
+                },
+                // cpu and memory pressure as a PSI kernel gives it; none for io, as without the file.
+                psi: super::Pressure {
+                    cpu: Some(FAKE_PSI),
+                    memory: Some(FAKE_PSI),
+                    io: None,
+                },
                 ..Default::default()
             }))
         })

@@ -138,7 +138,7 @@ pub struct ExecTask {
 }
 
 /// A container's resource figures from its cgroup, as ContainerStats reports them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Metrics {
     /// CPU time used, ns.
     pub cpu_usage_ns: u64,
@@ -156,7 +156,37 @@ pub struct Metrics {
     pub pgmajfault: u64,
     /// Processes (pids.current).
     pub pids: u64,
+    /// Block I/O from io.stat, summed over devices.
+    pub io: Io,
+    /// Pressure stall information; each part None where the kernel has no PSI.
+    pub psi: Pressure,
 }
+
+/// A cgroup's block I/O (io.stat's rbytes, wbytes, rios and wios over all its devices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Io {
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Read operations.
+    pub reads: u64,
+    /// Write operations.
+    pub writes: u64,
+}
+
+/// A cgroup's cpu.pressure, memory.pressure and io.pressure.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Pressure {
+    /// cpu.pressure.
+    pub cpu: Option<Psi>,
+    /// memory.pressure.
+    pub memory: Option<Psi>,
+    /// io.pressure.
+    pub io: Option<Psi>,
+}
+
+pub use crius_oci::cgroup::psi::{Psi, PsiData};
 
 /// The calls criusd makes of its pods' shims. `sandbox` picks the pod's shim; `id` is the container.
 /// Implementations are shared between threads; every call blocks until the shim answers or its deadline.

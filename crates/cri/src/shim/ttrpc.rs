@@ -18,7 +18,10 @@ use crius_common::sealed::Handed;
 use crius_shim::client::{self, TaskClient};
 
 use super::watch::Watch;
-use super::{CreateTask, ExecTask, Exit, Metrics, ShimClient, ShimCode, ShimError, ShimResult, TaskStatus};
+use super::{
+    CreateTask, ExecTask, Exit, Io, Metrics, Pressure, Psi, PsiData, ShimClient, ShimCode, ShimError,
+    ShimResult, TaskStatus,
+};
 
 /// The containerd namespace criusd's shims run in.
 pub const NAMESPACE: &str = "k8s.io";
@@ -71,6 +74,30 @@ fn classify(e: client::Error, deadline: Duration) -> ShimError {
 
 fn ctx(d: Duration) -> ttrpc::context::Context {
     ttrpc::context::with_timeout(d.as_nanos().min(i64::MAX as u128) as i64)
+}
+
+/// The io.stat figures of each device (containerd's IOEntry) summed over the devices.
+fn io_of(devices: &[containerd_shim_protos::cgroups_v2::metrics::IOEntry]) -> Io {
+    devices.iter().fold(Io::default(), |t, e| Io {
+        read_bytes: t.read_bytes + e.rbytes,
+        write_bytes: t.write_bytes + e.wbytes,
+        reads: t.reads + e.rios,
+        writes: t.writes + e.wios,
+    })
+}
+
+/// containerd's PSIStats as crius's (a part the shim left out is zero).
+fn psi_of(p: &containerd_shim_protos::cgroups_v2::metrics::PSIStats) -> Psi {
+    let data = |d: &containerd_shim_protos::cgroups_v2::metrics::PSIData| PsiData {
+        avg10: d.avg10,
+        avg60: d.avg60,
+        avg300: d.avg300,
+        total: d.total,
+    };
+    Psi {
+        some: p.some.as_ref().map(data).unwrap_or_default(),
+        full: p.full.as_ref().map(data).unwrap_or_default(),
+    }
 }
 
 fn ns_of(t: &containerd_shim_protos::protobuf::well_known_types::timestamp::Timestamp) -> i64 {
@@ -404,6 +431,12 @@ impl ShimClient for TtrpcShims {
             pgfault: m.memory.pgfault,
             pgmajfault: m.memory.pgmajfault,
             pids: m.pids.current,
+            io: io_of(&m.io.usage),
+            psi: Pressure {
+                cpu: m.cpu.psi.as_ref().map(psi_of),
+                memory: m.memory.psi.as_ref().map(psi_of),
+                io: m.io.psi.as_ref().map(psi_of),
+            },
         }))
     }
 
@@ -443,6 +476,43 @@ impl ShimClient for TtrpcShims {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn io_is_summed_over_devices_and_psi_carried() {
+        use containerd_shim_protos::cgroups_v2::metrics::{IOEntry, PSIData, PSIStats};
+        // io.stat's `8:0 rbytes=1459200 wbytes=314773504 rios=192 wios=353` and
+        // `253:1 rbytes=800 wbytes=200 rios=8 wios=2`, as the shim sends them.
+        let dev = |major, rbytes, wbytes, rios, wios| IOEntry {
+            major,
+            rbytes,
+            wbytes,
+            rios,
+            wios,
+            ..Default::default()
+        };
+        let io = io_of(&[dev(8, 1459200, 314773504, 192, 353), dev(253, 800, 200, 8, 2)]);
+        assert_eq!(
+            io,
+            Io {
+                read_bytes: 1460000,
+                write_bytes: 314773704,
+                reads: 200,
+                writes: 355
+            }
+        );
+        assert_eq!(io_of(&[]), Io::default());
+        let p = psi_of(&PSIStats {
+            some: Some(PSIData {
+                avg10: 2.5,
+                total: 9,
+                ..Default::default()
+            })
+            .into(),
+            ..Default::default()
+        });
+        assert_eq!((p.some.avg10, p.some.total), (2.5, 9));
+        assert_eq!(p.full, PsiData::default(), "a part the shim left out is zero");
+    }
 
     #[test]
     fn a_late_answer_is_a_timeout_and_a_broken_connection_is_unreachable() {

@@ -19,6 +19,7 @@
 
 mod devices;
 mod plan;
+pub mod psi;
 mod stats;
 pub mod systemd;
 

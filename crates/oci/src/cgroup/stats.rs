@@ -1,9 +1,12 @@
-//! Usage statistics read from cgroup v2 files; a missing controller leaves its part empty.
+//! Usage statistics read from cgroup v2 files; a missing controller leaves its part empty, missing pressure
+//! files (no PSI) leave `psi` out.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
+
+use super::psi::{self, Psi};
 
 /// Statistics in the shape `runc events --stats` prints (`data` of a `stats` event).
 #[derive(Debug, Default, Serialize)]
@@ -27,6 +30,9 @@ pub struct Blkio {
     /// Read and write operations per device.
     #[serde(rename = "ioServicedRecursive")]
     pub ops: Vec<BlkioEntry>,
+    /// io.pressure, where the kernel has PSI.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psi: Option<Psi>,
 }
 
 /// One device's count for one operation.
@@ -86,6 +92,9 @@ pub struct Cpu {
     pub usage: CpuUsage,
     /// Throttling.
     pub throttling: Throttling,
+    /// cpu.pressure, where the kernel has PSI.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psi: Option<Psi>,
 }
 
 /// CPU usage in nanoseconds.
@@ -121,6 +130,9 @@ pub struct Memory {
     pub swap: MemoryUsage,
     /// memory.stat as read.
     pub raw: BTreeMap<String, u64>,
+    /// memory.pressure, where the kernel has PSI.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psi: Option<Psi>,
 }
 
 /// Usage and limit.
@@ -196,6 +208,7 @@ pub fn read(dir: &Path) -> Stats {
                 throttled_periods: get(&cpu, "nr_throttled"),
                 throttled_time: get(&cpu, "throttled_usec") * 1000,
             },
+            psi: psi::read(dir, "cpu"),
         },
         memory: Memory {
             usage: MemoryUsage {
@@ -209,12 +222,16 @@ pub fn read(dir: &Path) -> Stats {
                 failcnt: get(&events, "max"),
             },
             raw: keyed(dir, "memory.stat"),
+            psi: psi::read(dir, "memory"),
         },
         pids: Pids {
             current: pids_current(dir),
             limit: if pids_max == u64::MAX { 0 } else { pids_max },
         },
-        blkio: blkio(dir),
+        blkio: Blkio {
+            psi: psi::read(dir, "io"),
+            ..blkio(dir)
+        },
     }
 }
 
