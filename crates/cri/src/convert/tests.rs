@@ -193,7 +193,7 @@ fn a_bounding_mask_names_its_capabilities() {
 }
 
 /// The spec of `config` in `sandbox` with an image that says `Cmd: ["sh"]`.
-fn spec_of(config: &cri::ContainerConfig, sandbox: &Sandbox, host: &Host) -> Result<Spec> {
+pub(super) fn spec_of(config: &cri::ContainerConfig, sandbox: &Sandbox, host: &Host) -> Result<Spec> {
     spec(
         &Input {
             id: "c",
@@ -208,7 +208,7 @@ fn spec_of(config: &cri::ContainerConfig, sandbox: &Sandbox, host: &Host) -> Res
     )
 }
 
-fn a_pod() -> Sandbox {
+pub(super) fn a_pod() -> Sandbox {
     Sandbox {
         record: Default::default(),
         config: Default::default(),
