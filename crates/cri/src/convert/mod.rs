@@ -3,7 +3,7 @@
 //! namespaces joined by path (its user namespace too, with its mappings), the pod's hostname, hosts and
 //! resolv.conf files, kubelet's mounts (idmapped when they have mappings), kubelet's devices (a conversion
 //! copying the host's nodes, `devices.rs`, not an adjustment), resources (CRI zero = unset), capabilities
-//! and the usual masked and read-only paths. What containerd's CRI plugin does by default, unless said
+//! and kubelet's masked and read-only paths (none when it sends none: `procMount: Unmasked`). What containerd's CRI plugin does by default, unless said
 //! otherwise here.
 //!
 //! [`spec`] is a pure function of the request ([`Input`]) and the facts it needs from the node and the
@@ -67,27 +67,6 @@ const CALL: &str = "CreateContainer";
 
 /// The annotation that groups a pod's containers into one shim.
 pub const SANDBOX_ID: &str = "io.kubernetes.cri.sandbox-id";
-
-const MASKED: &[&str] = &[
-    "/proc/asound",
-    "/proc/acpi",
-    "/proc/kcore",
-    "/proc/keys",
-    "/proc/latency_stats",
-    "/proc/timer_list",
-    "/proc/timer_stats",
-    "/proc/sched_debug",
-    "/proc/scsi",
-    "/sys/firmware",
-    "/sys/devices/virtual/powercap",
-];
-const READONLY: &[&str] = &[
-    "/proc/bus",
-    "/proc/fs",
-    "/proc/irq",
-    "/proc/sys",
-    "/proc/sysrq-trigger",
-];
 
 /// Everything a container's spec is made from, besides the [`Host`] facts.
 pub struct Input<'a> {
@@ -210,22 +189,17 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     if !devices.is_empty() {
         linux.set_devices(Some(devices));
     }
-    // kubelet sends the paths it wants (its defaults, or none for an unmasked /proc); without them, the usual
-    // defaults. A privileged container has none (Linux's Default, which the builder starts from, has runc's).
-    let (masked, readonly) = if privileged {
-        (None, None)
-    } else {
-        let given = |v: Option<&Vec<String>>, default: &[&str]| {
-            Some(match v.filter(|v| !v.is_empty()) {
-                Some(v) => v.clone(),
-                None => default.iter().map(|p| p.to_string()).collect(),
-            })
-        };
-        (
-            given(sc.map(|s| &s.masked_paths), MASKED),
-            given(sc.map(|s| &s.readonly_paths), READONLY),
-        )
+    // The masked and read-only paths are kubelet's, as given, as containerd 2.x and CRI-O do: kubelet sends its
+    // defaults for `procMount: Default` and none for `Unmasked` (KEP-4265), and a runtime adds none of its
+    // own. A privileged container has none (Linux's Default, which the builder starts from, has runc's).
+    let paths = |v: Option<&Vec<String>>| match v {
+        Some(v) if !privileged && !v.is_empty() => Some(v.clone()),
+        _ => None,
     };
+    let (masked, readonly) = (
+        paths(sc.map(|s| &s.masked_paths)),
+        paths(sc.map(|s| &s.readonly_paths)),
+    );
     if let Some((uids, gids)) = userns {
         linux.set_uid_mappings(Some(uids));
         linux.set_gid_mappings(Some(gids));
