@@ -17,7 +17,13 @@ use tonic::Code;
 
 /// Makes char device `major:minor` at `path`, mode `mode`, owned by `uid:gid`.
 fn node(path: &Path, major: u64, minor: u64, mode: u32, uid: u32, gid: u32) {
-    mknod(path, SFlag::S_IFCHR, Mode::from_bits_truncate(mode), makedev(major, minor)).unwrap();
+    mknod(
+        path,
+        SFlag::S_IFCHR,
+        Mode::from_bits_truncate(mode),
+        makedev(major, minor),
+    )
+    .unwrap();
     // mknod's mode is cut by the umask: set it as meant.
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -34,9 +40,8 @@ fn device(host: &Path, container_path: &str, permissions: &str) -> cri::Device {
 
 /// ExecSync of `sh -c script` in container `id`: (exit code, stdout, stderr).
 async fn sh(p: &mut Pod, id: &str, script: &str) -> (i32, String, String) {
-    let r = p
-        .c
-        .exec_sync(cri::ExecSyncRequest {
+    let r =
+        p.c.exec_sync(cri::ExecSyncRequest {
             container_id: id.into(),
             cmd: vec!["sh".into(), "-c".into(), script.into()],
             timeout: 10,
@@ -131,9 +136,21 @@ async fn what_is_not_a_device_and_bad_permissions_are_refused_by_name() {
     std::fs::write(h.join("plain"), "x").unwrap();
     let mut p = Pod::on_host_network("device-refusals").await;
     for (dev, field, says) in [
-        (device(&h.join("absent"), "/dev/x", "rw"), "devices[1].host_path", "absent"),
-        (device(&h.join("plain"), "/dev/x", "rw"), "devices[1].host_path", "not a device"),
-        (device(&h.join("null"), "/dev/x", "rwx"), "devices[1].permissions", "rwx"),
+        (
+            device(&h.join("absent"), "/dev/x", "rw"),
+            "devices[1].host_path",
+            "absent",
+        ),
+        (
+            device(&h.join("plain"), "/dev/x", "rw"),
+            "devices[1].host_path",
+            "not a device",
+        ),
+        (
+            device(&h.join("null"), "/dev/x", "rwx"),
+            "devices[1].permissions",
+            "rwx",
+        ),
     ] {
         let mut c = container("refused", "busybox", "true");
         c.devices = vec![device(&h.join("null"), "/dev/ok", "rw"), dev];
