@@ -1,7 +1,8 @@
 //! A pod spec in the CRI's terms, computed as kubelet computes it: the sandbox config (metadata, hostname, log
 //! directory, DNS, host ports, namespaces, sysctls, labels), and each container's config (command and args with
 //! `$(VAR)` expansion, env, mounts, resources from requests and limits, OOM score by QoS class, security
-//! context, log path `<name>/<attempt>.log`, kubelet's labels and annotations).
+//! context with kubelet's masked and read-only paths (`proc_paths`), log path `<name>/<attempt>.log`,
+//! kubelet's labels and annotations).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -338,6 +339,7 @@ pub fn container_config(
     let spec = &def.spec;
     let psc = spec.security_context.clone().unwrap_or_default();
     let sc = c.security_context.clone().unwrap_or_default();
+    let proc_paths = crate::proc_paths::paths(sc.proc_mount.as_deref());
     let mut labels = pod_labels(def, id);
     labels.retain(|k, _| k.starts_with("io.kubernetes."));
     labels.insert("io.kubernetes.container.name".into(), c.name.clone());
@@ -408,6 +410,8 @@ pub fn container_config(
                 supplemental_groups: groups,
                 no_new_privs: sc.allow_privilege_escalation == Some(false),
                 seccomp: profile(sc.seccomp_profile.as_ref().or(psc.seccomp_profile.as_ref())),
+                masked_paths: proc_paths.0,
+                readonly_paths: proc_paths.1,
                 ..Default::default()
             }),
         }),

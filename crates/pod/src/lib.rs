@@ -23,6 +23,7 @@ mod hooks;
 pub mod logs;
 pub mod manifest;
 pub mod node;
+mod proc_paths;
 pub mod quantity;
 pub mod report;
 pub mod validate;

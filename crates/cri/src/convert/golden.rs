@@ -628,6 +628,7 @@ impl Facts {
             apparmor: None,
             kernel: GOLDEN_KERNEL,
             cgroup_driver: Default::default(),
+            devices: Vec::new(),
         }
     }
 }

@@ -32,14 +32,18 @@ pub struct Host {
     pub kernel: (u32, u32),
     /// The node's cgroup driver, which names the container's cgroup (criusd's config, not read here).
     pub cgroup_driver: crate::cgroup_driver::Driver,
+    /// What the host has at each of the ContainerConfig's `devices`' host paths, in order
+    /// (`convert::devices::probe`).
+    pub devices: Vec<super::AtHostPath>,
 }
 
 impl Host {
     /// Reads the facts for `input`: criusd's bounding set, the cgroup2 cpu controller, the pod's hostname
-    /// file (when the pod has a UTS namespace of its own, the only time the spec names a hostname) and the
-    /// rootfs's passwd and group files. Those are the image's: read inside the rootfs, capped, and only if
-    /// regular files (`convert::image_files`); one that is not (a FIFO, a symlink to /dev/zero, a huge file)
-    /// is InvalidArgument naming it, at once. The node's `cgroup_driver` is criusd's setting, passed on.
+    /// file (when the pod has a UTS namespace of its own, the only time the spec names a hostname), the
+    /// rootfs's passwd and group files and the host's nodes at the devices' host paths. The passwd and group
+    /// files are the image's: read inside the rootfs, capped, and only if regular files
+    /// (`convert::image_files`); one that is not (a FIFO, a symlink to /dev/zero, a huge file) is
+    /// InvalidArgument naming it, at once. The node's `cgroup_driver` is criusd's setting, passed on.
     pub fn probe(input: &Input<'_>, cgroup_driver: crate::cgroup_driver::Driver) -> Result<Host> {
         let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
         let image_file = |rel: &str| {
@@ -71,6 +75,7 @@ impl Host {
             },
             apparmor: super::apparmor::probe(input.config),
             cgroup_driver,
+            devices: super::devices::probe(input.config),
         })
     }
 }

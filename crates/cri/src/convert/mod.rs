@@ -1,9 +1,10 @@
 //! CRI to OCI: the runtime spec (config.json) of a CRI container, as oci-spec's typed [`Spec`]. Its process
 //! from the ContainerConfig over the image config (command, args, env, working dir, user), the pod's
 //! namespaces joined by path (its user namespace too, with its mappings), the pod's hostname, hosts and
-//! resolv.conf files, kubelet's mounts (idmapped when they have mappings), resources
-//! (CRI zero = unset), capabilities and the usual masked and read-only paths. What containerd's CRI plugin
-//! does by default, unless said otherwise here.
+//! resolv.conf files, kubelet's mounts (idmapped when they have mappings), kubelet's devices (a conversion
+//! copying the host's nodes, `devices.rs`, not an adjustment), resources (CRI zero = unset), capabilities
+//! and kubelet's masked and read-only paths (none when it sends none: `procMount: Unmasked`). What containerd's CRI plugin does by default, unless said
+//! otherwise here.
 //!
 //! [`spec`] is a pure function of the request ([`Input`]) and the facts it needs from the node and the
 //! image's files ([`Host`]): it reads and writes nothing. The create path reads the facts before it
@@ -23,6 +24,7 @@
 mod apparmor;
 mod apparmor_default;
 mod caps;
+mod devices;
 mod host;
 mod image_files;
 mod mounts;
@@ -51,6 +53,7 @@ use serde_json::Value;
 
 pub use apparmor::{DEFAULT_PROFILE as APPARMOR_DEFAULT_PROFILE, load_default as load_apparmor_default};
 pub use caps::{ALL_CAPS, DEFAULT_CAPS};
+pub use devices::{AtHostPath, HostDevice};
 pub use host::{Host, bounding_set, cpu_controller, create_mount_sources};
 pub use mounts::{image_volume_mount, is_image_volume};
 pub use process::{args, env, user};
@@ -64,27 +67,6 @@ const CALL: &str = "CreateContainer";
 
 /// The annotation that groups a pod's containers into one shim.
 pub const SANDBOX_ID: &str = "io.kubernetes.cri.sandbox-id";
-
-const MASKED: &[&str] = &[
-    "/proc/asound",
-    "/proc/acpi",
-    "/proc/kcore",
-    "/proc/keys",
-    "/proc/latency_stats",
-    "/proc/timer_list",
-    "/proc/timer_stats",
-    "/proc/sched_debug",
-    "/proc/scsi",
-    "/sys/firmware",
-    "/sys/devices/virtual/powercap",
-];
-const READONLY: &[&str] = &[
-    "/proc/bus",
-    "/proc/fs",
-    "/proc/irq",
-    "/proc/sys",
-    "/proc/sysrq-trigger",
-];
 
 /// Everything a container's spec is made from, besides the [`Host`] facts.
 pub struct Input<'a> {
@@ -187,32 +169,37 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
 
     let pod_linux = inp.sandbox.config.linux.as_ref();
     let parent = pod_linux.map(|l| l.cgroup_parent.as_str()).unwrap_or_default();
+    // kubelet's devices (device plugins'): nodes copied from the host's, and their allow rules after the
+    // deny-all one.
+    let (devices, device_rules) = devices::devices(c, &host.devices)?;
+    let mut res = resources(
+        c.linux.as_ref().and_then(|l| l.resources.as_ref()),
+        host.cpu_controller,
+    )?;
+    let mut rules = res.devices().clone().unwrap_or_default();
+    rules.extend(device_rules);
+    res.set_devices(Some(rules));
     let mut linux = built(
         LinuxBuilder::default()
             .namespaces(namespaces)
             .cgroups_path(host.cgroup_driver.cgroups_path(parent, inp.id))
-            .resources(resources(
-                c.linux.as_ref().and_then(|l| l.resources.as_ref()),
-                host.cpu_controller,
-            )?)
+            .resources(res)
             .build(),
     )?;
-    // kubelet sends the paths it wants (its defaults, or none for an unmasked /proc); without them, the usual
-    // defaults. A privileged container has none (Linux's Default, which the builder starts from, has runc's).
-    let (masked, readonly) = if privileged {
-        (None, None)
-    } else {
-        let given = |v: Option<&Vec<String>>, default: &[&str]| {
-            Some(match v.filter(|v| !v.is_empty()) {
-                Some(v) => v.clone(),
-                None => default.iter().map(|p| p.to_string()).collect(),
-            })
-        };
-        (
-            given(sc.map(|s| &s.masked_paths), MASKED),
-            given(sc.map(|s| &s.readonly_paths), READONLY),
-        )
+    if !devices.is_empty() {
+        linux.set_devices(Some(devices));
+    }
+    // The masked and read-only paths are kubelet's, as given, as containerd 2.x and CRI-O do: kubelet sends its
+    // defaults for `procMount: Default` and none for `Unmasked` (KEP-4265), and a runtime adds none of its
+    // own. A privileged container has none (Linux's Default, which the builder starts from, has runc's).
+    let paths = |v: Option<&Vec<String>>| match v {
+        Some(v) if !privileged && !v.is_empty() => Some(v.clone()),
+        _ => None,
     };
+    let (masked, readonly) = (
+        paths(sc.map(|s| &s.masked_paths)),
+        paths(sc.map(|s| &s.readonly_paths)),
+    );
     if let Some((uids, gids)) = userns {
         linux.set_uid_mappings(Some(uids));
         linux.set_gid_mappings(Some(gids));

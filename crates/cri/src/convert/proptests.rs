@@ -305,6 +305,8 @@ fn host() -> BoxedStrategy<Host> {
                 } else {
                     crate::cgroup_driver::Driver::Cgroupfs
                 },
+                // No device facts: a config's devices are refused as unread (`devices.rs` maps them).
+                devices: Vec::new(),
             },
         )
         .boxed()

@@ -193,7 +193,7 @@ fn a_bounding_mask_names_its_capabilities() {
 }
 
 /// The spec of `config` in `sandbox` with an image that says `Cmd: ["sh"]`.
-fn spec_of(config: &cri::ContainerConfig, sandbox: &Sandbox, host: &Host) -> Result<Spec> {
+pub(super) fn spec_of(config: &cri::ContainerConfig, sandbox: &Sandbox, host: &Host) -> Result<Spec> {
     spec(
         &Input {
             id: "c",
@@ -208,7 +208,7 @@ fn spec_of(config: &cri::ContainerConfig, sandbox: &Sandbox, host: &Host) -> Res
     )
 }
 
-fn a_pod() -> Sandbox {
+pub(super) fn a_pod() -> Sandbox {
     Sandbox {
         record: Default::default(),
         config: Default::default(),
@@ -253,38 +253,42 @@ fn one_request_under_each_cgroup_driver() {
 }
 
 #[test]
-fn security_context_paths_replace_the_default_masks() {
+fn masked_and_readonly_paths_are_kubelet_s_as_given() {
     let sandbox = a_pod();
-    let spec_of = |config: &cri::ContainerConfig| {
-        let s = spec_of(
-            config,
-            &sandbox,
-            &Host {
-                bounding: every_cap(),
+    let spec_of = |sc: cri::LinuxContainerSecurityContext| {
+        let config = cri::ContainerConfig {
+            linux: Some(cri::LinuxContainerConfig {
+                security_context: Some(sc),
                 ..Default::default()
-            },
-        )
-        .unwrap();
-        serde_json::to_value(s).unwrap()
-    };
-    let plain = spec_of(&cri::ContainerConfig::default());
-    assert_eq!(plain["linux"]["maskedPaths"], json!(MASKED));
-    let sc = cri::LinuxContainerSecurityContext {
-        masked_paths: vec!["/secret".into()],
-        readonly_paths: vec!["/etc".into()],
-        ..Default::default()
-    };
-    let config = cri::ContainerConfig {
-        linux: Some(cri::LinuxContainerConfig {
-            security_context: Some(sc),
+            }),
             ..Default::default()
-        }),
+        };
+        let host = Host {
+            bounding: every_cap(),
+            ..Default::default()
+        };
+        serde_json::to_value(spec_of(&config, &sandbox, &host).unwrap()).unwrap()
+    };
+    let paths = |masked: &[&str], readonly: &[&str]| cri::LinuxContainerSecurityContext {
+        masked_paths: masked.iter().map(|p| p.to_string()).collect(),
+        readonly_paths: readonly.iter().map(|p| p.to_string()).collect(),
         ..Default::default()
     };
-    let given = spec_of(&config);
-    assert_eq!(given["linux"]["maskedPaths"], json!(["/secret"]));
-    assert_eq!(given["linux"]["readonlyPaths"], json!(["/etc"]));
-    assert_eq!(given["process"]["args"], json!(["sh"]));
+    // procMount Default: kubelet sends its lists, and they are the spec's, nothing added.
+    let default = spec_of(paths(&["/proc/kcore", "/secret"], &["/proc/sys"]));
+    assert_eq!(default["linux"]["maskedPaths"], json!(["/proc/kcore", "/secret"]));
+    assert_eq!(default["linux"]["readonlyPaths"], json!(["/proc/sys"]));
+    assert_eq!(default["process"]["args"], json!(["sh"]));
+    // procMount Unmasked (KEP-4265): kubelet sends none, and /proc is left whole (containerd 2.x, CRI-O).
+    let unmasked = spec_of(paths(&[], &[]));
+    assert_eq!(unmasked["linux"].get("maskedPaths"), None, "{unmasked}");
+    assert_eq!(unmasked["linux"].get("readonlyPaths"), None, "{unmasked}");
+    // A privileged container has none, whatever is sent.
+    let mut privileged = paths(&["/proc/kcore"], &["/proc/sys"]);
+    privileged.privileged = true;
+    let privileged = spec_of(privileged);
+    assert_eq!(privileged["linux"].get("maskedPaths"), None);
+    assert_eq!(privileged["linux"].get("readonlyPaths"), None);
 }
 
 #[test]

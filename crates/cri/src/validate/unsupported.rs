@@ -5,8 +5,9 @@
 //! promise is kept by a test over every field of every CRI request message (`unsupported/fields.rs`): each is
 //! carried out, refused here, or ignored for a reason written beside it. Refused:
 //!
-//! - a ContainerConfig's `devices` and `CDI_devices`, any of them: crius makes no device nodes from the CRI
-//!   (a container gets the default devices only), so a device asked for is refused rather than missing;
+//! - a ContainerConfig's `CDI_devices`, any of them: crius resolves no CDI names yet, so a device asked for
+//!   is refused rather than missing (its `devices`, device plugins' nodes, are carried out:
+//!   `convert::devices`);
 //! - a Capability's `add_ambient_capabilities`: the process's ambient set is left empty;
 //! - a Mount's `image_sub_path` without an `image` (image volumes are mounted: `container::image_volumes`);
 //! - a Mount's `uidMappings` without `gidMappings` or the other way round (with both, the mount is idmapped:
@@ -98,17 +99,6 @@ const _: () = assert!(
 pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
     const CALL: &str = "CreateContainer";
     stop_signal(CALL, c.stop_signal)?;
-    if !c.devices.is_empty() {
-        return Err(Error::invalid(
-            CALL,
-            "devices",
-            format!(
-                "asks for {} device(s) ({}): crius does not make device nodes from the CRI",
-                c.devices.len(),
-                c.devices[0].host_path
-            ),
-        ));
-    }
     if !c.cdi_devices.is_empty() {
         return Err(Error::invalid(
             CALL,

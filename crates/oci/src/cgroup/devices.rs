@@ -2,7 +2,9 @@
 //! the OCI rules and attached to the container's cgroup, as runc and crun do.
 //!
 //! Rule semantics follow the OCI spec: the last matching rule decides; no match denies. The devices every
-//! container gets (null, zero, full, random, urandom, tty, ptmx and /dev/pts/*) are allowed after the user rules.
+//! container gets (null, zero, full, random, urandom, tty, ptmx and /dev/pts/*) are allowed after the user rules,
+//! and so is mknod (access `m` alone) of any char or block node, as runc allows it: the runtime makes the spec's
+//! nodes from inside the cgroup, whatever access their rules give, and opening a node still needs a rule.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
@@ -140,7 +142,7 @@ fn program(rules: &[Rule]) -> Vec<Insn> {
     p
 }
 
-/// The full rule list for a container: user rules, then the default devices.
+/// The full rule list for a container: user rules, then the default devices, then mknod of any node.
 fn rules(user: &[LinuxDeviceCgroup]) -> Result<Vec<Rule>, String> {
     let mut out = user.iter().map(convert).collect::<Result<Vec<_>, _>>()?;
     out.extend(DEFAULT_ALLOWED.iter().map(|&(t, major, minor)| Rule {
@@ -149,6 +151,13 @@ fn rules(user: &[LinuxDeviceCgroup]) -> Result<Vec<Rule>, String> {
         major,
         minor,
         access: 7,
+    }));
+    out.extend(['c', 'b'].map(|t| Rule {
+        allow: true,
+        typ: dev_type(t),
+        major: -1,
+        minor: -1,
+        access: 1,
     }));
     Ok(out)
 }
@@ -289,6 +298,9 @@ mod tests {
         assert_eq!(run(&prog, 2, 6, 136, 7), 1, "/dev/pts/7 read+write");
         assert_eq!(run(&prog, 1, 2, 8, 0), 0, "block 8:0 denied");
         assert_eq!(run(&prog, 2, 2, 10, 200), 0, "tun denied");
+        assert_eq!(run(&prog, 1, 1, 8, 0), 1, "block 8:0 may be made (mknod)");
+        assert_eq!(run(&prog, 2, 1, 10, 229), 1, "char 10:229 may be made (mknod)");
+        assert_eq!(run(&prog, 2, 2, 10, 229), 0, "but not opened for reading");
     }
 
     #[test]

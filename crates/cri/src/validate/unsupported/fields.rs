@@ -125,7 +125,7 @@ const FIELDS: &[(&str, &str, Fate)] = &[
     ("ContainerConfig", "working_dir", Acted),
     ("ContainerConfig", "envs", Acted),
     ("ContainerConfig", "mounts", Acted),
-    ("ContainerConfig", "devices", Refused),
+    ("ContainerConfig", "devices", Acted),
     ("ContainerConfig", "labels", Acted),
     ("ContainerConfig", "annotations", Acted),
     ("ContainerConfig", "log_path", Acted),
@@ -214,9 +214,9 @@ const FIELDS: &[(&str, &str, Fate)] = &[
     ("Mount", "recursive_read_only", Refused),
     ("Mount", "image", Acted),
     ("Mount", "image_sub_path", Refused),
-    ("Device", "container_path", Refused),
-    ("Device", "host_path", Refused),
-    ("Device", "permissions", Refused),
+    ("Device", "container_path", Acted),
+    ("Device", "host_path", Acted),
+    ("Device", "permissions", Acted),
     ("LinuxContainerConfig", "resources", Acted),
     ("LinuxContainerConfig", "security_context", Acted),
     ("WindowsContainerConfig", "resources", Ignored(WINDOWS)),
@@ -398,31 +398,9 @@ fn mount(m: cri::Mount) -> cri::ContainerConfig {
     }
 }
 
-fn device(d: cri::Device) -> Case {
-    Case::Container(
-        cri::ContainerConfig {
-            devices: vec![d],
-            ..Default::default()
-        },
-        "devices",
-    )
-}
-
 fn refusal(message: &str, field: &str) -> Option<Case> {
     let ids = || vec![cri::IdMapping::default()];
     Some(match (message, field) {
-        ("ContainerConfig", "devices") | ("Device", "host_path") => device(cri::Device {
-            host_path: "/dev/fuse".into(),
-            ..Default::default()
-        }),
-        ("Device", "container_path") => device(cri::Device {
-            container_path: "/dev/fuse".into(),
-            ..Default::default()
-        }),
-        ("Device", "permissions") => device(cri::Device {
-            permissions: "rwm".into(),
-            ..Default::default()
-        }),
         ("ContainerConfig", "CDI_devices") | ("CDIDevice", "name") => Case::Container(
             cri::ContainerConfig {
                 cdi_devices: vec![cri::CdiDevice {
