@@ -48,12 +48,7 @@ impl Pods {
         }
         let Some(r) = resources else { return Ok(()) };
         crate::validate::resources(CALL, "resources", r)?;
-        let parent = s
-            .config
-            .linux
-            .as_ref()
-            .map(|l| l.cgroup_parent.as_str())
-            .unwrap_or_default();
+        let parent = s.cgroup_parent();
         let Some(cgroup) = writable_pod_cgroup(self.cgroup_driver(), parent) else {
             tracing::info!(sandbox = %s.record.id, cgroup_parent = parent, "pod resources: the pod cgroup is kubelet's to update");
             return Ok(());

@@ -94,13 +94,7 @@ fn pressure_in(dir: &Path) -> Pressure {
 impl Node {
     /// The pressure of `s`'s pod cgroup: none without a `cgroup_parent` naming one that exists.
     fn pod_pressure(&self, s: &Sandbox) -> Pressure {
-        let parent = s
-            .config
-            .linux
-            .as_ref()
-            .map(|l| l.cgroup_parent.as_str())
-            .unwrap_or_default();
-        super::resources::writable_pod_cgroup(self.pods.cgroup_driver(), parent)
+        super::resources::writable_pod_cgroup(self.pods.cgroup_driver(), s.cgroup_parent())
             .map(|c| pressure_in(&c.dir))
             .unwrap_or_default()
     }

@@ -56,6 +56,15 @@ impl Sandbox {
     pub fn name(&self) -> String {
         reserved_name(&self.config)
     }
+
+    /// The pod cgroup's parent kubelet named (empty: none).
+    pub fn cgroup_parent(&self) -> &str {
+        self.config
+            .linux
+            .as_ref()
+            .map(|l| l.cgroup_parent.as_str())
+            .unwrap_or_default()
+    }
 }
 
 /// The unique name a config reserves.
