@@ -321,3 +321,40 @@ fn spec_files_are_checked() {
         assert!(e.contains(why), "{bad}: {e}");
     }
 }
+
+#[test]
+fn hooks_go_to_their_lists_and_intel_rdt_is_set() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hooks: Vec<String> = spec::HOOK_NAMES
+        .iter()
+        .map(|n| format!("{{hookName: {n}, path: /hooks/{n}}}"))
+        .collect();
+    write(
+        tmp.path(),
+        "hooks.yaml",
+        &format!(
+            "cdiVersion: 0.8.0\nkind: hook.example/h\ncontainerEdits:\n  intelRdt: {{closID: gold, \
+             l3CacheSchema: 'L3:0=ff'}}\ndevices:\n- name: all\n  containerEdits:\n    hooks: [{}]\n",
+            hooks.join(", ")
+        ),
+    );
+    let cdi = Devices {
+        dirs: vec![tmp.path().into()],
+    };
+    let mut s = base();
+    cdi.apply(&mut s, &field(&["hook.example/h=all"])).unwrap();
+    let h = s.hooks().clone().unwrap();
+    for (name, list) in [
+        ("createRuntime", h.create_runtime()),
+        ("createContainer", h.create_container()),
+        ("startContainer", h.start_container()),
+        ("poststart", h.poststart()),
+        ("poststop", h.poststop()),
+    ] {
+        let paths: Vec<_> = list.iter().flatten().map(|h| h.path().clone()).collect();
+        assert_eq!(paths, [PathBuf::from(format!("/hooks/{name}"))], "{name}");
+    }
+    let rdt = s.linux().as_ref().unwrap().intel_rdt().clone().unwrap();
+    assert_eq!(rdt.clos_id().as_deref(), Some("gold"));
+    assert_eq!(rdt.l3_cache_schema().as_deref(), Some("L3:0=ff"));
+}

@@ -41,6 +41,7 @@ impl CdiSection {
              # Where CDI spec files (*.json, *.yaml) are, in order: a device in a later directory\n\
              # overrides one of the same name in an earlier one. They are read again at each\n\
              # CreateContainer that asks for a CDI device (CDI_devices, cdi.k8s.io/* annotations).\n\
+             # (--cdi-spec-dir, repeatable)\n\
              # default: [\"/etc/cdi\", \"/var/run/cdi\"]\nspec_dirs = [{}]\n\n",
             dirs.join(", ")
         )
