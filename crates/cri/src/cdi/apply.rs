@@ -225,7 +225,9 @@ impl<'a> Edits<'a> {
                 b = b.timeout(t);
             }
             let hook = b.build().map_err(|e| e.to_string())?;
+            #[allow(deprecated)]
             let list = match h.hook_name.as_str() {
+                "prestart" => hooks.prestart_mut(),
                 "createRuntime" => hooks.create_runtime_mut(),
                 "createContainer" => hooks.create_container_mut(),
                 "startContainer" => hooks.start_container_mut(),

@@ -119,7 +119,7 @@ pub struct Mount {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Hook {
-    /// When it runs: createRuntime, createContainer, startContainer, poststart or poststop.
+    /// When it runs: prestart, createRuntime, createContainer, startContainer, poststart or poststop.
     pub hook_name: String,
     /// The program.
     pub path: String,
@@ -149,8 +149,9 @@ pub struct IntelRdt {
     pub mem_bw_schema: Option<String>,
 }
 
-/// The hook names a CDI spec may use.
+/// The hook names a CDI spec may use (prestart: deprecated by OCI, still in the CDI spec).
 pub const HOOK_NAMES: &[&str] = &[
+    "prestart",
     "createRuntime",
     "createContainer",
     "startContainer",

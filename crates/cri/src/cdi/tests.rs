@@ -344,7 +344,10 @@ fn hooks_go_to_their_lists_and_intel_rdt_is_set() {
     let mut s = base();
     cdi.apply(&mut s, &field(&["hook.example/h=all"])).unwrap();
     let h = s.hooks().clone().unwrap();
+    #[allow(deprecated)]
+    let prestart = h.prestart();
     for (name, list) in [
+        ("prestart", prestart),
         ("createRuntime", h.create_runtime()),
         ("createContainer", h.create_container()),
         ("startContainer", h.start_container()),
