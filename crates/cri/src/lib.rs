@@ -24,6 +24,8 @@
 //!  network/     the Network (CNI) and Namespaces (pinned netns) seams, real and fake; netns counters
 //!  image_store.rs the image store seam (the real store, or a fake for tests)
 //!  convert/     CRI → OCI config.json: a pure function of the request, the image config and Host facts
+//!  cdi/         CDI devices: spec files read from the spec dirs (spec.rs), applied to the spec as an
+//!               adjuster of CreateContainer (mod.rs, apply.rs)
 //!  recover/     the start-up pass: calls a crash cut short finished or undone (store/intents.rs), records
 //!               made true again from the shims, what no record owns removed
 //!  events.rs    the events service the shims report exits and OOM kills to
@@ -37,7 +39,10 @@
 //!
 //! A container's state is kept from the shims' events, not asked of them ([`store`]); the lifecycle is
 //! unit-tested against the fakes, without root.
+//!
+//! Crates: serde_yaml_ng reads CDI spec files written in YAML (the YAML crate the workspace already uses).
 
+pub mod cdi;
 pub mod cgroup_driver;
 pub mod container;
 pub mod convert;

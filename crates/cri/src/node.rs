@@ -36,6 +36,8 @@ pub struct Setup {
     pub cgroup_driver: crate::cgroup_driver::Driver,
     /// Where every pod's `cgroup_parent` must lie (`[runtime] cgroup_parent_root`).
     pub cgroup_parent_root: crate::cgroup_driver::ParentRoot,
+    /// Where CDI spec files are, in order (`[cdi] spec_dirs`).
+    pub cdi_spec_dirs: Vec<PathBuf>,
 }
 
 /// The pods and containers of one criusd.
@@ -99,7 +101,8 @@ impl Node {
                 Arc::new(ttrpc),
                 Arc::new(store),
             )?
-            .with_cgroup_driver(setup.cgroup_driver),
+            .with_cgroup_driver(setup.cgroup_driver)
+            .with_cdi_dirs(setup.cdi_spec_dirs.clone()),
         );
         let _ = containers_slot.set(Arc::downgrade(&containers));
         crate::events::serve(&events, containers.clone())

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod cdi;
 pub mod pods;
 pub mod runtimes;
 pub mod storage;
@@ -51,6 +52,8 @@ pub struct Config {
     pub pods: pods::PodsSection,
     /// Where containers' writable layers live.
     pub storage: StorageSection,
+    /// Where CDI spec files are.
+    pub cdi: cdi::CdiSection,
 }
 
 /// The `[runtime]` table.
@@ -172,6 +175,7 @@ impl Default for Config {
             runtimes: Default::default(),
             pods: Default::default(),
             storage: Default::default(),
+            cdi: Default::default(),
         }
     }
 }
@@ -224,6 +228,7 @@ impl Config {
         }
         self.stream_config()?;
         self.storage.check()?;
+        self.cdi.check()?;
         self.metrics_address()?;
         let driver = self.runtime.cgroup_driver()?;
         let parents = self.runtime.cgroup_parent_root()?;
@@ -467,6 +472,7 @@ impl Config {
         out += &runtimes::render(&self.runtimes, |p| toml_value(&p));
         out += "\n";
         out += &self.pods.render(|v| v.toml());
+        out += &self.cdi.render(|p| toml_value(&p));
         out
     }
 }

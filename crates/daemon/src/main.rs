@@ -57,6 +57,10 @@ struct Cli {
     /// default /opt/cni/bin, /usr/lib/cni].
     #[arg(long = "cni-plugin-dir", value_name = "DIR")]
     cni_plugin_dir: Vec<PathBuf>,
+    /// A directory of CDI spec files; repeatable (a later one overrides an earlier one), replaces the
+    /// configured list [config: cdi.spec_dirs; default /etc/cdi, /var/run/cdi].
+    #[arg(long = "cdi-spec-dir", value_name = "DIR")]
+    cdi_spec_dir: Vec<PathBuf>,
     /// The shim binary, one process per pod [config: runtime.shim; default containerd-shim-crius-v2 next to
     /// criusd, else on PATH].
     #[arg(long, value_name = "PATH")]
@@ -116,6 +120,9 @@ impl Cli {
         }
         if !self.cni_plugin_dir.is_empty() {
             c.network.cni_plugin_dirs = self.cni_plugin_dir.clone();
+        }
+        if !self.cdi_spec_dir.is_empty() {
+            c.cdi.spec_dirs = self.cdi_spec_dir.clone();
         }
         if let Some(v) = &self.shim {
             c.runtime.shim = v.clone();

@@ -291,6 +291,12 @@ impl Pod {
         Pod::start(conf, Vec::new(), None, None).await
     }
 
+    /// Pod `name` in the host's network namespace, its criusd started with `args` added.
+    pub async fn on_host_network_with(name: &str, args: Vec<String>) -> Pod {
+        let conf = host_network(config(name, &format!("uid-{name}")));
+        Pod::start(conf, args, None, None).await
+    }
+
     /// Pod `name` for the VM: in the host's network namespace (the VM has no CNI), and in a cgroup parent of its
     /// own (see [`Pod::cgroup`]).
     pub async fn in_the_vm(name: &str) -> Pod {

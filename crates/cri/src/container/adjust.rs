@@ -2,11 +2,12 @@
 //! request is changed by what the request points at outside itself. Each [`Adjust`] gets the spec and the
 //! request's [`Context`], in order; an error fails the create (its rollback takes apart what was made).
 //!
-//! Today one adjuster runs: the image volumes' mounts ([`super::image_volumes::Mounts`]), whose sources are
-//! the snapshots the snapshot step made. Issue 27 plugs in here: CDI devices (the request's `CDIDevices`
-//! and annotations resolved to device nodes, mounts, env and hooks) and NRI plugins' adjustments are each an
-//! [`Adjust`], added to [`Containers`](super::Containers)' list, and nothing else in the create path
-//! changes the spec. An adjuster that needs node state reads it itself; the conversion stays pure.
+//! Two adjusters run, in this order: the image volumes' mounts ([`super::image_volumes::Mounts`]), whose
+//! sources are the snapshots the snapshot step made; then the CDI devices ([`crate::cdi::Devices`]: the
+//! request's `CDI_devices` and `cdi.k8s.io/*` annotations resolved to device nodes, mounts, env, hooks and
+//! groups). NRI plugins' adjustments are to be another [`Adjust`] in [`Containers`](super::Containers)'
+//! list; nothing else in the create path changes the spec. An adjuster that needs node state reads it
+//! itself; the conversion stays pure.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -49,7 +50,10 @@ pub(crate) fn adjust(adjusters: &[Box<dyn Adjust>], spec: &mut Spec, cx: &Contex
     Ok(())
 }
 
-/// The adjusters every container gets.
-pub(crate) fn defaults() -> Vec<Box<dyn Adjust>> {
-    vec![Box::new(super::image_volumes::Mounts)]
+/// The adjusters every container gets, CDI specs read from `cdi_dirs`.
+pub(crate) fn defaults(cdi_dirs: Vec<PathBuf>) -> Vec<Box<dyn Adjust>> {
+    vec![
+        Box::new(super::image_volumes::Mounts),
+        Box::new(crate::cdi::Devices { dirs: cdi_dirs }),
+    ]
 }

@@ -18,7 +18,7 @@
 //! - **spec**: the OCI spec from the request ([`crate::convert::spec`], a pure function of it and the
 //!   [`crate::convert::Host`] facts, the target container of PID mode TARGET among them);
 //! - **adjust**: the one place where the spec changes for what the request points at outside itself
-//!   ([`super::adjust`]: the image volumes' mounts now; the seam CDI and NRI plug into);
+//!   ([`super::adjust`]: the image volumes' mounts and CDI devices now; the seam NRI plugs into);
 //! - **bundle**: `<bundles>/<id>/config.json`, the mounts' missing host paths, the log's directories and
 //!   the stdin FIFO;
 //! - **task**: the shim creates the task;

@@ -1,6 +1,6 @@
 //! CRI containers, run by the pod's shim through the [`ShimClient`] seam: CreateContainer (`create`, named
 //! steps under a rollback guard) mounts the image's snapshot, writes the bundle (`<state>/containers/<id>/`,
-//! spec from [`crate::convert`], changed only in the `adjust` step: image volumes now, CDI and NRI to come)
+//! spec from [`crate::convert`], changed only in the `adjust` step: image volumes and CDI now, NRI to come)
 //! and creates the task with its output in the CRI log format at kubelet's log path; the other calls are in
 //! `lifecycle` (start, stop, remove, update, reopen the log), [`status`] (ContainerStatus, ListContainers,
 //! the shim's events), `exec` (ExecSync) and `stats`.
@@ -106,7 +106,7 @@ impl Containers {
             shims,
             images,
             cgroup_driver: Default::default(),
-            adjusters: adjust::defaults(),
+            adjusters: adjust::defaults(crate::cdi::Devices::default().dirs),
             changes: tokio::sync::broadcast::channel(1024).0,
             cpu_samples: Mutex::new(HashMap::new()),
             #[cfg(test)]
@@ -118,6 +118,15 @@ impl Containers {
     pub fn with_cgroup_driver(self, driver: crate::cgroup_driver::Driver) -> Containers {
         Containers {
             cgroup_driver: driver,
+            ..self
+        }
+    }
+
+    /// These containers with CDI spec files read from `dirs` (in order, later overriding earlier) rather
+    /// than [`crate::cdi::DEFAULT_SPEC_DIRS`].
+    pub fn with_cdi_dirs(self, dirs: Vec<PathBuf>) -> Containers {
+        Containers {
+            adjusters: adjust::defaults(dirs),
             ..self
         }
     }

@@ -75,6 +75,13 @@ fn node(path: &Path, m: &std::fs::Metadata) -> Option<HostDevice> {
     })
 }
 
+/// The device node at `path` (a symlink followed), or why there is none: what CDI's device nodes that give
+/// only a path take from the host (`crate::cdi`).
+pub fn host_device(path: &Path) -> std::result::Result<HostDevice, String> {
+    let m = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    node(path, &m).ok_or_else(|| "it is not a device node".into())
+}
+
 /// Appends the device nodes under `dir` (recursively, no symlink followed) to `out`, in path order.
 /// Entries that vanish or cannot be read while walking are left out, as containerd does.
 fn walk(dir: &Path, out: &mut Vec<HostDevice>) {

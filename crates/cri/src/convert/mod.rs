@@ -53,7 +53,7 @@ use serde_json::Value;
 
 pub use apparmor::{DEFAULT_PROFILE as APPARMOR_DEFAULT_PROFILE, load_default as load_apparmor_default};
 pub use caps::{ALL_CAPS, DEFAULT_CAPS};
-pub use devices::{AtHostPath, HostDevice};
+pub use devices::{AtHostPath, HostDevice, host_device};
 pub use host::{Host, bounding_set, cpu_controller, create_mount_sources};
 pub use mounts::{image_volume_mount, is_image_volume};
 pub use process::{args, env, user};

@@ -5,9 +5,6 @@
 //! promise is kept by a test over every field of every CRI request message (`unsupported/fields.rs`): each is
 //! carried out, refused here, or ignored for a reason written beside it. Refused:
 //!
-//! - a ContainerConfig's `CDI_devices`, any of them: crius resolves no CDI names yet, so a device asked for
-//!   is refused rather than missing (its `devices`, device plugins' nodes, are carried out:
-//!   `convert::devices`);
 //! - a Capability's `add_ambient_capabilities`: the process's ambient set is left empty;
 //! - a Mount's `image_sub_path` without an `image` (image volumes are mounted: `container::image_volumes`);
 //! - a Mount's `uidMappings` without `gidMappings` or the other way round (with both, the mount is idmapped:
@@ -99,17 +96,6 @@ const _: () = assert!(
 pub fn container_config(c: &cri::ContainerConfig) -> Result<()> {
     const CALL: &str = "CreateContainer";
     stop_signal(CALL, c.stop_signal)?;
-    if !c.cdi_devices.is_empty() {
-        return Err(Error::invalid(
-            CALL,
-            "CDI_devices",
-            format!(
-                "asks for {} CDI device(s) ({}): crius does not inject CDI devices",
-                c.cdi_devices.len(),
-                c.cdi_devices[0].name
-            ),
-        ));
-    }
     for (i, m) in c.mounts.iter().enumerate() {
         let field = |f: &str| format!("mounts[{i}].{f}");
         if !crate::container::image_volumes::is_image(m) && !m.image_sub_path.is_empty() {

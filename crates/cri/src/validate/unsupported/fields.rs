@@ -134,7 +134,7 @@ const FIELDS: &[(&str, &str, Fate)] = &[
     ("ContainerConfig", "tty", Acted),
     ("ContainerConfig", "linux", Acted),
     ("ContainerConfig", "windows", Ignored(WINDOWS)),
-    ("ContainerConfig", "CDI_devices", Refused),
+    ("ContainerConfig", "CDI_devices", Acted),
     ("ContainerConfig", "stop_signal", Refused),
     ("ContainerFilter", "id", Acted),
     ("ContainerFilter", "state", Acted),
@@ -221,7 +221,7 @@ const FIELDS: &[(&str, &str, Fate)] = &[
     ("LinuxContainerConfig", "security_context", Acted),
     ("WindowsContainerConfig", "resources", Ignored(WINDOWS)),
     ("WindowsContainerConfig", "security_context", Ignored(WINDOWS)),
-    ("CDIDevice", "name", Refused),
+    ("CDIDevice", "name", Acted),
     ("ContainerStateValue", "state", Acted),
     ("HugepageLimit", "page_size", Acted),
     ("HugepageLimit", "limit", Acted),
@@ -401,15 +401,6 @@ fn mount(m: cri::Mount) -> cri::ContainerConfig {
 fn refusal(message: &str, field: &str) -> Option<Case> {
     let ids = || vec![cri::IdMapping::default()];
     Some(match (message, field) {
-        ("ContainerConfig", "CDI_devices") | ("CDIDevice", "name") => Case::Container(
-            cri::ContainerConfig {
-                cdi_devices: vec![cri::CdiDevice {
-                    name: "vendor.example/gpu=0".into(),
-                }],
-                ..Default::default()
-            },
-            "CDI_devices",
-        ),
         ("ContainerConfig", "stop_signal") => Case::Container(
             cri::ContainerConfig {
                 stop_signal: 1000,
