@@ -150,6 +150,21 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// A loopback TCP port that nothing holds now, for a server a test starts on the host's network. It is taken
+/// below the kernel's ephemeral range (32768 and up by default), so an outgoing connection elsewhere on the
+/// machine cannot take it between this check and the server's bind; tests running at once get different ports.
+pub fn free_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id() * 97;
+    for _ in 0..2000 {
+        let port = 12000 + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % 20000;
+        if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
+    panic!("no free port between 12000 and 32000 on 127.0.0.1")
+}
+
 /// A bundle directory with a config.json that tests adjust before writing.
 pub struct Bundle {
     dir: tempfile::TempDir,

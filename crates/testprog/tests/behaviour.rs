@@ -64,7 +64,8 @@ fn sigterm_waits_the_delay_then_exits_with_the_code() {
 
 #[test]
 fn serves_probes_and_allocates() {
-    let port = 20000 + (std::process::id() % 20000) as u16;
+    // Below the ephemeral range (32768 and up), so no outgoing connection holds it.
+    let port = 12000 + (std::process::id() % 20000) as u16;
     let mut child = prog()
         .args([
             "--http",

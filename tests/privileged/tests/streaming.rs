@@ -289,7 +289,7 @@ async fn port_forward_cases(t: Transport) {
 
 async fn host_network_port_forward(t: Transport) {
     let mut p = Pod::on_host_network(&format!("pfh-{t:?}").to_lowercase()).await;
-    let port = 20000 + (std::process::id() % 20000) as u16 + matches!(t, Transport::Spdy) as u16;
+    let port = crius_test_support::free_port();
     http_pod(&mut p, port).await;
     let body = get_through(&mut p, t, port).await;
     assert!(body.contains("hello-from-pod"), "{body}");
@@ -304,9 +304,9 @@ async fn the_cli_finds_the_pod_by_name() {
     use std::process::{Command, Stdio as PStdio};
     require_root();
     let mut p = Pod::on_host_network("cli").await;
-    let port = 30000 + (std::process::id() % 20000) as u16;
+    let port = crius_test_support::free_port();
     let script = format!(
-        "mkdir -p /www; echo cli-page > /www/index.html; httpd -p 127.0.0.1:{port} -h /www; echo up; exec sleep 3600"
+        "mkdir -p /www; echo cli-page > /www/index.html; httpd -p 127.0.0.1:{port} -h /www && echo up; exec sleep 3600"
     );
     p.started(container("web", "busybox:latest", &script)).await;
     p.wait_for_log("web", "up").await;
