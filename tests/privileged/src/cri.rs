@@ -351,26 +351,31 @@ impl Pod {
         self.net.as_ref()
     }
 
-    /// Traffic on the pod's eth0: container `id` pings the bridge of the pod's own network once, which must
-    /// answer.
-    pub async fn ping_gateway(&mut self, id: &str) {
-        let gateway = format!("{}1", self.net().expect("a pod on_network").subnet_prefix);
+    /// ExecSync of `sh -c script` in container `id`, 10 s at most: (exit code, stdout, stderr).
+    pub async fn sh(&mut self, id: &str, script: &str) -> (i32, String, String) {
         let r = self
             .c
             .exec_sync(cri::ExecSyncRequest {
                 container_id: id.into(),
-                cmd: vec!["ping".into(), "-c1".into(), "-W2".into(), gateway.clone()],
+                cmd: vec!["sh".into(), "-c".into(), script.into()],
                 timeout: 10,
             })
             .await
             .unwrap()
             .into_inner();
-        assert_eq!(
+        (
             r.exit_code,
-            0,
-            "ping {gateway}: {}",
-            String::from_utf8_lossy(&r.stdout)
-        );
+            String::from_utf8_lossy(&r.stdout).into_owned(),
+            String::from_utf8_lossy(&r.stderr).into_owned(),
+        )
+    }
+
+    /// Traffic on the pod's eth0: container `id` pings the bridge of the pod's own network once, which must
+    /// answer.
+    pub async fn ping_gateway(&mut self, id: &str) {
+        let gateway = format!("{}1", self.net().expect("a pod on_network").subnet_prefix);
+        let (code, out, err) = self.sh(id, &format!("ping -c1 -W2 {gateway}")).await;
+        assert_eq!(code, 0, "ping {gateway}: {out}{err}");
     }
 
     /// Creates container `config` in the pod.

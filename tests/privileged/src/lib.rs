@@ -3,6 +3,7 @@
 //! hack/vm. What a suite and its twin share is here; what every suite shares is in crius-test-support.
 
 pub mod cri;
+pub mod devnode;
 pub mod engine;
 pub mod handlers;
 pub mod leftovers;

@@ -8,41 +8,9 @@ use std::path::Path;
 
 use crius_api::cri;
 use crius_privileged_tests::cri::{Pod, container};
+use crius_privileged_tests::devnode::char_node;
 use crius_test_support::require_root;
-use nix::sys::stat::{Mode, SFlag, makedev, mknod};
 use tonic::Code;
-
-/// Makes char device `major:minor` at `path`, mode 0640, owned by 1234:5678.
-fn node(path: &Path, major: u64, minor: u64) {
-    mknod(
-        path,
-        SFlag::S_IFCHR,
-        Mode::from_bits_truncate(0o640),
-        makedev(major, minor),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o640)).unwrap();
-    std::os::unix::fs::chown(path, Some(1234), Some(5678)).unwrap();
-}
-
-/// ExecSync of `sh -c script` in container `id`: (exit code, stdout, stderr).
-async fn sh(p: &mut Pod, id: &str, script: &str) -> (i32, String, String) {
-    let r =
-        p.c.exec_sync(cri::ExecSyncRequest {
-            container_id: id.into(),
-            cmd: vec!["sh".into(), "-c".into(), script.into()],
-            timeout: 10,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    (
-        r.exit_code,
-        String::from_utf8_lossy(&r.stdout).into_owned(),
-        String::from_utf8_lossy(&r.stderr).into_owned(),
-    )
-}
 
 fn asking(name: &str, devices: &[&str]) -> cri::ContainerConfig {
     let mut c = container(
@@ -67,8 +35,8 @@ async fn a_vendor_spec_puts_nodes_mounts_env_and_hooks_in_the_container() {
     std::fs::create_dir_all(&specs).unwrap();
     std::fs::create_dir_all(h.join("lib")).unwrap();
     std::fs::write(h.join("lib/libgpu.so"), "gpu library\n").unwrap();
-    node(&h.join("gpu0"), 1, 3);
-    node(&h.join("gpu1"), 1, 5);
+    char_node(&h.join("gpu0"), 1, 3, 0o640, 1234, 5678);
+    char_node(&h.join("gpu1"), 1, 5, 0o640, 1234, 5678);
     let marker = h.join("hook-ran");
     let spec = format!(
         r#"{{
@@ -100,13 +68,13 @@ async fn a_vendor_spec_puts_nodes_mounts_env_and_hooks_in_the_container() {
     p.wait_for_log("gpu", "ready").await;
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
 
-    let (code, out, err) = sh(
-        &mut p,
-        &id,
-        "stat -c '%F %t:%T %a %u:%g %n' /dev/gpu0 /dev/gpu1; cat /usr/lib/gpu/libgpu.so; \
+    let (code, out, err) = p
+        .sh(
+            &id,
+            "stat -c '%F %t:%T %a %u:%g %n' /dev/gpu0 /dev/gpu1; cat /usr/lib/gpu/libgpu.so; \
          echo $GPUS $GPU_VENDOR; head -c 3 /dev/gpu1 | wc -c",
-    )
-    .await;
+        )
+        .await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         out,
@@ -123,7 +91,7 @@ async fn a_vendor_spec_puts_nodes_mounts_env_and_hooks_in_the_container() {
         .insert("cdi.k8s.io/test".into(), "test.example/gpu=all".into());
     let id = p.started(c).await;
     p.wait_for_log("annotated", "ready").await;
-    let (code, out, err) = sh(&mut p, &id, "ls /dev/gpu0 /dev/gpu1; echo $GPUS").await;
+    let (code, out, err) = p.sh(&id, "ls /dev/gpu0 /dev/gpu1; echo $GPUS").await;
     assert_eq!((code, out.as_str()), (0, "/dev/gpu0\n/dev/gpu1\n0,1\n"), "{err}");
 }
 
@@ -155,7 +123,7 @@ async fn a_spec_written_between_creates_is_seen_and_unknown_devices_are_refused(
     .unwrap();
     let id = p.started(asking("late", &["test.example/nic=eth0"])).await;
     p.wait_for_log("late", "ready").await;
-    let (code, out, err) = sh(&mut p, &id, "echo $NIC").await;
+    let (code, out, err) = p.sh(&id, "echo $NIC").await;
     assert_eq!((code, out.as_str()), (0, "eth0\n"), "{err}");
 
     let e = p

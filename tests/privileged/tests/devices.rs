@@ -11,24 +11,9 @@ use std::path::Path;
 
 use crius_api::cri;
 use crius_privileged_tests::cri::{Pod, container};
+use crius_privileged_tests::devnode::char_node;
 use crius_test_support::require_root;
-use nix::sys::stat::{Mode, SFlag, makedev, mknod};
 use tonic::Code;
-
-/// Makes char device `major:minor` at `path`, mode `mode`, owned by `uid:gid`.
-fn node(path: &Path, major: u64, minor: u64, mode: u32, uid: u32, gid: u32) {
-    mknod(
-        path,
-        SFlag::S_IFCHR,
-        Mode::from_bits_truncate(mode),
-        makedev(major, minor),
-    )
-    .unwrap();
-    // mknod's mode is cut by the umask: set it as meant.
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
-}
 
 fn device(host: &Path, container_path: &str, permissions: &str) -> cri::Device {
     cri::Device {
@@ -38,36 +23,18 @@ fn device(host: &Path, container_path: &str, permissions: &str) -> cri::Device {
     }
 }
 
-/// ExecSync of `sh -c script` in container `id`: (exit code, stdout, stderr).
-async fn sh(p: &mut Pod, id: &str, script: &str) -> (i32, String, String) {
-    let r =
-        p.c.exec_sync(cri::ExecSyncRequest {
-            container_id: id.into(),
-            cmd: vec!["sh".into(), "-c".into(), script.into()],
-            timeout: 10,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    (
-        r.exit_code,
-        String::from_utf8_lossy(&r.stdout).into_owned(),
-        String::from_utf8_lossy(&r.stderr).into_owned(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root: run through hack/test.sh"]
 async fn device_nodes_are_copied_and_their_permissions_hold() {
     require_root();
     let host = tempfile::tempdir().unwrap();
     let h = host.path();
-    node(&h.join("null"), 1, 3, 0o640, 1234, 5678);
-    node(&h.join("zero"), 1, 5, 0o666, 0, 0);
-    node(&h.join("fuse"), 10, 229, 0o666, 0, 0);
+    char_node(&h.join("null"), 1, 3, 0o640, 1234, 5678);
+    char_node(&h.join("zero"), 1, 5, 0o666, 0, 0);
+    char_node(&h.join("fuse"), 10, 229, 0o666, 0, 0);
     std::fs::create_dir_all(h.join("set/sub")).unwrap();
-    node(&h.join("set/a"), 1, 3, 0o600, 0, 0);
-    node(&h.join("set/sub/b"), 1, 5, 0o644, 0, 0);
+    char_node(&h.join("set/a"), 1, 3, 0o600, 0, 0);
+    char_node(&h.join("set/sub/b"), 1, 5, 0o644, 0, 0);
     // Neither devices: a regular file and a symlink under the directory are left out.
     std::fs::write(h.join("set/plain"), "x").unwrap();
     std::os::unix::fs::symlink("/dev/null", h.join("set/link")).unwrap();
@@ -88,8 +55,7 @@ async fn device_nodes_are_copied_and_their_permissions_hold() {
     p.wait_for_log("devs", "ready").await;
 
     // The nodes: type, major:minor (hex), mode, owner, path, as on the host.
-    let (code, out, err) = sh(
-        &mut p,
+    let (code, out, err) = p.sh(
         &id,
         "stat -c '%F %t:%T %a %u:%g %n' /dev/rw-null /dev/rw-zero /dev/ro-fuse /dev/set/a /dev/set/sub/b; \
          ls /dev/set",
@@ -107,8 +73,7 @@ async fn device_nodes_are_copied_and_their_permissions_hold() {
     );
 
     // rw: written and read.
-    let (code, out, err) = sh(
-        &mut p,
+    let (code, out, err) = p.sh(
         &id,
         "echo x > /dev/rw-null && echo wrote; head -c 4 /dev/rw-zero | wc -c; echo y > /dev/set/a && echo wrote-a",
     )
@@ -116,12 +81,12 @@ async fn device_nodes_are_copied_and_their_permissions_hold() {
     assert_eq!((code, out.as_str()), (0, "wrote\n4\nwrote-a\n"), "{err}");
 
     // r: the read's open passes the cgroup check; the write's is refused by it.
-    let (_, out, err) = sh(
-        &mut p,
-        &id,
-        "(exec 3</dev/ro-fuse) && echo read-open; (exec 3>/dev/ro-fuse) || echo write-refused",
-    )
-    .await;
+    let (_, out, err) = p
+        .sh(
+            &id,
+            "(exec 3</dev/ro-fuse) && echo read-open; (exec 3>/dev/ro-fuse) || echo write-refused",
+        )
+        .await;
     assert_eq!(out, "read-open\nwrite-refused\n", "{err}");
     assert!(err.contains("Operation not permitted"), "{err}");
 }
@@ -132,7 +97,7 @@ async fn what_is_not_a_device_and_bad_permissions_are_refused_by_name() {
     require_root();
     let host = tempfile::tempdir().unwrap();
     let h = host.path();
-    node(&h.join("null"), 1, 3, 0o666, 0, 0);
+    char_node(&h.join("null"), 1, 3, 0o666, 0, 0);
     std::fs::write(h.join("plain"), "x").unwrap();
     let mut p = Pod::on_host_network("device-refusals").await;
     for (dev, field, says) in [
@@ -162,4 +127,40 @@ async fn what_is_not_a_device_and_bad_permissions_are_refused_by_name() {
             e.message()
         );
     }
+}
+
+/// A privileged container gets the host's device nodes (here /dev/kmsg and /dev/loop-control, which no
+/// container gets by default) and every device allowed: a node of a number nobody asked for, made inside it,
+/// opens. An unprivileged container in the same pod has neither.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn a_privileged_container_gets_the_hosts_devices_and_all_are_allowed() {
+    require_root();
+    let mut p = Pod::on_host_network("devices-privileged").await;
+    let script = "trap 'exit 0' TERM; echo ready; while :; do sleep 0.1; done";
+    let mut c = container("all", "busybox", script);
+    c.linux
+        .get_or_insert_default()
+        .security_context
+        .get_or_insert_default()
+        .privileged = true;
+    let all = p.started(c).await;
+    let plain = p.started(container("plain", "busybox", script)).await;
+    let probe = "stat -c '%F %t:%T %n' /dev/kmsg /dev/loop-control; \
+                 mknod /tmp/k c 1 11 && (exec 3</tmp/k) && echo kmsg-opens; ls /dev/pts/ptmx";
+    let (code, out, err) = p.sh(&all, probe).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("character special file 1:b /dev/kmsg")
+            && out.contains("character special file a:ed /dev/loop-control")
+            && out.contains("kmsg-opens"),
+        "{out}{err}"
+    );
+    let (_, out, err) = p.sh(&plain, probe).await;
+    assert!(
+        !out.contains("kmsg-opens")
+            && err.contains("can't stat '/dev/kmsg'")
+            && err.contains("/tmp/k: Operation not permitted"),
+        "{out}{err}"
+    );
 }

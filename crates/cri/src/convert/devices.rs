@@ -13,8 +13,13 @@
 //!
 //! A `host_path` that does not exist, or is neither a device node nor a directory, fails CreateContainer with
 //! InvalidArgument naming it (field `devices[i].host_path`); so does a `permissions` with a letter other than
-//! r, w and m, and a relative `container_path`. A privileged container gets what it asks for here as well;
-//! what else it gets is unchanged.
+//! r, w and m, and a relative `container_path`.
+//!
+//! A privileged container also gets every device node of the host's /dev ([`host_devices`]), and one rule
+//! allowing every device, as containerd and CRI-O give it ([`privileged`]); what it asks for wins at the same
+//! path. Left out, as containerd leaves them: the nodes under /dev/pts, /dev/shm, /dev/fd, /dev/mqueue and
+//! the .lxc, .lxd-mounts and .udev directories, and /dev/console (the runtime's own). So is /dev/ptmx: the
+//! container's /dev/ptmx stays the link to its own devpts instance, which a terminal is checked to come from.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -123,6 +128,85 @@ pub fn probe(config: &cri::ContainerConfig) -> Vec<AtHostPath> {
             }
         })
         .collect()
+}
+
+/// Refuses a device whose `container_path` differs from its `host_path` in a pod with its own user namespace
+/// (`hostUsers: false`): there a node cannot be made, and the runtime binds the host's node at the container
+/// path (as runc does), which would be another node, or none.
+pub fn same_paths_in_userns(config: &cri::ContainerConfig) -> Result<()> {
+    for (i, d) in config.devices.iter().enumerate() {
+        if !d.container_path.is_empty() && d.container_path != d.host_path {
+            return Err(Error::invalid(
+                CALL,
+                format!("devices[{i}].container_path"),
+                format!(
+                    "{} differs from host_path {}: in a pod with its own user namespace (hostUsers: false) \
+                     a device is bound from the host at its container path, so the two must be the same",
+                    d.container_path, d.host_path
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Directories of the host's /dev, at any depth, that a privileged container gets no nodes from.
+const NOT_FROM: &[&str] = &["pts", "shm", "fd", "mqueue", ".lxc", ".lxd-mounts", ".udev"];
+
+/// Nodes of the host's /dev that a privileged container does not get: the runtime makes its own.
+const NOT_GIVEN: &[&str] = &["console", "ptmx"];
+
+/// Every device node under `dev` (the host's /dev) a privileged container gets, in path order; entries that
+/// vanish while walking are left out.
+pub fn host_devices(dev: &Path) -> Vec<HostDevice> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dev.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let Ok(m) = std::fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            if m.is_dir() {
+                if !NOT_FROM.contains(&name.as_ref()) {
+                    dirs.push(e.path());
+                }
+            } else if dir != dev || !NOT_GIVEN.contains(&name.as_ref()) {
+                out.extend(node(&e.path(), &m));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// A privileged container's devices: the host's nodes `host` (at their host paths) before `devs`, those
+/// `devs` already has a node at left out, and a rule allowing every device after `rules`.
+pub fn privileged(
+    host: &[HostDevice],
+    devs: &mut Vec<LinuxDevice>,
+    rules: &mut Vec<LinuxDeviceCgroup>,
+) -> Result<()> {
+    let mut all = Vec::with_capacity(host.len() + devs.len());
+    for d in host {
+        if !devs.iter().any(|asked| asked.path() == &d.path) {
+            all.push(entry(d, d.path.clone(), "rwm")?.0);
+        }
+    }
+    all.append(devs);
+    *devs = all;
+    rules.push(built(
+        LinuxDeviceCgroupBuilder::default()
+            .allow(true)
+            .typ(LinuxDeviceType::A)
+            .access("rwm")
+            .build(),
+    )?);
+    Ok(())
 }
 
 /// The CRI `permissions` as a cgroup rule's access: letters of r, w and m; empty means `rwm`.
@@ -399,6 +483,65 @@ mod tests {
             &Default::default(),
         );
         assert!(plain.unwrap().linux().as_ref().unwrap().devices().is_none());
+    }
+
+    #[test]
+    fn a_privileged_container_gets_the_hosts_nodes_but_its_own_win_and_every_device_is_allowed() {
+        let mut c = config(vec![device("/dev/mine", "/dev/null", "r")]);
+        c.linux = Some(cri::LinuxContainerConfig {
+            security_context: Some(cri::LinuxContainerSecurityContext {
+                privileged: true,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let host = super::super::Host {
+            devices: vec![AtHostPath::Node(null_at("/dev/mine"))],
+            host_devices: vec![null_at("/dev/kmsg"), null_at("/dev/null"), null_at("/dev/vda")],
+            ..Default::default()
+        };
+        let spec = super::super::tests::spec_of(&c, &super::super::tests::a_pod(), &host).unwrap();
+        let linux = serde_json::to_value(spec.linux()).unwrap();
+        let paths: Vec<_> = linux["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["path"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(paths, ["/dev/kmsg", "/dev/vda", "/dev/null"]);
+        assert_eq!(
+            linux["resources"]["devices"].as_array().unwrap().last().unwrap(),
+            &json!({"allow": true, "type": "a", "access": "rwm"})
+        );
+    }
+
+    #[test]
+    fn the_hosts_dev_is_walked_without_pts_shm_console_or_ptmx() {
+        let found = host_devices(Path::new("/dev"));
+        let has = |p: &str| found.iter().any(|d| d.path == Path::new(p));
+        assert!(has("/dev/null") && has("/dev/zero"), "{found:?}");
+        assert!(!has("/dev/console") && !has("/dev/ptmx"), "{found:?}");
+        assert!(!found.iter().any(|d| d.path.starts_with("/dev/pts")), "{found:?}");
+        assert!(found.windows(2).all(|w| w[0].path < w[1].path));
+    }
+
+    #[test]
+    fn in_a_user_namespace_a_device_must_keep_its_host_path() {
+        let same = config(vec![
+            device("/dev/fuse", "", "rw"),
+            device("/dev/kvm", "/dev/kvm", "rw"),
+        ]);
+        assert!(same_paths_in_userns(&same).is_ok());
+        let moved = config(vec![
+            device("/dev/fuse", "", "rw"),
+            device("/dev/nvidia0", "/dev/gpu0", "rw"),
+        ]);
+        let e = same_paths_in_userns(&moved).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains("devices[1].container_path") && e.to_string().contains("/dev/nvidia0"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -629,6 +629,27 @@ impl Facts {
             kernel: GOLDEN_KERNEL,
             cgroup_driver: Default::default(),
             devices: Vec::new(),
+            // The host's /dev as a privileged case sees it (the others ignore it): a char and a block node.
+            host_devices: vec![
+                super::HostDevice {
+                    path: "/dev/kmsg".into(),
+                    block: false,
+                    major: 1,
+                    minor: 11,
+                    mode: 0o644,
+                    uid: 0,
+                    gid: 0,
+                },
+                super::HostDevice {
+                    path: "/dev/loop0".into(),
+                    block: true,
+                    major: 7,
+                    minor: 0,
+                    mode: 0o660,
+                    uid: 0,
+                    gid: 6,
+                },
+            ],
         }
     }
 }

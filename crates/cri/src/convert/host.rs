@@ -35,6 +35,9 @@ pub struct Host {
     /// What the host has at each of the ContainerConfig's `devices`' host paths, in order
     /// (`convert::devices::probe`).
     pub devices: Vec<super::AtHostPath>,
+    /// Every device node of the host's /dev a privileged container gets (`convert::devices::host_devices`);
+    /// empty for any other container.
+    pub host_devices: Vec<super::HostDevice>,
 }
 
 impl Host {
@@ -76,6 +79,15 @@ impl Host {
             apparmor: super::apparmor::probe(input.config),
             cgroup_driver,
             devices: super::devices::probe(input.config),
+            host_devices: match input
+                .config
+                .linux
+                .as_ref()
+                .and_then(|l| l.security_context.as_ref())
+            {
+                Some(sc) if sc.privileged => super::devices::host_devices(Path::new("/dev")),
+                _ => Vec::new(),
+            },
         })
     }
 }

@@ -170,8 +170,14 @@ pub fn spec(inp: &Input<'_>, host: &Host) -> Result<Spec> {
     let pod_linux = inp.sandbox.config.linux.as_ref();
     let parent = pod_linux.map(|l| l.cgroup_parent.as_str()).unwrap_or_default();
     // kubelet's devices (device plugins'): nodes copied from the host's, and their allow rules after the
-    // deny-all one.
-    let (devices, device_rules) = devices::devices(c, &host.devices)?;
+    // deny-all one; a privileged container also gets the host's nodes and every device allowed.
+    if userns.is_some() {
+        devices::same_paths_in_userns(c)?;
+    }
+    let (mut devices, mut device_rules) = devices::devices(c, &host.devices)?;
+    if privileged {
+        devices::privileged(&host.host_devices, &mut devices, &mut device_rules)?;
+    }
     let mut res = resources(
         c.linux.as_ref().and_then(|l| l.resources.as_ref()),
         host.cpu_controller,

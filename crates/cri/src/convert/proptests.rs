@@ -307,6 +307,7 @@ fn host() -> BoxedStrategy<Host> {
                 },
                 // No device facts: a config's devices are refused as unread (`devices.rs` maps them).
                 devices: Vec::new(),
+                host_devices: Vec::new(),
             },
         )
         .boxed()
