@@ -4,8 +4,6 @@
 //! shows inside. A spec file written between two creates is seen by the second; an unknown device is
 //! refused by name.
 
-use std::path::Path;
-
 use crius_api::cri;
 use crius_privileged_tests::cri::{Pod, container};
 use crius_privileged_tests::devnode::char_node;
