@@ -2,7 +2,10 @@
 //! code: crius-nri speaks ttrpc itself (src/ttrpc.rs) and dispatches methods by name.
 
 fn main() {
-    let protos = ["../../proto/nri/v1alpha1/api.proto", "../../proto/ttrpc/ttrpc.proto"];
+    let protos = [
+        "../../proto/nri/v1alpha1/api.proto",
+        "../../proto/ttrpc/ttrpc.proto",
+    ];
     for p in protos {
         println!("cargo:rerun-if-changed={p}");
     }

@@ -41,6 +41,14 @@ pub enum Error {
     /// The peer broke the protocol (a bad frame, an undecodable message, an oversized message).
     #[error("NRI protocol: {0}")]
     Protocol(String),
+    /// A message larger than ttrpc allows (4 MiB).
+    #[error("NRI message of {len} bytes exceeds ttrpc's maximum of {max}")]
+    Oversized {
+        /// The message's length.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
     /// The peer answered a call with a ttrpc error status.
     #[error("NRI call {method}: status {code}: {message}")]
     Status {
@@ -66,6 +74,9 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 }

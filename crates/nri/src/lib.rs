@@ -43,5 +43,7 @@ mod wire {
 }
 
 mod error;
+mod mux;
+mod ttrpc;
 
 pub use error::Error;
