@@ -43,6 +43,7 @@ mod wire {
 }
 
 mod error;
+mod merge;
 mod mux;
 mod ttrpc;
 
