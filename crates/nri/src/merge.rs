@@ -10,11 +10,6 @@ use std::collections::HashMap;
 use crate::Error;
 use crate::api::{self, ContainerAdjustment, ContainerUpdate, LinuxResources};
 
-/// The removal form of a key.
-pub(crate) fn removal(key: &str) -> String {
-    format!("-{key}")
-}
-
 /// `key` without its removal mark, and whether it had one.
 pub(crate) fn is_removal(key: &str) -> (&str, bool) {
     match key.strip_prefix('-') {
