@@ -289,7 +289,7 @@ impl Updates {
             match merge_resources(owners, &u.container_id, plugin, &mut merged, resources) {
                 Ok(()) => *into = merged,
                 Err(e) if u.ignore_failure => {
-                    tracing::warn!("NRI: update of {} dropped: {e}", u.container_id)
+                    tracing::warn!("NRI: update of {} dropped: {e}", u.container_id);
                 }
                 Err(e) => return Err(e),
             }

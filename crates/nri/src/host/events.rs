@@ -177,6 +177,7 @@ impl Host {
 
     /// A container's resources are being updated to `resources`. Returns the updates to make: the first is
     /// always this container's, with plugins' changes over the requested resources; then other containers'.
+    /// Evictions plugins ask for are handed to [`super::Runtime::update_containers`] in the background.
     pub async fn update_container(
         &self,
         pod: &api::PodSandbox,
@@ -218,8 +219,9 @@ impl Host {
             evict.extend(resp.evict);
         }
         if !evict.is_empty() {
-            let failed = self.runtime.update_containers(Vec::new(), evict).await;
-            debug_assert!(failed.is_empty(), "evictions report no failed updates");
+            // Not awaited here: stopping a container relays StopContainer, which waits for this event to end.
+            let runtime = self.runtime.clone();
+            tokio::spawn(async move { runtime.update_containers(Vec::new(), evict).await });
         }
         Ok(updates.list)
     }
