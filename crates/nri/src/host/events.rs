@@ -8,7 +8,7 @@ use prost::Message;
 use super::plugin::Plugin;
 use super::{Created, Host};
 use crate::api::{self, Event};
-use crate::merge::{Owners, Updates, merge_adjustment, merge_resources};
+use crate::merge::{Owners, Updates, merge_adjustment, merge_resources, reflect};
 use crate::{Error, api::ContainerUpdate};
 
 /// What became of one plugin's call.
@@ -100,7 +100,7 @@ impl Host {
         ctr: &api::Container,
     ) -> Result<Created, Error> {
         let _gate = self.gate.read().await;
-        let req = api::CreateContainerRequest {
+        let mut req = api::CreateContainerRequest {
             pod: Some(pod.clone()),
             container: Some(ctr.clone()),
         };
@@ -119,6 +119,9 @@ impl Host {
                 Outcome::Dropped => continue,
             };
             if let Some(a) = resp.adjust {
+                if let Some(c) = req.container.as_mut() {
+                    reflect(c, &a);
+                }
                 merge_adjustment(
                     &mut owners,
                     &ctr.id,
