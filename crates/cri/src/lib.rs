@@ -43,6 +43,8 @@
 //! unit-tested against the fakes, without root.
 //!
 //! Crates: serde_yaml_ng reads CDI spec files written in YAML (the YAML crate the workspace already uses).
+//! crius-nri is the NRI protocol and plugin host (the workspace's own); async-trait implements its object-safe
+//! `Runtime` seam (already locked through other crates).
 
 pub mod cdi;
 pub mod cgroup_driver;

@@ -132,7 +132,7 @@ impl Node {
         Ok(id)
     }
 
-    /// UpdatePodSandboxResources; NRI plugins (when on) hear of it first and may refuse it.
+    /// UpdatePodSandboxResources; NRI plugins (when on) hear of it first.
     pub fn update_pod(
         &self,
         id: &str,
@@ -141,7 +141,7 @@ impl Node {
     ) -> Result<()> {
         if let Some(nri) = self.containers.nri() {
             let s = self.pods.get("UpdatePodSandboxResources", id)?;
-            nri.update_pod(&s, resources)?;
+            nri.update_pod(&s, overhead, resources);
         }
         self.pods.update_pod_resources(id, overhead, resources)
     }

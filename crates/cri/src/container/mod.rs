@@ -76,6 +76,8 @@ pub struct Containers {
     adjusters: Vec<Box<dyn adjust::Adjust>>,
     /// The node's NRI, once started (empty: off): told of every container's events.
     nri: crate::nri::Slot,
+    /// Where CDI spec files are (for the CDI devices NRI plugins add).
+    pub(crate) cdi_dirs: Vec<PathBuf>,
     /// Changes of containers' lives, for GetContainerEvents.
     changes: tokio::sync::broadcast::Sender<Change>,
     /// The last CPU sample of each container (time, cumulative usage; both ns), for usage_nano_cores.
@@ -111,6 +113,7 @@ impl Containers {
             cgroup_driver: Default::default(),
             adjusters: adjust::defaults(crate::cdi::Devices::default().dirs, nri.clone()),
             nri,
+            cdi_dirs: crate::cdi::Devices::default().dirs,
             changes: tokio::sync::broadcast::channel(1024).0,
             cpu_samples: Mutex::new(HashMap::new()),
             #[cfg(test)]
@@ -130,7 +133,8 @@ impl Containers {
     /// than [`crate::cdi::DEFAULT_SPEC_DIRS`].
     pub fn with_cdi_dirs(self, dirs: Vec<PathBuf>) -> Containers {
         Containers {
-            adjusters: adjust::defaults(dirs, self.nri.clone()),
+            adjusters: adjust::defaults(dirs.clone(), self.nri.clone()),
+            cdi_dirs: dirs,
             ..self
         }
     }

@@ -14,6 +14,11 @@
 //! The calls here come from the CRI calls' blocking threads, never from an async worker: the object hands
 //! its async work to the runtime and waits for it at most the plugins' request timeout.
 
+mod host;
+mod messages;
+
+pub use host::{Config, Started, start};
+
 use std::sync::{Arc, OnceLock};
 
 use crius_api::cri;
@@ -59,8 +64,13 @@ pub(crate) trait Events: Send + Sync {
     /// A pod's event.
     fn pod(&self, event: PodEvent, pod: &Sandbox);
 
-    /// UpdatePodSandboxResources, before it is applied; a plugin's refusal is the call's error.
-    fn update_pod(&self, pod: &Sandbox, resources: Option<&cri::LinuxContainerResources>) -> Result<()>;
+    /// UpdatePodSandboxResources, before it is applied (NRI's plugins hear of it; they cannot refuse it).
+    fn update_pod(
+        &self,
+        pod: &Sandbox,
+        overhead: Option<&cri::LinuxContainerResources>,
+        resources: Option<&cri::LinuxContainerResources>,
+    );
 
     /// CreateContainer's adjustment: the plugins see the container `cx` describes (its spec as the
     /// adjusters before made it) and `spec` gets what they change; their updates of other containers are

@@ -35,9 +35,13 @@ impl Events for Recorder {
         self.note(format!("{event:?} {}", pod.record.id));
     }
 
-    fn update_pod(&self, pod: &Sandbox, _: Option<&cri::LinuxContainerResources>) -> Result<()> {
+    fn update_pod(
+        &self,
+        pod: &Sandbox,
+        _: Option<&cri::LinuxContainerResources>,
+        _: Option<&cri::LinuxContainerResources>,
+    ) {
         self.note(format!("UpdatePod {}", pod.record.id));
-        Ok(())
     }
 
     fn create(&self, spec: &mut Spec, cx: &Context<'_>) -> Result<()> {

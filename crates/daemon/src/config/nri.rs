@@ -89,6 +89,8 @@ impl NriSection {
             "[nri]\n\
              # Host NRI (Node Resource Interface) plugins: they see pods' and containers' lifecycle events\n\
              # and may adjust a container's spec at CreateContainer and update containers' resources.\n\
+             # (--nri, --nri-socket-path, --nri-plugin-path, --nri-plugin-config-path,\n\
+             # --nri-plugin-registration-timeout, --nri-plugin-request-timeout)\n\
              # default: false\nenable = {}\n\n\
              # The socket plugins connect to.\n# default: \"/var/run/nri/nri.sock\"\nsocket_path = {}\n\n\
              # Pre-launched plugins, executables named IDX-NAME (IDX two digits, the order they are called\n\
