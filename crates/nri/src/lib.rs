@@ -43,7 +43,11 @@ mod wire {
 }
 
 mod error;
+mod host;
+mod merge;
 mod mux;
+pub mod plugin;
 mod ttrpc;
 
 pub use error::Error;
+pub use host::{Config, Created, Host, Runtime};

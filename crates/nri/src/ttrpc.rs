@@ -31,7 +31,6 @@ const FLAG_REMOTE_CLOSED: u8 = 1;
 pub(crate) mod code {
     pub(crate) const UNKNOWN: i32 = 2;
     pub(crate) const INVALID_ARGUMENT: i32 = 3;
-    pub(crate) const DEADLINE_EXCEEDED: i32 = 4;
     pub(crate) const RESOURCE_EXHAUSTED: i32 = 8;
     pub(crate) const UNIMPLEMENTED: i32 = 12;
 }
@@ -220,6 +219,7 @@ impl Client {
     }
 
     /// Whether the connection has ended.
+    #[cfg(test)]
     pub(crate) fn is_closed(&self) -> bool {
         lock(&self.pending).is_none()
     }
