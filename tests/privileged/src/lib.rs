@@ -6,5 +6,6 @@ pub mod cri;
 pub mod engine;
 pub mod handlers;
 pub mod leftovers;
+pub mod nri;
 pub mod service;
 pub mod shim;

@@ -95,13 +95,19 @@ fn refused(call: &'static str, e: crius_nri::Error) -> Error {
 fn fails_the_call(e: &crius_nri::Error) -> bool {
     matches!(
         e,
-        crius_nri::Error::Refused { .. } | crius_nri::Error::Conflict { .. } | crius_nri::Error::Invalid { .. }
+        crius_nri::Error::Refused { .. }
+            | crius_nri::Error::Conflict { .. }
+            | crius_nri::Error::Invalid { .. }
     )
 }
 
 impl Nri {
     /// Runs `fut` on the async runtime and waits for it at most [`Nri::limit`] (None: it took longer).
-    fn wait<T: Send + 'static>(&self, what: &str, fut: impl Future<Output = T> + Send + 'static) -> Option<T> {
+    fn wait<T: Send + 'static>(
+        &self,
+        what: &str,
+        fut: impl Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.handle.spawn(async move {
             let _ = tx.send(fut.await);
@@ -124,7 +130,11 @@ impl Nri {
 
     /// Applies plugins' `updates` as UpdateContainerResources would (`call` names why); returns those that
     /// failed, each logged.
-    fn apply_updates(&self, call: &'static str, updates: Vec<api::ContainerUpdate>) -> Vec<api::ContainerUpdate> {
+    fn apply_updates(
+        &self,
+        call: &'static str,
+        updates: Vec<api::ContainerUpdate>,
+    ) -> Vec<api::ContainerUpdate> {
         match self.node.upgrade() {
             Some(node) => apply_updates(&node, call, updates),
             None => updates,
@@ -137,11 +147,21 @@ fn container_of(node: &Node, c: &Container) -> api::Container {
     let spec = std::fs::read(node.containers.bundle(&c.record.id).join("config.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<Spec>(&b).ok());
-    messages::container(&c.record.id, &c.record.sandbox_id, &c.config, Some(c), spec.as_ref())
+    messages::container(
+        &c.record.id,
+        &c.record.sandbox_id,
+        &c.config,
+        Some(c),
+        spec.as_ref(),
+    )
 }
 
 /// See [`Nri::apply_updates`].
-fn apply_updates(node: &Node, call: &'static str, updates: Vec<api::ContainerUpdate>) -> Vec<api::ContainerUpdate> {
+fn apply_updates(
+    node: &Node,
+    call: &'static str,
+    updates: Vec<api::ContainerUpdate>,
+) -> Vec<api::ContainerUpdate> {
     let mut failed = Vec::new();
     for u in updates {
         let Some(c) = node.containers.get(&u.container_id) else {
@@ -199,7 +219,9 @@ impl Events for Nri {
         let pod = messages::pod(cx.sandbox);
         let ctr = messages::container(cx.id, &cx.sandbox.record.id, cx.config, None, Some(spec));
         let host = self.host.clone();
-        let created = match self.wait("CreateContainer", async move { host.create_container(&pod, &ctr).await }) {
+        let created = match self.wait("CreateContainer", async move {
+            host.create_container(&pod, &ctr).await
+        }) {
             None => return Ok(()),
             Some(Err(e)) if fails_the_call(&e) => return Err(refused(CALL, e)),
             Some(Err(e)) => {
@@ -269,7 +291,8 @@ impl Events for Nri {
             Some(Ok(u)) => u,
         };
         // The plugins' version of this container's update is the one applied; the others' go their way.
-        let (own, others): (Vec<_>, Vec<_>) = updates.into_iter().partition(|u| u.container_id == c.record.id);
+        let (own, others): (Vec<_>, Vec<_>) =
+            updates.into_iter().partition(|u| u.container_id == c.record.id);
         let mut out = new.clone();
         for u in own {
             if let Some(r) = u.linux.as_ref().and_then(|l| l.resources.as_ref()) {
@@ -287,7 +310,9 @@ impl Events for Nri {
     }
 
     fn container(&self, event: ContainerEvent, c: &Container) {
-        let Some((pod, ctr)) = self.messages(c) else { return };
+        let Some((pod, ctr)) = self.messages(c) else {
+            return;
+        };
         let host = self.host.clone();
         let what = format!("{event:?}Container");
         let answer = self.wait(&what, async move {

@@ -74,7 +74,7 @@ pub(crate) fn container(
         env: config
             .envs
             .iter()
-            .map(|kv| format!("{}={}", kv.key, kv.value))
+            .map(|kv| format!("{}={}", kv.key, String::from_utf8_lossy(&kv.value)))
             .collect(),
         cdi_devices: config
             .cdi_devices
@@ -195,7 +195,10 @@ fn from_spec(c: &mut api::Container, spec: &Spec) {
             .iter()
             .flatten()
             .map(|n| api::LinuxNamespace {
-                r#type: String::from(n.typ()),
+                r#type: serde_json::to_value(n.typ())
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
                 path: n
                     .path()
                     .as_ref()
@@ -321,8 +324,7 @@ pub(crate) fn to_cri(r: &api::LinuxResources) -> (cri::LinuxContainerResources, 
     if let Some(m) = &r.memory {
         out.memory_limit_in_bytes = m.limit.map_or(0, |v| v.value);
         out.memory_swap_limit_in_bytes = m.swap.map_or(0, |v| v.value);
-        if m.reservation.is_some() || m.kernel.is_some() || m.kernel_tcp.is_some() || m.swappiness.is_some()
-        {
+        if m.reservation.is_some() || m.kernel.is_some() || m.kernel_tcp.is_some() || m.swappiness.is_some() {
             dropped.push("memory reservation, kernel or swappiness");
         }
     }
@@ -388,7 +390,10 @@ mod tests {
             ..Default::default()
         };
         let c = container("c1", "p1", &config, None, None);
-        assert_eq!((c.id.as_str(), c.pod_sandbox_id.as_str(), c.name.as_str()), ("c1", "p1", "web"));
+        assert_eq!(
+            (c.id.as_str(), c.pod_sandbox_id.as_str(), c.name.as_str()),
+            ("c1", "p1", "web")
+        );
         assert_eq!(c.state, api::ContainerState::ContainerCreated as i32);
         assert_eq!(c.args, ["sh"]);
         assert_eq!(c.labels["app"], "web");
