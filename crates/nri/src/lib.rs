@@ -42,6 +42,8 @@ mod wire {
     include!(concat!(env!("OUT_DIR"), "/ttrpc.rs"));
 }
 
+mod apply;
+mod apply_resources;
 mod error;
 mod host;
 mod merge;
@@ -49,5 +51,6 @@ mod mux;
 pub mod plugin;
 mod ttrpc;
 
+pub use apply::apply;
 pub use error::Error;
 pub use host::{Config, Created, Host, Runtime};
