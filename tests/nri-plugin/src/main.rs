@@ -62,6 +62,10 @@ fn args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other}")),
         }
     }
+    if a.socket.is_none() {
+        // Pre-launched: the runtime names it.
+        a.name = std::env::var("NRI_PLUGIN_NAME").unwrap_or(a.name);
+    }
     if a.log.as_os_str().is_empty() {
         return Err("--log FILE is required".into());
     }

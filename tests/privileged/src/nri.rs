@@ -33,6 +33,7 @@ pub fn nri_args(dir: &Path) -> Vec<String> {
 /// Puts the test plugin in `dir`'s plugin dir as `IDX-NAME` (a script that runs it with `args`).
 pub fn pre_launch(dir: &Path, idx_name: &str, args: &[&str]) {
     use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir.join("plugins")).unwrap();
     let path = dir.join("plugins").join(idx_name);
     let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
     let script = format!(
