@@ -47,6 +47,12 @@ async fn a_pre_launched_plugin_adjusts_containers_and_sees_a_pods_whole_lifecycl
     );
 
     let mut p = Pod::on_host_network_with("nri", nri_args(h)).await;
+    p.c.update_pod_sandbox_resources(cri::UpdatePodSandboxResourcesRequest {
+        pod_sandbox_id: p.id.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let id = p.started(container("web", "busybox", LOOP)).await;
     p.wait_for_log("web", "ready").await;
     let (code, out) = sh(
@@ -90,6 +96,7 @@ async fn a_pre_launched_plugin_adjusts_containers_and_sees_a_pods_whole_lifecycl
         events,
         [
             "RunPodSandbox nri",
+            "UpdatePodSandbox nri",
             "CreateContainer nri/web",
             "PostCreateContainer nri/web",
             "StartContainer nri/web",
@@ -112,6 +119,15 @@ async fn refusals_fail_the_create_and_hung_or_crashed_plugins_are_dropped() {
     let h = host.path();
     let mut p = Pod::on_host_network_with("guarded", nri_args(h)).await;
     let guard = connect(h, "20", "guard", "refuse,hang", &h.join("guard.log"));
+    // Synchronized with what exists.
+    assert!(
+        guard
+            .lines()
+            .iter()
+            .any(|l| l == "Synchronize pods=guarded containers=0"),
+        "{:?}",
+        guard.lines()
+    );
 
     // A refusal: the plugin's message and name, and nothing made.
     let e = p.create(container("refused", "busybox", LOOP)).await.unwrap_err();
@@ -152,6 +168,14 @@ async fn refusals_fail_the_create_and_hung_or_crashed_plugins_are_dropped() {
     // A plugin that crashes in the middle of a create: the create succeeds, the plugin is gone, the next
     // create succeeds.
     let mut crasher = connect(h, "30", "crasher", "crash", &h.join("crasher.log"));
+    assert!(
+        crasher
+            .lines()
+            .iter()
+            .any(|l| l == "Synchronize pods=guarded containers=2"),
+        "slow and quick: {:?}",
+        crasher.lines()
+    );
     p.create(container("doomed", "busybox", LOOP)).await.unwrap();
     let status = crasher.child.wait().unwrap();
     assert_eq!(status.code(), Some(3), "{:?}", crasher.lines());
