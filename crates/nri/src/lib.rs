@@ -18,17 +18,22 @@
 //! - [`Host::start`] (listens, starts the plugins in the plugin dir) and, per event, `run_pod_sandbox`,
 //!   `stop_pod_sandbox`, `remove_pod_sandbox`, `update_pod_sandbox`, `create_container` (→ [`Created`]: the
 //!   merged adjustment, updates and evictions), `post_create_container`, `start_container`,
-//!   `post_start_container`, `update_container` (→ updates), `post_update_container`, `stop_container`
-//!   (→ updates), `remove_container`, and `shutdown`. Only create and update can fail the CRI call (a plugin
-//!   refusing, [`Error::Refused`], or two plugins changing one field, [`Error::Conflict`]); a plugin that times
-//!   out or whose connection dies is dropped with a warning and the call goes on without it.
+//!   `post_start_container`, `update_container` (→ updates, the container's own first, its resources being
+//!   the request's with plugins' changes over them), `post_update_container`, `stop_container` (→ updates of
+//!   other containers), `remove_container`, `plugins` (the registered ones, `IDX-NAME`), and `shutdown`.
+//!   `update_pod_sandbox(pod, overhead, resources)` takes the pod's overhead and its containers' sum. Only
+//!   create and update can fail the CRI call (a plugin refusing, [`Error::Refused`], or two plugins changing one
+//!   field, [`Error::Conflict`]); a plugin that times out or whose connection dies is dropped with a warning
+//!   and the call goes on without it.
 //! - [`apply`]: puts a [`api::ContainerAdjustment`] into an OCI spec and returns the CDI device names it asks for
 //!   (the caller resolves them).
 //! - [`plugin`]: the plugin side (connect, register, serve handlers, ask for updates): tests and small plugins.
 //!
-//! Crates: `prost`/`prost-build` for the messages (tonic is not used: NRI speaks ttrpc, implemented here on tokio);
-//! `async-trait` for the object-safe [`Runtime`] and [`plugin::Handler`]; `thiserror` for [`Error`]; `oci-spec`
-//! for the spec [`apply`] changes; `libc` for the socket pair and fd handed to started plugins.
+//! Crates: `prost`/`prost-build` for the messages (tonic is not used: NRI speaks ttrpc, implemented here on
+//! tokio); `async-trait` for the object-safe [`Runtime`] and [`plugin::Handler`]; `thiserror` for [`Error`];
+//! `oci-spec` for the spec [`apply`] changes, edited as OCI JSON with `serde_json`; `libc` for the fd handed to
+//! started plugins. Not served: WASM and builtin plugins, ValidateContainerAdjustment, StateChange, and
+//! PostUpdatePodSandbox (no plugin is sent them).
 
 /// The NRI protocol's messages, package `nri.pkg.api.v1alpha1` (services are dispatched by name in this crate).
 pub mod api {

@@ -171,6 +171,58 @@ pub(crate) fn merge_adjustment(
     Ok(())
 }
 
+/// Shows the next plugin the container as the earlier ones left it (as NRI does): annotations, env, mounts,
+/// args, rlimits, CDI devices, device nodes and resources.
+pub(crate) fn reflect(ctr: &mut api::Container, a: &ContainerAdjustment) {
+    for (k, v) in &a.annotations {
+        match is_removal(k) {
+            (k, true) => drop(ctr.annotations.remove(k)),
+            (k, false) => drop(ctr.annotations.insert(k.to_string(), v.clone())),
+        }
+    }
+    for kv in &a.env {
+        let (name, removed) = is_removal(&kv.key);
+        ctr.env
+            .retain(|e| e.split_once('=').map_or(e.as_str(), |(k, _)| k) != name);
+        if !removed {
+            ctr.env.push(format!("{name}={}", kv.value));
+        }
+    }
+    for m in &a.mounts {
+        let (dest, removed) = is_removal(&m.destination);
+        ctr.mounts.retain(|c| c.destination != dest);
+        if !removed {
+            ctr.mounts.push(m.clone());
+        }
+    }
+    if !a.args.is_empty() {
+        ctr.args = a.args.clone();
+    }
+    for r in &a.rlimits {
+        ctr.rlimits.retain(|c| c.r#type != r.r#type);
+        ctr.rlimits.push(r.clone());
+    }
+    ctr.cdi_devices
+        .extend(a.cdi_devices.iter().filter(|d| !is_removal(&d.name).1).cloned());
+    let Some(l) = &a.linux else { return };
+    let linux = ctr.linux.get_or_insert_with(Default::default);
+    for d in &l.devices {
+        let (path, removed) = is_removal(&d.path);
+        linux.devices.retain(|c| c.path != path);
+        if !removed {
+            linux.devices.push(d.clone());
+        }
+    }
+    if let Some(r) = &l.resources {
+        // Nobody owns the container's own values: the next plugin's changes go over them.
+        let into = linux.resources.get_or_insert_with(Default::default);
+        let _ = merge_resources(&mut Owners::default(), "", "", into, r.clone());
+    }
+    if l.oom_score_adj.is_some() {
+        linux.oom_score_adj = l.oom_score_adj;
+    }
+}
+
 /// Folds one plugin's resources for container `ctr` into `merged`, field by field.
 pub(crate) fn merge_resources(
     owners: &mut Owners,
@@ -289,7 +341,7 @@ impl Updates {
             match merge_resources(owners, &u.container_id, plugin, &mut merged, resources) {
                 Ok(()) => *into = merged,
                 Err(e) if u.ignore_failure => {
-                    tracing::warn!("NRI: update of {} dropped: {e}", u.container_id)
+                    tracing::warn!("NRI: update of {} dropped: {e}", u.container_id);
                 }
                 Err(e) => return Err(e),
             }

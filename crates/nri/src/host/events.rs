@@ -8,7 +8,7 @@ use prost::Message;
 use super::plugin::Plugin;
 use super::{Created, Host};
 use crate::api::{self, Event};
-use crate::merge::{Owners, Updates, merge_adjustment, merge_resources};
+use crate::merge::{Owners, Updates, merge_adjustment, merge_resources, reflect};
 use crate::{Error, api::ContainerUpdate};
 
 /// What became of one plugin's call.
@@ -100,7 +100,7 @@ impl Host {
         ctr: &api::Container,
     ) -> Result<Created, Error> {
         let _gate = self.gate.read().await;
-        let req = api::CreateContainerRequest {
+        let mut req = api::CreateContainerRequest {
             pod: Some(pod.clone()),
             container: Some(ctr.clone()),
         };
@@ -119,6 +119,9 @@ impl Host {
                 Outcome::Dropped => continue,
             };
             if let Some(a) = resp.adjust {
+                if let Some(c) = req.container.as_mut() {
+                    reflect(c, &a);
+                }
                 merge_adjustment(
                     &mut owners,
                     &ctr.id,
@@ -177,6 +180,7 @@ impl Host {
 
     /// A container's resources are being updated to `resources`. Returns the updates to make: the first is
     /// always this container's, with plugins' changes over the requested resources; then other containers'.
+    /// Evictions plugins ask for are handed to [`super::Runtime::update_containers`] in the background.
     pub async fn update_container(
         &self,
         pod: &api::PodSandbox,
@@ -218,8 +222,9 @@ impl Host {
             evict.extend(resp.evict);
         }
         if !evict.is_empty() {
-            let failed = self.runtime.update_containers(Vec::new(), evict).await;
-            debug_assert!(failed.is_empty(), "evictions report no failed updates");
+            // Not awaited here: stopping a container relays StopContainer, which waits for this event to end.
+            let runtime = self.runtime.clone();
+            tokio::spawn(async move { runtime.update_containers(Vec::new(), evict).await });
         }
         Ok(updates.list)
     }

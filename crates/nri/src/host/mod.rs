@@ -60,7 +60,10 @@ pub trait Runtime: Send + Sync + 'static {
     /// Every pod and container the runtime knows, for a plugin's Synchronize.
     async fn snapshot(&self) -> (Vec<api::PodSandbox>, Vec<api::Container>);
     /// Applies plugins' updates of running containers (as UpdateContainerResources does) and evictions
-    /// (stops); returns the updates that failed.
+    /// (stops); returns the updates that failed. Called outside any event, from a plugin's UpdateContainers,
+    /// after its Synchronize, and for UpdateContainer's evictions. Updates are applied directly, not relayed
+    /// to plugins again through [`Host::update_container`] (as in NRI); stopping an evicted container does
+    /// relay StopContainer.
     async fn update_containers(
         &self,
         updates: Vec<api::ContainerUpdate>,

@@ -87,9 +87,9 @@ pub(crate) fn launchable(dir: &Path) -> Result<Vec<(String, String)>, Error> {
         let file = entry.file_name().to_string_lossy().into_owned();
         match file.split_once('-') {
             Some((idx, name)) if valid_index(idx) && valid_name(name) => {
-                out.push((idx.to_string(), name.to_string()))
+                out.push((idx.to_string(), name.to_string()));
             }
-            _ => tracing::warn!("NRI: ignoring {} in the plugin dir: not named IDX-NAME", file),
+            _ => tracing::warn!("NRI: ignoring {file} in the plugin dir: not named IDX-NAME"),
         }
     }
     out.sort();
@@ -272,9 +272,14 @@ impl Host {
             .store(if events == 0 { all } else { events }, Ordering::Relaxed);
 
         // No event may pass between the snapshot and the plugin joining the list.
-        let _gate = self.gate.write().await;
-        let (pods, containers) = self.runtime.snapshot().await;
-        let updates = synchronize(plugin, pods, containers, self.config.request_timeout).await?;
+        let updates = {
+            let _gate = self.gate.write().await;
+            let (pods, containers) = self.runtime.snapshot().await;
+            let updates = synchronize(plugin, pods, containers, self.config.request_timeout).await?;
+            self.insert(plugin.clone());
+            updates
+        };
+        // Applied outside the gate: the runtime may relay events while it updates.
         if !updates.is_empty() {
             let failed = self.runtime.update_containers(updates, Vec::new()).await;
             if !failed.is_empty() {
@@ -285,7 +290,6 @@ impl Host {
                 );
             }
         }
-        self.insert(plugin.clone());
         Ok(())
     }
 }

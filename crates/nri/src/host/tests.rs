@@ -81,9 +81,12 @@ impl Handler for TestPlugin {
         &self,
         req: api::CreateContainerRequest,
     ) -> Result<api::CreateContainerResponse, String> {
-        let _ = self
-            .seen
-            .send(format!("create {}", req.container.unwrap_or_default().id));
+        let c = req.container.unwrap_or_default();
+        let _ = self.seen.send(
+            format!("create {} {}", c.id, c.env.join(","))
+                .trim_end()
+                .to_string(),
+        );
         match self.create.clone() {
             Create::Env(k, v) => Ok(api::CreateContainerResponse {
                 adjust: Some(api::ContainerAdjustment {
@@ -219,11 +222,12 @@ async fn plugins_register_synchronize_and_hear_only_their_events_in_index_order(
         "create c1",
         "a plugin does not hear RunPodSandbox it did not ask for"
     );
+    // The later plugin sees the container as the earlier one changed it.
     for want in [
         "configure crius 5000ms",
         "synchronize 1 1",
         "RUN_POD_SANDBOX pod1",
-        "create c1",
+        "create c1 A=1",
     ] {
         assert_eq!(seen_b.recv().await.unwrap(), want);
     }
