@@ -57,7 +57,7 @@ fn args() -> Result<Args, String> {
                     .split(',')
                     .filter(|s| !s.is_empty())
                     .map(str::to_string)
-                    .collect()
+                    .collect();
             }
             other => return Err(format!("unknown argument {other}")),
         }
