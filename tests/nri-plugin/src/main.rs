@@ -3,7 +3,7 @@
 //! (`EVENT pod[/container]`), and does what `--behave` lists (comma-separated):
 //!
 //! - `adjust`: every container it sees created gets env `NRI_PLUGIN=<name>` and, with `--mount DIR`, DIR
-//!   bound read-only at `/nri`;
+//!   bound read-only at `/nri`, and with `--cdi NAME` the CDI device NAME;
 //! - `weight`: a container named `weighted*` gets cpu shares 2048 at create (cpu.weight 79 on cgroup v2);
 //! - `update`: when the container named `trigger` is created, the one named `target` is updated to cpu
 //!   shares 512 (cpu.weight 20) with an UpdateContainers call of its own;
@@ -35,6 +35,7 @@ struct Args {
     log: PathBuf,
     behave: Vec<String>,
     mount: Option<PathBuf>,
+    cdi: Option<String>,
 }
 
 fn args() -> Result<Args, String> {
@@ -52,6 +53,7 @@ fn args() -> Result<Args, String> {
             "--idx" => a.idx = value()?,
             "--log" => a.log = value()?.into(),
             "--mount" => a.mount = Some(value()?.into()),
+            "--cdi" => a.cdi = Some(value()?),
             "--behave" => {
                 a.behave = value()?
                     .split(',')
@@ -233,6 +235,9 @@ impl Handler for Events {
                 key: "NRI_PLUGIN".into(),
                 value: p.args.name.clone(),
             });
+            if let Some(name) = &p.args.cdi {
+                adjust.cdi_devices.push(api::CdiDevice { name: name.clone() });
+            }
             if let Some(dir) = &p.args.mount {
                 adjust.mounts.push(api::Mount {
                     destination: "/nri".into(),
