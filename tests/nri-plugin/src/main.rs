@@ -7,6 +7,8 @@
 //! - `weight`: a container named `weighted*` gets cpu shares 2048 at create (cpu.weight 79 on cgroup v2);
 //! - `update`: when the container named `trigger` is created, the one named `target` is updated to cpu
 //!   shares 512 (cpu.weight 20) with an UpdateContainers call of its own;
+//! - `bump`: when the container named `bumper` is created, the answer updates the one named `target` to cpu
+//!   shares 4096 (cpu.weight 303);
 //! - `refuse`: the container named `refused` is refused ("the test plugin refuses containers named refused");
 //! - `hang`: CreateContainer of the container named `slow` never answers;
 //! - `crash`: the plugin exits (status 3) in the middle of CreateContainer of the container named `doomed`.
@@ -253,8 +255,25 @@ impl Handler for Events {
                 ..Default::default()
             });
         }
+        let mut update = Vec::new();
+        let target = p
+            .ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get("target")
+            .cloned();
+        if let (true, Some(id)) = (p.does("bump") && ctr.name == "bumper", target) {
+            update.push(api::ContainerUpdate {
+                container_id: id,
+                linux: Some(api::LinuxContainerUpdate {
+                    resources: Some(shares(4096)),
+                }),
+                ignore_failure: false,
+            });
+        }
         Ok(api::CreateContainerResponse {
             adjust: Some(adjust),
+            update,
             ..Default::default()
         })
     }
