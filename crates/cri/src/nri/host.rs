@@ -114,8 +114,13 @@ impl Nri {
         });
         match rx.recv_timeout(self.limit) {
             Ok(v) => Some(v),
-            Err(_) => {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 tracing::warn!(event = what, limit = ?self.limit, "NRI: no answer in time; going on without it");
+                None
+            }
+            // The runtime dropped the task: criusd is shutting down.
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                tracing::info!(event = what, "NRI: shutting down; going on without it");
                 None
             }
         }
