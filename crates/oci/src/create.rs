@@ -6,7 +6,8 @@
 //!    │                 └──fork──► init (pid 1 of a new pid namespace): mounts, hostname, pivot_root,
 //!    │                               masked/read-only paths, sysctls, console, prepares the process,
 //!    │                               then blocks opening exec.fifo until `start`, and execs.
-//!    ◄── channel: "userns", "pid N", "hooks" (runtime runs createRuntime/prestart), "created" or "error ..."
+//!    ◄── channel: "userns", "pid N", "hooks" (the rootfs is ready: runtime sets the cgroup limits, runs
+//!        createRuntime/prestart), "created" or "error ..."
 //! ```
 //! Stage 1 exits once init exists, so init is re-parented to the nearest subreaper (a shim, or `run` itself).
 //! On any error everything made so far (process, cgroup, state dir) is removed again.
@@ -134,9 +135,6 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         undo.cgroup = Some(cg.clone());
         (cg, None)
     };
-    if let Some(res) = linux.resources() {
-        cg.apply(res)?;
-    }
     let fifo: OwnedFd = nix::fcntl::open(&fifo_path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
         .map_err(|e| err!("opening exec fifo: {e}"))?;
     let console = match &opts.console_socket {
@@ -156,7 +154,7 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         ForkResult::Parent { child: pid } => pid,
     };
     drop(child);
-    let result = drive(&parent, stage1, &bundle, id, &mut undo);
+    let result = drive(&parent, stage1, (&bundle, &cg), id, &mut undo);
     // The container's processes are in the scope now: its holder may go.
     drop(holder);
     let _ = nix::sys::wait::waitpid(stage1, None);
@@ -185,7 +183,17 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
 }
 
 /// The runtime's side of the setup conversation. Returns the init pid once init reports "created".
-fn drive(ch: &Channel, stage1: Pid, bundle: &Bundle, id: &str, undo: &mut Undo) -> Result<i32> {
+///
+/// The cgroup's limits are set when init asks for the hooks, as runc sets them: its rootfs is complete then,
+/// so a device rule that denies `mknod` has not kept init from making the container's device nodes, and the
+/// prestart hooks find the limits in place.
+fn drive(
+    ch: &Channel,
+    stage1: Pid,
+    (bundle, cg): (&Bundle, &Cgroup),
+    id: &str,
+    undo: &mut Undo,
+) -> Result<i32> {
     let spec = &bundle.spec;
     let linux = spec.linux().as_ref().expect("checked");
     let mut pid = None;
@@ -229,6 +237,9 @@ fn drive(ch: &Channel, stage1: Pid, bundle: &Bundle, id: &str, undo: &mut Undo) 
             }
             "hooks" => {
                 let p = pid.ok_or_else(|| err!("protocol error: hooks before pid"))?;
+                if let Some(res) = linux.resources() {
+                    cg.apply(res)?;
+                }
                 if let Some(h) = spec.hooks() {
                     let state = crate::state::document(id, ContainerState::Creating, p, &bundle.dir, spec);
                     crate::hooks::run("prestart", h.prestart().as_deref().unwrap_or_default(), &state)?;

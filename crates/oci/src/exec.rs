@@ -177,5 +177,5 @@ fn run_process(
     nix::unistd::chdir(p.cwd()).map_err(|e| err!("process.cwd {}: {e}", p.cwd().display()))?;
     crate::process::check_cwd(p.cwd())?;
     let prepared = crate::process::prepare(p, seccomp)?;
-    match crate::process::finish(p, prepared, opts.preserve_fds)? {}
+    match crate::process::finish(p, prepared, opts.preserve_fds, || Ok(()))? {}
 }

@@ -175,9 +175,16 @@ pub fn set_rlimits(p: &Process) -> Result<()> {
     Ok(())
 }
 
-/// Applies user, groups, capabilities, no_new_privs and seccomp, then executes the program with stdio and the
-/// `preserve_fds` descriptors after them, nothing else. Returns only on error.
-pub fn finish(p: &Process, prep: Prepared, preserve_fds: u32) -> Result<std::convert::Infallible> {
+/// Applies user, groups, capabilities, no_new_privs and seccomp, runs `last` (a container's init waits for
+/// `start` and runs the startContainer hooks there: as runc runs them, with the process's user, capabilities
+/// and seccomp filter), then executes the program with stdio and the `preserve_fds` descriptors after them,
+/// nothing else. Returns only on error.
+pub fn finish(
+    p: &Process,
+    prep: Prepared,
+    preserve_fds: u32,
+    last: impl FnOnce() -> Result<()>,
+) -> Result<std::convert::Infallible> {
     // First, while seccomp cannot refuse close_range or the /proc reads of the fallback yet.
     for fd in 3..3 + preserve_fds as i32 {
         // SAFETY: fcntl on a descriptor number; the caller passed it on purpose.
@@ -232,6 +239,8 @@ pub fn finish(p: &Process, prep: Prepared, preserve_fds: u32) -> Result<std::con
             crate::seccomp::load(f)?;
         }
     }
+    // Before the AppArmor request, which a hook's own execve would take.
+    last()?;
     // The AppArmor profile takes hold at this execve (the request needs no privilege of its own).
     crate::apparmor::apply(p.apparmor_profile().as_deref())?;
     let e = nix::unistd::execve(&prep.exe, &prep.argv, &prep.envp).unwrap_err();

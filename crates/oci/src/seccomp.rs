@@ -50,6 +50,17 @@ fn compare(op: LinuxSeccompOperator, value: u64, two: Option<u64>) -> (ScmpCompa
     }
 }
 
+/// Whether two of `args` compare the same argument.
+fn same_argument_twice(args: &[oci_spec::runtime::LinuxSeccompArg]) -> bool {
+    let mut seen = 0u64;
+    args.iter().any(|a| {
+        let bit = 1u64 << (a.index() % 64);
+        let twice = seen & bit != 0;
+        seen |= bit;
+        twice
+    })
+}
+
 /// Compiles `profile` into a filter ready to load.
 pub fn build(profile: &LinuxSeccomp) -> Result<ScmpFilterContext> {
     let bad = |field: &str, e: &dyn std::fmt::Display| Error::config("config.json", field, e.to_string());
@@ -94,16 +105,26 @@ pub fn build(profile: &LinuxSeccomp) -> Result<ScmpFilterContext> {
                 ScmpArgCompare::new(a.index() as u32, op, datum)
             })
             .collect();
+        // libseccomp refuses two comparisons of one argument in one rule. As runc does, such a rule becomes
+        // one rule per comparison: the action then applies when any of them holds.
+        let groups: Vec<&[ScmpArgCompare]> =
+            if same_argument_twice(rule.args().as_deref().unwrap_or_default()) {
+                conds.chunks(1).collect()
+            } else {
+                vec![&conds[..]]
+            };
         for sc in rule.names() {
             let Ok(nr) = ScmpSyscall::from_name(sc) else {
                 continue;
             };
-            let added = if conds.is_empty() {
-                ctx.add_rule(act, nr)
-            } else {
-                ctx.add_rule_conditional(act, nr, &conds)
-            };
-            added.map_err(|e| bad(&field, &format!("syscall {sc}: {e}")))?;
+            for group in &groups {
+                let added = if group.is_empty() {
+                    ctx.add_rule(act, nr)
+                } else {
+                    ctx.add_rule_conditional(act, nr, group)
+                };
+                added.map_err(|e| bad(&field, &format!("syscall {sc}: {e}")))?;
+            }
         }
     }
     Ok(ctx)
@@ -129,5 +150,28 @@ mod tests {
         )
         .unwrap();
         build(&p).unwrap();
+    }
+
+    #[test]
+    fn two_comparisons_of_one_argument_become_a_rule_each() {
+        // runc's seccomp.bats: one syscall, argument 0 compared twice (libseccomp alone refuses the pair).
+        let p: LinuxSeccomp = serde_json::from_str(
+            r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdirat"],"action":"SCMP_ACT_ERRNO",
+                "args":[{"index":0,"value":1,"op":"SCMP_CMP_GE"},{"index":0,"value":100,"op":"SCMP_CMP_LE"},
+                        {"index":1,"value":5,"op":"SCMP_CMP_EQ"}]}]}"#,
+        )
+        .unwrap();
+        build(&p).unwrap();
+        assert!(same_argument_twice(
+            p.syscalls().as_ref().unwrap()[0].args().as_ref().unwrap()
+        ));
+        let one: LinuxSeccomp = serde_json::from_str(
+            r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdirat"],"action":"SCMP_ACT_ERRNO",
+                "args":[{"index":0,"value":1,"op":"SCMP_CMP_GE"},{"index":1,"value":5,"op":"SCMP_CMP_EQ"}]}]}"#,
+        )
+        .unwrap();
+        assert!(!same_argument_twice(
+            one.syscalls().as_ref().unwrap()[0].args().as_ref().unwrap()
+        ));
     }
 }

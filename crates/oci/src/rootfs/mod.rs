@@ -184,6 +184,7 @@ pub fn finalize(spec: &Spec, userns: bool) -> Result<()> {
         }
     }
     let root = mounts::Root::open(Path::new("/"))?;
+    mounts::remount_read_only(&root, spec.mounts().as_deref().unwrap_or_default())?;
     let masked = linux.and_then(|l| l.masked_paths().as_ref());
     let readonly = linux.and_then(|l| l.readonly_paths().as_ref());
     // Read-only paths first, as runc >= 1.2.8 does: a mask's bind can then land in no writable place under
