@@ -82,6 +82,7 @@ pub(crate) fn remove_default_parent(cg: &Cgroup) {
 /// Creates container `id` from the bundle at `bundle_dir` under the state root `root`.
 pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) -> Result<Record> {
     crate::id::validate(id)?;
+    crate::log::debug(|| format!("create {id}: loading the bundle {}", bundle_dir.display()));
     let bundle = crate::config::load(bundle_dir)?;
     let spec = &bundle.spec;
     let process = spec.process().as_ref().expect("checked by config::load");
@@ -154,6 +155,12 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         ForkResult::Parent { child: pid } => pid,
     };
     drop(child);
+    crate::log::debug(|| {
+        format!(
+            "create {id}: setup process {stage1} started in cgroup {}",
+            cg.dir.display()
+        )
+    });
     let result = drive(&parent, stage1, (&bundle, &cg), id, &mut undo);
     // The container's processes are in the scope now: its holder may go.
     drop(holder);
@@ -231,12 +238,18 @@ fn drive(
                     .map_err(|_| err!("protocol error: bad pid {rest:?}"))?;
                 pid = Some(p);
                 undo.pid = Some(p);
+                crate::log::debug(|| {
+                    format!("create {id}: namespaces made, the container's init is pid {p}")
+                });
                 if let Some(adj) = spec.process().as_ref().and_then(|p| p.oom_score_adj()) {
                     set_oom_score_adj(p, adj);
                 }
             }
             "hooks" => {
                 let p = pid.ok_or_else(|| err!("protocol error: hooks before pid"))?;
+                crate::log::debug(|| {
+                    format!("create {id}: rootfs ready; setting cgroup limits, running hooks")
+                });
                 if let Some(res) = linux.resources() {
                     cg.apply(res)?;
                 }
@@ -251,7 +264,10 @@ fn drive(
                 }
                 ch.send(&format!("go {p}"))?;
             }
-            "created" => return pid.ok_or_else(|| err!("protocol error: created before pid")),
+            "created" => {
+                crate::log::debug(|| format!("create {id}: init is ready and waits for start"));
+                return pid.ok_or_else(|| err!("protocol error: created before pid"));
+            }
             "error" => return Err(Error::Msg(rest.to_string())),
             "" => return Err(err!("the container process exited during setup")),
             _ => return Err(err!("protocol error: unexpected {msg:?}")),

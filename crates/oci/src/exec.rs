@@ -26,6 +26,10 @@ pub struct ExecOptions {
     pub console_socket: Option<PathBuf>,
     /// Descriptors 3 to 3+N-1 of the caller that the process gets (runc's `--preserve-fds`).
     pub preserve_fds: u32,
+    /// Run it in a paused container too (runc's `--ignore-paused`): it starts frozen, as the others are.
+    pub ignore_paused: bool,
+    /// A cgroup below the container's to run it in (runc's `--cgroup`), relative to the container's.
+    pub sub_cgroup: Option<PathBuf>,
 }
 
 /// Namespace join order: the user namespace first (it owns the others), the mount namespace last.
@@ -42,12 +46,28 @@ const ORDER: &[LinuxNamespaceType] = &[
 
 /// Runs the process; returns its exit code, or 0 once it runs with `detach`.
 pub fn exec(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32> {
+    let pid = spawn(root, id, opts)?;
+    if opts.detach {
+        return Ok(0);
+    }
+    crate::wait::forward_until_exit(pid)
+}
+
+/// Starts the process and returns its host pid; unless `detach`, the caller is its subreaper and waits for it
+/// (`crius-runc exec -t` relays a terminal of its own meanwhile).
+pub fn spawn(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32> {
     let (rec, status) = crate::ops::load(root, id)?;
-    if !matches!(status, Status::Running | Status::Created) {
+    let paused_ok = opts.ignore_paused && status == Status::Paused;
+    if !matches!(status, Status::Running | Status::Created) && !paused_ok {
+        let action = if status == Status::Paused {
+            "exec in it (it is paused: --ignore-paused runs the process frozen with the rest)"
+        } else {
+            "exec in it"
+        };
         return Err(Error::WrongState {
             id: id.into(),
             status,
-            action: "exec in it".into(),
+            action: action.into(),
         });
     }
     crate::config::check_process("process", &opts.process)?;
@@ -89,7 +109,10 @@ pub fn exec(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32>
     if !opts.detach {
         crate::wait::become_subreaper()?;
     }
-    let cg = Cgroup::at(&rec.cgroup)?;
+    let cg = match &opts.sub_cgroup {
+        None => Cgroup::at(&rec.cgroup)?,
+        Some(sub) => sub_cgroup(&rec.cgroup, sub)?,
+    };
     let seccomp = rec.spec.linux().as_ref().and_then(|l| l.seccomp().clone());
     let (parent, child) = crate::channel::pair()?;
     // Single-threaded process; the child only runs setup code and then execs or _exits.
@@ -107,16 +130,34 @@ pub fn exec(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32>
     let result = collect(&parent);
     let _ = nix::sys::wait::waitpid(first, None);
     let pid = result?;
+    crate::log::debug(|| format!("exec in {id}: process {pid} runs {:?}", opts.process.args()));
     if let Some(p) = &opts.pid_file {
         crate::state::atomic_write(
             &std::path::absolute(p).unwrap_or(p.clone()),
             pid.to_string().as_bytes(),
         )?;
     }
-    if opts.detach {
-        return Ok(0);
+    Ok(pid)
+}
+
+/// The cgroup `sub` below the container's cgroup `dir`: it must exist (runc makes none) and stay below it.
+fn sub_cgroup(dir: &std::path::Path, sub: &std::path::Path) -> Result<Cgroup> {
+    use std::path::Component;
+    if sub
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::RootDir | Component::CurDir))
+    {
+        return Err(err!(
+            "--cgroup {}: must name a cgroup below the container's",
+            sub.display()
+        ));
     }
-    crate::wait::forward_until_exit(pid)
+    let rel = sub.strip_prefix("/").unwrap_or(sub);
+    let path = dir.join(rel);
+    if !path.is_dir() {
+        return Err(err!("--cgroup {}: no cgroup {}", sub.display(), path.display()));
+    }
+    Cgroup::at(&path)
 }
 
 /// Reads "pid N", then waits for the channel to close (exec succeeded) or for an error.

@@ -130,6 +130,13 @@ pub fn build(profile: &LinuxSeccomp) -> Result<ScmpFilterContext> {
     Ok(ctx)
 }
 
+/// The version of the libseccomp crius runs with (`2.5.4`), for `crius-runc -v`.
+pub fn library_version() -> Option<String> {
+    libseccomp::ScmpVersion::current()
+        .ok()
+        .map(|v| format!("{}.{}.{}", v.major, v.minor, v.micro))
+}
+
 /// Loads a compiled filter into the calling thread.
 pub fn load(ctx: &ScmpFilterContext) -> Result<()> {
     ctx.load()

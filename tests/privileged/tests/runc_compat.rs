@@ -112,3 +112,272 @@ fn two_seccomp_comparisons_of_one_argument_are_accepted() {
     let (code, _, err) = run(&rt, &b);
     assert_eq!(code, 0, "{err}");
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn kill_takes_signal_0_running_or_stopped() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = unique("kill0");
+    rt.create_started(&id, &b);
+    rt.ok(&["kill", &id, "0"]);
+    assert_eq!(rt.status(&id), "running");
+    rt.ok(&["kill", &id, "KILL"]);
+    rt.wait_status(&id, "stopped");
+    rt.ok(&["kill", "-a", &id, "0"]);
+    rt.ok(&["delete", &id]);
+}
+
+/// Runs `script` in bash with `$RT` the runtime command (`--root` set); returns (code, stdout, stderr).
+fn bash(rt: &Runtime, script: &str) -> (i32, String, String) {
+    let cmd = format!("{} --root {}", rt.bin.display(), rt.root().display());
+    let out = std::process::Command::new("bash")
+        .args(["-c", script])
+        .env("RT", cmd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+    (
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout),
+        text(&out.stderr),
+    )
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn exec_reads_a_process_from_dev_fd_without_user_and_fails_with_255() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = unique("execp");
+    rt.create_started(&id, &b);
+    // A shell's process substitution: /dev/fd/63, and no `user` in the document (uid 0, as runc reads it).
+    let p = r#"{"args": ["/bin/sh", "-c", "id -u; echo from-fd"], "cwd": "/"}"#;
+    let (code, out, err) = bash(&rt, &format!("$RT exec -p <(echo '{p}') {id}"));
+    assert_eq!((code, out.as_str()), (0, "0\nfrom-fd\n"), "{err}");
+    // The process's own codes pass through; exec's own failures are 255.
+    let code = |args: &[&str]| rt.run(args).status.code();
+    assert_eq!(code(&["exec", &id, "false"]), Some(1));
+    assert_eq!(code(&["exec", &id, "sh", "-c", "exit 42"]), Some(42));
+    assert_eq!(code(&["exec", &id, "no-such-binary"]), Some(255));
+    assert_eq!(code(&["exec", "no-such-container", "true"]), Some(255));
+    assert_eq!(
+        code(&["exec", "--pid-file", "/non-existent/dir/pid", &id, "true"]),
+        Some(255)
+    );
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn json_output_is_runcs_state_list_ps_and_events() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = unique("json");
+    rt.create_started(&id, &b);
+    // (runc writes the runtime-spec version it implements; crius-runc the config's, which the state follows.)
+    let state = rt.ok(&["state", &id]);
+    assert!(state.starts_with("{\n  \"ociVersion\": \""), "{state}");
+    assert!(
+        state.ends_with('}'),
+        "indented, with no newline after it: {state:?}"
+    );
+    let keys = |v: &str| -> Vec<String> {
+        let doc: serde_json::Value = serde_json::from_str(v).unwrap();
+        let first = if doc.is_array() { doc[0].clone() } else { doc };
+        // serde_json sorts keys, so read their order off the text.
+        let mut seen: Vec<(usize, String)> = first
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| (v.find(&format!("\"{k}\":")).unwrap(), k.clone()))
+            .collect();
+        seen.sort();
+        seen.into_iter().map(|(_, k)| k).collect()
+    };
+    let order = [
+        "ociVersion",
+        "id",
+        "pid",
+        "status",
+        "bundle",
+        "rootfs",
+        "created",
+        "owner",
+    ];
+    assert_eq!(keys(&state), order);
+    let list = rt.ok(&["list", "-f", "json"]);
+    assert_eq!(list.lines().count(), 1, "compact: {list}");
+    assert_eq!(keys(&list), order);
+    let listed: serde_json::Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(listed[0]["owner"], "root");
+    let ps = rt.ok(&["ps", "-f", "json", &id]);
+    let pid = rt.state(&id)["pid"].as_i64().unwrap();
+    assert_eq!(ps, format!("[{pid}]\n"));
+    let events = rt.ok(&["events", "--stats", &id]);
+    assert!(
+        events.starts_with(&format!("{{\"type\":\"stats\",\"id\":\"{id}\",\"data\":{{")),
+        "{events}"
+    );
+    assert_eq!(events.lines().count(), 1, "{events}");
+    rt.ok(&["delete", "--force", &id]);
+    assert_eq!(rt.ok(&["list", "-f", "json"]), "null\n");
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn spec_asks_for_a_terminal_and_a_cgroup_namespace_only_on_pure_v2() {
+    let rt = Runtime::from_env();
+    let dir = tempfile::tempdir().unwrap();
+    rt.ok(&["spec", "--bundle", dir.path().to_str().unwrap()]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("config.json")).unwrap()).unwrap();
+    assert_eq!(v["process"]["terminal"], true);
+    let cgroupns = v["linux"]["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["type"] == "cgroup");
+    assert_eq!(cgroupns, crius_test_support::pure_cgroup_v2());
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn exec_tty_without_a_console_socket_runs_in_the_foreground() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = unique("exectty");
+    rt.create_started(&id, &b);
+    // script(1) gives the runtime a terminal, as a user's shell would.
+    let run = format!(
+        "{} --root {} exec -t {id} sh -c 'tty; exit 3'",
+        rt.bin.display(),
+        rt.root().display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &run, "/dev/null"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("/dev/pts/"),
+        "the process ran on a terminal: {said}"
+    );
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn exec_ignore_paused_waits_for_resume_and_cgroup_must_stay_below() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = unique("paused");
+    rt.create_started(&id, &b);
+    rt.ok(&["pause", &id]);
+    assert!(
+        !rt.run(&["exec", &id, "true"]).status.success(),
+        "a paused container refuses exec"
+    );
+    let resume = {
+        let (bin, root, id) = (rt.bin.clone(), rt.root().to_path_buf(), id.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            std::process::Command::new(bin)
+                .arg("--root")
+                .arg(root)
+                .args(["resume", &id])
+                .status()
+                .unwrap()
+        })
+    };
+    assert_eq!(rt.ok(&["exec", "--ignore-paused", &id, "echo", "ok"]), "ok\n");
+    assert!(resume.join().unwrap().success());
+    let err = rt.fails(&["exec", "--cgroup", "..", &id, "true"]);
+    assert!(err.contains(".. is not a sub cgroup path"), "{err}");
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn crius_only_exec_cgroup_runs_the_process_in_a_sub_cgroup() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = unique("subcg");
+    rt.create_started(&id, &b);
+    let sub = crius_test_support::cgroup2_mount()
+        .join(b.cgroups_path().trim_start_matches('/'))
+        .join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let out = rt.run(&["exec", "--cgroup", "sub", &id, "cat", "/proc/self/cgroup"]);
+    let _ = std::fs::remove_dir(&sub);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        said.lines().any(|l| l.starts_with("0::") && l.ends_with("/sub")),
+        "{said}"
+    );
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn debug_goes_to_stderr_or_to_the_log_in_its_format() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["echo", "hello"]);
+    let dir = b.write().to_str().unwrap().to_string();
+    let out = rt.run(&["--debug", "run", "--bundle", &dir, &unique("debug")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains("level=debug"), "{err}");
+    for (format, marker) in [("text", "level=debug"), ("json", "\"level\":\"debug\"")] {
+        let log = b.path().join(format!("log.{format}"));
+        let out = rt.run(&[
+            "--log",
+            log.to_str().unwrap(),
+            "--log-format",
+            format,
+            "--debug",
+            "run",
+            "--bundle",
+            &dir,
+            &unique("debug"),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && !err.contains("level=debug"), "{err}");
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert!(logged.contains(marker), "{logged}");
+    }
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn help_on_every_command_and_version_lines_as_runcs() {
+    let rt = Runtime::from_env();
+    let out = rt.ok(&["-h"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "NAME:");
+    assert!(lines[1].contains(" - Open Container Initiative runtime"), "{out}");
+    for verb in [
+        "create", "delete", "events", "exec", "kill", "list", "pause", "resume", "spec", "start", "run",
+        "state", "update",
+    ] {
+        let out = rt.ok(&[verb, "-h"]);
+        let second = out.lines().nth(1).unwrap_or_default().to_string();
+        assert!(second.contains(&format!("runc {verb} - ")), "{verb}: {out}");
+    }
+    let out = rt.run(&["foo", "-h"]);
+    assert!(!out.status.success());
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("No help topic for 'foo'"), "{said}");
+    let v = rt.ok(&["-v"]);
+    let lines: Vec<&str> = v.lines().collect();
+    assert!(lines[0].contains("runc version "), "{v}");
+    assert!(lines[1].starts_with("commit:"), "{v}");
+    assert!(lines[2].starts_with("spec: 1."), "{v}");
+}
