@@ -132,6 +132,7 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         (cg, Some(holder))
     } else {
         let cg = Cgroup::resolve(linux.cgroups_path().as_deref(), id)?;
+        cg.check_existing()?;
         cg.create()?;
         undo.cgroup = Some(cg.clone());
         (cg, None)

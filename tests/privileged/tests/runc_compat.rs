@@ -381,3 +381,40 @@ fn help_on_every_command_and_version_lines_as_runcs() {
     assert!(lines[1].starts_with("commit:"), "{v}");
     assert!(lines[2].starts_with("spec: 1."), "{v}");
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_second_container_in_a_busy_cgroup_is_warned_about() {
+    let rt = Runtime::from_env();
+    let first = Bundle::new(&["sleep", "1000"]);
+    let id1 = unique("busy");
+    rt.create_started(&id1, &first);
+    let mut second = Bundle::new(&["sleep", "1000"]);
+    second.config["linux"]["cgroupsPath"] = first.config["linux"]["cgroupsPath"].clone();
+    let id2 = unique("busy");
+    rt.create(&id2, &second, &[]);
+    assert!(
+        second.stderr().contains("container's cgroup is not empty"),
+        "{}",
+        second.stderr()
+    );
+    rt.ok(&["delete", "--force", &id2]);
+    rt.ok(&["delete", "--force", &id1]);
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn crius_only_a_frozen_cgroup_is_refused() {
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["true"]);
+    let dir = crius_test_support::cgroup2_mount().join(b.cgroups_path().trim_start_matches('/'));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cgroup.freeze"), "1").unwrap();
+    let path = b.write().to_str().unwrap().to_string();
+    let err = rt.fails(&["create", "--bundle", &path, &unique("frozen")]);
+    let left = dir.is_dir();
+    let _ = std::fs::remove_dir(&dir);
+    assert!(err.contains("container's cgroup unexpectedly frozen"), "{err}");
+    assert!(left, "a cgroup the runtime did not make is left alone");
+    assert!(rt.ids().is_empty(), "{:?}", rt.ids());
+}
