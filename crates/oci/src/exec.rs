@@ -102,6 +102,19 @@ pub fn spawn(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32
             ns.push((*t, f.into()));
         }
     }
+    // A container without a mount namespace of its own shares the host's and is chrooted: so is the process.
+    let chroot = if listed.contains(&LinuxNamespaceType::Mount) {
+        None
+    } else {
+        let path = format!("/proc/{}/root", rec.pid);
+        let fd = nix::fcntl::open(
+            path.as_str(),
+            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| err!("container {id:?}: opening its root {path}: {e}"))?;
+        Some(fd)
+    };
     let console = match &opts.console_socket {
         Some(p) => Some(UnixStream::connect(p).map_err(Error::io("connecting to console socket", p))?),
         None => None,
@@ -119,7 +132,7 @@ pub fn spawn(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32
     let first = match crate::spawn::fork_into_cgroup(&cg)? {
         ForkResult::Child => {
             drop(parent);
-            let e = enter(&ns, &child, opts, console, seccomp.as_ref()).unwrap_err();
+            let e = enter((&ns, chroot), &child, opts, console, seccomp.as_ref()).unwrap_err();
             let _ = child.send(&format!("error {e}"));
             // SAFETY: leave without running the parent's destructors.
             unsafe { libc::_exit(1) }
@@ -175,7 +188,7 @@ fn collect(ch: &Channel) -> Result<i32> {
 }
 
 fn enter(
-    ns: &[(LinuxNamespaceType, OwnedFd)],
+    (ns, chroot): (&[(LinuxNamespaceType, OwnedFd)], Option<OwnedFd>),
     ch: &Channel,
     opts: &ExecOptions,
     console: Option<UnixStream>,
@@ -188,6 +201,10 @@ fn enter(
                 crate::namespaces::proc_name(*t)
             )
         })?;
+    }
+    if let Some(root) = chroot {
+        nix::unistd::fchdir(&root).map_err(|e| err!("chdir to the container's root: {e}"))?;
+        nix::unistd::chroot(".").map_err(|e| err!("chroot to the container's root: {e}"))?;
     }
     // SAFETY: single-threaded; the child execs or _exits.
     match unsafe { fork() }.map_err(|e| err!("fork: {e}"))? {

@@ -44,7 +44,7 @@ pub fn run(
             Some(&root.path),
         )?;
     }
-    crate::rootfs::pivot(&root)?;
+    crate::rootfs::pivot(&root, crate::rootfs::own_mount_namespace(spec))?;
     drop(root);
     // The terminal before the masks and the read-only root: /dev/console is bound in a /dev still writable.
     if let Some(sock) = console {

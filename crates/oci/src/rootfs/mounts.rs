@@ -11,12 +11,13 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crius_common::inroot::{self, ProcPlace};
+use nix::errno::Errno;
 use nix::mount::MsFlags;
 use oci_spec::runtime::Mount;
 
+use super::locked_flags;
 use super::mountapi::{self, attach, clone_tree, open_source};
 use super::options::{Options, parse_options};
-use super::{locked_flags, mnt};
 use crate::{Result, err};
 
 /// The rootfs, open: mounts and files are made from this fd.
@@ -156,13 +157,32 @@ pub fn mount_one(root: &Root, bundle: &Path, m: &Mount, userns: bool, made: Opti
     let on = inroot::fd_path(&target);
     let data = (!o.data.is_empty()).then_some(o.data.as_str());
     let src = source.unwrap_or_else(|| PathBuf::from(&fstype));
-    match mnt(Some(&src), &on, Some(&fstype), o.flags, data) {
+    match nix::mount::mount(Some(&src), &on, Some(fstype.as_str()), o.flags, data) {
+        Ok(()) => {}
         // Without its own network namespace a user namespace may not mount sysfs: bind the host's.
         Err(_) if fstype == "sysfs" && userns => {
             let tree = clone_tree(&open_source(Path::new("/sys"))?, true, &what)?;
             attach(&tree, &target, &what)?;
         }
-        r => r.map_err(|e| err!("{what}: {e}"))?,
+        // Nor cgroup2 without its own cgroup namespace (EPERM; EBUSY on some kernels): as runc does, bind the
+        // host's cgroup2 mount with the mount's flags (those the host's mount has locked kept).
+        Err(Errno::EPERM | Errno::EBUSY) if fstype == "cgroup2" && userns => {
+            let host = crate::cgroup::mount_point()?;
+            let src = open_source(&host)?;
+            let tree = clone_tree(&src, false, &what)?;
+            let extra = o.flags & !(MsFlags::MS_BIND | MsFlags::MS_REC | MsFlags::MS_REMOUNT);
+            let keep = mountapi::attrs(locked_flags(&src));
+            mountapi::set_flags(&tree, mountapi::attrs(extra), keep, false, &what)?;
+            attach(&tree, &target, &what)?;
+        }
+        Err(e) => {
+            return Err(err!(
+                "{what}: mount {} on {} (type {fstype}, flags {:?}): {e}",
+                src.display(),
+                on.display(),
+                o.flags
+            ));
+        }
     }
     if !o.propagation.is_empty() || !o.rec_set.is_empty() || !o.rec_clear.is_empty() {
         // The new mount is on top of the fd's: open it again, inside the root, and make sure it is another.
