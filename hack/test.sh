@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 # A CI build is from scratch: incremental caches would only take disk.
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 step() { printf '\n=== %s\n' "$*"; }
-host_suites=(--test lifecycle --test runc_compat --test isolation --test bad_input --test images --test image_store --test attacks_runtime --test attacks_mounts --test attacks_procfs)
+host_suites=(--test lifecycle --test runc_compat --test seccomp_notify --test isolation --test bad_input --test images --test image_store --test attacks_runtime --test attacks_mounts --test attacks_procfs)
 
 step "rustfmt"
 cargo fmt --all --check

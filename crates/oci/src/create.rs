@@ -205,14 +205,17 @@ fn drive(
     let spec = &bundle.spec;
     let linux = spec.linux().as_ref().expect("checked");
     let mut pid = None;
+    // A seccomp filter with a listener: init hands it over after "created", and create is done once the
+    // agent has it.
+    let seccomp = linux.seccomp().as_ref().filter(|s| crate::seccomp::notifies(s));
     // Stage 1 ("pid N") and init ("hooks") write to the same channel, so "hooks" may arrive first.
     let mut hooks_waiting = false;
     loop {
-        let msg = if hooks_waiting && pid.is_some() {
+        let (msg, fd) = if hooks_waiting && pid.is_some() {
             hooks_waiting = false;
-            "hooks".to_string()
+            ("hooks".to_string(), None)
         } else {
-            ch.recv()?
+            ch.recv_with_fd()?
         };
         if msg == "hooks" && pid.is_none() {
             hooks_waiting = true;
@@ -267,7 +270,21 @@ fn drive(
             }
             "created" => {
                 crate::log::debug(|| format!("create {id}: init is ready and waits for start"));
-                return pid.ok_or_else(|| err!("protocol error: created before pid"));
+                let p = pid.ok_or_else(|| err!("protocol error: created before pid"))?;
+                if seccomp.is_none() {
+                    return Ok(p);
+                }
+            }
+            "seccomp" => {
+                let (Some(profile), Some(p), Some(listener)) = (seccomp, pid, fd) else {
+                    return Err(err!("protocol error: a seccomp listener that was not expected"));
+                };
+                let state = crate::state::document(id, ContainerState::Creating, p, &bundle.dir, spec);
+                crate::notify::send_to_agent(profile, spec.version(), p, &state, &listener)?;
+                drop(listener);
+                crate::log::debug(|| format!("create {id}: the seccomp agent has the listener"));
+                ch.send("go")?;
+                return Ok(p);
             }
             "error" => return Err(Error::Msg(rest.to_string())),
             "" => return Err(err!("the container process exited during setup")),

@@ -6,7 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
 use nix::unistd::{ForkResult, fork};
-use oci_spec::runtime::{LinuxNamespaceType, Process};
+use oci_spec::runtime::{ContainerState, LinuxNamespaceType, Process};
 
 use crate::cgroup::Cgroup;
 use crate::channel::Channel;
@@ -140,7 +140,15 @@ pub fn spawn(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32
         ForkResult::Parent { child } => child,
     };
     drop(child);
-    let result = collect(&parent);
+    let agent = seccomp
+        .as_ref()
+        .filter(|s| crate::seccomp::notifies(s))
+        .map(|profile| Agent {
+            profile,
+            version: rec.spec.version(),
+            state: crate::state::document(id, ContainerState::Running, rec.pid, &rec.bundle, &rec.spec),
+        });
+    let result = collect(&parent, agent.as_ref());
     let _ = nix::sys::wait::waitpid(first, None);
     let pid = result?;
     crate::log::debug(|| format!("exec in {id}: process {pid} runs {:?}", opts.process.args()));
@@ -173,17 +181,36 @@ fn sub_cgroup(dir: &std::path::Path, sub: &std::path::Path) -> Result<Cgroup> {
     Cgroup::at(&path)
 }
 
-/// Reads "pid N", then waits for the channel to close (exec succeeded) or for an error.
-fn collect(ch: &Channel) -> Result<i32> {
-    let msg = ch.recv()?;
-    let pid = match msg.split_once(' ') {
-        Some(("pid", n)) => n.parse().map_err(|_| err!("protocol error: {msg:?}"))?,
-        Some(("error", e)) => return Err(Error::Msg(e.to_string())),
-        _ => return Err(err!("the exec process exited during setup")),
-    };
-    match ch.recv()? {
-        m if m.is_empty() => Ok(pid),
-        m => Err(Error::Msg(m.strip_prefix("error ").unwrap_or(&m).to_string())),
+/// Where the listener of an exec'd process's seccomp filter goes: the agent of `profile`, told the container's
+/// `state`.
+struct Agent<'a> {
+    profile: &'a oci_spec::runtime::LinuxSeccomp,
+    version: &'a str,
+    state: serde_json::Value,
+}
+
+/// Reads "pid N" (from the first child) and, with a seccomp agent, the process's listener ("seccomp", which
+/// may come first: the process runs meanwhile), then waits for the channel to close (exec succeeded) or for an
+/// error.
+fn collect(ch: &Channel, agent: Option<&Agent<'_>>) -> Result<i32> {
+    let mut pid: Option<i32> = None;
+    let mut listener: Option<OwnedFd> = None;
+    loop {
+        if let (Some(p), Some(fd), Some(a)) = (pid, listener.as_ref(), agent) {
+            crate::notify::send_to_agent(a.profile, a.version, p, &a.state, fd)?;
+            listener = None;
+            ch.send("go")?;
+        }
+        let (msg, fd) = ch.recv_with_fd()?;
+        match msg.split_once(' ').unwrap_or((&msg, "")) {
+            ("pid", n) if pid.is_none() => {
+                pid = Some(n.parse().map_err(|_| err!("protocol error: {msg:?}"))?)
+            }
+            ("seccomp", _) if agent.is_some() && fd.is_some() => listener = fd,
+            ("error", e) => return Err(Error::Msg(e.to_string())),
+            ("", _) => return pid.ok_or_else(|| err!("the exec process exited during setup")),
+            _ => return Err(err!("protocol error: unexpected {msg:?}")),
+        }
     }
 }
 
@@ -209,7 +236,7 @@ fn enter(
     // SAFETY: single-threaded; the child execs or _exits.
     match unsafe { fork() }.map_err(|e| err!("fork: {e}"))? {
         ForkResult::Child => {
-            let e = run_process(opts, console, seccomp).unwrap_err();
+            let e = run_process(ch, opts, console, seccomp).unwrap_err();
             let _ = ch.send(&format!("error {e}"));
             // SAFETY: as above.
             unsafe { libc::_exit(127) }
@@ -223,6 +250,7 @@ fn enter(
 }
 
 fn run_process(
+    ch: &Channel,
     opts: &ExecOptions,
     console: Option<UnixStream>,
     seccomp: Option<&oci_spec::runtime::LinuxSeccomp>,
@@ -235,5 +263,11 @@ fn run_process(
     nix::unistd::chdir(p.cwd()).map_err(|e| err!("process.cwd {}: {e}", p.cwd().display()))?;
     crate::process::check_cwd(p.cwd())?;
     let prepared = crate::process::prepare(p, seccomp)?;
-    match crate::process::finish(p, prepared, opts.preserve_fds, || Ok(()))? {}
+    // A filter's listener goes to the runtime, for the seccomp agent, before anything else runs under it.
+    let listener: crate::seccomp::Listener<'_> = Some(Box::new(|fd| {
+        ch.send_fd("seccomp", &fd)?;
+        drop(fd);
+        ch.expect("go")
+    }));
+    match crate::process::finish(p, prepared, opts.preserve_fds, listener, || Ok(()))? {}
 }

@@ -76,7 +76,13 @@ pub fn run(
         }
         f.write_all(b"0").map_err(|e| err!("writing the exec fifo: {e}"))
     };
-    match crate::process::finish(process, prepared, preserve_fds, start) {
+    // A filter's listener goes to the runtime, for the seccomp agent, before anything else runs under it.
+    let listener: crate::seccomp::Listener<'_> = Some(Box::new(|fd| {
+        ch.send_fd("seccomp", &fd)?;
+        drop(fd);
+        ch.expect("go")
+    }));
+    match crate::process::finish(process, prepared, preserve_fds, listener, start) {
         Ok(never) => match never {},
         Err(e) => fail(e),
     }
