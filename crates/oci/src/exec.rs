@@ -204,7 +204,7 @@ fn collect(ch: &Channel, agent: Option<&Agent<'_>>) -> Result<i32> {
         let (msg, fd) = ch.recv_with_fd()?;
         match msg.split_once(' ').unwrap_or((&msg, "")) {
             ("pid", n) if pid.is_none() => {
-                pid = Some(n.parse().map_err(|_| err!("protocol error: {msg:?}"))?)
+                pid = Some(n.parse().map_err(|_| err!("protocol error: {msg:?}"))?);
             }
             ("seccomp", _) if agent.is_some() && fd.is_some() => listener = fd,
             ("error", e) => return Err(Error::Msg(e.to_string())),

@@ -8,6 +8,8 @@
 //! program is dumpable again after its execve, as the kernel resets it). The price is one in-kernel copy of
 //! the binary (2 ms for the 4 MB release build) and one more exec and start-up per such command: about 8 ms
 //! more per `create` on the loaded 2-core test host (about 85 ms with the 61 MB debug build).
+//!
+//! Crates: clap for the command line ([`help`] lays it out as runc's), nix (the workspace's) for `list`'s owner.
 
 mod cli;
 mod default_spec;
