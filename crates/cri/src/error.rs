@@ -174,6 +174,25 @@ pub enum Error {
         /// The panic.
         reason: String,
     },
+    /// An NRI plugin refused the call (a create or an update it does not allow).
+    #[error("{call}: NRI plugin {plugin} refused: {message}")]
+    NriRefused {
+        /// The call.
+        call: &'static str,
+        /// The plugin, `IDX-NAME`.
+        plugin: String,
+        /// What it said.
+        message: String,
+    },
+    /// What the NRI plugins asked for cannot be done: two of them changed one field, or an adjustment or
+    /// update does not apply.
+    #[error("{call}: NRI: {reason}")]
+    Nri {
+        /// The call.
+        call: &'static str,
+        /// What went wrong, naming the plugins.
+        reason: String,
+    },
     /// A client of the container events stream fell this many events behind.
     #[error("{0} container events were dropped while this client fell behind: list again")]
     EventsLost(u64),
@@ -230,6 +249,8 @@ impl Error {
                 ShimError::Start(_) => Code::Internal,
             },
             Error::Image { source, .. } => image_code(source),
+            Error::NriRefused { .. } => Code::FailedPrecondition,
+            Error::Nri { .. } => Code::Internal,
             Error::EventsLost(_) => Code::DataLoss,
             Error::Unimplemented(_) => Code::Unimplemented,
         }
@@ -528,6 +549,23 @@ mod tests {
                 "RunPodSandbox abc: pinning: no such device".into()
             )
         );
+        let e = Error::NriRefused {
+            call: "CreateContainer",
+            plugin: "10-policy".into(),
+            message: "no GPUs here".into(),
+        };
+        assert_eq!(
+            status(e),
+            (
+                Code::FailedPrecondition,
+                "CreateContainer: NRI plugin 10-policy refused: no GPUs here".into()
+            )
+        );
+        let e = Error::Nri {
+            call: "CreateContainer",
+            reason: "plugins 10-a and 20-b both set linux.resources.cpu.shares".into(),
+        };
+        assert_eq!(status(e).0, Code::Internal);
         let (code, msg) = status(Error::EventsLost(7));
         assert_eq!(code, Code::DataLoss);
         assert!(msg.starts_with("7 container events"), "{msg}");

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub mod cdi;
+pub mod nri;
 pub mod pods;
 pub mod runtimes;
 pub mod storage;
@@ -54,6 +55,8 @@ pub struct Config {
     pub storage: StorageSection,
     /// Where CDI spec files are.
     pub cdi: cdi::CdiSection,
+    /// Whether and how NRI plugins are hosted.
+    pub nri: nri::NriSection,
 }
 
 /// The `[runtime]` table.
@@ -176,6 +179,7 @@ impl Default for Config {
             pods: Default::default(),
             storage: Default::default(),
             cdi: Default::default(),
+            nri: Default::default(),
         }
     }
 }
@@ -229,6 +233,7 @@ impl Config {
         self.stream_config()?;
         self.storage.check()?;
         self.cdi.check()?;
+        self.nri.check()?;
         self.metrics_address()?;
         let driver = self.runtime.cgroup_driver()?;
         let parents = self.runtime.cgroup_parent_root()?;
@@ -473,6 +478,7 @@ impl Config {
         out += "\n";
         out += &self.pods.render(|v| v.toml());
         out += &self.cdi.render(|p| toml_value(&p));
+        out += &self.nri.render(|p| toml_value(&p));
         out
     }
 }

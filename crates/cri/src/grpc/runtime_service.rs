@@ -172,7 +172,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         let req = req.into_inner();
         let config = req.config.ok_or_else(|| missing("RunPodSandbox"))?;
         let handler = req.runtime_handler;
-        let id = self.blocking(move |r| r.pods.run(config, handler)).await?;
+        let id = self.blocking(move |r| r.run_pod(config, handler)).await?;
         Ok(Response::new(cri::RunPodSandboxResponse { pod_sandbox_id: id }))
     }
 
@@ -537,11 +537,8 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         req: Request<cri::UpdatePodSandboxResourcesRequest>,
     ) -> Reply<cri::UpdatePodSandboxResourcesResponse> {
         let r = req.into_inner();
-        self.blocking(move |rt| {
-            rt.pods
-                .update_pod_resources(&r.pod_sandbox_id, r.overhead.as_ref(), r.resources.as_ref())
-        })
-        .await?;
+        self.blocking(move |rt| rt.update_pod(&r.pod_sandbox_id, r.overhead.as_ref(), r.resources.as_ref()))
+            .await?;
         Ok(Response::new(cri::UpdatePodSandboxResourcesResponse {}))
     }
 
