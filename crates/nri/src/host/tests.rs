@@ -402,3 +402,38 @@ async fn a_large_snapshot_is_synchronized_in_chunks() {
     assert_eq!((pods, ctrs), (1, 3000));
     assert!(chunks >= 2, "{chunks} chunks");
 }
+
+/// An external plugin with a bad index or name is refused in its RegisterPlugin answer, with the reason (as
+/// NRI does: containerd's stub would otherwise wait forever for a Configure), and never joins.
+#[tokio::test]
+async fn a_bad_index_or_name_fails_the_registration_call_itself() {
+    let s = host(Duration::from_secs(2)).await;
+    let sock = s.dir.path().join("nri.sock");
+    let quiet = |_: &str| {
+        let (seen, _) = mpsc::unbounded_channel();
+        Arc::new(TestPlugin {
+            events: Vec::new(),
+            create: Create::Refuse,
+            seen,
+        })
+    };
+    for (idx, name, why) in [
+        ("7x", "bad", "invalid index \"7x\""),
+        ("10", "no/slash", "invalid plugin name \"no/slash\""),
+    ] {
+        let started = Instant::now();
+        let e = match Stub::connect(&sock, name, idx, quiet(name)).await {
+            Err(e) => e,
+            Ok(_) => panic!("{idx}-{name} registered"),
+        };
+        match e {
+            Error::Status { code, message, .. } => {
+                assert_eq!(code, 2, "{message}");
+                assert!(message.contains(why), "{message}");
+            }
+            other => panic!("{other}"),
+        }
+        assert!(started.elapsed() < Duration::from_millis(400));
+    }
+    assert!(s.host.plugins().is_empty());
+}
