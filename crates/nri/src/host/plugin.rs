@@ -77,7 +77,9 @@ impl Plugin {
     }
 }
 
-/// The `(IDX, NAME)` of each executable `IDX-NAME` in `dir`, sorted; none if `dir` does not exist.
+/// The `(IDX, NAME)` of each executable `IDX-NAME` in `dir`, sorted; none if `dir` does not exist. As in NRI,
+/// directories and files no one may execute (a README, a config left there) are skipped without a word; an
+/// executable with another name is skipped with a warning (NRI refuses to start any plugin then).
 pub(crate) fn launchable(dir: &Path) -> Result<Vec<(String, String)>, Error> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -86,6 +88,14 @@ pub(crate) fn launchable(dir: &Path) -> Result<Vec<(String, String)>, Error> {
     };
     let mut out = Vec::new();
     for entry in entries.flatten() {
+        use std::os::unix::fs::PermissionsExt;
+        // Through symlinks, as exec does.
+        let Ok(meta) = std::fs::metadata(entry.path()) else {
+            continue;
+        };
+        if meta.is_dir() || meta.permissions().mode() & 0o111 == 0 {
+            continue;
+        }
         let file = entry.file_name().to_string_lossy().into_owned();
         match file.split_once('-') {
             Some((idx, name)) if valid_index(idx) && valid_name(name) => {

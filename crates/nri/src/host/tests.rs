@@ -437,3 +437,27 @@ async fn a_bad_index_or_name_fails_the_registration_call_itself() {
     }
     assert!(s.host.plugins().is_empty());
 }
+
+/// Only executables are plugins, as in NRI: a README, a non-executable `IDX-NAME` and a directory are skipped.
+#[test]
+fn the_plugin_dir_yields_only_executables_named_idx_name() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = |name: &str, mode: u32| {
+        std::fs::write(d.join(name), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(d.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    file("20-second", 0o755);
+    file("10-first", 0o700);
+    file("README", 0o644);
+    file("30-not-executable", 0o644);
+    file("10-first.conf", 0o644);
+    std::fs::create_dir(d.join("40-a-dir")).unwrap();
+    std::os::unix::fs::symlink(d.join("20-second"), d.join("50-linked")).unwrap();
+    assert_eq!(
+        super::plugin::launchable(d).unwrap(),
+        [("10", "first"), ("20", "second"), ("50", "linked")].map(|(i, n)| (i.to_string(), n.to_string()))
+    );
+    assert!(super::plugin::launchable(&d.join("missing")).unwrap().is_empty());
+}
