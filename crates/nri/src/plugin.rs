@@ -35,8 +35,8 @@ pub trait Handler: Send + Sync + 'static {
             more: req.more,
         })
     }
-    /// RunPodSandbox, StopPodSandbox, RemovePodSandbox, PostCreateContainer, StartContainer, PostStartContainer,
-    /// PostUpdateContainer, RemoveContainer: `event` says which; `container` is `None` for the pod events.
+    /// RunPodSandbox, StopPodSandbox, RemovePodSandbox, PostUpdatePodSandbox, PostCreateContainer, StartContainer,
+    /// PostStartContainer, PostUpdateContainer, RemoveContainer: `event` says which; `container` is `None` for the pod events.
     async fn notify(
         &self,
         _event: api::Event,
@@ -249,6 +249,7 @@ fn notification(method: &str, p: &[u8]) -> Option<Result<Notification, prost::De
         "RunPodSandbox" => pod!(E::RunPodSandbox, api::RunPodSandboxRequest),
         "StopPodSandbox" => pod!(E::StopPodSandbox, api::StopPodSandboxRequest),
         "RemovePodSandbox" => pod!(E::RemovePodSandbox, api::RemovePodSandboxRequest),
+        "PostUpdatePodSandbox" => pod!(E::PostUpdatePodSandbox, api::PostUpdatePodSandboxRequest),
         "PostCreateContainer" => ctr!(E::PostCreateContainer, api::PostCreateContainerRequest),
         "StartContainer" => ctr!(E::StartContainer, api::StartContainerRequest),
         "PostStartContainer" => ctr!(E::PostStartContainer, api::PostStartContainerRequest),

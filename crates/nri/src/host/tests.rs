@@ -461,3 +461,27 @@ fn the_plugin_dir_yields_only_executables_named_idx_name() {
     );
     assert!(super::plugin::launchable(&d.join("missing")).unwrap().is_empty());
 }
+
+/// PostUpdatePodSandbox reaches the plugins that asked for it (containerd's logger does), and only them.
+#[tokio::test]
+async fn post_update_pod_sandbox_is_relayed_to_its_subscribers() {
+    let s = host(T).await;
+    let (_a, mut seen_a) = connect(&s, "10", "a", &[Event::PostUpdatePodSandbox], Create::Refuse).await;
+    let (_b, mut seen_b) = connect(&s, "20", "b", &[Event::RunPodSandbox], Create::Refuse).await;
+    s.host.post_update_pod_sandbox(&pod()).await;
+    s.host.run_pod_sandbox(&pod()).await;
+    for want in [
+        "configure crius 5000ms",
+        "synchronize 1 1",
+        "POST_UPDATE_POD_SANDBOX pod1",
+    ] {
+        assert_eq!(seen_a.recv().await.unwrap(), want);
+    }
+    for want in [
+        "configure crius 5000ms",
+        "synchronize 1 1",
+        "RUN_POD_SANDBOX pod1",
+    ] {
+        assert_eq!(seen_b.recv().await.unwrap(), want);
+    }
+}
