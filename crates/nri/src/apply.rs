@@ -289,7 +289,8 @@ fn apply_linux(root: &mut Map<String, Value>, l: &api::LinuxContainerAdjustment)
     Ok(())
 }
 
-/// Device nodes, each with a cgroup rule allowing it (`rwm`); a removal takes the node and its rule out.
+/// Device nodes, each with a cgroup rule allowing it as NRI does (`rw`, and `m` too for a block device); a
+/// removal takes the node and its rule out.
 fn apply_devices(linux: &mut Map<String, Value>, devices: &[api::LinuxDevice]) -> Result<(), Error> {
     let mut entries = Vec::new();
     let mut rules = Vec::new();
@@ -319,8 +320,9 @@ fn apply_devices(linux: &mut Map<String, Value>, devices: &[api::LinuxDevice]) -
         // A fifo has no cgroup rule: the device controller only knows c, b and a.
         if d.r#type != "p" {
             let typ = if d.r#type == "u" { "c" } else { d.r#type.as_str() };
+            let access = if typ == "b" { "rwm" } else { "rw" };
             rules.push(
-                json!({"allow": true, "type": typ, "major": d.major, "minor": d.minor, "access": "rwm"}),
+                json!({"allow": true, "type": typ, "major": d.major, "minor": d.minor, "access": access}),
             );
         }
     }

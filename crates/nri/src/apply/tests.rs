@@ -132,6 +132,7 @@ fn hooks_are_appended_by_phase() {
 
 #[test]
 fn devices_get_a_node_and_a_cgroup_rule_and_removal_takes_both() {
+    // The rule grants what NRI's does: read and write, and mknod for block devices only.
     let mut s = spec();
     let dev = |p: &str, t: &str, minor| LinuxDevice {
         path: p.into(),
@@ -143,7 +144,7 @@ fn devices_get_a_node_and_a_cgroup_rule_and_removal_takes_both() {
     };
     apply(
         &linux(LinuxContainerAdjustment {
-            devices: vec![dev("/dev/x", "c", 3), dev("/dev/y", "c", 5)],
+            devices: vec![dev("/dev/x", "c", 3), dev("/dev/y", "b", 5)],
             ..Default::default()
         }),
         &mut s,
@@ -161,7 +162,8 @@ fn devices_get_a_node_and_a_cgroup_rule_and_removal_takes_both() {
         .filter(|r| r.allow())
         .map(|r| (r.minor(), r.access().clone()))
         .collect();
-    assert!(allowed.contains(&(Some(3), Some("rwm".into()))), "{allowed:?}");
+    assert!(allowed.contains(&(Some(3), Some("rw".into()))), "{allowed:?}");
+    assert!(allowed.contains(&(Some(5), Some("rwm".into()))), "{allowed:?}");
 
     apply(
         &linux(LinuxContainerAdjustment {
