@@ -110,9 +110,27 @@ fn apply_annotations(root: &mut Map<String, Value>, a: &api::ContainerAdjustment
     }
 }
 
+/// Mounts replace those at the same destination; then, as NRI does, all are ordered parents first (by depth,
+/// then destination), so that a plugin's `/data` does not hide a volume at `/data/sub`. A mount asking for
+/// `rshared` makes the root's propagation `rshared`, one asking for `rslave` makes it `rslave` unless it is
+/// already one of the two (whether the host's source is itself shared is left to the runtime).
 fn apply_mounts(root: &mut Map<String, Value>, mounts: &[api::Mount]) {
     if mounts.is_empty() {
         return;
+    }
+    for m in mounts.iter().filter(|m| !is_removal(&m.destination).1) {
+        let wanted = m.options.iter().find(|o| *o == "rshared" || *o == "rslave");
+        let linux = obj(root, "linux");
+        let current = linux.get("rootfsPropagation").and_then(Value::as_str);
+        match wanted.map(String::as_str) {
+            Some("rshared") => {
+                linux.insert("rootfsPropagation".into(), json!("rshared"));
+            }
+            Some("rslave") if !matches!(current, Some("rshared" | "rslave")) => {
+                linux.insert("rootfsPropagation".into(), json!("rslave"));
+            }
+            _ => {}
+        }
     }
     let entries = mounts
         .iter()
@@ -127,7 +145,14 @@ fn apply_mounts(root: &mut Map<String, Value>, mounts: &[api::Mount]) {
             }
         })
         .collect();
-    edit_list(arr(root, "mounts"), entries, field("destination"));
+    let list = arr(root, "mounts");
+    edit_list(list, entries, field("destination"));
+    let depth = |m: &Value| {
+        let dest = field("destination")(m).unwrap_or_default();
+        let parts = dest.split('/').filter(|p| !p.is_empty() && *p != ".").count();
+        (parts, dest)
+    };
+    list.sort_by_key(depth);
 }
 
 fn apply_process(root: &mut Map<String, Value>, a: &api::ContainerAdjustment) {

@@ -96,11 +96,70 @@ fn mounts_are_added_replaced_and_removed_by_destination() {
             .iter()
             .any(|m| m.destination().to_str() == Some("/dev/shm"))
     );
-    let data = mounts.last().unwrap();
+    let data = mounts
+        .iter()
+        .find(|m| m.destination().to_str() == Some("/data"))
+        .unwrap();
     assert_eq!(
         (data.source().as_ref().unwrap().to_str(), data.typ().as_deref()),
         (Some("/srv/data"), Some("bind"))
     );
+}
+
+/// As in NRI: mounts end up parents first (a plugin's `/data` before the volume at `/data/sub` it would
+/// otherwise hide), and `rshared`/`rslave` mounts set the root's propagation, `rshared` winning.
+#[test]
+fn mounts_are_ordered_parents_first_and_set_the_root_propagation() {
+    let mut s = spec();
+    let volume = oci_spec::runtime::MountBuilder::default()
+        .destination("/data/sub")
+        .source("/srv/sub")
+        .typ("bind")
+        .build()
+        .unwrap();
+    let mut mounts = s.mounts().clone().unwrap();
+    mounts.push(volume);
+    s.set_mounts(Some(mounts));
+    let mount = |dest: &str, prop: &str| Mount {
+        destination: dest.into(),
+        r#type: "bind".into(),
+        source: "/srv".into(),
+        options: vec!["rbind".into(), prop.into()],
+    };
+    let a = ContainerAdjustment {
+        mounts: vec![mount("/data", "rshared")],
+        ..Default::default()
+    };
+    apply(&a, &mut s).unwrap();
+    let dests: Vec<String> = s
+        .mounts()
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|m| m.destination().display().to_string())
+        .collect();
+    let at = |d: &str| dests.iter().position(|x| x == d).unwrap();
+    assert!(at("/data") < at("/data/sub"), "{dests:?}");
+    assert!(
+        at("/dev") < at("/dev/pts") && at("/proc") < at("/dev/pts"),
+        "{dests:?}"
+    );
+    let prop = |s: &Spec| s.linux().as_ref().unwrap().rootfs_propagation().clone();
+    assert_eq!(prop(&s).as_deref(), Some("rshared"));
+
+    let a = ContainerAdjustment {
+        mounts: vec![mount("/other", "rslave")],
+        ..Default::default()
+    };
+    apply(&a, &mut s).unwrap();
+    assert_eq!(
+        prop(&s).as_deref(),
+        Some("rshared"),
+        "rslave does not undo rshared"
+    );
+    let mut fresh = spec();
+    apply(&a, &mut fresh).unwrap();
+    assert_eq!(prop(&fresh).as_deref(), Some("rslave"));
 }
 
 #[test]
