@@ -70,6 +70,14 @@ pub trait Handler: Send + Sync + 'static {
     ) -> Result<api::StopContainerResponse, String> {
         Ok(api::StopContainerResponse::default())
     }
+    /// ValidateContainerAdjustment: containerd and CRI-O ask it of a plugin subscribed to it, which a plugin
+    /// subscribed to all events (mask 0) is; the default accepts. (crius's host does not ask it.)
+    async fn validate_container_adjustment(
+        &self,
+        _req: api::ValidateContainerAdjustmentRequest,
+    ) -> Result<api::ValidateContainerAdjustmentResponse, String> {
+        Ok(api::ValidateContainerAdjustmentResponse::default())
+    }
 }
 
 /// The ConfigureResponse.events mask of `events`.
@@ -224,6 +232,11 @@ fn dispatch(h: Arc<dyn Handler>) -> ttrpc::Handler {
                     let r = h.stop_container(api::StopContainerRequest::decode(p).map_err(bad)?);
                     Ok(r.await.map_err(failed)?.encode_to_vec())
                 }
+                "ValidateContainerAdjustment" => {
+                    let r = api::ValidateContainerAdjustmentRequest::decode(p).map_err(bad)?;
+                    let r = h.validate_container_adjustment(r);
+                    Ok(r.await.map_err(failed)?.encode_to_vec())
+                }
                 _ => Err(status(code::UNIMPLEMENTED, format!("{service}/{method}"))),
             }
         })
@@ -257,4 +270,34 @@ fn notification(method: &str, p: &[u8]) -> Option<Result<Notification, prost::De
         "RemoveContainer" => ctr!(E::RemoveContainer, api::RemoveContainerRequest),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Defaults;
+    impl Handler for Defaults {}
+
+    /// containerd counts a plugin subscribed to all events (mask 0, the default) as a validator and asks it
+    /// ValidateContainerAdjustment on every create: the default answer accepts, and PostUpdatePodSandbox is a
+    /// notification like the others (both were "unimplemented", which failed containerd's creates).
+    #[tokio::test]
+    async fn the_default_handler_accepts_validation_and_hears_every_event() {
+        let serve = dispatch(Arc::new(Defaults));
+        let call = |method: &str, payload: Vec<u8>| serve(PLUGIN_SERVICE.into(), method.into(), payload);
+        let req = api::ValidateContainerAdjustmentRequest {
+            adjust: Some(api::ContainerAdjustment::default()),
+            ..Default::default()
+        };
+        let answer = call("ValidateContainerAdjustment", req.encode_to_vec())
+            .await
+            .unwrap();
+        let resp = api::ValidateContainerAdjustmentResponse::decode(answer.as_slice()).unwrap();
+        assert!(!resp.reject, "{resp:?}");
+        let post = api::PostUpdatePodSandboxRequest::default().encode_to_vec();
+        assert!(call("PostUpdatePodSandbox", post).await.is_ok());
+        let unknown = call("NoSuchMethod", Vec::new()).await.unwrap_err();
+        assert_eq!(unknown.code, code::UNIMPLEMENTED);
+    }
 }
