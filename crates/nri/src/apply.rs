@@ -4,8 +4,8 @@
 //! oci-spec, which refuses a name it does not know ([`Error::Invalid`] naming the field).
 //!
 //! Entries marked for removal (key `-NAME`, see src/merge.rs) are removed first, then additions replace an
-//! entry with the same key (env name, mount destination, device path, rlimit type, hugepage size) or are
-//! appended. CDI devices are not resolved here: their names are returned for the caller's CDI code.
+//! entry with the same key in place (env name, mount destination, device path, rlimit type, hugepage size) or
+//! are appended. CDI devices are not resolved here: their names are returned for the caller's CDI code.
 //! A blockio class has no place in an OCI spec (containerd maps it through its own class config): it is logged
 //! and left out. Fields the spec has no place for are likewise ignored with a warning.
 
@@ -90,9 +90,22 @@ fn edit_list(
         list.retain(|item| key(item).as_deref() != Some(k.as_str()));
     }
     for (k, v) in entries {
-        if let Some(v) = v {
-            list.retain(|item| key(item).as_deref() != Some(k.as_str()));
-            list.push(v);
+        let Some(v) = v else { continue };
+        // In place, as NRI replaces an env var or rlimit (the first of that key; any other goes).
+        match list
+            .iter()
+            .position(|item| key(item).as_deref() == Some(k.as_str()))
+        {
+            Some(at) => {
+                list[at] = v;
+                let mut seen = 0;
+                list.retain(|item| {
+                    let same = key(item).as_deref() == Some(k.as_str());
+                    seen += usize::from(same);
+                    !same || seen == 1
+                });
+            }
+            None => list.push(v),
         }
     }
 }

@@ -29,6 +29,26 @@ fn resources(r: LinuxResources) -> ContainerAdjustment {
     })
 }
 
+/// As NRI does, a variable that is set again keeps its place (only new ones go at the end).
+#[test]
+fn a_replaced_env_var_keeps_its_place() {
+    let mut s = spec();
+    let kv = |k: &str, v: &str| KeyValue {
+        key: k.into(),
+        value: v.into(),
+    };
+    let a = ContainerAdjustment {
+        env: vec![kv("PATH", "/usr/bin"), kv("NEW", "1")],
+        ..Default::default()
+    };
+    apply(&a, &mut s).unwrap();
+    let p = s.process().as_ref().unwrap();
+    assert_eq!(
+        p.env().as_ref().unwrap(),
+        &["PATH=/usr/bin", "KEEP=1", "DROP=1", "NEW=1"]
+    );
+}
+
 #[test]
 fn annotations_env_args_and_removals() {
     let mut s = spec();
