@@ -3,10 +3,12 @@
 //! (`EVENT pod[/container]`), and does what `--behave` lists (comma-separated):
 //!
 //! - `adjust`: every container it sees created gets env `NRI_PLUGIN=<name>` and, with `--mount DIR`, DIR
-//!   bound read-only at `/nri`;
+//!   bound read-only at `/nri`, and with `--cdi NAME` the CDI device NAME;
 //! - `weight`: a container named `weighted*` gets cpu shares 2048 at create (cpu.weight 79 on cgroup v2);
 //! - `update`: when the container named `trigger` is created, the one named `target` is updated to cpu
 //!   shares 512 (cpu.weight 20) with an UpdateContainers call of its own;
+//! - `bump`: when the container named `bumper` is created, the answer updates the one named `target` to cpu
+//!   shares 4096 (cpu.weight 303);
 //! - `refuse`: the container named `refused` is refused ("the test plugin refuses containers named refused");
 //! - `hang`: CreateContainer of the container named `slow` never answers;
 //! - `crash`: the plugin exits (status 3) in the middle of CreateContainer of the container named `doomed`.
@@ -35,6 +37,7 @@ struct Args {
     log: PathBuf,
     behave: Vec<String>,
     mount: Option<PathBuf>,
+    cdi: Option<String>,
 }
 
 fn args() -> Result<Args, String> {
@@ -52,12 +55,13 @@ fn args() -> Result<Args, String> {
             "--idx" => a.idx = value()?,
             "--log" => a.log = value()?.into(),
             "--mount" => a.mount = Some(value()?.into()),
+            "--cdi" => a.cdi = Some(value()?),
             "--behave" => {
                 a.behave = value()?
                     .split(',')
                     .filter(|s| !s.is_empty())
                     .map(str::to_string)
-                    .collect()
+                    .collect();
             }
             other => return Err(format!("unknown argument {other}")),
         }
@@ -233,6 +237,9 @@ impl Handler for Events {
                 key: "NRI_PLUGIN".into(),
                 value: p.args.name.clone(),
             });
+            if let Some(name) = &p.args.cdi {
+                adjust.cdi_devices.push(api::CdiDevice { name: name.clone() });
+            }
             if let Some(dir) = &p.args.mount {
                 adjust.mounts.push(api::Mount {
                     destination: "/nri".into(),
@@ -248,8 +255,25 @@ impl Handler for Events {
                 ..Default::default()
             });
         }
+        let mut update = Vec::new();
+        let target = p
+            .ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get("target")
+            .cloned();
+        if let (true, Some(id)) = (p.does("bump") && ctr.name == "bumper", target) {
+            update.push(api::ContainerUpdate {
+                container_id: id,
+                linux: Some(api::LinuxContainerUpdate {
+                    resources: Some(shares(4096)),
+                }),
+                ignore_failure: false,
+            });
+        }
         Ok(api::CreateContainerResponse {
             adjust: Some(adjust),
+            update,
             ..Default::default()
         })
     }

@@ -46,7 +46,7 @@ pub fn pre_launch(dir: &Path, idx_name: &str, args: &[&str]) {
 }
 
 /// The test plugin, connecting to `dir`'s socket as `IDX-NAME`, logging to `log`, doing `behave`; returns
-/// once it registered.
+/// once it is synchronized.
 pub fn connect(dir: &Path, idx: &str, name: &str, behave: &str, log: &Path) -> Plugin {
     let child = Command::new(built_binary("crius-nri-test-plugin"))
         .args(["--socket", &dir.join("nri.sock").display().to_string()])
@@ -60,7 +60,8 @@ pub fn connect(dir: &Path, idx: &str, name: &str, behave: &str, log: &Path) -> P
         log: log.to_path_buf(),
     };
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !p.lines().iter().any(|l| l == "Registered") {
+    // Synchronized: the host lists the plugin before any later event passes (it holds events back until then).
+    while !p.lines().iter().any(|l| l.starts_with("Synchronize ")) {
         assert!(
             Instant::now() < deadline,
             "{name} did not register: {:?}",

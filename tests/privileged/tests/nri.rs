@@ -1,7 +1,7 @@
 //! NRI plugins through the CRI, end to end, over the real socket: a criusd started with `--nri` hosts the
 //! test plugin (tests/nri-plugin), pre-launched from a plugin dir of the test's own or connecting to the
 //! socket itself. A pre-launched plugin sees a pod's whole lifecycle, in order, and its adjustment (an env
-//! var and a mount) is seen inside the container; a plugin's refusal fails CreateContainer with its message
+//! var, a mount and a CDI device) is seen inside the container; a plugin's refusal fails CreateContainer with its message
 //! and name; a plugin that hangs costs the create about the request timeout and the create succeeds; a
 //! plugin that crashes mid-create is dropped and the creates go on. (cpu.weight, which this hybrid host
 //! cannot show, is vm_nri's.)
@@ -40,24 +40,49 @@ async fn a_pre_launched_plugin_adjusts_containers_and_sees_a_pods_whole_lifecycl
     std::fs::write(shared.join("hello"), "hello from the host\n").unwrap();
     let log = h.join("logger.log");
     let (log_s, shared_s) = (log.display().to_string(), shared.display().to_string());
+    // A CDI device the plugin adds, resolved by criusd's CDI code from the test's spec dir.
+    let cdi = h.join("cdi");
+    std::fs::create_dir_all(&cdi).unwrap();
+    std::fs::write(
+        cdi.join("nri.json"),
+        r#"{"cdiVersion": "0.6.0", "kind": "test.example/nri",
+            "devices": [{"name": "dev", "containerEdits": {"env": ["FROM_CDI=yes"]}}]}"#,
+    )
+    .unwrap();
     pre_launch(
         h,
         "10-logger",
-        &["--log", &log_s, "--behave", "adjust", "--mount", &shared_s],
+        &[
+            "--log",
+            &log_s,
+            "--behave",
+            "adjust",
+            "--mount",
+            &shared_s,
+            "--cdi",
+            "test.example/nri=dev",
+        ],
     );
-
-    let mut p = Pod::on_host_network_with("nri", nri_args(h)).await;
+    let mut args = nri_args(h);
+    args.extend(["--cdi-spec-dir".to_string(), cdi.display().to_string()]);
+    let mut p = Pod::on_host_network_with("nri", args).await;
+    p.c.update_pod_sandbox_resources(cri::UpdatePodSandboxResourcesRequest {
+        pod_sandbox_id: p.id.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let id = p.started(container("web", "busybox", LOOP)).await;
     p.wait_for_log("web", "ready").await;
     let (code, out) = sh(
         &mut p,
         &id,
-        "echo $NRI_PLUGIN; cat /nri/hello; touch /nri/x 2>/dev/null || echo ro",
+        "echo $NRI_PLUGIN $FROM_CDI; cat /nri/hello; touch /nri/x 2>/dev/null || echo ro",
     )
     .await;
     assert_eq!(code, 0);
     assert!(
-        out.starts_with("logger\nhello from the host\n") && out.ends_with("ro\n"),
+        out.starts_with("logger yes\nhello from the host\n") && out.ends_with("ro\n"),
         "{out:?}"
     );
     // An update with nothing in it: NRI hears of it, nothing changes.
@@ -90,6 +115,7 @@ async fn a_pre_launched_plugin_adjusts_containers_and_sees_a_pods_whole_lifecycl
         events,
         [
             "RunPodSandbox nri",
+            "UpdatePodSandbox nri",
             "CreateContainer nri/web",
             "PostCreateContainer nri/web",
             "StartContainer nri/web",
@@ -112,6 +138,15 @@ async fn refusals_fail_the_create_and_hung_or_crashed_plugins_are_dropped() {
     let h = host.path();
     let mut p = Pod::on_host_network_with("guarded", nri_args(h)).await;
     let guard = connect(h, "20", "guard", "refuse,hang", &h.join("guard.log"));
+    // Synchronized with what exists.
+    assert!(
+        guard
+            .lines()
+            .iter()
+            .any(|l| l == "Synchronize pods=guarded containers=0"),
+        "{:?}",
+        guard.lines()
+    );
 
     // A refusal: the plugin's message and name, and nothing made.
     let e = p.create(container("refused", "busybox", LOOP)).await.unwrap_err();
@@ -152,6 +187,14 @@ async fn refusals_fail_the_create_and_hung_or_crashed_plugins_are_dropped() {
     // A plugin that crashes in the middle of a create: the create succeeds, the plugin is gone, the next
     // create succeeds.
     let mut crasher = connect(h, "30", "crasher", "crash", &h.join("crasher.log"));
+    assert!(
+        crasher
+            .lines()
+            .iter()
+            .any(|l| l == "Synchronize pods=guarded containers=2"),
+        "slow and quick: {:?}",
+        crasher.lines()
+    );
     p.create(container("doomed", "busybox", LOOP)).await.unwrap();
     let status = crasher.child.wait().unwrap();
     assert_eq!(status.code(), Some(3), "{:?}", crasher.lines());

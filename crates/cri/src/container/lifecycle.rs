@@ -198,7 +198,7 @@ impl Containers {
     /// UpdateContainerResources: `new` merged over the container's resources ([`crate::convert::merge_resources`]),
     /// applied live by the runtime (same process; a memory limit below current usage is refused), and kept
     /// for ContainerStatus.
-    /// NRI plugins (when on) see the request first and may change it ([`crate::nri::Events::update`]).
+    /// NRI plugins (when on) see the request first and may change it (the NRI `Events::update`).
     pub fn update(&self, id: &str, new: &cri::LinuxContainerResources) -> Result<()> {
         let c = self.get_or_not_found(UPDATE, id)?;
         crate::validate::resources(UPDATE, "linux", new)?;

@@ -1,14 +1,14 @@
 //! criusd's side of NRI over crius-nri's [`Host`]: [`start`] listens on the socket and starts the
-//! pre-launched plugins; [`Nri`] is the node's [`Events`], which turns each event into the host's call
-//! with NRI's messages ([`super::messages`]); [`NodeRuntime`] answers the host's questions (every pod and
+//! pre-launched plugins; `Nri` is the node's `Events`, which turns each event into the host's call
+//! with NRI's messages (`messages`); `NodeRuntime` answers the host's questions (every pod and
 //! container, for a plugin's Synchronize) and applies the updates plugins ask for.
 //!
 //! Every update a plugin asks for, at a create, an update, a stop or unsolicited, goes through
-//! [`Containers::update_resources`](crate::container::Containers), the path of UpdateContainerResources:
+//! `Containers::update_resources`, the path of UpdateContainerResources:
 //! applied live by the runtime, then recorded.
 //!
 //! The CRI calls run on blocking threads; each event is spawned on the async runtime and waited for there,
-//! at most [`Nri::limit`]: the host drops a plugin that takes longer than the request timeout, and this limit
+//! at most the request timeout twice over and a second: the host drops a plugin that takes longer than the request timeout, and this limit
 //! is the net under that (a host that does not answer is logged, and the call goes on without NRI).
 
 use std::future::Future;
@@ -114,8 +114,13 @@ impl Nri {
         });
         match rx.recv_timeout(self.limit) {
             Ok(v) => Some(v),
-            Err(_) => {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 tracing::warn!(event = what, limit = ?self.limit, "NRI: no answer in time; going on without it");
+                None
+            }
+            // The runtime dropped the task: criusd is shutting down.
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                tracing::info!(event = what, "NRI: shutting down; going on without it");
                 None
             }
         }
@@ -210,7 +215,7 @@ impl Events for Nri {
         let resources = resources.map(messages::from_cri);
         self.wait("UpdatePodSandbox", async move {
             host.update_pod_sandbox(&msg, overhead.as_ref(), resources.as_ref())
-                .await
+                .await;
         });
     }
 
@@ -264,7 +269,7 @@ impl Events for Nri {
         ctr.state = api::ContainerState::ContainerStopped as i32;
         self.wait("RemoveContainer", async move {
             let _ = host.stop_container(&pod, &ctr).await;
-            host.remove_container(&pod, &ctr).await
+            host.remove_container(&pod, &ctr).await;
         });
     }
 

@@ -1,5 +1,5 @@
 //! NRI (Node Resource Interface): what the pod and container paths tell NRI plugins, through ONE optional
-//! object, the node's [`Events`] (none when `[nri] enable` is false). Each call site makes one call per
+//! object, the node's `Events` (none when `[nri] enable` is false). Each call site makes one call per
 //! event; everything NRI does (building its messages, talking to the plugins, applying what they ask for)
 //! is behind it.
 //!
