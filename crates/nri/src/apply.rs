@@ -4,8 +4,8 @@
 //! oci-spec, which refuses a name it does not know ([`Error::Invalid`] naming the field).
 //!
 //! Entries marked for removal (key `-NAME`, see src/merge.rs) are removed first, then additions replace an
-//! entry with the same key (env name, mount destination, device path, rlimit type, hugepage size) or are
-//! appended. CDI devices are not resolved here: their names are returned for the caller's CDI code.
+//! entry with the same key in place (env name, mount destination, device path, rlimit type, hugepage size) or
+//! are appended. CDI devices are not resolved here: their names are returned for the caller's CDI code.
 //! A blockio class has no place in an OCI spec (containerd maps it through its own class config): it is logged
 //! and left out. Fields the spec has no place for are likewise ignored with a warning.
 
@@ -90,9 +90,22 @@ fn edit_list(
         list.retain(|item| key(item).as_deref() != Some(k.as_str()));
     }
     for (k, v) in entries {
-        if let Some(v) = v {
-            list.retain(|item| key(item).as_deref() != Some(k.as_str()));
-            list.push(v);
+        let Some(v) = v else { continue };
+        // In place, as NRI replaces an env var or rlimit (the first of that key; any other goes).
+        match list
+            .iter()
+            .position(|item| key(item).as_deref() == Some(k.as_str()))
+        {
+            Some(at) => {
+                list[at] = v;
+                let mut seen = 0;
+                list.retain(|item| {
+                    let same = key(item).as_deref() == Some(k.as_str());
+                    seen += usize::from(same);
+                    !same || seen == 1
+                });
+            }
+            None => list.push(v),
         }
     }
 }
@@ -110,9 +123,27 @@ fn apply_annotations(root: &mut Map<String, Value>, a: &api::ContainerAdjustment
     }
 }
 
+/// Mounts replace those at the same destination; then, as NRI does, all are ordered parents first (by depth,
+/// then destination), so that a plugin's `/data` does not hide a volume at `/data/sub`. A mount asking for
+/// `rshared` makes the root's propagation `rshared`, one asking for `rslave` makes it `rslave` unless it is
+/// already one of the two (whether the host's source is itself shared is left to the runtime).
 fn apply_mounts(root: &mut Map<String, Value>, mounts: &[api::Mount]) {
     if mounts.is_empty() {
         return;
+    }
+    for m in mounts.iter().filter(|m| !is_removal(&m.destination).1) {
+        let wanted = m.options.iter().find(|o| *o == "rshared" || *o == "rslave");
+        let linux = obj(root, "linux");
+        let current = linux.get("rootfsPropagation").and_then(Value::as_str);
+        match wanted.map(String::as_str) {
+            Some("rshared") => {
+                linux.insert("rootfsPropagation".into(), json!("rshared"));
+            }
+            Some("rslave") if !matches!(current, Some("rshared" | "rslave")) => {
+                linux.insert("rootfsPropagation".into(), json!("rslave"));
+            }
+            _ => {}
+        }
     }
     let entries = mounts
         .iter()
@@ -127,7 +158,14 @@ fn apply_mounts(root: &mut Map<String, Value>, mounts: &[api::Mount]) {
             }
         })
         .collect();
-    edit_list(arr(root, "mounts"), entries, field("destination"));
+    let list = arr(root, "mounts");
+    edit_list(list, entries, field("destination"));
+    let depth = |m: &Value| {
+        let dest = field("destination")(m).unwrap_or_default();
+        let parts = dest.split('/').filter(|p| !p.is_empty() && *p != ".").count();
+        (parts, dest)
+    };
+    list.sort_by_key(depth);
 }
 
 fn apply_process(root: &mut Map<String, Value>, a: &api::ContainerAdjustment) {
@@ -289,7 +327,8 @@ fn apply_linux(root: &mut Map<String, Value>, l: &api::LinuxContainerAdjustment)
     Ok(())
 }
 
-/// Device nodes, each with a cgroup rule allowing it (`rwm`); a removal takes the node and its rule out.
+/// Device nodes, each with a cgroup rule allowing it as NRI does (`rw`, and `m` too for a block device); a
+/// removal takes the node and its rule out.
 fn apply_devices(linux: &mut Map<String, Value>, devices: &[api::LinuxDevice]) -> Result<(), Error> {
     let mut entries = Vec::new();
     let mut rules = Vec::new();
@@ -319,8 +358,9 @@ fn apply_devices(linux: &mut Map<String, Value>, devices: &[api::LinuxDevice]) -
         // A fifo has no cgroup rule: the device controller only knows c, b and a.
         if d.r#type != "p" {
             let typ = if d.r#type == "u" { "c" } else { d.r#type.as_str() };
+            let access = if typ == "b" { "rwm" } else { "rw" };
             rules.push(
-                json!({"allow": true, "type": typ, "major": d.major, "minor": d.minor, "access": "rwm"}),
+                json!({"allow": true, "type": typ, "major": d.major, "minor": d.minor, "access": access}),
             );
         }
     }

@@ -16,7 +16,7 @@
 //!   [`Runtime`], what the host asks of criusd: a snapshot of every pod and container (for Synchronize), and the
 //!   unsolicited updates and evictions plugins ask for (applied live, returning the updates that failed).
 //! - [`Host::start`] (listens, starts the plugins in the plugin dir) and, per event, `run_pod_sandbox`,
-//!   `stop_pod_sandbox`, `remove_pod_sandbox`, `update_pod_sandbox`, `create_container` (→ [`Created`]: the
+//!   `stop_pod_sandbox`, `remove_pod_sandbox`, `update_pod_sandbox`, `post_update_pod_sandbox`, `create_container` (→ [`Created`]: the
 //!   merged adjustment, updates and evictions), `post_create_container`, `start_container`,
 //!   `post_start_container`, `update_container` (→ updates, the container's own first, its resources being
 //!   the request's with plugins' changes over them), `post_update_container`, `stop_container` (→ updates of
@@ -32,8 +32,8 @@
 //! Crates: `prost`/`prost-build` for the messages (tonic is not used: NRI speaks ttrpc, implemented here on
 //! tokio); `async-trait` for the object-safe [`Runtime`] and [`plugin::Handler`]; `thiserror` for [`Error`];
 //! `oci-spec` for the spec [`apply`] changes, edited as OCI JSON with `serde_json`; `libc` for the fd handed to
-//! started plugins. Not served: WASM and builtin plugins, ValidateContainerAdjustment, StateChange, and
-//! PostUpdatePodSandbox (no plugin is sent them).
+//! started plugins. Not served: WASM and builtin plugins, ValidateContainerAdjustment and StateChange (no
+//! plugin is sent them).
 
 /// The NRI protocol's messages, package `nri.pkg.api.v1alpha1` (services are dispatched by name in this crate).
 pub mod api {

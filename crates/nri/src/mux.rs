@@ -103,6 +103,14 @@ impl Mux {
         (Mux { shared, reader }, conns)
     }
 
+    /// Waits until the peer has closed the stream (or it broke), at most `max`.
+    pub(crate) async fn hung_up(&self, max: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + max;
+        while !self.reader.is_finished() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     /// Ends every logical connection and shuts the stream down.
     pub(crate) async fn close(&self) {
         self.reader.abort();

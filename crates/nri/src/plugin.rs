@@ -35,8 +35,8 @@ pub trait Handler: Send + Sync + 'static {
             more: req.more,
         })
     }
-    /// RunPodSandbox, StopPodSandbox, RemovePodSandbox, PostCreateContainer, StartContainer, PostStartContainer,
-    /// PostUpdateContainer, RemoveContainer: `event` says which; `container` is `None` for the pod events.
+    /// RunPodSandbox, StopPodSandbox, RemovePodSandbox, PostUpdatePodSandbox, PostCreateContainer, StartContainer,
+    /// PostStartContainer, PostUpdateContainer, RemoveContainer: `event` says which; `container` is `None` for the pod events.
     async fn notify(
         &self,
         _event: api::Event,
@@ -69,6 +69,14 @@ pub trait Handler: Send + Sync + 'static {
         _req: api::StopContainerRequest,
     ) -> Result<api::StopContainerResponse, String> {
         Ok(api::StopContainerResponse::default())
+    }
+    /// ValidateContainerAdjustment: containerd and CRI-O ask it of a plugin subscribed to it, which a plugin
+    /// subscribed to all events (mask 0) is; the default accepts. (crius's host does not ask it.)
+    async fn validate_container_adjustment(
+        &self,
+        _req: api::ValidateContainerAdjustmentRequest,
+    ) -> Result<api::ValidateContainerAdjustmentResponse, String> {
+        Ok(api::ValidateContainerAdjustmentResponse::default())
     }
 }
 
@@ -224,6 +232,11 @@ fn dispatch(h: Arc<dyn Handler>) -> ttrpc::Handler {
                     let r = h.stop_container(api::StopContainerRequest::decode(p).map_err(bad)?);
                     Ok(r.await.map_err(failed)?.encode_to_vec())
                 }
+                "ValidateContainerAdjustment" => {
+                    let r = api::ValidateContainerAdjustmentRequest::decode(p).map_err(bad)?;
+                    let r = h.validate_container_adjustment(r);
+                    Ok(r.await.map_err(failed)?.encode_to_vec())
+                }
                 _ => Err(status(code::UNIMPLEMENTED, format!("{service}/{method}"))),
             }
         })
@@ -249,6 +262,7 @@ fn notification(method: &str, p: &[u8]) -> Option<Result<Notification, prost::De
         "RunPodSandbox" => pod!(E::RunPodSandbox, api::RunPodSandboxRequest),
         "StopPodSandbox" => pod!(E::StopPodSandbox, api::StopPodSandboxRequest),
         "RemovePodSandbox" => pod!(E::RemovePodSandbox, api::RemovePodSandboxRequest),
+        "PostUpdatePodSandbox" => pod!(E::PostUpdatePodSandbox, api::PostUpdatePodSandboxRequest),
         "PostCreateContainer" => ctr!(E::PostCreateContainer, api::PostCreateContainerRequest),
         "StartContainer" => ctr!(E::StartContainer, api::StartContainerRequest),
         "PostStartContainer" => ctr!(E::PostStartContainer, api::PostStartContainerRequest),
@@ -256,4 +270,34 @@ fn notification(method: &str, p: &[u8]) -> Option<Result<Notification, prost::De
         "RemoveContainer" => ctr!(E::RemoveContainer, api::RemoveContainerRequest),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Defaults;
+    impl Handler for Defaults {}
+
+    /// containerd counts a plugin subscribed to all events (mask 0, the default) as a validator and asks it
+    /// ValidateContainerAdjustment on every create: the default answer accepts, and PostUpdatePodSandbox is a
+    /// notification like the others (both were "unimplemented", which failed containerd's creates).
+    #[tokio::test]
+    async fn the_default_handler_accepts_validation_and_hears_every_event() {
+        let serve = dispatch(Arc::new(Defaults));
+        let call = |method: &str, payload: Vec<u8>| serve(PLUGIN_SERVICE.into(), method.into(), payload);
+        let req = api::ValidateContainerAdjustmentRequest {
+            adjust: Some(api::ContainerAdjustment::default()),
+            ..Default::default()
+        };
+        let answer = call("ValidateContainerAdjustment", req.encode_to_vec())
+            .await
+            .unwrap();
+        let resp = api::ValidateContainerAdjustmentResponse::decode(answer.as_slice()).unwrap();
+        assert!(!resp.reject, "{resp:?}");
+        let post = api::PostUpdatePodSandboxRequest::default().encode_to_vec();
+        assert!(call("PostUpdatePodSandbox", post).await.is_ok());
+        let unknown = call("NoSuchMethod", Vec::new()).await.unwrap_err();
+        assert_eq!(unknown.code, code::UNIMPLEMENTED);
+    }
 }

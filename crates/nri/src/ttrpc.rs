@@ -1,7 +1,7 @@
 //! ttrpc (containerd/ttrpc), the RPC NRI runs on, for unary calls: frames of a 10-byte header (payload length
 //! u32 BE, stream id u32 BE, type u8, flags u8) and a payload of at most 4 MiB. A call is a Request frame
-//! (type 1, flag "remote closed" as the client sends no more) holding a [`wire::Request`] on a new odd
-//! stream id; its answer a Response frame (type 2) with the same id holding a [`wire::Response`], whose
+//! (type 1, no flags: ttrpc's Go client sets them only to open streams) holding a [`wire::Request`] on a new
+//! odd stream id; its answer a Response frame (type 2) with the same id holding a [`wire::Response`], whose
 //! google.rpc.Status says OK (absent or code 0) or the error.
 
 use std::collections::HashMap;
@@ -25,7 +25,8 @@ pub(crate) const HEADER: usize = 10;
 pub(crate) const MAX_MESSAGE: usize = 4 << 20;
 const TYPE_REQUEST: u8 = 1;
 const TYPE_RESPONSE: u8 = 2;
-const FLAG_REMOTE_CLOSED: u8 = 1;
+/// A unary request's flags, as Go's client sends them ("remote closed" and "remote open" are for streams).
+const UNARY_FLAGS: u8 = 0;
 
 /// gRPC status codes this crate sends or acts on.
 pub(crate) mod code {
@@ -183,7 +184,7 @@ impl Client {
             metadata: Vec::new(),
         };
         let stream = self.next.fetch_add(2, Ordering::Relaxed);
-        let frame = encode(stream, TYPE_REQUEST, FLAG_REMOTE_CLOSED, &request.encode_to_vec())?;
+        let frame = encode(stream, TYPE_REQUEST, UNARY_FLAGS, &request.encode_to_vec())?;
         let (tx, rx) = oneshot::channel();
         match lock(&self.pending).as_mut() {
             Some(p) => p.insert(stream, tx),

@@ -29,6 +29,26 @@ fn resources(r: LinuxResources) -> ContainerAdjustment {
     })
 }
 
+/// As NRI does, a variable that is set again keeps its place (only new ones go at the end).
+#[test]
+fn a_replaced_env_var_keeps_its_place() {
+    let mut s = spec();
+    let kv = |k: &str, v: &str| KeyValue {
+        key: k.into(),
+        value: v.into(),
+    };
+    let a = ContainerAdjustment {
+        env: vec![kv("PATH", "/usr/bin"), kv("NEW", "1")],
+        ..Default::default()
+    };
+    apply(&a, &mut s).unwrap();
+    let p = s.process().as_ref().unwrap();
+    assert_eq!(
+        p.env().as_ref().unwrap(),
+        &["PATH=/usr/bin", "KEEP=1", "DROP=1", "NEW=1"]
+    );
+}
+
 #[test]
 fn annotations_env_args_and_removals() {
     let mut s = spec();
@@ -96,11 +116,70 @@ fn mounts_are_added_replaced_and_removed_by_destination() {
             .iter()
             .any(|m| m.destination().to_str() == Some("/dev/shm"))
     );
-    let data = mounts.last().unwrap();
+    let data = mounts
+        .iter()
+        .find(|m| m.destination().to_str() == Some("/data"))
+        .unwrap();
     assert_eq!(
         (data.source().as_ref().unwrap().to_str(), data.typ().as_deref()),
         (Some("/srv/data"), Some("bind"))
     );
+}
+
+/// As in NRI: mounts end up parents first (a plugin's `/data` before the volume at `/data/sub` it would
+/// otherwise hide), and `rshared`/`rslave` mounts set the root's propagation, `rshared` winning.
+#[test]
+fn mounts_are_ordered_parents_first_and_set_the_root_propagation() {
+    let mut s = spec();
+    let volume = oci_spec::runtime::MountBuilder::default()
+        .destination("/data/sub")
+        .source("/srv/sub")
+        .typ("bind")
+        .build()
+        .unwrap();
+    let mut mounts = s.mounts().clone().unwrap();
+    mounts.push(volume);
+    s.set_mounts(Some(mounts));
+    let mount = |dest: &str, prop: &str| Mount {
+        destination: dest.into(),
+        r#type: "bind".into(),
+        source: "/srv".into(),
+        options: vec!["rbind".into(), prop.into()],
+    };
+    let a = ContainerAdjustment {
+        mounts: vec![mount("/data", "rshared")],
+        ..Default::default()
+    };
+    apply(&a, &mut s).unwrap();
+    let dests: Vec<String> = s
+        .mounts()
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|m| m.destination().display().to_string())
+        .collect();
+    let at = |d: &str| dests.iter().position(|x| x == d).unwrap();
+    assert!(at("/data") < at("/data/sub"), "{dests:?}");
+    assert!(
+        at("/dev") < at("/dev/pts") && at("/proc") < at("/dev/pts"),
+        "{dests:?}"
+    );
+    let prop = |s: &Spec| s.linux().as_ref().unwrap().rootfs_propagation().clone();
+    assert_eq!(prop(&s).as_deref(), Some("rshared"));
+
+    let a = ContainerAdjustment {
+        mounts: vec![mount("/other", "rslave")],
+        ..Default::default()
+    };
+    apply(&a, &mut s).unwrap();
+    assert_eq!(
+        prop(&s).as_deref(),
+        Some("rshared"),
+        "rslave does not undo rshared"
+    );
+    let mut fresh = spec();
+    apply(&a, &mut fresh).unwrap();
+    assert_eq!(prop(&fresh).as_deref(), Some("rslave"));
 }
 
 #[test]
@@ -132,6 +211,7 @@ fn hooks_are_appended_by_phase() {
 
 #[test]
 fn devices_get_a_node_and_a_cgroup_rule_and_removal_takes_both() {
+    // The rule grants what NRI's does: read and write, and mknod for block devices only.
     let mut s = spec();
     let dev = |p: &str, t: &str, minor| LinuxDevice {
         path: p.into(),
@@ -143,7 +223,7 @@ fn devices_get_a_node_and_a_cgroup_rule_and_removal_takes_both() {
     };
     apply(
         &linux(LinuxContainerAdjustment {
-            devices: vec![dev("/dev/x", "c", 3), dev("/dev/y", "c", 5)],
+            devices: vec![dev("/dev/x", "c", 3), dev("/dev/y", "b", 5)],
             ..Default::default()
         }),
         &mut s,
@@ -161,7 +241,8 @@ fn devices_get_a_node_and_a_cgroup_rule_and_removal_takes_both() {
         .filter(|r| r.allow())
         .map(|r| (r.minor(), r.access().clone()))
         .collect();
-    assert!(allowed.contains(&(Some(3), Some("rwm".into()))), "{allowed:?}");
+    assert!(allowed.contains(&(Some(3), Some("rw".into()))), "{allowed:?}");
+    assert!(allowed.contains(&(Some(5), Some("rwm".into()))), "{allowed:?}");
 
     apply(
         &linux(LinuxContainerAdjustment {

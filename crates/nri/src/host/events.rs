@@ -92,6 +92,19 @@ impl Host {
             .await;
     }
 
+    /// A pod sandbox's resources were changed (after [`Host::update_pod_sandbox`] and the change itself).
+    pub async fn post_update_pod_sandbox(&self, pod: &api::PodSandbox) {
+        let req = api::PostUpdatePodSandboxRequest {
+            pod: Some(pod.clone()),
+        };
+        self.notify::<_, api::PostUpdatePodSandboxResponse>(
+            Event::PostUpdatePodSandbox,
+            "PostUpdatePodSandbox",
+            &req,
+        )
+        .await;
+    }
+
     /// A container is being created: the plugins' merged changes to it, and their updates and evictions of
     /// others. Fails if a plugin refuses it ([`Error::Refused`]) or two change one field ([`Error::Conflict`]).
     pub async fn create_container(

@@ -23,6 +23,8 @@ pub(crate) const PLUGIN_SERVICE: &str = "nri.pkg.api.v1alpha1.Plugin";
 pub(crate) const RUNTIME_SERVICE: &str = "nri.pkg.api.v1alpha1.Runtime";
 /// Reported to plugins as the runtime's NRI version: the protocol this crate transcribes.
 const NRI_VERSION: &str = "v0.9.0";
+/// How long a plugin whose registration was refused has to read the refusal before its connection is closed.
+const REFUSAL_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 /// Room left in a Synchronize message for the envelope, so that a chunk stays under ttrpc's limit.
 const SYNC_MARGIN: usize = 64 << 10;
 
@@ -75,7 +77,9 @@ impl Plugin {
     }
 }
 
-/// The `(IDX, NAME)` of each executable `IDX-NAME` in `dir`, sorted; none if `dir` does not exist.
+/// The `(IDX, NAME)` of each executable `IDX-NAME` in `dir`, sorted; none if `dir` does not exist. As in NRI,
+/// directories and files no one may execute (a README, a config left there) are skipped without a word; an
+/// executable with another name is skipped with a warning (NRI refuses to start any plugin then).
 pub(crate) fn launchable(dir: &Path) -> Result<Vec<(String, String)>, Error> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -84,6 +88,14 @@ pub(crate) fn launchable(dir: &Path) -> Result<Vec<(String, String)>, Error> {
     };
     let mut out = Vec::new();
     for entry in entries.flatten() {
+        use std::os::unix::fs::PermissionsExt;
+        // Through symlinks, as exec does.
+        let Ok(meta) = std::fs::metadata(entry.path()) else {
+            continue;
+        };
+        if meta.is_dir() || meta.permissions().mode() & 0o111 == 0 {
+            continue;
+        }
         let file = entry.file_name().to_string_lossy().into_owned();
         match file.split_once('-') {
             Some((idx, name)) if valid_index(idx) && valid_name(name) => {
@@ -179,9 +191,13 @@ impl Host {
         let (runtime_conn, plugin_conn) = (conns.pop().expect("two conns"), conns.pop().expect("two conns"));
         let (reg_tx, reg_rx) = oneshot::channel();
         let name = Arc::new(StdMutex::new(String::from("unregistered")));
+        let registration = Registration {
+            tx: StdMutex::new(Some(reg_tx)),
+            external: known.is_none(),
+        };
         ttrpc::serve(
             runtime_conn,
-            runtime_handler(Arc::downgrade(self), StdMutex::new(Some(reg_tx)), name.clone()),
+            runtime_handler(Arc::downgrade(self), registration, name.clone()),
         );
         let weak = Arc::downgrade(self);
         let client = Client::new(plugin_conn, move || {
@@ -212,13 +228,18 @@ impl Host {
     async fn register(
         self: &Arc<Self>,
         plugin: &Arc<Plugin>,
-        reg_rx: oneshot::Receiver<api::RegisterPluginRequest>,
+        reg_rx: oneshot::Receiver<Result<api::RegisterPluginRequest, Error>>,
         known: Option<(String, String, String)>,
         shown: &StdMutex<String>,
     ) -> Result<(), Error> {
         let timeout = self.config.registration_timeout;
         let reg = match tokio::time::timeout(timeout, reg_rx).await {
-            Ok(Ok(r)) => r,
+            Ok(Ok(Ok(r))) => r,
+            Ok(Ok(Err(refused))) => {
+                // Let the refusal reach the plugin before the connection closes: it hangs up on reading it.
+                plugin.mux.hung_up(REFUSAL_GRACE).await;
+                return Err(refused);
+            }
             Ok(Err(_)) => return Err(Error::Closed),
             Err(_) => {
                 return Err(Error::Timeout {
@@ -229,15 +250,8 @@ impl Host {
         };
         let (idx, base, config) = match known {
             Some(k) => k,
-            None => {
-                if !valid_index(&reg.plugin_idx) || !valid_name(&reg.plugin_name) {
-                    return Err(Error::Protocol(format!(
-                        "plugin registered as {:?} index {:?}: want a name of [A-Za-z0-9-_.+] and a two-digit index",
-                        reg.plugin_name, reg.plugin_idx
-                    )));
-                }
-                (reg.plugin_idx, reg.plugin_name, String::new())
-            }
+            // Checked by the Runtime service when it answered the registration.
+            None => (reg.plugin_idx, reg.plugin_name, String::new()),
         };
         *lock(&plugin.ident) = (idx, base);
         *lock(shown) = plugin.name();
@@ -337,12 +351,35 @@ async fn synchronize(
     Ok(Vec::new())
 }
 
-/// Serves the Runtime service to one plugin: its registration, then its unsolicited updates.
-fn runtime_handler(
-    host: Weak<Host>,
-    reg: StdMutex<Option<oneshot::Sender<api::RegisterPluginRequest>>>,
-    name: Arc<StdMutex<String>>,
-) -> ttrpc::Handler {
+/// Where the Runtime service hands a plugin's registration to [`Host::register`].
+struct Registration {
+    tx: StdMutex<Option<oneshot::Sender<Result<api::RegisterPluginRequest, Error>>>>,
+    /// A plugin that connected to the socket names itself; one the host started was named by its file.
+    external: bool,
+}
+
+/// Why an external plugin's registration is refused: a name outside `[A-Za-z0-9-_.+]` or an index that is not
+/// two digits (NRI's rules).
+fn check_registration(req: &api::RegisterPluginRequest) -> Option<String> {
+    if !valid_name(&req.plugin_name) {
+        return Some(format!(
+            "invalid plugin name {:?}: want one or more of [A-Za-z0-9-_.+]",
+            req.plugin_name
+        ));
+    }
+    if !valid_index(&req.plugin_idx) {
+        return Some(format!(
+            "plugin {:?} registered with invalid index {:?}: want two digits",
+            req.plugin_name, req.plugin_idx
+        ));
+    }
+    None
+}
+
+/// Serves the Runtime service to one plugin: its registration, then its unsolicited updates. An external
+/// plugin's bad name or index fails its RegisterPlugin call with the reason (as NRI does: the plugin learns
+/// why instead of waiting for a Configure that never comes) and the host drops the connection.
+fn runtime_handler(host: Weak<Host>, reg: Registration, name: Arc<StdMutex<String>>) -> ttrpc::Handler {
     let reg = Arc::new(reg);
     Arc::new(move |service, method, payload| {
         let (host, reg, name) = (host.clone(), reg.clone(), name.clone());
@@ -351,12 +388,18 @@ fn runtime_handler(
             match (service.as_str(), method.as_str()) {
                 (RUNTIME_SERVICE, "RegisterPlugin") => {
                     let req = api::RegisterPluginRequest::decode(payload.as_slice()).map_err(bad)?;
-                    match lock(&reg).take() {
-                        Some(tx) => {
-                            let _ = tx.send(req);
+                    let Some(tx) = lock(&reg.tx).take() else {
+                        return Err(status(code::INVALID_ARGUMENT, "plugin already registered"));
+                    };
+                    match check_registration(&req).filter(|_| reg.external) {
+                        None => {
+                            let _ = tx.send(Ok(req));
                             Ok(api::Empty {}.encode_to_vec())
                         }
-                        None => Err(status(code::INVALID_ARGUMENT, "plugin already registered")),
+                        Some(why) => {
+                            let _ = tx.send(Err(Error::Protocol(why.clone())));
+                            Err(status(code::UNKNOWN, why))
+                        }
                     }
                 }
                 (RUNTIME_SERVICE, "UpdateContainers") => {

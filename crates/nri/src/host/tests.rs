@@ -402,3 +402,81 @@ async fn a_large_snapshot_is_synchronized_in_chunks() {
     assert_eq!((pods, ctrs), (1, 3000));
     assert!(chunks >= 2, "{chunks} chunks");
 }
+
+/// An external plugin with a bad index or name is refused in its RegisterPlugin answer, with the reason (as
+/// NRI does: containerd's stub would otherwise wait forever for a Configure), and never joins.
+#[tokio::test]
+async fn a_bad_index_or_name_fails_the_registration_call_itself() {
+    let s = host(Duration::from_secs(2)).await;
+    let sock = s.dir.path().join("nri.sock");
+    let quiet = |_: &str| {
+        let (seen, _) = mpsc::unbounded_channel();
+        Arc::new(TestPlugin {
+            events: Vec::new(),
+            create: Create::Refuse,
+            seen,
+        })
+    };
+    for (idx, name, why) in [
+        ("7x", "bad", "invalid index \"7x\""),
+        ("10", "no/slash", "invalid plugin name \"no/slash\""),
+    ] {
+        let started = Instant::now();
+        let Err(Error::Status { code, message, .. }) = Stub::connect(&sock, name, idx, quiet(name)).await
+        else {
+            panic!("{idx}-{name} was not refused in its RegisterPlugin answer");
+        };
+        assert_eq!(code, 2, "{message}");
+        assert!(message.contains(why), "{message}");
+        assert!(started.elapsed() < Duration::from_millis(400));
+    }
+    assert!(s.host.plugins().is_empty());
+}
+
+/// Only executables are plugins, as in NRI: a README, a non-executable `IDX-NAME` and a directory are skipped.
+#[test]
+fn the_plugin_dir_yields_only_executables_named_idx_name() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = |name: &str, mode: u32| {
+        std::fs::write(d.join(name), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(d.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    file("20-second", 0o755);
+    file("10-first", 0o700);
+    file("README", 0o644);
+    file("30-not-executable", 0o644);
+    file("10-first.conf", 0o644);
+    std::fs::create_dir(d.join("40-a-dir")).unwrap();
+    std::os::unix::fs::symlink(d.join("20-second"), d.join("50-linked")).unwrap();
+    assert_eq!(
+        super::plugin::launchable(d).unwrap(),
+        [("10", "first"), ("20", "second"), ("50", "linked")].map(|(i, n)| (i.to_string(), n.to_string()))
+    );
+    assert!(super::plugin::launchable(&d.join("missing")).unwrap().is_empty());
+}
+
+/// PostUpdatePodSandbox reaches the plugins that asked for it (containerd's logger does), and only them.
+#[tokio::test]
+async fn post_update_pod_sandbox_is_relayed_to_its_subscribers() {
+    let s = host(T).await;
+    let (_a, mut seen_a) = connect(&s, "10", "a", &[Event::PostUpdatePodSandbox], Create::Refuse).await;
+    let (_b, mut seen_b) = connect(&s, "20", "b", &[Event::RunPodSandbox], Create::Refuse).await;
+    s.host.post_update_pod_sandbox(&pod()).await;
+    s.host.run_pod_sandbox(&pod()).await;
+    for want in [
+        "configure crius 5000ms",
+        "synchronize 1 1",
+        "POST_UPDATE_POD_SANDBOX pod1",
+    ] {
+        assert_eq!(seen_a.recv().await.unwrap(), want);
+    }
+    for want in [
+        "configure crius 5000ms",
+        "synchronize 1 1",
+        "RUN_POD_SANDBOX pod1",
+    ] {
+        assert_eq!(seen_b.recv().await.unwrap(), want);
+    }
+}

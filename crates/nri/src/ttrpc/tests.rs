@@ -113,7 +113,7 @@ async fn a_call_times_out_and_a_dead_peer_closes() {
     assert!(client.is_closed());
 }
 
-/// A request frame as Go's ttrpc expects it: length, odd stream id 1, type 1, flag "remote closed".
+/// A request frame as Go's ttrpc client writes one for a unary call: length, odd stream id 1, type 1, no flags.
 #[tokio::test]
 async fn request_frames_match_ttrpc() {
     let (a, mut b) = UnixStream::pair().unwrap();
@@ -127,7 +127,7 @@ async fn request_frames_match_ttrpc() {
     };
     let (_, buf) = tokio::join!(call, read);
     let len = u32::from_be_bytes(buf[8..12].try_into().unwrap());
-    assert_eq!(&buf[12..18], &[0, 0, 0, 1, 1, 1]);
+    assert_eq!(&buf[12..18], &[0, 0, 0, 1, 1, 0]);
     let mut payload = vec![0u8; len as usize];
     b.read_exact(&mut payload).await.unwrap();
     let req = wire::Request::decode(payload.as_slice()).unwrap();
