@@ -132,18 +132,22 @@ impl Node {
         Ok(id)
     }
 
-    /// UpdatePodSandboxResources; NRI plugins (when on) hear of it first.
+    /// UpdatePodSandboxResources; NRI plugins (when on) hear of it before (UpdatePodSandbox) and after
+    /// (PostUpdatePodSandbox).
     pub fn update_pod(
         &self,
         id: &str,
         overhead: Option<&cri::LinuxContainerResources>,
         resources: Option<&cri::LinuxContainerResources>,
     ) -> Result<()> {
-        if let Some(nri) = self.containers.nri() {
-            let s = self.pods.get("UpdatePodSandboxResources", id)?;
-            nri.update_pod(&s, overhead, resources);
-        }
-        self.pods.update_pod_resources(id, overhead, resources)
+        let Some(nri) = self.containers.nri() else {
+            return self.pods.update_pod_resources(id, overhead, resources);
+        };
+        let s = self.pods.get("UpdatePodSandboxResources", id)?;
+        nri.update_pod(&s, overhead, resources);
+        self.pods.update_pod_resources(id, overhead, resources)?;
+        nri.pod(PodEvent::PostUpdate, &s);
+        Ok(())
     }
 
     /// CreateContainer in sandbox `pod_id`.

@@ -165,6 +165,7 @@ fn name_of(e: api::Event) -> &'static str {
         E::UpdateContainer => "UpdateContainer",
         E::StopContainer => "StopContainer",
         E::UpdatePodSandbox => "UpdatePodSandbox",
+        E::PostUpdatePodSandbox => "PostUpdatePodSandbox",
         _ => "Other",
     }
 }

@@ -116,6 +116,7 @@ async fn a_pre_launched_plugin_adjusts_containers_and_sees_a_pods_whole_lifecycl
         [
             "RunPodSandbox nri",
             "UpdatePodSandbox nri",
+            "PostUpdatePodSandbox nri",
             "CreateContainer nri/web",
             "PostCreateContainer nri/web",
             "StartContainer nri/web",

@@ -194,12 +194,16 @@ fn apply_updates(
 impl Events for Nri {
     fn pod(&self, event: PodEvent, pod: &Sandbox) {
         let (host, msg) = (self.host.clone(), messages::pod(pod));
-        let what = format!("{event:?}PodSandbox");
+        let what = match event {
+            PodEvent::PostUpdate => "PostUpdatePodSandbox".to_string(),
+            _ => format!("{event:?}PodSandbox"),
+        };
         self.wait(&what, async move {
             match event {
                 PodEvent::Run => host.run_pod_sandbox(&msg).await,
                 PodEvent::Stop => host.stop_pod_sandbox(&msg).await,
                 PodEvent::Remove => host.remove_pod_sandbox(&msg).await,
+                PodEvent::PostUpdate => host.post_update_pod_sandbox(&msg).await,
             }
         });
     }

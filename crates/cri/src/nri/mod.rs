@@ -7,7 +7,8 @@
 //!  RunPodSandbox ─ pod(Run)            CreateContainer ─ adjust step: create()  (after image volumes, CDI)
 //!  StopPodSandbox ─ pod(Stop)                          └ after the record: container(PostCreate)
 //!  RemovePodSandbox ─ pod(Remove)      StartContainer ─ container(Start), then container(PostStart)
-//!  UpdatePodSandboxResources ─ update_pod()   UpdateContainerResources ─ update(), container(PostUpdate)
+//!  UpdatePodSandboxResources ─ update_pod(), then pod(PostUpdate)
+//!                                      UpdateContainerResources ─ update(), container(PostUpdate)
 //!                                      StopContainer ─ container(Stop)   RemoveContainer ─ container(Remove)
 //! ```
 //!
@@ -38,6 +39,8 @@ pub(crate) enum PodEvent {
     Stop,
     /// RemovePodSandbox removed it.
     Remove,
+    /// UpdatePodSandboxResources changed its resources (NRI's PostUpdatePodSandbox).
+    PostUpdate,
 }
 
 /// A container's event, but its creation and updates (which plugins may change: [`Events::create`],
