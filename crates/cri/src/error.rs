@@ -196,6 +196,25 @@ pub enum Error {
     /// A client of the container events stream fell this many events behind.
     #[error("{0} container events were dropped while this client fell behind: list again")]
     EventsLost(u64),
+    /// A unary list's answer is over the gRPC message size kubelet takes: its Stream* call sends it in chunks.
+    #[error(
+        "{call}: the answer ({items} {what}) is {bytes} bytes, over the gRPC message limit of {limit} bytes: \
+         narrow the filter, or call {instead}, which sends it in chunks"
+    )]
+    ListTooLarge {
+        /// The call.
+        call: &'static str,
+        /// What it lists ("containers", ...).
+        what: &'static str,
+        /// How many there are.
+        items: usize,
+        /// The answer's encoded size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+        /// The streaming call to use instead.
+        instead: &'static str,
+    },
     /// A call crius does not serve.
     #[error("crius does not serve RuntimeService/{0} yet")]
     Unimplemented(&'static str),
@@ -252,6 +271,7 @@ impl Error {
             Error::NriRefused { .. } => Code::FailedPrecondition,
             Error::Nri { .. } => Code::Internal,
             Error::EventsLost(_) => Code::DataLoss,
+            Error::ListTooLarge { .. } => Code::ResourceExhausted,
             Error::Unimplemented(_) => Code::Unimplemented,
         }
     }

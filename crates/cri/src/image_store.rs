@@ -86,6 +86,14 @@ pub mod fake {
     }
 
     impl FakeImages {
+        /// A store whose snapshots go in `dir` (a tmpfs, for tests that make thousands).
+        pub fn in_dir(dir: tempfile::TempDir) -> FakeImages {
+            FakeImages {
+                dir,
+                ..FakeImages::default()
+            }
+        }
+
         /// Adds an image named `name` with `config`; returns its id.
         pub fn add(&self, name: &str, config: serde_json::Value) -> Digest {
             let id = Digest::of(config.to_string().as_bytes());

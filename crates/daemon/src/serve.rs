@@ -278,7 +278,10 @@ pub fn run(c: Config) -> Result<(), String> {
             .add_service(ImagesServer::new(api))
             .add_service(PodServiceServer::new(pods.clone()))
             .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::UnixListenerStream::new(listener),
+                tokio_stream::StreamExt::map(
+                    tokio_stream::wrappers::UnixListenerStream::new(listener),
+                    |accepted| accepted.map(crate::authority::Lenient::new),
+                ),
                 async move {
                     stop.await;
                     // The pods stay as they are: their engines' view of a runtime going away is not news.

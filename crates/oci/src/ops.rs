@@ -54,6 +54,11 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
             Err(e) => return Err(Error::io("reading", &fifo_path)(e)),
         }
         if !crate::state::process_alive(rec.pid, rec.pid_start) {
+            // Released between the read and the check, and gone already (a program that exits at once): its
+            // byte is in the FIFO, which this end keeps open.
+            if matches!(fifo.read(&mut byte), Ok(1)) {
+                break;
+            }
             let _ = std::fs::remove_file(&fifo_path);
             return Err(err!("container {id:?}: its init process exited before start"));
         }
