@@ -119,6 +119,8 @@ impl Images {
             insecure: self.config.insecure.clone(),
             mirrors: self.config.mirrors.clone(),
             auth,
+            progress_timeout: self.config.pull_progress_timeout,
+            max_concurrent_downloads: self.config.max_concurrent_downloads,
         }
     }
 

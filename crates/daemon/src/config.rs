@@ -132,6 +132,10 @@ pub struct ImageSection {
     pub max_layer_bytes: u64,
     /// The most entries one layer (or an archive imported) may hold.
     pub max_layer_entries: u64,
+    /// Seconds a pull's download may go without receiving a byte before it is cancelled; 0: never.
+    pub pull_progress_timeout: u64,
+    /// How many blobs of one pull download at once.
+    pub max_concurrent_downloads: usize,
 }
 
 impl Default for ImageSection {
@@ -143,6 +147,8 @@ impl Default for ImageSection {
             mirrors: BTreeMap::new(),
             max_layer_bytes: limits.max_bytes,
             max_layer_entries: limits.max_entries,
+            pull_progress_timeout: crius_image::pull::DEFAULT_PROGRESS_TIMEOUT.as_secs(),
+            max_concurrent_downloads: crius_image::pull::DEFAULT_CONCURRENT_DOWNLOADS,
         }
     }
 }
@@ -245,6 +251,9 @@ impl Config {
         if self.image.max_layer_bytes == 0 || self.image.max_layer_entries == 0 {
             return Err("[image] max_layer_bytes and max_layer_entries must be above 0".into());
         }
+        if self.image.max_concurrent_downloads == 0 {
+            return Err("[image] max_concurrent_downloads must be at least 1".into());
+        }
         for (host, mirror) in &self.image.mirrors {
             if host.is_empty() || mirror_host(mirror).is_empty() {
                 return Err(format!(
@@ -286,6 +295,9 @@ impl Config {
             mirrors,
             insecure,
             pinned: self.image.pinned_images.clone(),
+            pull_progress_timeout: (self.image.pull_progress_timeout > 0)
+                .then(|| std::time::Duration::from_secs(self.image.pull_progress_timeout)),
+            max_concurrent_downloads: self.image.max_concurrent_downloads,
         }
     }
 
@@ -414,6 +426,17 @@ impl Config {
              cap, and\n# nothing of it is stored. The defaults are about three times the largest layers of real \
              images.\n# default: {}\nmax_layer_bytes = {}\n\n# default: {}\nmax_layer_entries = {}\n\n",
             theirs.max_layer_bytes, ours.max_layer_bytes, theirs.max_layer_entries, ours.max_layer_entries
+        );
+        out += &format!(
+            "# Seconds a pull's download (a blob, a manifest) may go without receiving a byte: past it the pull \
+             is\n# cancelled with DeadlineExceeded naming the blob, and nothing of it is kept; 0: never (as \
+             containerd's\n# image_pull_progress_timeout).\n# default: {}\npull_progress_timeout = {}\n\n\
+             # How many blobs of one pull download at once; each layer is unpacked as soon as it and those \
+             below it\n# are there.\n# default: {}\nmax_concurrent_downloads = {}\n\n",
+            theirs.pull_progress_timeout,
+            ours.pull_progress_timeout,
+            theirs.max_concurrent_downloads,
+            ours.max_concurrent_downloads
         );
         out += "[network]\n";
         let mut key = |doc: &str, name: &str, value: String, default: String| {

@@ -16,6 +16,7 @@
 
 pub mod bounded;
 pub mod digest;
+mod download;
 pub mod error;
 mod fetch;
 pub mod gate;

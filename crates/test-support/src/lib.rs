@@ -6,6 +6,7 @@ pub mod cni;
 pub mod containerd;
 pub mod daemon;
 pub mod image;
+pub mod proxy;
 pub mod registry;
 pub mod shims;
 pub mod token;
