@@ -285,24 +285,9 @@ async fn a_blob_failing_mid_pull_leaves_the_store_as_it_was() {
     assert_eq!(ok.image.id.as_str(), f.bb.config);
 }
 
-/// Pushes an image of five layers (busybox and four small ones of their own) as `repo_tag`.
+/// Pushes an image of five layers (busybox and four of 256 KiB) as `repo_tag`.
 fn push_five_layers(f: &Fixture, reg: &Registry, repo_tag: &str) -> image::ImageInfo {
-    let dirs: Vec<tempfile::TempDir> = (0..5).map(|_| tempfile::tempdir().unwrap()).collect();
-    crius_test_support::build_busybox_rootfs(dirs[0].path()).unwrap();
-    for (i, d) in dirs.iter().enumerate().skip(1) {
-        // Incompressible enough that each layer takes a moment to unpack and to send.
-        let bytes: Vec<u8> = (0..256 * 1024u32)
-            .map(|n| (n.wrapping_mul(2_654_435_761).rotate_left(i as u32) >> 13) as u8)
-            .collect();
-        std::fs::write(d.path().join(format!("layer{i}")), bytes).unwrap();
-    }
-    let spec = image::ImageSpec {
-        name: "five:latest".into(),
-        layers: dirs.iter().map(|d| d.path().into()).collect(),
-        cmd: vec!["sh".into()],
-        ..Default::default()
-    };
-    let info = image::write_layout(&f.layout, &[spec]).unwrap().remove(0);
+    let info = image::layered(&f.layout, "five:latest", 5, 256 << 10).unwrap();
     reg.push(&f.layout, "five:latest", repo_tag);
     info
 }
@@ -447,4 +432,78 @@ async fn layers_download_a_few_at_a_time_and_unpack_in_order_meanwhile() {
         .await
         .unwrap();
     assert_eq!((proxy.blob_gets(), proxy.max_blobs_in_flight()), (6, 1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn image_calls_naming_a_runtime_handler_share_the_one_store() {
+    use crius_api::cri;
+    use crius_api::cri::image_service_client::ImageServiceClient;
+    use crius_test_support::daemon::Daemon;
+    let f = fixture();
+    let reg = Registry::start();
+    reg.push(&f.layout, "busybox:latest", "handlers/busybox:1");
+    let d = Daemon::start(&["--log-level", "debug"]);
+    let mut c = ImageServiceClient::new(
+        crius_api::connect(&d.socket().display().to_string())
+            .await
+            .unwrap(),
+    );
+    let name = format!("{}/handlers/busybox:1", reg.host);
+    let spec = |h: &str| {
+        Some(cri::ImageSpec {
+            image: name.clone(),
+            runtime_handler: h.into(),
+            ..Default::default()
+        })
+    };
+    let pulled = c
+        .pull_image(cri::PullImageRequest {
+            image: spec("kata"),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .image_ref;
+    assert_eq!(pulled, f.bb.config);
+    for h in ["kata", "runc", ""] {
+        let st = c
+            .image_status(cri::ImageStatusRequest {
+                image: spec(h),
+                verbose: false,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(st.image.map(|i| i.id), Some(f.bb.config.clone()), "handler {h:?}");
+        let listed = c
+            .list_images(cri::ListImagesRequest {
+                filter: Some(cri::ImageFilter { image: spec(h) }),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .images;
+        assert_eq!(listed.len(), 1, "handler {h:?}");
+    }
+    let log = d.log();
+    assert_eq!(
+        log.matches("runtime_handler=\"kata\"").count(),
+        1,
+        "logged once for kata: {log}"
+    );
+    assert_eq!(log.matches("runtime_handler=\"runc\"").count(), 1, "{log}");
+    c.remove_image(cri::RemoveImageRequest { image: spec("runc") })
+        .await
+        .unwrap();
+    let gone = c
+        .image_status(cri::ImageStatusRequest {
+            image: spec("kata"),
+            verbose: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(gone.image.is_none(), "removed for every handler");
 }
