@@ -7,7 +7,8 @@
 //! an unknown image succeeds (it is idempotent); PullImage returns the image id (the config digest); any of
 //! id, tag, `repo@digest` or a short name finds the same image. An `ImageSpec.runtime_handler` (KEP-4216) is
 //! accepted and logged once per handler at debug level: the node has one store, one snapshotter and one
-//! platform, so every handler shares every image ([`Images::note_handler`]).
+//! platform, so every handler shares every image ([`Images::note_handler`]). An OCI artifact (pulled for an
+//! image volume) is listed as an image whose `spec` carries its type ([`ARTIFACT_TYPE_ANNOTATION`]).
 
 use std::collections::HashMap;
 
@@ -18,6 +19,9 @@ use crius_image::{ImageRecord, Store};
 
 use crate::ImageConfig;
 use crate::error::{Error, Result};
+
+/// The annotation of a listed image's `spec` that gives an OCI artifact's type (`crius images ls` shows it).
+pub const ARTIFACT_TYPE_ANNOTATION: &str = "io.crius.image.artifact-type";
 
 /// The images one criusd serves: its store, how it pulls, and its pulls' figures.
 #[derive(Debug)]
@@ -189,6 +193,11 @@ impl Images {
             username,
             spec: Some(cri::ImageSpec {
                 image: rec.id.to_string(),
+                annotations: rec
+                    .artifact_type
+                    .iter()
+                    .map(|t| (ARTIFACT_TYPE_ANNOTATION.to_string(), t.clone()))
+                    .collect(),
                 ..Default::default()
             }),
             pinned: self.pinned(rec),
@@ -197,7 +206,7 @@ impl Images {
 
     fn verbose_info(&self, rec: &ImageRecord) -> HashMap<String, String> {
         let config = self.config_of(rec);
-        let info = serde_json::json!({
+        let mut info = serde_json::json!({
             "id": rec.id.as_str(),
             "manifestDigest": rec.manifest.as_str(),
             "diffIDs": rec.diff_ids.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
@@ -205,6 +214,12 @@ impl Images {
             "layerDirs": rec.diff_ids.iter().map(|d| self.store.layer_dir(d)).collect::<Vec<_>>(),
             "imageSpec": config,
         });
+        if let Some(t) = &rec.artifact_type {
+            // An artifact has no image config: its manifest says what it is.
+            info["artifactType"] = t.as_str().into();
+            info["imageSpec"] = serde_json::Value::Null;
+            info["manifest"] = self.config_of(rec);
+        }
         HashMap::from([("info".to_string(), info.to_string())])
     }
 

@@ -14,6 +14,7 @@
 //! Pulls and imports store blobs and layers first and the image record last; removing an image collects the
 //! blobs and layers nothing uses any more (see [`gc`]).
 
+pub mod artifact;
 pub mod bounded;
 pub mod digest;
 mod download;

@@ -4,7 +4,7 @@
 //! not downloaded again, the others are downloaded a few at a time ([`PullOptions::max_concurrent_downloads`])
 //! and each layer is unpacked as soon as it and the layers below it are there, in order, while the rest
 //! download. A download that makes no progress for [`PullOptions::progress_timeout`] is cancelled
-//! (see `download.rs`). A registry on a loopback address, or a host listed as insecure, is reached over plain
+//! (see `download.rs`). An OCI artifact is stored as an image of files (`artifact.rs`). A registry on a loopback address, or a host listed as insecure, is reached over plain
 //! http.
 
 use std::collections::{HashMap, HashSet};
@@ -212,6 +212,12 @@ pub async fn pull_with_progress(
         .map(descriptor)
         .collect::<Result<_>>()?;
     let layer_digests: Vec<Digest> = layers.iter().map(|(d, _)| d.clone()).collect();
+    // An OCI artifact: its layers become files (or unpacked tars), see `artifact.rs`.
+    let artifact = crate::artifact::artifact_type(&manifest);
+    let artifact_layers = match artifact {
+        Some(_) => Some(crate::artifact::layers(&manifest, &whole)?),
+        None => None,
+    };
     let blobs: Vec<(Digest, u64, bool)> = std::iter::once(config)
         .chain(layers)
         .map(|(d, size)| {
@@ -265,6 +271,25 @@ pub async fn pull_with_progress(
                 .cloned()
                 .collect();
             wait_for(&mut stored, &mut done_rx, &cfg_digest, &whole).await?;
+            if let Some(art) = &artifact_layers {
+                let mut keys = Vec::new();
+                for l in art {
+                    wait_for(&mut stored, &mut done_rx, &l.blob, &whole).await?;
+                    if !store.layer_dir(&l.key).exists() {
+                        progress(Progress::Unpacking {
+                            diff_id: l.key.clone(),
+                        });
+                    }
+                    let (s, layer) = (store.clone(), l.clone());
+                    tokio::task::spawn_blocking(move || s.ensure_artifact_layer(&layer))
+                        .await
+                        .map_err(|e| {
+                            crate::error::io(format!("making layer {}", l.blob), std::io::Error::other(e))
+                        })??;
+                    keys.push(l.key.clone());
+                }
+                return Ok(keys);
+            }
             let cfg: Value = serde_json::from_slice(&store.read_blob(&cfg_digest)?)
                 .map_err(|e| Error::InvalidArgument(format!("config {cfg_digest}: {e}")))?;
             let diff_ids = crate::manifest::diff_ids(&cfg)?;
@@ -299,8 +324,19 @@ pub async fn pull_with_progress(
         let name = named
             .tagged()
             .or_else(|| Some(named.with_digest(manifest_digest.as_str())));
-        let record =
-            store.record_image(cfg_digest, manifest_digest.clone(), diff_ids, layer_digests, name)?;
+        // Artifacts share the empty config: one is known by its manifest.
+        let id = match artifact {
+            Some(_) => manifest_digest.clone(),
+            None => cfg_digest,
+        };
+        let record = store.record(
+            id,
+            manifest_digest.clone(),
+            diff_ids,
+            layer_digests,
+            name,
+            artifact.clone(),
+        )?;
         Ok(PullReport {
             image: record,
             blobs_fetched: sizes.len(),
