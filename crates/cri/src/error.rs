@@ -247,6 +247,7 @@ fn image_code(e: &crius_image::Error) -> tonic::Code {
         E::Unauthenticated(_) => Code::Unauthenticated,
         E::Unavailable(_) => Code::Unavailable,
         E::DeadlineExceeded(_) => Code::DeadlineExceeded,
+        E::PolicyRefused(_) => Code::PermissionDenied,
         E::DigestMismatch { .. } | E::SizeMismatch { .. } => Code::DataLoss,
         E::Registry(_) | E::Io { .. } => Code::Internal,
     }
@@ -480,6 +481,7 @@ mod tests {
             (E::Unauthenticated("x".into()), Code::Unauthenticated),
             (E::Unavailable("x".into()), Code::Unavailable),
             (E::DeadlineExceeded("x".into()), Code::DeadlineExceeded),
+            (E::PolicyRefused("x".into()), Code::PermissionDenied),
             (E::Registry("x".into()), Code::Internal),
             (
                 E::Io {

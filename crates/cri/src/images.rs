@@ -157,6 +157,7 @@ impl Images {
             auth,
             progress_timeout: self.config.pull_progress_timeout,
             max_concurrent_downloads: self.config.max_concurrent_downloads,
+            policy: self.config.signature_policy.clone(),
         }
     }
 

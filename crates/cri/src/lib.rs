@@ -78,6 +78,8 @@ pub struct ImageConfig {
     pub pull_progress_timeout: Option<std::time::Duration>,
     /// How many blobs of one pull download at once.
     pub max_concurrent_downloads: usize,
+    /// The signature policy every pull must satisfy (None: any image).
+    pub signature_policy: Option<std::sync::Arc<crius_image::policy::Policy>>,
 }
 
 impl Default for ImageConfig {
@@ -88,6 +90,7 @@ impl Default for ImageConfig {
             pinned: Vec::new(),
             pull_progress_timeout: Some(crius_image::pull::DEFAULT_PROGRESS_TIMEOUT),
             max_concurrent_downloads: crius_image::pull::DEFAULT_CONCURRENT_DOWNLOADS,
+            signature_policy: None,
         }
     }
 }

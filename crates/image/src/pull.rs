@@ -4,7 +4,8 @@
 //! not downloaded again, the others are downloaded a few at a time ([`PullOptions::max_concurrent_downloads`])
 //! and each layer is unpacked as soon as it and the layers below it are there, in order, while the rest
 //! download. A download that makes no progress for [`PullOptions::progress_timeout`] is cancelled
-//! (see `download.rs`). An OCI artifact is stored as an image of files (`artifact.rs`). A registry on a loopback address, or a host listed as insecure, is reached over plain
+//! (see `download.rs`). With a signature policy, the manifest is checked before anything else is fetched
+//! (`signature.rs`). An OCI artifact is stored as an image of files (`artifact.rs`). A registry on a loopback address, or a host listed as insecure, is reached over plain
 //! http.
 
 use std::collections::{HashMap, HashSet};
@@ -90,6 +91,8 @@ pub struct PullOptions {
     pub progress_timeout: Option<Duration>,
     /// How many blobs of this pull download at once (at least 1).
     pub max_concurrent_downloads: usize,
+    /// The signature policy the image must satisfy before any layer is fetched; None: any image.
+    pub policy: Option<std::sync::Arc<crate::policy::Policy>>,
 }
 
 impl Default for PullOptions {
@@ -100,6 +103,7 @@ impl Default for PullOptions {
             auth: Auth::Anonymous,
             progress_timeout: Some(DEFAULT_PROGRESS_TIMEOUT),
             max_concurrent_downloads: DEFAULT_CONCURRENT_DOWNLOADS,
+            policy: None,
         }
     }
 }
@@ -177,6 +181,16 @@ pub async fn pull_with_progress(
             expected: want.into(),
             actual: manifest_digest.to_string(),
         });
+    }
+    if let Some(policy) = &opts.policy {
+        // Before anything else is fetched: the digest the reference resolved to must be acceptable.
+        let reg = crate::signature::Registry {
+            client: &client,
+            auth: &auth,
+            plain_http,
+            stall,
+        };
+        crate::signature::check(policy, &reg, &image, &manifest_digest).await?;
     }
     let mut manifest: Value = serde_json::from_slice(&bytes)
         .map_err(|e| Error::InvalidArgument(format!("manifest of {whole}: {e}")))?;

@@ -4,6 +4,7 @@
 
 pub mod cni;
 pub mod containerd;
+pub mod cosign;
 pub mod daemon;
 pub mod image;
 pub mod proxy;

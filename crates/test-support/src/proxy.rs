@@ -19,6 +19,8 @@ struct State {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     blob_gets: AtomicUsize,
+    /// The digests of the blobs asked for, in order.
+    blobs: Mutex<Vec<String>>,
     /// The client hung up a stalled answer.
     hung_up: AtomicBool,
     done: AtomicBool,
@@ -70,6 +72,11 @@ impl RegistryProxy {
     /// Blob GETs seen.
     pub fn blob_gets(&self) -> usize {
         self.state.blob_gets.load(Ordering::SeqCst)
+    }
+
+    /// The digests of the blobs GET asked for, in order.
+    pub fn blobs_fetched(&self) -> Vec<String> {
+        self.state.blobs.lock().unwrap().clone()
     }
 
     /// Whether the client hung up a stalled answer (it gave up on it).
@@ -145,6 +152,7 @@ fn serve(client: TcpStream, upstream: &str, st: &State) -> std::io::Result<()> {
         return Ok(());
     };
     st.blob_gets.fetch_add(1, Ordering::SeqCst);
+    st.blobs.lock().unwrap().push(digest.clone());
     let now = st.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     st.max_in_flight.fetch_max(now, Ordering::SeqCst);
     let r = (|| {

@@ -198,7 +198,12 @@ impl Registry {
             "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": sha256(empty), "size": 2},
             "layers": descs,
         });
-        let body = serde_json::to_vec(&manifest).expect("manifest");
+        self.put_manifest(repo, tag, &manifest)
+    }
+
+    /// Pushes OCI manifest `manifest` as `<repo>:<tag>` (its blobs uploaded before); its digest.
+    pub fn put_manifest(&self, repo: &str, tag: &str, manifest: &serde_json::Value) -> String {
+        let body = serde_json::to_vec(manifest).expect("manifest");
         let (status, _) = self.http(
             "PUT",
             &format!("/v2/{repo}/manifests/{tag}"),
@@ -215,7 +220,7 @@ impl Registry {
     }
 
     /// Uploads `bytes` as a blob of `repo` (POST, then PUT with its digest); its digest.
-    fn upload(&self, repo: &str, bytes: &[u8]) -> String {
+    pub fn upload(&self, repo: &str, bytes: &[u8]) -> String {
         let digest = sha256(bytes);
         let (status, headers) = self.http("POST", &format!("/v2/{repo}/blobs/uploads/"), None, b"");
         assert_eq!(status, 202, "starting an upload to {repo}: {}", self.log());
@@ -321,7 +326,7 @@ impl Drop for Registry {
 }
 
 /// `sha256:<hex>` of `bytes`.
-fn sha256(bytes: &[u8]) -> String {
+pub fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     let h = sha2::Sha256::digest(bytes);
     format!(
