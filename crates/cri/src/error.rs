@@ -287,6 +287,8 @@ fn image_code(e: &crius_image::Error) -> tonic::Code {
         E::NotFound(_) => Code::NotFound,
         E::Unauthenticated(_) => Code::Unauthenticated,
         E::Unavailable(_) => Code::Unavailable,
+        E::DeadlineExceeded(_) => Code::DeadlineExceeded,
+        E::PolicyRefused(_) => Code::PermissionDenied,
         E::DigestMismatch { .. } | E::SizeMismatch { .. } => Code::DataLoss,
         E::Registry(_) | E::Io { .. } => Code::Internal,
     }
@@ -519,6 +521,8 @@ mod tests {
             (E::NotFound("x".into()), Code::NotFound),
             (E::Unauthenticated("x".into()), Code::Unauthenticated),
             (E::Unavailable("x".into()), Code::Unavailable),
+            (E::DeadlineExceeded("x".into()), Code::DeadlineExceeded),
+            (E::PolicyRefused("x".into()), Code::PermissionDenied),
             (E::Registry("x".into()), Code::Internal),
             (
                 E::Io {

@@ -105,6 +105,7 @@ pub mod fake {
                 diff_ids: vec![],
                 layer_blobs: vec![],
                 size: 0,
+                artifact_type: None,
             };
             let mut images = self.images.lock().unwrap();
             images.insert(name.to_string(), (rec.clone(), config.clone()));

@@ -71,7 +71,7 @@ pub mod validate;
 use std::collections::HashMap;
 
 /// How images are pulled and kept; from criusd's config file and flags.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ImageConfig {
     /// Registry host → mirror host (`docker.io` → `mirror.local:5000`).
     pub mirrors: HashMap<String, String>,
@@ -79,4 +79,23 @@ pub struct ImageConfig {
     pub insecure: Vec<String>,
     /// Images reported `pinned` (exempt from kubelet's image GC), e.g. the sandbox image.
     pub pinned: Vec<String>,
+    /// A download receiving nothing for this long is cancelled (DeadlineExceeded); None: never.
+    pub pull_progress_timeout: Option<std::time::Duration>,
+    /// How many blobs of one pull download at once.
+    pub max_concurrent_downloads: usize,
+    /// The signature policy every pull must satisfy (None: any image).
+    pub signature_policy: Option<std::sync::Arc<crius_image::policy::Policy>>,
+}
+
+impl Default for ImageConfig {
+    fn default() -> ImageConfig {
+        ImageConfig {
+            mirrors: HashMap::new(),
+            insecure: Vec::new(),
+            pinned: Vec::new(),
+            pull_progress_timeout: Some(crius_image::pull::DEFAULT_PROGRESS_TIMEOUT),
+            max_concurrent_downloads: crius_image::pull::DEFAULT_CONCURRENT_DOWNLOADS,
+            signature_policy: None,
+        }
+    }
 }

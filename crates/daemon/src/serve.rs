@@ -197,7 +197,7 @@ pub fn run(c: Config) -> Result<(), String> {
         let listener = bind(&c)?;
         let metrics = c.metrics_address()?.map(|a| (a, crate::metrics::Metrics::new()));
         let pulls = metrics.as_ref().map(|(_, m)| m.pulls.clone()).unwrap_or_default();
-        let images = crius_cri::grpc::image::ImageService::counting(store, c.image_config(), pulls);
+        let images = crius_cri::grpc::image::ImageService::counting(store, c.image_config()?, pulls);
         let api = crius_cri::grpc::images_api::ImagesApi::new(images.clone());
         tracing::info!(
             socket = %c.listen.display(),
