@@ -112,6 +112,15 @@ pub mod fake {
             images.insert(id.to_string(), (rec, config));
             id
         }
+
+        /// Marks image `name` (added with [`FakeImages::add`]) an OCI artifact of type `artifact_type`.
+        pub fn make_artifact(&self, name: &str, artifact_type: &str) {
+            let mut images = self.images.lock().unwrap();
+            let (rec, _) = images.get_mut(name).expect("an image added before");
+            rec.artifact_type = Some(artifact_type.into());
+            let (id, rec) = (rec.id.to_string(), rec.clone());
+            images.get_mut(&id).unwrap().0 = rec;
+        }
     }
 
     impl ImageStore for FakeImages {

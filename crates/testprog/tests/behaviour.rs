@@ -17,7 +17,8 @@ fn exits_with_the_asked_code_and_logs() {
             "--log-text",
             "hi",
             "--exit-after",
-            "55",
+            // Far beyond two log periods, so a loaded machine still logs twice before the exit.
+            "1000",
             "--exit-code",
             "9",
         ])

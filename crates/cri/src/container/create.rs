@@ -97,6 +97,15 @@ impl Containers {
             },
             source => Error::Image { call: CALL, source },
         })?;
+        if let Some(t) = &image.artifact_type {
+            return Err(Error::invalid(
+                CALL,
+                "image",
+                format!(
+                    "{image_ref} is an OCI artifact ({t}): it can be mounted as an image volume, not run"
+                ),
+            ));
+        }
         // From here on a crash leaves the intent, and the next start undoes what was made. It goes once the
         // steps are done, made or undone: `make` returns only after its guard ran.
         let intent = self.intents.begin(&Intent {

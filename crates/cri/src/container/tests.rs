@@ -486,6 +486,15 @@ fn bad_input_gets_its_code_before_anything_is_made() {
         msg.contains("\"nope:1\"") && msg.contains("pull it first"),
         "{msg}"
     );
+    w.images.add("model:1", serde_json::json!({}));
+    w.images.make_artifact("model:1", "application/vnd.example.model");
+    let (c, msg) = code(w.create_with(config("x", 0, "model:1")).unwrap_err());
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(
+        msg.contains("model:1 is an OCI artifact (application/vnd.example.model)")
+            && msg.contains("image volume"),
+        "{msg}"
+    );
     let mut not_ready = World::new();
     not_ready.sandbox.record.ready = false;
     let (c, msg) = code(not_ready.create("x").unwrap_err());
