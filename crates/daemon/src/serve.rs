@@ -165,6 +165,19 @@ pub fn run(c: Config) -> Result<(), String> {
             .map_err(|e| format!("[storage] container_root: {e}"))?;
         tracing::info!(snapshots = %dir.display(), "containers' writable layers");
     }
+    // A pull or import cut off by a crash stored blobs and layers before the image record that uses them: with
+    // no writer running yet, whatever no image or snapshot uses is dropped now.
+    match store.collect_garbage() {
+        Ok(c) if c != crius_image::gc::Collected::default() => {
+            tracing::info!(
+                blobs = c.blobs,
+                layers = c.layers,
+                "image store: repaired, unused content removed"
+            );
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("image store: collecting unused content: {e}"),
+    }
     let runtime = crius_cri::node::Node::open(
         &crius_cri::node::Setup {
             root: c.root.clone(),

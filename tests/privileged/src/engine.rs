@@ -39,6 +39,11 @@ impl Setup {
         Setup { d, net, dir }
     }
 
+    /// The test's network.
+    pub fn net(&self) -> &Network {
+        &self.net
+    }
+
     /// Restarts criusd (SIGTERM; it must be gone within 10 s, open event streams or not).
     pub fn restart_daemon(&mut self) {
         let args = self.net.daemon_args();

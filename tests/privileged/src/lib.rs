@@ -2,6 +2,7 @@
 //! cgroup-v2 kernel has a VM twin, `tests/vm_<suite>.rs`, its own test binary that hack/test.sh runs inside
 //! hack/vm. What a suite and its twin share is here; what every suite shares is in crius-test-support.
 
+pub mod chaos;
 pub mod cri;
 pub mod devnode;
 pub mod engine;

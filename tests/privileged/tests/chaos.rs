@@ -9,7 +9,6 @@
 //! repaired.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crius_api::cri;
 use crius_api::cri::runtime_service_client::RuntimeServiceClient;
+use crius_privileged_tests::chaos::{Rng, say};
 use crius_privileged_tests::cri::{self as c, Client, container, import_busybox};
 use crius_privileged_tests::leftovers::{self, CgroupParent};
 use crius_test_support::cni::Network;
@@ -27,27 +27,6 @@ use tonic::Code;
 const STREAMS: u64 = 4;
 const SLOTS: u64 = 5;
 const KILLS: usize = 10;
-
-/// A small seeded generator (xorshift64*): the same seed, the same run of choices.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
-
-/// Printed past the test harness's capture, so CI's log shows it.
-fn say(line: &str) {
-    let _ = writeln!(std::io::stderr(), "chaos: {line}");
-}
 
 /// How far a pod has been taken, in the order its calls are made; each step is told when its call answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -221,18 +200,7 @@ impl Stream {
 #[ignore = "needs root: run through hack/test.sh"]
 async fn criusd_killed_at_random_points_of_a_churn_loses_nothing_and_leaks_nothing() {
     require_root();
-    let seed = std::env::var("CRIUS_CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    say(&format!(
-        "seed {seed} (CRIUS_CHAOS_SEED={seed} replays the choices)"
-    ));
+    let seed = crius_privileged_tests::chaos::seed("churn");
     let net = Network::new();
     let args = net.daemon_args();
     let d = Daemon::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
