@@ -1,15 +1,10 @@
 //! `exec`: runs another process in a running container — same namespaces, cgroup and seccomp profile.
 
-use std::os::fd::OwnedFd;
-use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
-use nix::unistd::{ForkResult, fork};
-use oci_spec::runtime::{LinuxNamespaceType, Process};
+use oci_spec::runtime::Process;
 
-use crate::cgroup::Cgroup;
-use crate::channel::Channel;
 use crate::state::Status;
 use crate::{Error, Result, err};
 
@@ -28,20 +23,24 @@ pub struct ExecOptions {
     pub preserve_fds: u32,
 }
 
-/// Namespace join order: the user namespace first (it owns the others), the mount namespace last.
-const ORDER: &[LinuxNamespaceType] = &[
-    LinuxNamespaceType::User,
-    LinuxNamespaceType::Ipc,
-    LinuxNamespaceType::Uts,
-    LinuxNamespaceType::Network,
-    LinuxNamespaceType::Pid,
-    LinuxNamespaceType::Cgroup,
-    LinuxNamespaceType::Time,
-    LinuxNamespaceType::Mount,
-];
-
 /// Runs the process; returns its exit code, or 0 once it runs with `detach`.
 pub fn exec(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32> {
+    let pid = start(root, id, opts)?;
+    if let Some(p) = &opts.pid_file {
+        crate::state::atomic_write(
+            &std::path::absolute(p).unwrap_or(p.clone()),
+            pid.to_string().as_bytes(),
+        )?;
+    }
+    if opts.detach {
+        return Ok(0);
+    }
+    crate::wait::forward_until_exit(pid)
+}
+
+/// Checks the container and the process, then starts it ([`crate::enter::spawn`]); returns its host pid once
+/// it runs the program. Without `detach`, this process becomes a subreaper first.
+pub fn start(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32> {
     let (rec, status) = crate::ops::load(root, id)?;
     if !matches!(status, Status::Running | Status::Created) {
         return Err(Error::WrongState {
@@ -55,33 +54,6 @@ pub fn exec(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32>
     if terminal && opts.console_socket.is_none() {
         return Err(err!("a terminal was asked for: --console-socket is required"));
     }
-    // Open the container's namespaces now, while /proc is the host's.
-    let mut ns: Vec<(LinuxNamespaceType, OwnedFd)> = Vec::new();
-    let listed: Vec<LinuxNamespaceType> = rec
-        .spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.namespaces().clone())
-        .unwrap_or_default()
-        .iter()
-        .map(|n| n.typ())
-        .collect();
-    for t in ORDER.iter().filter(|t| listed.contains(t)) {
-        let name = crate::namespaces::proc_name(*t);
-        let path = format!("/proc/{}/ns/{name}", rec.pid);
-        let same = match (
-            std::fs::metadata(&path),
-            std::fs::metadata(format!("/proc/self/ns/{name}")),
-        ) {
-            (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
-            (Err(e), _) => return Err(err!("container {id:?}: {path}: {e}")),
-            _ => false,
-        };
-        if !same {
-            let f = std::fs::File::open(&path).map_err(|e| err!("opening {path}: {e}"))?;
-            ns.push((*t, f.into()));
-        }
-    }
     let console = match &opts.console_socket {
         Some(p) => Some(UnixStream::connect(p).map_err(Error::io("connecting to console socket", p))?),
         None => None,
@@ -89,93 +61,15 @@ pub fn exec(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32>
     if !opts.detach {
         crate::wait::become_subreaper()?;
     }
-    let cg = Cgroup::at(&rec.cgroup)?;
-    let seccomp = rec.spec.linux().as_ref().and_then(|l| l.seccomp().clone());
-    let (parent, child) = crate::channel::pair()?;
-    // Single-threaded process; the child only runs setup code and then execs or _exits.
-    let first = match crate::spawn::fork_into_cgroup(&cg)? {
-        ForkResult::Child => {
-            drop(parent);
-            let e = enter(&ns, &child, opts, console, seccomp.as_ref()).unwrap_err();
-            let _ = child.send(&format!("error {e}"));
-            // SAFETY: leave without running the parent's destructors.
-            unsafe { libc::_exit(1) }
-        }
-        ForkResult::Parent { child } => child,
-    };
-    drop(child);
-    let result = collect(&parent);
-    let _ = nix::sys::wait::waitpid(first, None);
-    let pid = result?;
-    if let Some(p) = &opts.pid_file {
-        crate::state::atomic_write(
-            &std::path::absolute(p).unwrap_or(p.clone()),
-            pid.to_string().as_bytes(),
-        )?;
-    }
-    if opts.detach {
-        return Ok(0);
-    }
-    crate::wait::forward_until_exit(pid)
-}
-
-/// Reads "pid N", then waits for the channel to close (exec succeeded) or for an error.
-fn collect(ch: &Channel) -> Result<i32> {
-    let msg = ch.recv()?;
-    let pid = match msg.split_once(' ') {
-        Some(("pid", n)) => n.parse().map_err(|_| err!("protocol error: {msg:?}"))?,
-        Some(("error", e)) => return Err(Error::Msg(e.to_string())),
-        _ => return Err(err!("the exec process exited during setup")),
-    };
-    match ch.recv()? {
-        m if m.is_empty() => Ok(pid),
-        m => Err(Error::Msg(m.strip_prefix("error ").unwrap_or(&m).to_string())),
-    }
-}
-
-fn enter(
-    ns: &[(LinuxNamespaceType, OwnedFd)],
-    ch: &Channel,
-    opts: &ExecOptions,
-    console: Option<UnixStream>,
-    seccomp: Option<&oci_spec::runtime::LinuxSeccomp>,
-) -> Result<()> {
-    for (t, fd) in ns {
-        nix::sched::setns(fd, crate::namespaces::flag(*t)).map_err(|e| {
-            err!(
-                "joining the container's {} namespace: {e}",
-                crate::namespaces::proc_name(*t)
-            )
-        })?;
-    }
-    // SAFETY: single-threaded; the child execs or _exits.
-    match unsafe { fork() }.map_err(|e| err!("fork: {e}"))? {
-        ForkResult::Child => {
-            let e = run_process(opts, console, seccomp).unwrap_err();
-            let _ = ch.send(&format!("error {e}"));
-            // SAFETY: as above.
-            unsafe { libc::_exit(127) }
-        }
-        ForkResult::Parent { child } => {
-            ch.send(&format!("pid {child}"))?;
-            // SAFETY: as above.
-            unsafe { libc::_exit(0) }
-        }
-    }
-}
-
-fn run_process(
-    opts: &ExecOptions,
-    console: Option<UnixStream>,
-    seccomp: Option<&oci_spec::runtime::LinuxSeccomp>,
-) -> Result<()> {
-    let p = &opts.process;
-    if let Some(sock) = console {
-        nix::unistd::setsid().map_err(|e| err!("setsid: {e}"))?;
-        crate::console::setup(&sock, p.console_size().as_ref(), false)?;
-    }
-    nix::unistd::chdir(p.cwd()).map_err(|e| err!("process.cwd {}: {e}", p.cwd().display()))?;
-    crate::process::check_cwd(p.cwd())?;
-    let prepared = crate::process::prepare(p, seccomp)?;
-    match crate::process::finish(p, prepared, opts.preserve_fds)? {}
+    // The one implementation of entering a container, shared with the shim's direct exec.
+    let pid = crate::enter::spawn(
+        &rec,
+        crate::enter::Exec {
+            process: &opts.process,
+            console,
+            preserve_fds: opts.preserve_fds,
+        },
+    )?
+    .as_raw();
+    Ok(pid)
 }

@@ -21,6 +21,8 @@ mod channel;
 pub mod config;
 pub mod console;
 mod create;
+pub mod direct;
+pub mod enter;
 pub mod error;
 pub mod exec;
 pub mod foreground;
