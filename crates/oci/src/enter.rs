@@ -12,7 +12,7 @@
 //!    credentials and cgroup namespace (after joining a user or cgroup namespace the kernel's permission
 //!    checks on the cgroup would fail);
 //! 5. in the child: `setns(pidfd, …)` joins the other namespaces in one atomic call (the user namespace
-//!    first, as the kernel orders them); then, as [`run_process`] says, the terminal, the working directory
+//!    first, as the kernel orders them); then, as `run_process` does, the terminal, the working directory
 //!    (checked after entering, CVE-2024-21626), rlimits, user, groups, umask, capabilities, no_new_privs,
 //!    seccomp and AppArmor, with every descriptor but stdio (and `preserve_fds`) closed at the `execve`.
 //!
