@@ -300,10 +300,15 @@ impl Pod {
     /// Pod `name` for the VM: in the host's network namespace (the VM has no CNI), and in a cgroup parent of its
     /// own (see [`Pod::cgroup`]).
     pub async fn in_the_vm(name: &str) -> Pod {
+        Pod::in_the_vm_with(name, Vec::new()).await
+    }
+
+    /// [`Pod::in_the_vm`], its criusd started with `args` added.
+    pub async fn in_the_vm_with(name: &str, args: Vec<String>) -> Pod {
         let parent = CgroupParent::new("crius-test-pod");
         let mut conf = host_network(config(name, &format!("uid-{name}")));
         conf.linux.as_mut().expect("set by host_network").cgroup_parent = parent.0.clone();
-        Pod::start(conf, Vec::new(), None, Some(parent)).await
+        Pod::start(conf, args, None, Some(parent)).await
     }
 
     /// Pod `name` for the VM booted with systemd as PID 1: criusd runs with the systemd cgroup driver, and the
