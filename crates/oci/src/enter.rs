@@ -80,8 +80,14 @@ pub fn spawn(rec: &Record, exec: Exec<'_>) -> Result<Pid> {
         }
     };
     if listed.contains(&LinuxNamespaceType::Pid) && differs(LinuxNamespaceType::Pid)? {
-        nix::sched::setns(&pidfd, CloneFlags::CLONE_NEWPID)
-            .map_err(|e| err!("joining the PID namespace of container {:?}: {e}", rec.id))?;
+        match nix::sched::setns(&pidfd, CloneFlags::CLONE_NEWPID) {
+            Ok(()) => {}
+            Err(nix::Error::EINVAL) if pidfd_setns_unsupported() => {
+                let path = format!("/proc/{}/ns/pid", rec.pid);
+                crate::namespaces::join(LinuxNamespaceType::Pid, std::path::Path::new(&path))?;
+            }
+            Err(e) => return Err(err!("joining the PID namespace of container {:?}: {e}", rec.id)),
+        }
     }
     let mut join = Vec::new();
     for t in ORDER.iter().filter(|t| listed.contains(t)) {
@@ -124,7 +130,7 @@ fn pidfd_open(rec: &Record) -> Result<OwnedFd> {
         action: "exec in it (its init process has exited)".into(),
     };
     // SAFETY: pidfd_open with integer arguments; a non-negative result is a new descriptor we own.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, rec.pid, libc::PIDFD_NONBLOCK) };
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, rec.pid, 0) };
     if fd < 0 {
         let e = std::io::Error::last_os_error();
         return match e.raw_os_error() {
