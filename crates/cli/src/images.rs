@@ -242,6 +242,9 @@ fn short_id(id: &str) -> &str {
     &hex[..hex.len().min(13)]
 }
 
+/// The annotation criusd puts on a listed OCI artifact's spec: its type (`crius_cri::images`).
+const ARTIFACT_TYPE_ANNOTATION: &str = "io.crius.image.artifact-type";
+
 fn print_list(images: &[cri::Image], quiet: bool, digests: bool) {
     if quiet {
         for i in images {
@@ -249,6 +252,11 @@ fn print_list(images: &[cri::Image], quiet: bool, digests: bool) {
         }
         return;
     }
+    print!("{}", table(images, digests));
+}
+
+/// The listing's table, a line for each name of each image.
+fn table(images: &[cri::Image], digests: bool) -> String {
     let mut rows = vec![vec![
         "IMAGE".to_string(),
         "TAG".to_string(),
@@ -257,6 +265,17 @@ fn print_list(images: &[cri::Image], quiet: bool, digests: bool) {
     ]];
     if digests {
         rows[0].insert(2, "DIGEST".into());
+    }
+    // OCI artifacts (image volumes) are listed with their type, in a column of their own when there are any.
+    let artifact_type = |i: &cri::Image| {
+        i.spec
+            .as_ref()
+            .and_then(|s| s.annotations.get(ARTIFACT_TYPE_ANNOTATION))
+            .cloned()
+    };
+    let artifacts = images.iter().any(|i| artifact_type(i).is_some());
+    if artifacts {
+        rows[0].push("ARTIFACT TYPE".into());
     }
     for i in images {
         let tags: Vec<(String, String)> = if i.repo_tags.is_empty() {
@@ -286,20 +305,26 @@ fn print_list(images: &[cri::Image], quiet: bool, digests: bool) {
                     .unwrap_or("<none>");
                 row.insert(2, d.to_string());
             }
+            if artifacts {
+                row.push(artifact_type(i).unwrap_or_else(|| "-".into()));
+            }
             rows.push(row);
         }
     }
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
         .collect();
+    let mut out = String::new();
     for r in rows {
         let line: Vec<String> = r
             .iter()
             .zip(&widths)
             .map(|(cell, w)| format!("{cell:<w$}"))
             .collect();
-        println!("{}", line.join("   ").trim_end());
+        out += line.join("   ").trim_end();
+        out.push('\n');
     }
+    out
 }
 
 /// Pulls through the project API, drawing progress on a terminal (one line per event otherwise).
@@ -389,6 +414,49 @@ mod tests {
         assert_eq!(
             v,
             serde_json::json!({"repoTags": ["a"], "spec": {"userSpecifiedImage": ""}})
+        );
+    }
+
+    #[test]
+    fn artifacts_are_listed_with_their_type() {
+        let image = |id: &str, tag: &str, artifact: Option<&str>| cri::Image {
+            id: id.into(),
+            repo_tags: vec![tag.into()],
+            size: 1000,
+            spec: Some(cri::ImageSpec {
+                annotations: artifact
+                    .map(|t| (ARTIFACT_TYPE_ANNOTATION.to_string(), t.to_string()))
+                    .into_iter()
+                    .collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let plain = table(&[image("sha256:aaaa", "r/busybox:1", None)], false);
+        assert!(
+            !plain.contains("ARTIFACT"),
+            "no column without artifacts: {plain}"
+        );
+        let both = table(
+            &[
+                image("sha256:aaaa", "r/busybox:1", None),
+                image(
+                    "sha256:bbbb",
+                    "r/model:1",
+                    Some("application/vnd.example.model.v1"),
+                ),
+            ],
+            false,
+        );
+        let lines: Vec<&str> = both.lines().collect();
+        assert!(lines[0].ends_with("ARTIFACT TYPE"), "{both}");
+        assert!(
+            lines[1].starts_with("r/busybox") && lines[1].ends_with(" -"),
+            "{both}"
+        );
+        assert!(
+            lines[2].starts_with("r/model") && lines[2].ends_with("application/vnd.example.model.v1"),
+            "{both}"
         );
     }
 

@@ -174,9 +174,47 @@ pub enum Error {
         /// The panic.
         reason: String,
     },
+    /// An NRI plugin refused the call (a create or an update it does not allow).
+    #[error("{call}: NRI plugin {plugin} refused: {message}")]
+    NriRefused {
+        /// The call.
+        call: &'static str,
+        /// The plugin, `IDX-NAME`.
+        plugin: String,
+        /// What it said.
+        message: String,
+    },
+    /// What the NRI plugins asked for cannot be done: two of them changed one field, or an adjustment or
+    /// update does not apply.
+    #[error("{call}: NRI: {reason}")]
+    Nri {
+        /// The call.
+        call: &'static str,
+        /// What went wrong, naming the plugins.
+        reason: String,
+    },
     /// A client of the container events stream fell this many events behind.
     #[error("{0} container events were dropped while this client fell behind: list again")]
     EventsLost(u64),
+    /// A unary list's answer is over the gRPC message size kubelet takes: its Stream* call sends it in chunks.
+    #[error(
+        "{call}: the answer ({items} {what}) is {bytes} bytes, over the gRPC message limit of {limit} bytes: \
+         narrow the filter, or call {instead}, which sends it in chunks"
+    )]
+    ListTooLarge {
+        /// The call.
+        call: &'static str,
+        /// What it lists ("containers", ...).
+        what: &'static str,
+        /// How many there are.
+        items: usize,
+        /// The answer's encoded size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+        /// The streaming call to use instead.
+        instead: &'static str,
+    },
     /// A call crius does not serve.
     #[error("crius does not serve RuntimeService/{0} yet")]
     Unimplemented(&'static str),
@@ -230,7 +268,10 @@ impl Error {
                 ShimError::Start(_) => Code::Internal,
             },
             Error::Image { source, .. } => image_code(source),
+            Error::NriRefused { .. } => Code::FailedPrecondition,
+            Error::Nri { .. } => Code::Internal,
             Error::EventsLost(_) => Code::DataLoss,
+            Error::ListTooLarge { .. } => Code::ResourceExhausted,
             Error::Unimplemented(_) => Code::Unimplemented,
         }
     }
@@ -246,6 +287,8 @@ fn image_code(e: &crius_image::Error) -> tonic::Code {
         E::NotFound(_) => Code::NotFound,
         E::Unauthenticated(_) => Code::Unauthenticated,
         E::Unavailable(_) => Code::Unavailable,
+        E::DeadlineExceeded(_) => Code::DeadlineExceeded,
+        E::PolicyRefused(_) => Code::PermissionDenied,
         E::DigestMismatch { .. } | E::SizeMismatch { .. } => Code::DataLoss,
         E::Registry(_) | E::Io { .. } => Code::Internal,
     }
@@ -478,6 +521,8 @@ mod tests {
             (E::NotFound("x".into()), Code::NotFound),
             (E::Unauthenticated("x".into()), Code::Unauthenticated),
             (E::Unavailable("x".into()), Code::Unavailable),
+            (E::DeadlineExceeded("x".into()), Code::DeadlineExceeded),
+            (E::PolicyRefused("x".into()), Code::PermissionDenied),
             (E::Registry("x".into()), Code::Internal),
             (
                 E::Io {
@@ -528,6 +573,23 @@ mod tests {
                 "RunPodSandbox abc: pinning: no such device".into()
             )
         );
+        let e = Error::NriRefused {
+            call: "CreateContainer",
+            plugin: "10-policy".into(),
+            message: "no GPUs here".into(),
+        };
+        assert_eq!(
+            status(e),
+            (
+                Code::FailedPrecondition,
+                "CreateContainer: NRI plugin 10-policy refused: no GPUs here".into()
+            )
+        );
+        let e = Error::Nri {
+            call: "CreateContainer",
+            reason: "plugins 10-a and 20-b both set linux.resources.cpu.shares".into(),
+        };
+        assert_eq!(status(e).0, Code::Internal);
         let (code, msg) = status(Error::EventsLost(7));
         assert_eq!(code, Code::DataLoss);
         assert!(msg.starts_with("7 container events"), "{msg}");

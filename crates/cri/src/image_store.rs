@@ -86,6 +86,14 @@ pub mod fake {
     }
 
     impl FakeImages {
+        /// A store whose snapshots go in `dir` (a tmpfs, for tests that make thousands).
+        pub fn in_dir(dir: tempfile::TempDir) -> FakeImages {
+            FakeImages {
+                dir,
+                ..FakeImages::default()
+            }
+        }
+
         /// Adds an image named `name` with `config`; returns its id.
         pub fn add(&self, name: &str, config: serde_json::Value) -> Digest {
             let id = Digest::of(config.to_string().as_bytes());
@@ -97,6 +105,7 @@ pub mod fake {
                 diff_ids: vec![],
                 layer_blobs: vec![],
                 size: 0,
+                artifact_type: None,
             };
             let mut images = self.images.lock().unwrap();
             images.insert(name.to_string(), (rec.clone(), config.clone()));

@@ -5,7 +5,10 @@
 //!
 //! CRI contracts kept here: ImageStatus of an unknown image is an empty answer, not an error; RemoveImage of
 //! an unknown image succeeds (it is idempotent); PullImage returns the image id (the config digest); any of
-//! id, tag, `repo@digest` or a short name finds the same image.
+//! id, tag, `repo@digest` or a short name finds the same image. An `ImageSpec.runtime_handler` (KEP-4216) is
+//! accepted and logged once per handler at debug level: the node has one store, one snapshotter and one
+//! platform, so every handler shares every image ([`Images::note_handler`]). An OCI artifact (pulled for an
+//! image volume) is listed as an image whose `spec` carries its type ([`ARTIFACT_TYPE_ANNOTATION`]).
 
 use std::collections::HashMap;
 
@@ -17,12 +20,17 @@ use crius_image::{ImageRecord, Store};
 use crate::ImageConfig;
 use crate::error::{Error, Result};
 
+/// The annotation of a listed image's `spec` that gives an OCI artifact's type (`crius images ls` shows it).
+pub const ARTIFACT_TYPE_ANNOTATION: &str = "io.crius.image.artifact-type";
+
 /// The images one criusd serves: its store, how it pulls, and its pulls' figures.
 #[derive(Debug)]
 pub struct Images {
     store: Store,
     config: ImageConfig,
     pulls: crate::metrics::Pulls,
+    /// The runtime handlers image requests named so far (each is logged once).
+    handlers_seen: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// Runs blocking store work for call `call` off the async workers.
@@ -100,7 +108,35 @@ pub fn reference_of(spec: Option<&cri::ImageSpec>, call: &'static str) -> Result
 impl Images {
     /// The images of `store`, pulled as `config` says, their pulls counted into `pulls`.
     pub fn new(store: Store, config: ImageConfig, pulls: crate::metrics::Pulls) -> Images {
-        Images { store, config, pulls }
+        Images {
+            store,
+            config,
+            pulls,
+            handlers_seen: Default::default(),
+        }
+    }
+
+    /// Notes the runtime handler an image request names (KEP-4216): images are shared by every handler (one
+    /// store, one snapshotter, one platform per node), so it changes nothing; the first request naming each
+    /// handler is logged at debug level. True when this was that first one.
+    pub fn note_handler(&self, call: &'static str, spec: Option<&cri::ImageSpec>) -> bool {
+        let Some(handler) = spec.map(|s| s.runtime_handler.as_str()).filter(|h| !h.is_empty()) else {
+            return false;
+        };
+        let first = self
+            .handlers_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(handler.to_string());
+        if first {
+            tracing::debug!(
+                call,
+                runtime_handler = handler,
+                "image requests name a runtime handler: images are shared by every handler (one store, \
+                 snapshotter and platform per node)"
+            );
+        }
+        first
     }
 
     /// Where its pulls are counted.
@@ -119,6 +155,9 @@ impl Images {
             insecure: self.config.insecure.clone(),
             mirrors: self.config.mirrors.clone(),
             auth,
+            progress_timeout: self.config.pull_progress_timeout,
+            max_concurrent_downloads: self.config.max_concurrent_downloads,
+            policy: self.config.signature_policy.clone(),
         }
     }
 
@@ -155,6 +194,11 @@ impl Images {
             username,
             spec: Some(cri::ImageSpec {
                 image: rec.id.to_string(),
+                annotations: rec
+                    .artifact_type
+                    .iter()
+                    .map(|t| (ARTIFACT_TYPE_ANNOTATION.to_string(), t.clone()))
+                    .collect(),
                 ..Default::default()
             }),
             pinned: self.pinned(rec),
@@ -163,7 +207,7 @@ impl Images {
 
     fn verbose_info(&self, rec: &ImageRecord) -> HashMap<String, String> {
         let config = self.config_of(rec);
-        let info = serde_json::json!({
+        let mut info = serde_json::json!({
             "id": rec.id.as_str(),
             "manifestDigest": rec.manifest.as_str(),
             "diffIDs": rec.diff_ids.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
@@ -171,6 +215,12 @@ impl Images {
             "layerDirs": rec.diff_ids.iter().map(|d| self.store.layer_dir(d)).collect::<Vec<_>>(),
             "imageSpec": config,
         });
+        if let Some(t) = &rec.artifact_type {
+            // An artifact has no image config: its manifest says what it is.
+            info["artifactType"] = t.as_str().into();
+            info["imageSpec"] = serde_json::Value::Null;
+            info["manifest"] = self.config_of(rec);
+        }
         HashMap::from([("info".to_string(), info.to_string())])
     }
 
@@ -327,6 +377,34 @@ mod tests {
         assert_eq!(container_fs.0, moved.display().to_string());
         assert_eq!(container_fs.2, 4, "the root, c1, upper and its file");
         assert!(container_fs.1 >= 8192, "{container_fs:?}");
+    }
+
+    #[tokio::test]
+    async fn a_runtime_handler_is_accepted_and_noted_once_per_handler() {
+        let dir = tempfile::tempdir().unwrap();
+        let images = Images::new(
+            Store::open(dir.path()).unwrap(),
+            ImageConfig::default(),
+            Default::default(),
+        );
+        let spec = |h: &str| cri::ImageSpec {
+            image: "busybox".into(),
+            runtime_handler: h.into(),
+            ..Default::default()
+        };
+        assert!(
+            !images.note_handler("PullImage", Some(&spec(""))),
+            "no handler, nothing noted"
+        );
+        assert!(!images.note_handler("PullImage", None));
+        assert!(images.note_handler("PullImage", Some(&spec("kata"))));
+        assert!(!images.note_handler("ImageStatus", Some(&spec("kata"))), "once");
+        assert!(images.note_handler("ListImages", Some(&spec("runc"))));
+        let status = images.status("busybox".into(), false).await.unwrap();
+        assert!(
+            status.image.is_none(),
+            "an unknown image is an empty answer, whatever the handler"
+        );
     }
 
     #[test]

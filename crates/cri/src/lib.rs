@@ -26,6 +26,8 @@
 //!  convert/     CRI → OCI config.json: a pure function of the request, the image config and Host facts
 //!  cdi/         CDI devices: spec files read from the spec dirs (spec.rs), applied to the spec as an
 //!               adjuster of CreateContainer (mod.rs, apply.rs)
+//!  nri/         NRI: the one object the pod and container paths tell their events (mod.rs), criusd's side
+//!               of the protocol over crius-nri's host
 //!  recover/     the start-up pass: calls a crash cut short finished or undone (store/intents.rs), records
 //!               made true again from the shims, what no record owns removed
 //!  events.rs    the events service the shims report exits and OOM kills to
@@ -41,6 +43,8 @@
 //! unit-tested against the fakes, without root.
 //!
 //! Crates: serde_yaml_ng reads CDI spec files written in YAML (the YAML crate the workspace already uses).
+//! crius-nri is the NRI protocol and plugin host (the workspace's own); async-trait implements its object-safe
+//! `Runtime` seam (already locked through other crates).
 
 pub mod cdi;
 pub mod cgroup_driver;
@@ -55,6 +59,7 @@ pub mod images;
 pub mod metrics;
 pub mod network;
 pub mod node;
+pub mod nri;
 pub mod recover;
 pub mod rollback;
 pub mod sandbox;
@@ -66,7 +71,7 @@ pub mod validate;
 use std::collections::HashMap;
 
 /// How images are pulled and kept; from criusd's config file and flags.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ImageConfig {
     /// Registry host → mirror host (`docker.io` → `mirror.local:5000`).
     pub mirrors: HashMap<String, String>,
@@ -74,4 +79,23 @@ pub struct ImageConfig {
     pub insecure: Vec<String>,
     /// Images reported `pinned` (exempt from kubelet's image GC), e.g. the sandbox image.
     pub pinned: Vec<String>,
+    /// A download receiving nothing for this long is cancelled (DeadlineExceeded); None: never.
+    pub pull_progress_timeout: Option<std::time::Duration>,
+    /// How many blobs of one pull download at once.
+    pub max_concurrent_downloads: usize,
+    /// The signature policy every pull must satisfy (None: any image).
+    pub signature_policy: Option<std::sync::Arc<crius_image::policy::Policy>>,
+}
+
+impl Default for ImageConfig {
+    fn default() -> ImageConfig {
+        ImageConfig {
+            mirrors: HashMap::new(),
+            insecure: Vec::new(),
+            pinned: Vec::new(),
+            pull_progress_timeout: Some(crius_image::pull::DEFAULT_PROGRESS_TIMEOUT),
+            max_concurrent_downloads: crius_image::pull::DEFAULT_CONCURRENT_DOWNLOADS,
+            signature_policy: None,
+        }
+    }
 }

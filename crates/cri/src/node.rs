@@ -12,6 +12,7 @@ use crate::container::{self, Change, Containers};
 use crate::error::{Error, Result};
 use crate::handlers::Handlers;
 use crate::network::{Cni, Pinner};
+use crate::nri::PodEvent;
 use crate::sandbox::{self, Pods};
 use crate::shim::ttrpc::{self as shims, TtrpcShims};
 use crate::store::intents::Intents;
@@ -125,6 +126,33 @@ impl Node {
         Ok(runtime)
     }
 
+    /// RunPodSandbox; NRI (when on) is told of the pod made.
+    pub fn run_pod(&self, config: cri::PodSandboxConfig, handler: String) -> Result<String> {
+        let id = self.pods.run(config, handler)?;
+        if let (Some(nri), Some(s)) = (self.containers.nri(), self.pods.sandboxes.get(&id)) {
+            nri.pod(PodEvent::Run, &s);
+        }
+        Ok(id)
+    }
+
+    /// UpdatePodSandboxResources; NRI plugins (when on) hear of it before (UpdatePodSandbox) and after
+    /// (PostUpdatePodSandbox).
+    pub fn update_pod(
+        &self,
+        id: &str,
+        overhead: Option<&cri::LinuxContainerResources>,
+        resources: Option<&cri::LinuxContainerResources>,
+    ) -> Result<()> {
+        let Some(nri) = self.containers.nri() else {
+            return self.pods.update_pod_resources(id, overhead, resources);
+        };
+        let s = self.pods.get("UpdatePodSandboxResources", id)?;
+        nri.update_pod(&s, overhead, resources);
+        self.pods.update_pod_resources(id, overhead, resources)?;
+        nri.pod(PodEvent::PostUpdate, &s);
+        Ok(())
+    }
+
     /// CreateContainer in sandbox `pod_id`.
     pub fn create_container(&self, pod_id: &str, config: cri::ContainerConfig) -> Result<String> {
         let s = self.pods.get("CreateContainer", pod_id)?;
@@ -157,7 +185,12 @@ impl Node {
         for c in self.containers.of_sandbox(&s.record.id) {
             self.containers.stop(&c.record.id, 0)?;
         }
-        self.pods.stop(&s.record.id)
+        self.pods.stop(&s.record.id)?;
+        // Told once, when it stops being ready (kubelet stops a pod more than once).
+        if let Some(nri) = self.containers.nri().filter(|_| s.record.ready) {
+            nri.pod(PodEvent::Stop, &s);
+        }
+        Ok(())
     }
 
     /// RemovePodSandbox: its containers removed, then the sandbox.
@@ -169,7 +202,11 @@ impl Node {
         for c in self.containers.of_sandbox(&s.record.id) {
             self.containers.remove(&c.record.id)?;
         }
-        self.pods.remove(&s.record.id)
+        self.pods.remove(&s.record.id)?;
+        if let Some(nri) = self.containers.nri() {
+            nri.pod(PodEvent::Remove, &s);
+        }
+        Ok(())
     }
 
     /// The CRI event of a container change: with its sandbox's status and the statuses of the sandbox's

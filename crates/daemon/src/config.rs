@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub mod cdi;
+pub mod nri;
 pub mod pods;
 pub mod runtimes;
 pub mod storage;
@@ -54,6 +55,8 @@ pub struct Config {
     pub storage: StorageSection,
     /// Where CDI spec files are.
     pub cdi: cdi::CdiSection,
+    /// Whether and how NRI plugins are hosted.
+    pub nri: nri::NriSection,
 }
 
 /// The `[runtime]` table.
@@ -136,6 +139,12 @@ pub struct ImageSection {
     pub max_layer_bytes: u64,
     /// The most entries one layer (or an archive imported) may hold.
     pub max_layer_entries: u64,
+    /// Seconds a pull's download may go without receiving a byte before it is cancelled; 0: never.
+    pub pull_progress_timeout: u64,
+    /// How many blobs of one pull download at once.
+    pub max_concurrent_downloads: usize,
+    /// A signature policy (containers-policy.json) every pull must satisfy; empty: none.
+    pub signature_policy: PathBuf,
 }
 
 impl Default for ImageSection {
@@ -147,6 +156,9 @@ impl Default for ImageSection {
             mirrors: BTreeMap::new(),
             max_layer_bytes: limits.max_bytes,
             max_layer_entries: limits.max_entries,
+            pull_progress_timeout: crius_image::pull::DEFAULT_PROGRESS_TIMEOUT.as_secs(),
+            max_concurrent_downloads: crius_image::pull::DEFAULT_CONCURRENT_DOWNLOADS,
+            signature_policy: PathBuf::new(),
         }
     }
 }
@@ -180,6 +192,7 @@ impl Default for Config {
             pods: Default::default(),
             storage: Default::default(),
             cdi: Default::default(),
+            nri: Default::default(),
         }
     }
 }
@@ -233,6 +246,7 @@ impl Config {
         self.stream_config()?;
         self.storage.check()?;
         self.cdi.check()?;
+        self.nri.check()?;
         self.metrics_address()?;
         let driver = self.runtime.cgroup_driver()?;
         let parents = self.runtime.cgroup_parent_root()?;
@@ -249,6 +263,10 @@ impl Config {
         if self.image.max_layer_bytes == 0 || self.image.max_layer_entries == 0 {
             return Err("[image] max_layer_bytes and max_layer_entries must be above 0".into());
         }
+        if self.image.max_concurrent_downloads == 0 {
+            return Err("[image] max_concurrent_downloads must be at least 1".into());
+        }
+        self.signature_policy()?;
         for (host, mirror) in &self.image.mirrors {
             if host.is_empty() || mirror_host(mirror).is_empty() {
                 return Err(format!(
@@ -275,8 +293,26 @@ impl Config {
         }
     }
 
-    /// The image service's settings: a mirror given as `http://…` is also reached over plain http.
-    pub fn image_config(&self) -> crius_cri::ImageConfig {
+    /// The signature policy `[image] signature_policy` names, read (None when it names none).
+    pub fn signature_policy(&self) -> Result<Option<std::sync::Arc<crius_image::policy::Policy>>, String> {
+        let p = &self.image.signature_policy;
+        if p.as_os_str().is_empty() {
+            return Ok(None);
+        }
+        if !p.is_absolute() {
+            return Err(format!(
+                "[image] signature_policy {}: must be an absolute path",
+                p.display()
+            ));
+        }
+        crius_image::policy::Policy::load(p)
+            .map(|p| Some(std::sync::Arc::new(p)))
+            .map_err(|e| format!("[image] signature_policy: {e}"))
+    }
+
+    /// The image service's settings: a mirror given as `http://…` is also reached over plain http; the
+    /// signature policy is read.
+    pub fn image_config(&self) -> Result<crius_cri::ImageConfig, String> {
         let mut insecure = self.image.insecure_registries.clone();
         let mut mirrors = std::collections::HashMap::new();
         for (host, m) in &self.image.mirrors {
@@ -286,11 +322,15 @@ impl Config {
             }
             mirrors.insert(host.clone(), h);
         }
-        crius_cri::ImageConfig {
+        Ok(crius_cri::ImageConfig {
             mirrors,
             insecure,
             pinned: self.image.pinned_images.clone(),
-        }
+            pull_progress_timeout: (self.image.pull_progress_timeout > 0)
+                .then(|| std::time::Duration::from_secs(self.image.pull_progress_timeout)),
+            max_concurrent_downloads: self.image.max_concurrent_downloads,
+            signature_policy: self.signature_policy()?,
+        })
     }
 
     /// The address to serve `/metrics` on (None: metrics are off).
@@ -419,6 +459,22 @@ impl Config {
              images.\n# default: {}\nmax_layer_bytes = {}\n\n# default: {}\nmax_layer_entries = {}\n\n",
             theirs.max_layer_bytes, ours.max_layer_bytes, theirs.max_layer_entries, ours.max_layer_entries
         );
+        out += &format!(
+            "# Seconds a pull's download (a blob, a manifest) may go without receiving a byte: past it the pull \
+             is\n# cancelled with DeadlineExceeded naming the blob, and nothing of it is kept; 0: never (as \
+             containerd's\n# image_pull_progress_timeout).\n# default: {}\npull_progress_timeout = {}\n\n\
+             # How many blobs of one pull download at once; each layer is unpacked as soon as it and those \
+             below it\n# are there.\n# default: {}\nmax_concurrent_downloads = {}\n\n\
+             # A signature policy in the containers-policy.json format (insecureAcceptAnything, reject, \
+             sigstoreSigned\n# with a cosign key) every pull must satisfy before any layer is fetched \
+             (PermissionDenied naming\n# the image otherwise); empty: none.\n# default: \"\"\n\
+             signature_policy = {}\n\n",
+            theirs.pull_progress_timeout,
+            ours.pull_progress_timeout,
+            theirs.max_concurrent_downloads,
+            ours.max_concurrent_downloads,
+            toml_value(&ours.signature_policy)
+        );
         out += "[network]\n";
         let mut key = |doc: &str, name: &str, value: String, default: String| {
             out += &format!("# {doc}\n# default: {default}\n{name} = {value}\n\n");
@@ -484,6 +540,7 @@ impl Config {
         out += "\n";
         out += &self.pods.render(|v| v.toml());
         out += &self.cdi.render(|p| toml_value(&p));
+        out += &self.nri.render(|p| toml_value(&p));
         out
     }
 }

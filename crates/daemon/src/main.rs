@@ -2,6 +2,7 @@
 //! container lifecycle so far) and crius's own API (`crius.images.v1`) on one unix socket, from a config file with a flag for every
 //! key.
 
+mod authority;
 mod config;
 mod memory;
 mod metrics;
@@ -61,6 +62,24 @@ struct Cli {
     /// configured list [config: cdi.spec_dirs; default /etc/cdi, /var/run/cdi].
     #[arg(long = "cdi-spec-dir", value_name = "DIR")]
     cdi_spec_dir: Vec<PathBuf>,
+    /// Host NRI plugins [config: nri.enable; default: off].
+    #[arg(long)]
+    nri: bool,
+    /// The socket NRI plugins connect to [config: nri.socket_path; default /var/run/nri/nri.sock].
+    #[arg(long, value_name = "SOCKET")]
+    nri_socket_path: Option<PathBuf>,
+    /// Where pre-launched NRI plugins are [config: nri.plugin_path; default /opt/nri/plugins].
+    #[arg(long, value_name = "DIR")]
+    nri_plugin_path: Option<PathBuf>,
+    /// Where their configs are [config: nri.plugin_config_path; default /etc/nri/conf.d].
+    #[arg(long, value_name = "DIR")]
+    nri_plugin_config_path: Option<PathBuf>,
+    /// How long an NRI plugin may take to register [config: nri.plugin_registration_timeout; default 5s].
+    #[arg(long, value_name = "DURATION")]
+    nri_plugin_registration_timeout: Option<String>,
+    /// How long an NRI plugin may take to answer an event [config: nri.plugin_request_timeout; default 2s].
+    #[arg(long, value_name = "DURATION")]
+    nri_plugin_request_timeout: Option<String>,
     /// The shim binary, one process per pod [config: runtime.shim; default containerd-shim-crius-v2 next to
     /// criusd, else on PATH].
     #[arg(long, value_name = "PATH")]
@@ -127,6 +146,22 @@ impl Cli {
         }
         if !self.cdi_spec_dir.is_empty() {
             c.cdi.spec_dirs = self.cdi_spec_dir.clone();
+        }
+        c.nri.enable |= self.nri;
+        if let Some(v) = &self.nri_socket_path {
+            c.nri.socket_path = v.clone();
+        }
+        if let Some(v) = &self.nri_plugin_path {
+            c.nri.plugin_path = v.clone();
+        }
+        if let Some(v) = &self.nri_plugin_config_path {
+            c.nri.plugin_config_path = v.clone();
+        }
+        if let Some(v) = &self.nri_plugin_registration_timeout {
+            c.nri.plugin_registration_timeout = v.clone();
+        }
+        if let Some(v) = &self.nri_plugin_request_timeout {
+            c.nri.plugin_request_timeout = v.clone();
         }
         if let Some(v) = &self.shim {
             c.runtime.shim = v.clone();

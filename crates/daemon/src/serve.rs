@@ -1,4 +1,4 @@
-//! Starting and stopping: logging, directories, the single-instance lock, the socket, the gRPC server, and a
+//! Starting and stopping: logging, directories, the single-instance lock, the socket, the gRPC server, NRI's plugin host (`[nri] enable`), and a
 //! clean shutdown on SIGTERM or SIGINT (in-flight calls finish, the socket file is removed).
 
 use std::io::Write;
@@ -198,7 +198,7 @@ pub fn run(c: Config) -> Result<(), String> {
         let listener = bind(&c)?;
         let metrics = c.metrics_address()?.map(|a| (a, crate::metrics::Metrics::new()));
         let pulls = metrics.as_ref().map(|(_, m)| m.pulls.clone()).unwrap_or_default();
-        let images = crius_cri::grpc::image::ImageService::counting(store, c.image_config(), pulls);
+        let images = crius_cri::grpc::image::ImageService::counting(store, c.image_config()?, pulls);
         let api = crius_cri::grpc::images_api::ImagesApi::new(images.clone());
         tracing::info!(
             socket = %c.listen.display(),
@@ -209,6 +209,25 @@ pub fn run(c: Config) -> Result<(), String> {
         );
         let runtime = std::sync::Arc::new(runtime);
         let kept = runtime.clone();
+        let nri = if c.nri.enable {
+            let (registration_timeout, request_timeout) = c.nri.timeouts()?;
+            let config = crius_cri::nri::Config {
+                socket: c.nri.socket_path.clone(),
+                plugin_dir: c.nri.plugin_path.clone(),
+                plugin_config_dir: c.nri.plugin_config_path.clone(),
+                registration_timeout,
+                request_timeout,
+                runtime_name: crius_cri::grpc::runtime_service::RUNTIME_NAME.into(),
+                runtime_version: env!("CARGO_PKG_VERSION").into(),
+            };
+            let started = crius_cri::nri::start(config, &runtime)
+                .await
+                .map_err(|e| format!("starting NRI on {}: {e}", c.nri.socket_path.display()))?;
+            tracing::info!(socket = %c.nri.socket_path.display(), plugins = %c.nri.plugin_path.display(), "NRI plugins hosted");
+            Some(started)
+        } else {
+            None
+        };
         let calls = match metrics {
             Some((address, mut m)) => {
                 m.watch(runtime.clone());
@@ -260,7 +279,10 @@ pub fn run(c: Config) -> Result<(), String> {
             .add_service(ImagesServer::new(api))
             .add_service(PodServiceServer::new(pods.clone()))
             .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::UnixListenerStream::new(listener),
+                tokio_stream::StreamExt::map(
+                    tokio_stream::wrappers::UnixListenerStream::new(listener),
+                    |accepted| accepted.map(crate::authority::Lenient::new),
+                ),
                 async move {
                     stop.await;
                     // The pods stay as they are: their engines' view of a runtime going away is not news.
@@ -270,6 +292,9 @@ pub fn run(c: Config) -> Result<(), String> {
             )
             .await;
         let _ = std::fs::remove_file(&c.listen);
+        if let Some(nri) = nri {
+            nri.shutdown().await;
+        }
         served.map_err(|e| format!("serving on {}: {e}", c.listen.display()))?;
         let census = kept.census();
         let count = |by: &[(&str, u64)]| by.iter().map(|(_, n)| n).sum::<u64>();

@@ -59,6 +59,14 @@ pub enum Error {
     /// The registry could not be reached.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// A download made no progress for the pull's progress timeout and was cancelled; the message names the
+    /// blob (or manifest) and its repository. Nothing of it was kept.
+    #[error("deadline exceeded: {0}")]
+    DeadlineExceeded(String),
+    /// The signature policy refuses the image (rejected, or no signature verifies); the message names the image
+    /// and why. Nothing of it was fetched but its manifest.
+    #[error("refused by the signature policy: {0}")]
+    PolicyRefused(String),
     /// The registry did not deliver: it answered with an error status, or the exchange with it failed other
     /// than by being unreachable; the message names the image and what was said.
     #[error("{0}")]

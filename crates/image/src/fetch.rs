@@ -2,7 +2,8 @@
 //! containerd): the body is read a chunk at a time and the download is dropped as soon as it passes the cap,
 //! so a registry serving gigabytes for a manifest costs criusd 4 MiB at most. oci-client reads a manifest
 //! whole, so this GET is ours; oci-client still negotiates the credentials (its token, or Basic), which its
-//! blob downloads then reuse.
+//! blob downloads then reuse. Each wait (the answer, every chunk of it) is bounded by the pull's progress
+//! timeout: a registry that goes quiet is [`Error::DeadlineExceeded`].
 
 use oci_client::client::Client;
 use oci_client::secrets::RegistryAuth;
@@ -18,8 +19,16 @@ pub(crate) async fn manifest(
     auth: &RegistryAuth,
     plain_http: bool,
     accept: &[&str],
+    stall: Option<std::time::Duration>,
 ) -> Result<Vec<u8>> {
     let whole = image.whole();
+    let quiet = |limit: std::time::Duration| {
+        Error::DeadlineExceeded(format!(
+            "manifest of {whole} (repository {}): no progress for {}s ([image] pull_progress_timeout)",
+            image.repository(),
+            limit.as_secs_f32()
+        ))
+    };
     let unavailable = |e: reqwest::Error| {
         if e.is_connect() || e.is_timeout() {
             Error::Unavailable(format!("{whole}: {e}"))
@@ -50,7 +59,7 @@ pub(crate) async fn manifest(
         (None, RegistryAuth::Basic(u, p)) => req.basic_auth(u, Some(p)),
         (None, _) => req,
     };
-    let mut resp = req.send().await.map_err(unavailable)?;
+    let mut resp = bounded(stall, &quiet, req.send()).await?.map_err(unavailable)?;
     let status = resp.status();
     if !status.is_success() {
         let body = resp.text().await.unwrap_or_default();
@@ -70,7 +79,7 @@ pub(crate) async fn manifest(
         return Err(refuse(n));
     }
     let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(unavailable)? {
+    while let Some(chunk) = bounded(stall, &quiet, resp.chunk()).await?.map_err(unavailable)? {
         body.extend_from_slice(&chunk);
         if body.len() as u64 > MAX_MANIFEST {
             // Dropped here: the rest is never read.
@@ -78,4 +87,16 @@ pub(crate) async fn manifest(
         }
     }
     Ok(body)
+}
+
+/// `f`'s output, unless `stall` passes first: then `quiet(stall)`.
+async fn bounded<T>(
+    stall: Option<std::time::Duration>,
+    quiet: &(dyn Fn(std::time::Duration) -> Error + Sync),
+    f: impl Future<Output = T>,
+) -> Result<T> {
+    match stall {
+        None => Ok(f.await),
+        Some(limit) => tokio::time::timeout(limit, f).await.map_err(|_| quiet(limit)),
+    }
 }

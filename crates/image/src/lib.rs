@@ -14,8 +14,10 @@
 //! Pulls and imports store blobs and layers first and the image record last; removing an image collects the
 //! blobs and layers nothing uses any more (see [`gc`]).
 
+pub mod artifact;
 pub mod bounded;
 pub mod digest;
+mod download;
 pub mod error;
 mod fetch;
 pub mod gate;
@@ -24,8 +26,10 @@ pub mod import;
 pub mod ingest;
 pub mod manifest;
 pub mod mount_points;
+pub mod policy;
 pub mod pull;
 pub mod reference;
+mod signature;
 pub mod snapshot;
 pub mod store;
 pub mod unpack;

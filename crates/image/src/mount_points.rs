@@ -289,6 +289,7 @@ mod tests {
             diff_ids: vec![Digest::of(b"layer")],
             layer_blobs: vec![],
             size: 0,
+            artifact_type: None,
         };
         let start = std::sync::Barrier::new(8);
         let made: Vec<PathBuf> = std::thread::scope(|s| {

@@ -1,10 +1,17 @@
 //! Pulling from OCI and Docker registries (oci-client): manifests, manifest lists and indexes (linux/amd64 is
 //! picked), configs and layers, each checked against its digest before it is stored, and none read past its
 //! descriptor's size and one byte (manifests: past 4 MiB, see `fetch.rs`); layers the store already has are
-//! not downloaded again, the others are downloaded concurrently. A registry on a loopback address, or a host
-//! listed as insecure, is reached over plain http.
+//! not downloaded again, the others are downloaded a few at a time ([`PullOptions::max_concurrent_downloads`])
+//! and each layer is unpacked as soon as it and the layers below it are there, in order, while the rest
+//! download. A download that makes no progress for [`PullOptions::progress_timeout`] is cancelled
+//! (see `download.rs`). With a signature policy, the manifest is checked before anything else is fetched
+//! (`signature.rs`). An OCI artifact is stored as an image of files (`artifact.rs`). A registry on a loopback address, or a host listed as insecure, is reached over plain
+//! http.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use futures::StreamExt as _;
 
 use oci_client::Client;
 use oci_client::client::{ClientConfig, ClientProtocol};
@@ -63,8 +70,15 @@ pub enum Progress {
     },
 }
 
+/// How long a download may go without receiving a byte, by default: 5 minutes, as containerd's
+/// `image_pull_progress_timeout`.
+pub const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How many blobs of one pull download at once, by default (containerd's `max_concurrent_downloads`).
+pub const DEFAULT_CONCURRENT_DOWNLOADS: usize = 3;
+
 /// How to reach registries.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PullOptions {
     /// Hosts (`host:port`) reached over plain http, besides loopback addresses.
     pub insecure: Vec<String>,
@@ -72,6 +86,26 @@ pub struct PullOptions {
     pub mirrors: HashMap<String, String>,
     /// Credentials.
     pub auth: Auth,
+    /// A download (a blob, or the manifest) that receives nothing for this long is cancelled with
+    /// [`Error::DeadlineExceeded`]; None: never.
+    pub progress_timeout: Option<Duration>,
+    /// How many blobs of this pull download at once (at least 1).
+    pub max_concurrent_downloads: usize,
+    /// The signature policy the image must satisfy before any layer is fetched; None: any image.
+    pub policy: Option<std::sync::Arc<crate::policy::Policy>>,
+}
+
+impl Default for PullOptions {
+    fn default() -> PullOptions {
+        PullOptions {
+            insecure: Vec::new(),
+            mirrors: HashMap::new(),
+            auth: Auth::Anonymous,
+            progress_timeout: Some(DEFAULT_PROGRESS_TIMEOUT),
+            max_concurrent_downloads: DEFAULT_CONCURRENT_DOWNLOADS,
+            policy: None,
+        }
+    }
 }
 
 /// What a pull did.
@@ -136,7 +170,8 @@ pub async fn pull_with_progress(
         Auth::Bearer(t) => RegistryAuth::Bearer(t.clone()),
     };
     let whole = image.whole();
-    let bytes = crate::fetch::manifest(&client, &image, &auth, plain_http, MANIFEST_TYPES).await?;
+    let stall = opts.progress_timeout;
+    let bytes = crate::fetch::manifest(&client, &image, &auth, plain_http, MANIFEST_TYPES, stall).await?;
     let mut manifest_digest = Digest::of(&bytes);
     if let Some(want) = image.digest()
         && want != manifest_digest.as_str()
@@ -147,13 +182,23 @@ pub async fn pull_with_progress(
             actual: manifest_digest.to_string(),
         });
     }
+    if let Some(policy) = &opts.policy {
+        // Before anything else is fetched: the digest the reference resolved to must be acceptable.
+        let reg = crate::signature::Registry {
+            client: &client,
+            auth: &auth,
+            plain_http,
+            stall,
+        };
+        crate::signature::check(policy, &reg, &image, &manifest_digest).await?;
+    }
     let mut manifest: Value = serde_json::from_slice(&bytes)
         .map_err(|e| Error::InvalidArgument(format!("manifest of {whole}: {e}")))?;
     let mut manifest_bytes = bytes;
     if crate::manifest::is_index(&manifest) {
         let d = crate::manifest::pick_linux_amd64(&manifest, &whole)?;
         let by_digest = image.clone_with_digest(d.to_string());
-        let b = crate::fetch::manifest(&client, &by_digest, &auth, plain_http, MANIFEST_TYPES).await?;
+        let b = crate::fetch::manifest(&client, &by_digest, &auth, plain_http, MANIFEST_TYPES, stall).await?;
         manifest_digest = Digest::of(&b);
         if manifest_digest != d {
             return Err(Error::DigestMismatch {
@@ -181,6 +226,12 @@ pub async fn pull_with_progress(
         .map(descriptor)
         .collect::<Result<_>>()?;
     let layer_digests: Vec<Digest> = layers.iter().map(|(d, _)| d.clone()).collect();
+    // An OCI artifact: its layers become files (or unpacked tars), see `artifact.rs`.
+    let artifact = crate::artifact::artifact_type(&manifest);
+    let artifact_layers = match artifact {
+        Some(_) => Some(crate::artifact::layers(&manifest, &whole)?),
+        None => None,
+    };
     let blobs: Vec<(Digest, u64, bool)> = std::iter::once(config)
         .chain(layers)
         .map(|(d, size)| {
@@ -199,83 +250,107 @@ pub async fn pull_with_progress(
         blobs,
     });
     let result = async {
-        let fetches = missing.iter().map(|(d, size)| {
-            let (client, image, whole) = (&client, &image, &whole);
-            async move {
-                // One download per blob, however many pulls want it at once.
-                let lock = inflight(store, d);
-                let _guard = lock.lock().await;
-                if store.has_blob(d) {
-                    return Ok(None);
-                }
-                // Straight to disk, hashed on the way; stored only if the digest matches.
-                let mut w = Counting {
-                    inner: store.blob_writer(d)?,
-                    digest: d,
-                    done: 0,
-                    reported: 0,
-                    limit: *size,
-                    progress,
-                };
-                let pulled = client.pull_blob(image, d.as_str(), &mut w).await;
-                if w.done > *size {
-                    // Cut off at its size and one byte: the rest was never read, nothing is stored.
-                    return Err(crate::bounded::size_mismatch(
-                        format!("blob {d} of {whole}"),
-                        *size,
-                        "more",
-                    ));
-                }
-                pulled.map_err(|e| Error::from_registry(&format!("blob {d} of {whole}"), e))?;
-                progress(Progress::Downloading {
-                    digest: d.clone(),
-                    done: w.done,
-                });
-                let size = w.inner.commit(store, d, &format!("blob of {whole}"))?;
-                progress(Progress::Stored {
-                    digest: d.clone(),
-                    size,
-                });
-                Ok::<Option<u64>, Error>(Some(size))
+        let src = crate::download::Source {
+            client: &client,
+            image: &image,
+            whole: &whole,
+            store,
+            stall,
+            progress,
+        };
+        // Downloads, a few at a time, tell the unpacking below each blob they stored.
+        let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<Digest>();
+        let downloads = async {
+            let done_tx = done_tx;
+            let mut sizes = Vec::new();
+            // Made up front (not in a closure the stream calls), so the pull stays Send.
+            let all: Vec<_> = missing
+                .iter()
+                .map(|(d, size)| crate::download::blob(&src, d, *size))
+                .collect();
+            let mut running =
+                futures::stream::iter(all).buffer_unordered(opts.max_concurrent_downloads.max(1));
+            while let Some(r) = running.next().await {
+                let (d, got) = r?;
+                sizes.extend(got);
+                let _ = done_tx.send(d.clone());
             }
-        });
-        let sizes: Vec<u64> = futures::future::try_join_all(fetches)
-            .await?
-            .into_iter()
-            .flatten()
-            .collect();
+            Ok::<Vec<u64>, Error>(sizes)
+        };
+        // Layers are unpacked in order, each as soon as its blob is stored, while later ones download.
+        let unpacking = async {
+            let mut stored: HashSet<Digest> = std::iter::once(&cfg_digest)
+                .chain(&layer_digests)
+                .filter(|d| !missing.iter().any(|(m, _)| m == *d))
+                .cloned()
+                .collect();
+            wait_for(&mut stored, &mut done_rx, &cfg_digest, &whole).await?;
+            if let Some(art) = &artifact_layers {
+                let mut keys = Vec::new();
+                for l in art {
+                    wait_for(&mut stored, &mut done_rx, &l.blob, &whole).await?;
+                    if !store.layer_dir(&l.key).exists() {
+                        progress(Progress::Unpacking {
+                            diff_id: l.key.clone(),
+                        });
+                    }
+                    let (s, layer) = (store.clone(), l.clone());
+                    tokio::task::spawn_blocking(move || s.ensure_artifact_layer(&layer))
+                        .await
+                        .map_err(|e| {
+                            crate::error::io(format!("making layer {}", l.blob), std::io::Error::other(e))
+                        })??;
+                    keys.push(l.key.clone());
+                }
+                return Ok(keys);
+            }
+            let cfg: Value = serde_json::from_slice(&store.read_blob(&cfg_digest)?)
+                .map_err(|e| Error::InvalidArgument(format!("config {cfg_digest}: {e}")))?;
+            let diff_ids = crate::manifest::diff_ids(&cfg)?;
+            if diff_ids.len() != layer_digests.len() {
+                return Err(Error::InvalidArgument(format!(
+                    "{whole}: {} layers, {} diff ids",
+                    layer_digests.len(),
+                    diff_ids.len()
+                )));
+            }
+            for (blob, diff) in layer_digests.iter().zip(&diff_ids) {
+                wait_for(&mut stored, &mut done_rx, blob, &whole).await?;
+                if !store.layer_dir(diff).exists() {
+                    progress(Progress::Unpacking {
+                        diff_id: diff.clone(),
+                    });
+                }
+                // Unpacking is blocking file work: off the async workers.
+                let (s, b, d) = (store.clone(), blob.clone(), diff.clone());
+                tokio::task::spawn_blocking(move || s.ensure_layer(&b, &d))
+                    .await
+                    .map_err(|e| {
+                        crate::error::io(format!("unpacking layer {diff}"), std::io::Error::other(e))
+                    })??;
+            }
+            Ok(diff_ids)
+        };
+        let (sizes, diff_ids) = tokio::try_join!(downloads, unpacking)?;
         // Only now, with every blob verified and stored, does the manifest enter the store.
         store.put_blob(&manifest_digest, &manifest_bytes, "manifest")?;
-        let cfg: Value = serde_json::from_slice(&store.read_blob(&cfg_digest)?)
-            .map_err(|e| Error::InvalidArgument(format!("config {cfg_digest}: {e}")))?;
-        let diff_ids = crate::manifest::diff_ids(&cfg)?;
-        if diff_ids.len() != layer_digests.len() {
-            return Err(Error::InvalidArgument(format!(
-                "{whole}: {} layers, {} diff ids",
-                layer_digests.len(),
-                diff_ids.len()
-            )));
-        }
-        for (blob, diff) in layer_digests.iter().zip(&diff_ids) {
-            if !store.layer_dir(diff).exists() {
-                progress(Progress::Unpacking {
-                    diff_id: diff.clone(),
-                });
-            }
-            // Unpacking is blocking file work: off the async workers.
-            let (s, b, d) = (store.clone(), blob.clone(), diff.clone());
-            tokio::task::spawn_blocking(move || s.ensure_layer(&b, &d))
-                .await
-                .map_err(|e| {
-                    crate::error::io(format!("unpacking layer {diff}"), std::io::Error::other(e))
-                })??;
-        }
         let named = crate::reference::normalize(reference)?;
         let name = named
             .tagged()
             .or_else(|| Some(named.with_digest(manifest_digest.as_str())));
-        let record =
-            store.record_image(cfg_digest, manifest_digest.clone(), diff_ids, layer_digests, name)?;
+        // Artifacts share the empty config: one is known by its manifest.
+        let id = match artifact {
+            Some(_) => manifest_digest.clone(),
+            None => cfg_digest,
+        };
+        let record = store.record(
+            id,
+            manifest_digest.clone(),
+            diff_ids,
+            layer_digests,
+            name,
+            artifact.clone(),
+        )?;
         Ok(PullReport {
             image: record,
             blobs_fetched: sizes.len(),
@@ -287,7 +362,7 @@ pub async fn pull_with_progress(
     // into this store is running, which may be counting on them (they are valid blobs; they stay).
     if result.is_err() && active.alone() {
         let mut missing: Vec<Digest> = missing.into_iter().map(|(d, _)| d).collect();
-        // The manifest too, stored just before the layers were unpacked (a layer past its caps).
+        // The manifest too, should the failure have come after it was stored.
         if !had_manifest {
             missing.push(manifest_digest);
         }
@@ -296,69 +371,20 @@ pub async fn pull_with_progress(
     result
 }
 
-/// A blob writer that reports bytes received.
-struct Counting<'a> {
-    inner: crate::ingest::BlobWriter,
-    digest: &'a Digest,
-    done: u64,
-    reported: u64,
-    /// The descriptor's size: a write past it fails (and `done` goes past it, by at most one byte).
-    limit: u64,
-    progress: &'a (dyn Fn(Progress) + Send + Sync),
-}
-
-impl tokio::io::AsyncWrite for Counting<'_> {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        let this = self.get_mut();
-        if this.done + buf.len() as u64 > this.limit {
-            // Its one byte more is counted, not written.
-            this.done = this.limit + 1;
-            return std::task::Poll::Ready(Err(std::io::Error::other(format!(
-                "blob {} is larger than its descriptor's {} bytes",
-                this.digest, this.limit
-            ))));
-        }
-        let r = std::pin::Pin::new(&mut this.inner).poll_write(cx, buf);
-        if let std::task::Poll::Ready(Ok(n)) = r {
-            this.done += n as u64;
-            if this.done - this.reported >= 256 * 1024 {
-                this.reported = this.done;
-                (this.progress)(Progress::Downloading {
-                    digest: this.digest.clone(),
-                    done: this.done,
-                });
+/// Waits until blob `d` of image `whole` is among `stored`, adding those `done` tells of meanwhile.
+async fn wait_for(
+    stored: &mut HashSet<Digest>,
+    done: &mut tokio::sync::mpsc::UnboundedReceiver<Digest>,
+    d: &Digest,
+    whole: &str,
+) -> Result<()> {
+    while !stored.contains(d) {
+        match done.recv().await {
+            Some(got) => {
+                stored.insert(got);
             }
+            None => return Err(Error::NotFound(format!("blob {d} of {whole}: not downloaded"))),
         }
-        r
     }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
-/// The lock that serialises downloads of blob `d` into `store`.
-fn inflight(store: &Store, d: &Digest) -> std::sync::Arc<tokio::sync::Mutex<()>> {
-    static MAP: std::sync::Mutex<Option<HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>> =
-        std::sync::Mutex::new(None);
-    let mut map = MAP.lock().unwrap_or_else(|p| p.into_inner());
-    let key = format!("{}\0{d}", store.root().display());
-    map.get_or_insert_with(HashMap::new)
-        .entry(key)
-        .or_default()
-        .clone()
+    Ok(())
 }

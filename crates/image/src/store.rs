@@ -37,6 +37,9 @@ pub struct ImageRecord {
     pub layer_blobs: Vec<Digest>,
     /// Bytes of all blobs of the image.
     pub size: u64,
+    /// For an OCI artifact ([`crate::artifact`]): its artifact type; its id is then its manifest digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_type: Option<String>,
 }
 
 /// A store rooted at a directory.
@@ -282,12 +285,27 @@ impl Store {
         layer_blobs: Vec<Digest>,
         name: Option<String>,
     ) -> Result<ImageRecord> {
+        self.record(id, manifest, diff_ids, layer_blobs, name, None)
+    }
+
+    /// [`Store::record_image`] for an image or, with `artifact_type`, an OCI artifact (whose id is its manifest
+    /// digest); a record already there keeps its artifact type.
+    pub fn record(
+        &self,
+        id: Digest,
+        manifest: Digest,
+        diff_ids: Vec<Digest>,
+        layer_blobs: Vec<Digest>,
+        name: Option<String>,
+        artifact_type: Option<String>,
+    ) -> Result<ImageRecord> {
         // Size is derived from the stored blobs (config and layers), the same for pulls and imports.
         let size = std::iter::once(&id)
             .chain(&layer_blobs)
             .map(|d| std::fs::metadata(self.blob_path(d)).map(|m| m.len()).unwrap_or(0))
             .sum();
         let old = self.find(id.as_str()).ok();
+        let artifact_type = artifact_type.or_else(|| old.as_ref().and_then(|r| r.artifact_type.clone()));
         let mut names = old.as_ref().map(|r| r.names.clone()).unwrap_or_default();
         let mut repo_digests = old.map(|r| r.repo_digests).unwrap_or_default();
         if let Some(n) = &name {
@@ -317,6 +335,7 @@ impl Store {
             diff_ids,
             layer_blobs,
             size,
+            artifact_type,
         };
         self.save_image(&rec)?;
         Ok(rec)

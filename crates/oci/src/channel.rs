@@ -1,9 +1,14 @@
 //! A message channel between the runtime and the processes it forks (a `SOCK_SEQPACKET` pair, so each send is
-//! one message). Used to hand over pids, ask for uid maps, run hooks at the right moment and carry errors back.
+//! one message). Used to hand over pids, ask for uid maps, run hooks at the right moment, pass the seccomp
+//! listener (a descriptor, `SCM_RIGHTS`) and carry errors back.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use nix::sys::socket::{AddressFamily, MsgFlags, SockFlag, SockType, recv, send, socketpair};
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg, send, sendmsg,
+    socketpair,
+};
 
 use crate::{Result, err};
 
@@ -35,15 +40,58 @@ impl Channel {
         .map_err(|e| err!("sending {msg:?} to the other side: {e}"))
     }
 
+    /// Sends one message with descriptor `fd` attached.
+    pub fn send_fd(&self, msg: &str, fd: &impl AsRawFd) -> Result<()> {
+        let fds = [fd.as_raw_fd()];
+        sendmsg::<()>(
+            self.0.as_raw_fd(),
+            &[IoSlice::new(msg.as_bytes())],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        )
+        .map(drop)
+        .map_err(|e| err!("sending {msg:?} with a descriptor to the other side: {e}"))
+    }
+
     /// Receives one message; an empty message means the peer closed its end (it exited).
     pub fn recv(&self) -> Result<String> {
+        self.recv_with_fd().map(|(msg, _)| msg)
+    }
+
+    /// Receives one message and the descriptor sent with it, if any (close-on-exec here).
+    pub fn recv_with_fd(&self) -> Result<(String, Option<OwnedFd>)> {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            match recv(self.0.as_fd().as_raw_fd_compat(), &mut buf, MsgFlags::empty()) {
-                Ok(n) => return Ok(String::from_utf8_lossy(&buf[..n]).into_owned()),
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            let mut space = nix::cmsg_space!([RawFd; 1]);
+            let msg = match recvmsg::<()>(
+                self.0.as_raw_fd(),
+                &mut iov,
+                Some(&mut space),
+                MsgFlags::MSG_CMSG_CLOEXEC,
+            ) {
+                Ok(m) => m,
                 Err(nix::Error::EINTR) => continue,
                 Err(e) => return Err(err!("receiving from the other side: {e}")),
+            };
+            let mut fd = None;
+            for c in msg
+                .cmsgs()
+                .map_err(|e| err!("receiving from the other side: {e}"))?
+            {
+                if let ControlMessageOwned::ScmRights(fds) = c {
+                    for (i, &raw) in fds.iter().enumerate() {
+                        // SAFETY: descriptors just received are this process's alone; extra ones are closed.
+                        let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+                        if i == 0 && fd.is_none() {
+                            fd = Some(owned);
+                        }
+                    }
+                }
             }
+            let n = msg.bytes;
+            return Ok((String::from_utf8_lossy(&buf[..n]).into_owned(), fd));
         }
     }
 
@@ -65,6 +113,27 @@ trait RawFdCompat {
 
 impl RawFdCompat for std::os::fd::BorrowedFd<'_> {
     fn as_raw_fd_compat(&self) -> i32 {
-        std::os::fd::AsRawFd::as_raw_fd(self)
+        AsRawFd::as_raw_fd(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_descriptor_travels_with_its_message() {
+        let (a, b) = pair().unwrap();
+        let file = tempfile::tempfile().unwrap();
+        a.send_fd("seccomp", &file).unwrap();
+        a.send("plain").unwrap();
+        let (msg, fd) = b.recv_with_fd().unwrap();
+        assert_eq!(msg, "seccomp");
+        let got = nix::sys::stat::fstat(fd.unwrap().as_fd()).unwrap();
+        let want = nix::sys::stat::fstat(file.as_fd()).unwrap();
+        assert_eq!((got.st_dev, got.st_ino), (want.st_dev, want.st_ino));
+        assert_eq!(b.recv().unwrap(), "plain");
+        drop(a);
+        assert_eq!(b.recv().unwrap(), "");
     }
 }

@@ -90,8 +90,19 @@ pub fn check(file: &str, dir: &Path, spec: &Spec) -> Result<PathBuf> {
             return bad(&format!("linux.namespaces[{i}].path"), "must be an absolute path");
         }
     }
+    // Without a mount namespace of its own the container shares the runtime's: its mounts are made there and
+    // it is chrooted into the rootfs (as runc does); what only a mount namespace can hold is refused.
     if !seen.contains(&LinuxNamespaceType::Mount) {
-        return bad("linux.namespaces", "a mount namespace is required");
+        let need = "needs a mount namespace (linux.namespaces has none)";
+        if linux.masked_paths().as_ref().is_some_and(|p| !p.is_empty()) {
+            return bad("linux.maskedPaths", &format!("masking paths {need}"));
+        }
+        if linux.readonly_paths().as_ref().is_some_and(|p| !p.is_empty()) {
+            return bad("linux.readonlyPaths", &format!("read-only paths {need}"));
+        }
+        if spec.root().as_ref().and_then(|r| r.readonly()) == Some(true) {
+            return bad("root.readonly", &format!("a read-only rootfs {need}"));
+        }
     }
     if spec.hostname().as_deref().is_some_and(|h| !h.is_empty()) && !seen.contains(&LinuxNamespaceType::Uts) {
         return bad("hostname", "setting a hostname needs a uts namespace");
@@ -203,7 +214,11 @@ mod tests {
         for (from, to, field) in [
             (r#""args":["sh"]"#, r#""args":[]"#, "process.args"),
             (r#""cwd":"/""#, r#""cwd":"rel""#, "process.cwd"),
-            (r#"{"type":"mount"}"#, r#"{"type":"uts"}"#, "a mount namespace"),
+            (
+                r#"{"type":"mount"}]"#,
+                r#"{"type":"uts"}],"maskedPaths":["/proc/kcore"]"#,
+                "linux.maskedPaths: masking paths needs a mount namespace",
+            ),
             (r#""ociVersion":"1.0.2","#, "", "ociVersion"),
             (
                 r#""cwd":"/","#,

@@ -6,7 +6,8 @@
 //!    │                 └──fork──► init (pid 1 of a new pid namespace): mounts, hostname, pivot_root,
 //!    │                               masked/read-only paths, sysctls, console, prepares the process,
 //!    │                               then blocks opening exec.fifo until `start`, and execs.
-//!    ◄── channel: "userns", "pid N", "hooks" (runtime runs createRuntime/prestart), "created" or "error ..."
+//!    ◄── channel: "userns", "pid N", "hooks" (the rootfs is ready: runtime sets the cgroup limits, runs
+//!        createRuntime/prestart), "created" or "error ..."
 //! ```
 //! Stage 1 exits once init exists, so init is re-parented to the nearest subreaper (a shim, or `run` itself).
 //! On any error everything made so far (process, cgroup, state dir) is removed again.
@@ -81,6 +82,7 @@ pub(crate) fn remove_default_parent(cg: &Cgroup) {
 /// Creates container `id` from the bundle at `bundle_dir` under the state root `root`.
 pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) -> Result<Record> {
     crate::id::validate(id)?;
+    crate::log::debug(|| format!("create {id}: loading the bundle {}", bundle_dir.display()));
     let bundle = crate::config::load(bundle_dir)?;
     let spec = &bundle.spec;
     let process = spec.process().as_ref().expect("checked by config::load");
@@ -130,13 +132,11 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         (cg, Some(holder))
     } else {
         let cg = Cgroup::resolve(linux.cgroups_path().as_deref(), id)?;
+        cg.check_existing()?;
         cg.create()?;
         undo.cgroup = Some(cg.clone());
         (cg, None)
     };
-    if let Some(res) = linux.resources() {
-        cg.apply(res)?;
-    }
     let fifo: OwnedFd = nix::fcntl::open(&fifo_path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
         .map_err(|e| err!("opening exec fifo: {e}"))?;
     let console = match &opts.console_socket {
@@ -156,7 +156,13 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         ForkResult::Parent { child: pid } => pid,
     };
     drop(child);
-    let result = drive(&parent, stage1, &bundle, id, &mut undo);
+    crate::log::debug(|| {
+        format!(
+            "create {id}: setup process {stage1} started in cgroup {}",
+            cg.dir.display()
+        )
+    });
+    let result = drive(&parent, stage1, (&bundle, &cg), id, &mut undo);
     // The container's processes are in the scope now: its holder may go.
     drop(holder);
     let _ = nix::sys::wait::waitpid(stage1, None);
@@ -185,18 +191,31 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
 }
 
 /// The runtime's side of the setup conversation. Returns the init pid once init reports "created".
-fn drive(ch: &Channel, stage1: Pid, bundle: &Bundle, id: &str, undo: &mut Undo) -> Result<i32> {
+///
+/// The cgroup's limits are set when init asks for the hooks, as runc sets them: its rootfs is complete then,
+/// so a device rule that denies `mknod` has not kept init from making the container's device nodes, and the
+/// prestart hooks find the limits in place.
+fn drive(
+    ch: &Channel,
+    stage1: Pid,
+    (bundle, cg): (&Bundle, &Cgroup),
+    id: &str,
+    undo: &mut Undo,
+) -> Result<i32> {
     let spec = &bundle.spec;
     let linux = spec.linux().as_ref().expect("checked");
     let mut pid = None;
+    // A seccomp filter with a listener: init hands it over after "created", and create is done once the
+    // agent has it.
+    let seccomp = linux.seccomp().as_ref().filter(|s| crate::seccomp::notifies(s));
     // Stage 1 ("pid N") and init ("hooks") write to the same channel, so "hooks" may arrive first.
     let mut hooks_waiting = false;
     loop {
-        let msg = if hooks_waiting && pid.is_some() {
+        let (msg, fd) = if hooks_waiting && pid.is_some() {
             hooks_waiting = false;
-            "hooks".to_string()
+            ("hooks".to_string(), None)
         } else {
-            ch.recv()?
+            ch.recv_with_fd()?
         };
         if msg == "hooks" && pid.is_none() {
             hooks_waiting = true;
@@ -223,12 +242,21 @@ fn drive(ch: &Channel, stage1: Pid, bundle: &Bundle, id: &str, undo: &mut Undo) 
                     .map_err(|_| err!("protocol error: bad pid {rest:?}"))?;
                 pid = Some(p);
                 undo.pid = Some(p);
+                crate::log::debug(|| {
+                    format!("create {id}: namespaces made, the container's init is pid {p}")
+                });
                 if let Some(adj) = spec.process().as_ref().and_then(|p| p.oom_score_adj()) {
                     set_oom_score_adj(p, adj);
                 }
             }
             "hooks" => {
                 let p = pid.ok_or_else(|| err!("protocol error: hooks before pid"))?;
+                crate::log::debug(|| {
+                    format!("create {id}: rootfs ready; setting cgroup limits, running hooks")
+                });
+                if let Some(res) = linux.resources() {
+                    cg.apply(res)?;
+                }
                 if let Some(h) = spec.hooks() {
                     let state = crate::state::document(id, ContainerState::Creating, p, &bundle.dir, spec);
                     crate::hooks::run("prestart", h.prestart().as_deref().unwrap_or_default(), &state)?;
@@ -240,7 +268,24 @@ fn drive(ch: &Channel, stage1: Pid, bundle: &Bundle, id: &str, undo: &mut Undo) 
                 }
                 ch.send(&format!("go {p}"))?;
             }
-            "created" => return pid.ok_or_else(|| err!("protocol error: created before pid")),
+            "created" => {
+                crate::log::debug(|| format!("create {id}: init is ready and waits for start"));
+                let p = pid.ok_or_else(|| err!("protocol error: created before pid"))?;
+                if seccomp.is_none() {
+                    return Ok(p);
+                }
+            }
+            "seccomp" => {
+                let (Some(profile), Some(p), Some(listener)) = (seccomp, pid, fd) else {
+                    return Err(err!("protocol error: a seccomp listener that was not expected"));
+                };
+                let state = crate::state::document(id, ContainerState::Creating, p, &bundle.dir, spec);
+                crate::notify::send_to_agent(profile, spec.version(), p, &state, &listener)?;
+                drop(listener);
+                crate::log::debug(|| format!("create {id}: the seccomp agent has the listener"));
+                ch.send("go")?;
+                return Ok(p);
+            }
             "error" => return Err(Error::Msg(rest.to_string())),
             "" => return Err(err!("the container process exited during setup")),
             _ => return Err(err!("protocol error: unexpected {msg:?}")),

@@ -4,7 +4,7 @@
 //! first argument [`ARG`], the exec's stdio as descriptors 0 to 2 and one end of a stream socket as [`FD`].
 //! It writes a [`Request`] (JSON) there and shuts its writing down; [`serve`] answers `pid N` (the host pid of
 //! the process, which has executed its program) or `error MESSAGE`, and exits. The process itself is started
-//! by [`crate::exec::start`], so every check and security step is `crius-runc exec`'s, in one implementation
+//! by [`crate::exec::spawn`], so every check and security step is `crius-runc exec`'s, in one implementation
 //! ([`crate::enter`]).
 //!
 //! Why the runtime's sealed copy and not the shim's own image: the process that enters the container must not
@@ -79,8 +79,10 @@ fn run(sock: &mut std::fs::File) -> Result<i32> {
         pid_file: None,
         console_socket: req.console_socket,
         preserve_fds: 0,
+        ignore_paused: false,
+        sub_cgroup: None,
     };
-    crate::exec::start(&req.root, &req.id, &opts)
+    crate::exec::spawn(&req.root, &req.id, &opts)
 }
 
 #[cfg(test)]

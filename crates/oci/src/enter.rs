@@ -28,6 +28,7 @@ use nix::unistd::{ForkResult, Pid};
 use oci_spec::runtime::{LinuxNamespaceType, LinuxSeccomp, Process};
 
 use crate::cgroup::Cgroup;
+use crate::channel::Channel;
 use crate::state::Record;
 use crate::{Error, Result, err};
 
@@ -53,10 +54,16 @@ pub struct Exec<'a> {
     pub preserve_fds: u32,
 }
 
-/// Starts `exec` in the container of `rec` (which must be running) and returns the host pid of the process
-/// once it has executed the program. The caller must be single-threaded, sealed and non-dumpable (see the
-/// module doc); afterwards its own children are born in the container's PID namespace.
-pub fn spawn(rec: &Record, exec: Exec<'_>) -> Result<Pid> {
+/// A receiver of the listener of the process's seccomp filter (one with `SCMP_ACT_NOTIFY` rules), given the
+/// process's host pid: the seccomp agent's. The process waits until it returns.
+pub type OnListener<'a> = &'a dyn Fn(i32, &OwnedFd) -> Result<()>;
+
+/// Starts `exec` in the container of `rec` (which must be running), in cgroup `cg` (the container's, or one
+/// below it), and returns the host pid of the process once it has executed the program. The caller must be
+/// single-threaded, sealed and non-dumpable (see the module doc); afterwards its own children are born in the
+/// container's PID namespace. A container without a mount namespace of its own is chrooted: so is the
+/// process.
+pub fn spawn(rec: &Record, exec: Exec<'_>, cg: &Cgroup, on_listener: Option<OnListener<'_>>) -> Result<Pid> {
     let pidfd = pidfd_open(rec)?;
     let listed: Vec<LinuxNamespaceType> = rec
         .spec
@@ -79,7 +86,13 @@ pub fn spawn(rec: &Record, exec: Exec<'_>) -> Result<Pid> {
             _ => Ok(true),
         }
     };
+    // The caller's own PID namespace, to go back to once the child is made: a process whose children would
+    // be born elsewhere cannot make threads (EINVAL), and `crius-runc exec -t` makes one.
+    let mut own_pid_ns = None;
     if listed.contains(&LinuxNamespaceType::Pid) && differs(LinuxNamespaceType::Pid)? {
+        own_pid_ns = Some(
+            std::fs::File::open("/proc/self/ns/pid").map_err(|e| err!("opening /proc/self/ns/pid: {e}"))?,
+        );
         match nix::sched::setns(&pidfd, CloneFlags::CLONE_NEWPID) {
             Ok(()) => {}
             Err(nix::Error::EINVAL) if pidfd_setns_unsupported() => {
@@ -95,28 +108,59 @@ pub fn spawn(rec: &Record, exec: Exec<'_>) -> Result<Pid> {
             join.push(*t);
         }
     }
-    let cg = Cgroup::at(&rec.cgroup)?;
+    let chroot = if listed.contains(&LinuxNamespaceType::Mount) {
+        None
+    } else {
+        let path = format!("/proc/{}/root", rec.pid);
+        let fd = nix::fcntl::open(
+            path.as_str(),
+            nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| err!("container {:?}: opening its root {path}: {e}", rec.id))?;
+        Some(fd)
+    };
     let seccomp = rec.spec.linux().as_ref().and_then(|l| l.seccomp().clone());
     let (parent, child) = crate::channel::pair()?;
     // SAFETY (of what follows): the caller is single-threaded, as documented; the child runs setup code only,
     // then execs or _exits.
-    match crate::spawn::fork_into_cgroup(&cg)? {
+    let forked = crate::spawn::fork_into_cgroup(cg);
+    if let (Ok(ForkResult::Parent { .. }) | Err(_), Some(own)) = (&forked, &own_pid_ns) {
+        nix::sched::setns(own, CloneFlags::CLONE_NEWPID)
+            .map_err(|e| err!("going back to this process's PID namespace: {e}"))?;
+    }
+    match forked? {
         ForkResult::Child => {
             drop(parent);
-            let e = enter(rec.pid, &pidfd, &join, exec, seccomp.as_ref()).unwrap_err();
+            let e = enter(rec.pid, (&pidfd, &join, chroot), &child, exec, seccomp.as_ref()).unwrap_err();
             let _ = child.send(&format!("error {e}"));
             // SAFETY: leave without running the parent's destructors.
             unsafe { libc::_exit(127) }
         }
         ForkResult::Parent { child: pid } => {
             drop(child);
-            match parent.recv()? {
-                m if m.is_empty() => Ok(pid),
-                m => {
-                    let _ = nix::sys::wait::waitpid(pid, None);
-                    Err(Error::Msg(m.strip_prefix("error ").unwrap_or(&m).to_string()))
-                }
+            let r = collect(&parent, pid, on_listener);
+            if r.is_err() {
+                let _ = nix::sys::wait::waitpid(pid, None);
             }
+            r
+        }
+    }
+}
+
+/// Waits for the channel to close (the process executed its program) or for its error; hands a seccomp
+/// listener it sends to `on_listener` and lets it go on.
+fn collect(ch: &Channel, pid: Pid, on_listener: Option<OnListener<'_>>) -> Result<Pid> {
+    loop {
+        let (msg, fd) = ch.recv_with_fd()?;
+        match (msg.split_once(' ').unwrap_or((&msg, "")), fd, on_listener) {
+            (("", _), _, _) => return Ok(pid),
+            (("error", e), _, _) => return Err(Error::Msg(e.to_string())),
+            (("seccomp", _), Some(fd), Some(f)) => {
+                f(pid.as_raw(), &fd)?;
+                ch.send("go")?;
+            }
+            _ => return Err(err!("protocol error: unexpected {msg:?}")),
         }
     }
 }
@@ -152,11 +196,12 @@ fn pidfd_open(rec: &Record) -> Result<OwnedFd> {
     Ok(fd)
 }
 
-/// In the child: joins the namespaces `join` of the init behind `pidfd` (pid `pid`), then runs the process.
+/// In the child: joins the namespaces `join` of the init behind `pidfd` (pid `pid`), chroots to `chroot` when
+/// given, then runs the process.
 fn enter(
     pid: i32,
-    pidfd: &OwnedFd,
-    join: &[LinuxNamespaceType],
+    (pidfd, join, chroot): (&OwnedFd, &[LinuxNamespaceType], Option<OwnedFd>),
+    ch: &Channel,
     exec: Exec<'_>,
     seccomp: Option<&LinuxSeccomp>,
 ) -> Result<std::convert::Infallible> {
@@ -193,7 +238,11 @@ fn enter(
             }
         }
     }
-    run_process(exec, seccomp)
+    if let Some(root) = chroot {
+        nix::unistd::fchdir(&root).map_err(|e| err!("chdir to the container's root: {e}"))?;
+        nix::unistd::chroot(".").map_err(|e| err!("chroot to the container's root: {e}"))?;
+    }
+    run_process(ch, exec, seccomp)
 }
 
 /// Whether this kernel's setns takes no pidfd (it came with Linux 5.8): told by the kernel's version, since
@@ -210,7 +259,8 @@ fn pidfd_setns_unsupported() -> bool {
 
 /// The last steps, inside the container: the terminal, the working directory (checked), then what
 /// [`crate::process`] applies, and `execve`. Returns only on error.
-pub(crate) fn run_process(
+fn run_process(
+    ch: &Channel,
     exec: Exec<'_>,
     seccomp: Option<&LinuxSeccomp>,
 ) -> Result<std::convert::Infallible> {
@@ -223,5 +273,11 @@ pub(crate) fn run_process(
     nix::unistd::chdir(p.cwd()).map_err(|e| err!("process.cwd {}: {e}", p.cwd().display()))?;
     crate::process::check_cwd(p.cwd())?;
     let prepared = crate::process::prepare(p, seccomp)?;
-    crate::process::finish(p, prepared, exec.preserve_fds)
+    // A filter's listener goes to the caller, for the seccomp agent, before anything else runs under it.
+    let listener: crate::seccomp::Listener<'_> = Some(Box::new(|fd| {
+        ch.send_fd("seccomp", &fd)?;
+        drop(fd);
+        ch.expect("go")
+    }));
+    crate::process::finish(p, prepared, exec.preserve_fds, listener, || Ok(()))
 }

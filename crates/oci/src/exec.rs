@@ -1,10 +1,12 @@
 //! `exec`: runs another process in a running container — same namespaces, cgroup and seccomp profile.
 
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
-use oci_spec::runtime::Process;
+use oci_spec::runtime::{ContainerState, Process};
 
+use crate::cgroup::Cgroup;
 use crate::state::Status;
 use crate::{Error, Result, err};
 
@@ -21,32 +23,36 @@ pub struct ExecOptions {
     pub console_socket: Option<PathBuf>,
     /// Descriptors 3 to 3+N-1 of the caller that the process gets (runc's `--preserve-fds`).
     pub preserve_fds: u32,
+    /// Run it in a paused container too (runc's `--ignore-paused`): it starts frozen, as the others are.
+    pub ignore_paused: bool,
+    /// A cgroup below the container's to run it in (runc's `--cgroup`), relative to the container's.
+    pub sub_cgroup: Option<PathBuf>,
 }
 
 /// Runs the process; returns its exit code, or 0 once it runs with `detach`.
 pub fn exec(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32> {
-    let pid = start(root, id, opts)?;
-    if let Some(p) = &opts.pid_file {
-        crate::state::atomic_write(
-            &std::path::absolute(p).unwrap_or(p.clone()),
-            pid.to_string().as_bytes(),
-        )?;
-    }
+    let pid = spawn(root, id, opts)?;
     if opts.detach {
         return Ok(0);
     }
     crate::wait::forward_until_exit(pid)
 }
 
-/// Checks the container and the process, then starts it ([`crate::enter::spawn`]); returns its host pid once
-/// it runs the program. Without `detach`, this process becomes a subreaper first.
-pub fn start(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32> {
+/// Starts the process and returns its host pid; unless `detach`, the caller is its subreaper and waits for it
+/// (`crius-runc exec -t` relays a terminal of its own meanwhile).
+pub fn spawn(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32> {
     let (rec, status) = crate::ops::load(root, id)?;
-    if !matches!(status, Status::Running | Status::Created) {
+    let paused_ok = opts.ignore_paused && status == Status::Paused;
+    if !matches!(status, Status::Running | Status::Created) && !paused_ok {
+        let action = if status == Status::Paused {
+            "exec in it (it is paused: --ignore-paused runs the process frozen with the rest)"
+        } else {
+            "exec in it"
+        };
         return Err(Error::WrongState {
             id: id.into(),
             status,
-            action: "exec in it".into(),
+            action: action.into(),
         });
     }
     crate::config::check_process("process", &opts.process)?;
@@ -61,6 +67,23 @@ pub fn start(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32
     if !opts.detach {
         crate::wait::become_subreaper()?;
     }
+    let cg = match &opts.sub_cgroup {
+        None => Cgroup::at(&rec.cgroup)?,
+        Some(sub) => sub_cgroup(&rec.cgroup, sub)?,
+    };
+    let seccomp = rec.spec.linux().as_ref().and_then(|l| l.seccomp().clone());
+    let agent = seccomp
+        .as_ref()
+        .filter(|s| crate::seccomp::notifies(s))
+        .map(|profile| Agent {
+            profile,
+            version: rec.spec.version(),
+            state: crate::state::document(id, ContainerState::Running, rec.pid, &rec.bundle, &rec.spec),
+        });
+    let to_agent = |pid: i32, fd: &OwnedFd| match &agent {
+        Some(a) => crate::notify::send_to_agent(a.profile, a.version, pid, &a.state, fd),
+        None => Err(err!("protocol error: a seccomp listener without an agent")),
+    };
     // The one implementation of entering a container, shared with the shim's direct exec.
     let pid = crate::enter::spawn(
         &rec,
@@ -69,7 +92,46 @@ pub fn start(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32
             console,
             preserve_fds: opts.preserve_fds,
         },
+        &cg,
+        agent
+            .is_some()
+            .then_some(&to_agent as &dyn Fn(i32, &OwnedFd) -> Result<()>),
     )?
     .as_raw();
+    crate::log::debug(|| format!("exec in {id}: process {pid} runs {:?}", opts.process.args()));
+    if let Some(p) = &opts.pid_file {
+        crate::state::atomic_write(
+            &std::path::absolute(p).unwrap_or(p.clone()),
+            pid.to_string().as_bytes(),
+        )?;
+    }
     Ok(pid)
+}
+
+/// The cgroup `sub` below the container's cgroup `dir`: it must exist (runc makes none) and stay below it.
+fn sub_cgroup(dir: &std::path::Path, sub: &std::path::Path) -> Result<Cgroup> {
+    use std::path::Component;
+    if sub
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::RootDir | Component::CurDir))
+    {
+        return Err(err!(
+            "--cgroup {}: must name a cgroup below the container's",
+            sub.display()
+        ));
+    }
+    let rel = sub.strip_prefix("/").unwrap_or(sub);
+    let path = dir.join(rel);
+    if !path.is_dir() {
+        return Err(err!("--cgroup {}: no cgroup {}", sub.display(), path.display()));
+    }
+    Cgroup::at(&path)
+}
+
+/// Where the listener of an exec'd process's seccomp filter goes: the agent of `profile`, told the container's
+/// `state`.
+struct Agent<'a> {
+    profile: &'a oci_spec::runtime::LinuxSeccomp,
+    version: &'a str,
+    state: serde_json::Value,
 }

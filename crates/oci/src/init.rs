@@ -36,13 +36,15 @@ pub fn run(
     };
     let hooks = spec.hooks().clone().unwrap_or_default();
     if let Some(h) = hooks.create_container() {
-        crate::hooks::run(
+        // In the container's mount namespace, in its rootfs (not yet its root), as runc runs them.
+        crate::hooks::run_in(
             "createContainer",
             h,
             &crate::state::document(id, ContainerState::Created, host_pid, &b.dir, spec),
+            Some(&root.path),
         )?;
     }
-    crate::rootfs::pivot(&root)?;
+    crate::rootfs::pivot(&root, crate::rootfs::own_mount_namespace(spec))?;
     drop(root);
     // The terminal before the masks and the read-only root: /dev/console is bound in a /dev still writable.
     if let Some(sock) = console {
@@ -64,18 +66,23 @@ pub fn run(
         // SAFETY: end the process without running destructors.
         unsafe { libc::_exit(127) }
     };
-    // `start` opens the fifo; startContainer hooks run before the byte that lets `start` return.
-    let start = wait_for_start(fifo).and_then(|mut f| {
+    // `start` opens the fifo; startContainer hooks run then, with the process's user, capabilities and seccomp
+    // filter in place (runc's order), before the byte that lets `start` return.
+    let start = || {
+        let mut f = wait_for_start(fifo)?;
         if let Some(h) = hooks.start_container() {
             let state = crate::state::document(id, ContainerState::Running, host_pid, &b.dir, spec);
             crate::hooks::run("startContainer", h, &state)?;
         }
         f.write_all(b"0").map_err(|e| err!("writing the exec fifo: {e}"))
-    });
-    if let Err(e) = start {
-        fail(e)
-    }
-    match crate::process::finish(process, prepared, preserve_fds) {
+    };
+    // A filter's listener goes to the runtime, for the seccomp agent, before anything else runs under it.
+    let listener: crate::seccomp::Listener<'_> = Some(Box::new(|fd| {
+        ch.send_fd("seccomp", &fd)?;
+        drop(fd);
+        ch.expect("go")
+    }));
+    match crate::process::finish(process, prepared, preserve_fds, listener, start) {
         Ok(never) => match never {},
         Err(e) => fail(e),
     }

@@ -33,6 +33,7 @@ mod init;
 pub mod log;
 mod merge;
 pub mod namespaces;
+pub mod notify;
 pub mod ops;
 pub mod process;
 pub mod procfs;

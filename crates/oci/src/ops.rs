@@ -38,6 +38,7 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
             "start it (only a created container can be started)",
         ));
     }
+    crate::log::debug(|| format!("start {id}: releasing init {} through the exec fifo", rec.pid));
     let fifo_path = Record::dir(root, id).join(EXEC_FIFO);
     let mut fifo = std::fs::OpenOptions::new()
         .read(true)
@@ -53,6 +54,11 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
             Err(e) => return Err(Error::io("reading", &fifo_path)(e)),
         }
         if !crate::state::process_alive(rec.pid, rec.pid_start) {
+            // Released between the read and the check, and gone already (a program that exits at once): its
+            // byte is in the FIFO, which this end keeps open.
+            if matches!(fifo.read(&mut byte), Ok(1)) {
+                break;
+            }
             let _ = std::fs::remove_file(&fifo_path);
             return Err(err!("container {id:?}: its init process exited before start"));
         }
@@ -71,9 +77,15 @@ pub fn start(root: &Path, id: &str) -> Result<()> {
 }
 
 /// Parses a signal as runc accepts it: `KILL`, `SIGKILL` or `9`.
-pub fn parse_signal(s: &str) -> Result<Signal> {
+pub fn parse_signal(s: &str) -> Result<Option<Signal>> {
     if let Ok(n) = s.parse::<i32>() {
-        return Signal::try_from(n).map_err(|_| err!("unknown signal {s:?}"));
+        // 0 sends nothing: it asks whether the process is there (kill(2)), as `runc kill ID 0` does.
+        if n == 0 {
+            return Ok(None);
+        }
+        return Signal::try_from(n)
+            .map(Some)
+            .map_err(|_| err!("unknown signal {s:?}"));
     }
     let upper = s.to_ascii_uppercase();
     let name = if upper.starts_with("SIG") {
@@ -81,11 +93,12 @@ pub fn parse_signal(s: &str) -> Result<Signal> {
     } else {
         format!("SIG{upper}")
     };
-    name.parse().map_err(|_| err!("unknown signal {s:?}"))
+    name.parse().map(Some).map_err(|_| err!("unknown signal {s:?}"))
 }
 
-/// `kill`: sends `sig` to the init process, or with `all` to every process of the container.
-pub fn kill(root: &Path, id: &str, sig: Signal, all: bool) -> Result<()> {
+/// `kill`: sends `sig` to the init process, or with `all` to every process of the container (None: signal 0,
+/// which only checks that the process exists).
+pub fn kill(root: &Path, id: &str, sig: Option<Signal>, all: bool) -> Result<()> {
     let (rec, status) = load(root, id)?;
     if status == Status::Stopped && !all {
         return Err(wrong(

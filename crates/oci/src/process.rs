@@ -28,6 +28,8 @@ pub struct Prepared {
     envp: Vec<CString>,
     caps: Option<Sets>,
     seccomp: Option<ScmpFilterContext>,
+    /// The filter has `SCMP_ACT_NOTIFY` rules: loading it makes a listener for the agent.
+    notify: bool,
 }
 
 fn cstr(s: impl AsRef<[u8]>, what: &str) -> Result<CString> {
@@ -83,6 +85,7 @@ pub fn prepare(p: &Process, seccomp: Option<&LinuxSeccomp>) -> Result<Prepared> 
             .collect::<Result<_>>()?,
         caps: p.capabilities().as_ref().map(Sets::from_oci).transpose()?,
         seccomp: seccomp.map(crate::seccomp::build).transpose()?,
+        notify: seccomp.is_some_and(crate::seccomp::notifies),
     })
 }
 
@@ -175,9 +178,18 @@ pub fn set_rlimits(p: &Process) -> Result<()> {
     Ok(())
 }
 
-/// Applies user, groups, capabilities, no_new_privs and seccomp, then executes the program with stdio and the
-/// `preserve_fds` descriptors after them, nothing else. Returns only on error.
-pub fn finish(p: &Process, prep: Prepared, preserve_fds: u32) -> Result<std::convert::Infallible> {
+/// Applies user, groups, capabilities, no_new_privs and seccomp (the filter's listener, if it has one, goes to
+/// `listener` as soon as it is loaded), runs `last` (a container's init waits for `start` and runs the
+/// startContainer hooks there: as runc runs them, with the process's user, capabilities and seccomp filter),
+/// then executes the program with stdio and the `preserve_fds` descriptors after them, nothing else. Returns
+/// only on error.
+pub fn finish(
+    p: &Process,
+    prep: Prepared,
+    preserve_fds: u32,
+    mut listener: crate::seccomp::Listener<'_>,
+    last: impl FnOnce() -> Result<()>,
+) -> Result<std::convert::Infallible> {
     // First, while seccomp cannot refuse close_range or the /proc reads of the fallback yet.
     for fd in 3..3 + preserve_fds as i32 {
         // SAFETY: fcntl on a descriptor number; the caller passed it on purpose.
@@ -190,7 +202,7 @@ pub fn finish(p: &Process, prep: Prepared, preserve_fds: u32) -> Result<std::con
     let nnp = p.no_new_privileges() == Some(true);
     // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN: load it while we still have it.
     if !nnp && let Some(f) = &prep.seccomp {
-        crate::seccomp::load(f)?;
+        crate::seccomp::load(f, prep.notify, &mut listener)?;
     }
     if let Some(c) = &prep.caps {
         crate::caps::drop_bounding(c.bounding)?;
@@ -229,9 +241,11 @@ pub fn finish(p: &Process, prep: Prepared, preserve_fds: u32) -> Result<std::con
             return Err(err!("setting no_new_privs: {}", std::io::Error::last_os_error()));
         }
         if let Some(f) = &prep.seccomp {
-            crate::seccomp::load(f)?;
+            crate::seccomp::load(f, prep.notify, &mut listener)?;
         }
     }
+    // Before the AppArmor request, which a hook's own execve would take.
+    last()?;
     // The AppArmor profile takes hold at this execve (the request needs no privilege of its own).
     crate::apparmor::apply(p.apparmor_profile().as_deref())?;
     let e = nix::unistd::execve(&prep.exe, &prep.argv, &prep.envp).unwrap_err();

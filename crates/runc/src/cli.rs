@@ -4,10 +4,16 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-/// An OCI runtime with runc's command line (cgroup v2 only).
+/// Open Container Initiative runtime
+///
+/// crius-runc is an OCI runtime with runc's command line (cgroup v2 only): it runs containers packaged in the
+/// OCI bundle format (a directory holding config.json and a root filesystem).
 #[derive(Parser, Debug)]
-#[command(name = "crius-runc", version, about, long_about = None)]
+#[command(name = "crius-runc", disable_version_flag = true)]
 pub struct Cli {
+    /// Print the version (with the commit, the runtime-spec version and libseccomp's).
+    #[arg(short = 'v', long)]
+    pub version: bool,
     /// Directory for container state (tmpfs recommended).
     #[arg(
         long,
@@ -16,7 +22,7 @@ pub struct Cli {
         env = "CRIUS_RUNC_ROOT"
     )]
     pub root: PathBuf,
-    /// Write the runtime's log to this file (errors and warnings).
+    /// Write the runtime's log to this file (errors, warnings, and with --debug each step).
     #[arg(long, global = true)]
     pub log: Option<PathBuf>,
     /// Format of the log file.
@@ -25,14 +31,14 @@ pub struct Cli {
     /// Containers' cgroups are systemd scopes: cgroupsPath is slice:prefix:name (default system.slice:crius:ID).
     #[arg(long, global = true)]
     pub systemd_cgroup: bool,
-    /// Accepted for compatibility; logs are always at debug detail on error.
+    /// Log each step at level debug (to --log, else to stderr).
     #[arg(long, global = true)]
     pub debug: bool,
     /// Accepted for compatibility (rootless mode is detected from the config).
     #[arg(long, global = true)]
     pub rootless: Option<String>,
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// Log file format.
@@ -104,7 +110,7 @@ pub enum Command {
         /// Container id.
         id: String,
     },
-    /// Send a signal (default SIGTERM) to a container's init process.
+    /// Send a signal (default SIGTERM; 0 checks the process exists) to a container's init process.
     Kill {
         /// Container id.
         id: String,
@@ -170,7 +176,7 @@ pub enum Command {
         #[arg(short, long)]
         quiet: bool,
     },
-    /// Write a default config.json (busybox-ready) into the current directory or --bundle.
+    /// Write a default config.json (busybox-ready, `sh` on a terminal) into the current directory or --bundle.
     Spec {
         /// Directory to write config.json to.
         #[arg(short, long, default_value = ".")]
@@ -222,6 +228,17 @@ pub struct ExecArgs {
     /// Pass this many extra fds (from 3) to the process; every other fd above stderr is closed.
     #[arg(long, default_value_t = 0)]
     pub preserve_fds: u32,
+    /// Run it in a paused container too (it starts frozen, with the others).
+    #[arg(long)]
+    pub ignore_paused: bool,
+    /// Run it in this cgroup below the container's: `path`, or `controller[,controller]:path` (one tree
+    /// on cgroup v2, so every entry must name the same path).
+    #[arg(long)]
+    pub cgroup: Vec<String>,
+    /// The --process file's text, read before the descriptors beyond --preserve-fds are closed (so that
+    /// `-p /dev/fd/N` of a shell's process substitution can be read).
+    #[arg(skip)]
+    pub process_text: Option<String>,
 }
 
 /// update's options (as runc's).

@@ -4,12 +4,14 @@ use serde_json::{Value, json};
 
 const DEFAULT_CAPS: &[&str] = &["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"];
 
-/// A default config.json: a non-interactive `sh` in new namespaces with the usual mounts and restrictions.
-pub fn config() -> String {
-    let v = json!({
+/// A default config.json: `sh` on a terminal (as runc's), in new namespaces with the usual mounts and
+/// restrictions. A cgroup namespace only where `pure_v2` (the host's cgroups are cgroup v2 alone), as runc
+/// decides: on a hybrid host the container's cgroup2 mount needs the host's view.
+pub fn config(pure_v2: bool) -> String {
+    let mut v = json!({
         "ociVersion": "1.0.2",
         "process": {
-            "terminal": false,
+            "terminal": true,
             "user": {"uid": 0, "gid": 0},
             "args": ["sh"],
             "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TERM=xterm"],
@@ -34,12 +36,15 @@ pub fn config() -> String {
         ],
         "linux": {
             "resources": {"devices": [{"allow": false, "access": "rwm"}]},
-            "namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}, {"type": "cgroup"}],
+            "namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}],
             "maskedPaths": ["/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
                 "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"],
             "readonlyPaths": ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
         }
     });
+    if pure_v2 && let Some(ns) = v["linux"]["namespaces"].as_array_mut() {
+        ns.push(json!({"type": "cgroup"}));
+    }
     serde_json::to_string_pretty(&v).expect("static JSON")
 }
 
@@ -65,7 +70,7 @@ pub fn features() -> Value {
     mount_options.sort_unstable();
     json!({
         "ociVersionMin": "1.0.0",
-        "ociVersionMax": "1.2.0",
+        "ociVersionMax": crate::help::SPEC_VERSION,
         "hooks": ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"],
         "mountOptions": mount_options,
         "linux": {
@@ -75,7 +80,7 @@ pub fn features() -> Value {
             "seccomp": {
                 "enabled": true,
                 "actions": ["SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS",
-                    "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"],
+                    "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_NOTIFY", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"],
                 "operators": ["SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT",
                     "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"],
                 "archs": ["SCMP_ARCH_X86", "SCMP_ARCH_X86_64", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"],
@@ -95,8 +100,28 @@ pub fn features() -> Value {
 mod tests {
     #[test]
     fn default_config_parses_as_an_oci_spec() {
-        let spec = crius_oci::config::parse("default", super::config().as_bytes()).unwrap();
-        assert_eq!(spec.process().as_ref().unwrap().args().as_ref().unwrap()[0], "sh");
+        let spec = crius_oci::config::parse("default", super::config(true).as_bytes()).unwrap();
+        let process = spec.process().as_ref().unwrap();
+        assert_eq!(process.args().as_ref().unwrap()[0], "sh");
+        assert_eq!(
+            process.terminal(),
+            Some(true),
+            "runc spec's process is on a terminal"
+        );
+    }
+
+    #[test]
+    fn a_cgroup_namespace_only_on_a_pure_v2_host() {
+        let has_cgroupns = |pure_v2| {
+            let v: serde_json::Value = serde_json::from_str(&super::config(pure_v2)).unwrap();
+            v["linux"]["namespaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n["type"] == "cgroup")
+        };
+        assert!(has_cgroupns(true));
+        assert!(!has_cgroupns(false));
     }
 
     #[test]

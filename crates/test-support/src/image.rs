@@ -262,6 +262,36 @@ pub fn busybox(out: &Path, name: &str) -> std::io::Result<ImageInfo> {
     Ok(write_layout(out, &[spec])?.remove(0))
 }
 
+/// An image of `layers` layers: busybox, then `layers - 1` layers each holding one file `layer<i>` of `bytes`
+/// pseudo-random (incompressible) bytes, so each takes a moment to send, hash and unpack.
+pub fn layered(out: &Path, name: &str, layers: usize, bytes: usize) -> std::io::Result<ImageInfo> {
+    let dirs: Vec<tempfile::TempDir> = (0..layers.max(1))
+        .map(|_| tempfile::tempdir())
+        .collect::<std::io::Result<_>>()?;
+    crate::build_busybox_rootfs(dirs[0].path())?;
+    for (i, d) in dirs.iter().enumerate().skip(1) {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ i as u64;
+        let data: Vec<u8> = (0..bytes)
+            .map(|_| {
+                // xorshift64: cheap, and gzip finds nothing to squeeze.
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        std::fs::write(d.path().join(format!("layer{i}")), data)?;
+    }
+    let spec = ImageSpec {
+        name: name.into(),
+        layers: dirs.iter().map(|d| d.path().into()).collect(),
+        cmd: vec!["sh".into()],
+        env: vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()],
+        ..Default::default()
+    };
+    Ok(write_layout(out, &[spec])?.remove(0))
+}
+
 /// The seeds' images: (name, program path, program).
 const SEEDS: [(&str, &str, &str); 5] = [
     (

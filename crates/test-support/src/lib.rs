@@ -4,8 +4,10 @@
 
 pub mod cni;
 pub mod containerd;
+pub mod cosign;
 pub mod daemon;
 pub mod image;
+pub mod proxy;
 pub mod registry;
 pub mod shims;
 pub mod token;

@@ -1,5 +1,6 @@
 //! A real registry for pull tests: Debian's `docker-registry` (distribution 2.8) serving plain http on a free
-//! 127.0.0.1 port with its storage in a temp dir, filled with `skopeo copy`; open, or demanding basic auth
+//! 127.0.0.1 port with its storage in a temp dir, filled with `skopeo copy` (or, for OCI artifacts, a
+//! small client of its own: [`Registry::push_artifact`]); open, or demanding basic auth
 //! (htpasswd), or bearer tokens from a [`TokenIssuer`] it owns. Stopped (and its data removed) when dropped.
 //! And a [`HostileRegistry`] whose manifests are endless, for the attack tests.
 
@@ -168,6 +169,130 @@ impl Registry {
         );
     }
 
+    /// Pushes an OCI artifact of `artifact_type` as `<host>/<repo>:<tag>` with a client of its own (plain
+    /// HTTP/1.1, the distribution API's monolithic upload): the empty config, and one layer for each
+    /// `(title, media type, bytes)`, annotated with its title unless that is empty. Returns the manifest's
+    /// digest. For an open registry, or one asking for basic auth.
+    pub fn push_artifact(
+        &self,
+        repo: &str,
+        tag: &str,
+        artifact_type: &str,
+        layers: &[(&str, &str, &[u8])],
+    ) -> String {
+        let empty = b"{}";
+        let mut descs = Vec::new();
+        self.upload(repo, empty);
+        for (title, media_type, bytes) in layers {
+            let digest = self.upload(repo, bytes);
+            let mut d = serde_json::json!({"mediaType": media_type, "digest": digest, "size": bytes.len()});
+            if !title.is_empty() {
+                d["annotations"] = serde_json::json!({"org.opencontainers.image.title": title});
+            }
+            descs.push(d);
+        }
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "artifactType": artifact_type,
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": sha256(empty), "size": 2},
+            "layers": descs,
+        });
+        self.put_manifest(repo, tag, &manifest)
+    }
+
+    /// Pushes OCI manifest `manifest` as `<repo>:<tag>` (its blobs uploaded before); its digest.
+    pub fn put_manifest(&self, repo: &str, tag: &str, manifest: &serde_json::Value) -> String {
+        let body = serde_json::to_vec(manifest).expect("manifest");
+        let (status, _) = self.http(
+            "PUT",
+            &format!("/v2/{repo}/manifests/{tag}"),
+            Some("application/vnd.oci.image.manifest.v1+json"),
+            &body,
+        );
+        assert_eq!(
+            status,
+            201,
+            "pushing the manifest of {repo}:{tag}: {}",
+            self.log()
+        );
+        sha256(&body)
+    }
+
+    /// Uploads `bytes` as a blob of `repo` (POST, then PUT with its digest); its digest.
+    pub fn upload(&self, repo: &str, bytes: &[u8]) -> String {
+        let digest = sha256(bytes);
+        let (status, headers) = self.http("POST", &format!("/v2/{repo}/blobs/uploads/"), None, b"");
+        assert_eq!(status, 202, "starting an upload to {repo}: {}", self.log());
+        let location = headers
+            .iter()
+            .find_map(|(k, v)| k.eq_ignore_ascii_case("location").then_some(v.clone()))
+            .expect("upload location");
+        // The location may be absolute (http://host/...) or a path.
+        let path = match location.split_once("://") {
+            Some((_, rest)) => rest[rest.find('/').unwrap_or(rest.len())..].to_string(),
+            None => location,
+        };
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let (status, _) = self.http(
+            "PUT",
+            &format!("{path}{sep}digest={digest}"),
+            Some("application/octet-stream"),
+            bytes,
+        );
+        assert_eq!(status, 201, "uploading {digest} to {repo}: {}", self.log());
+        digest
+    }
+
+    /// One request on a connection of its own: the status and the headers of the answer.
+    fn http(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) -> (u16, Vec<(String, String)>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let mut conn = TcpStream::connect(&self.host).expect("connecting to the registry");
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+            self.host,
+            body.len()
+        );
+        if let Some(t) = content_type {
+            head += &format!("Content-Type: {t}\r\n");
+        }
+        if let (Some(c), None) = (&self.creds, &self.issuer) {
+            use base64::Engine as _;
+            let basic = base64::engine::general_purpose::STANDARD.encode(c);
+            head += &format!("Authorization: Basic {basic}\r\n");
+        }
+        head += "\r\n";
+        conn.write_all(head.as_bytes())
+            .and_then(|_| conn.write_all(body))
+            .expect("sending");
+        let mut r = BufReader::new(conn);
+        let mut line = String::new();
+        r.read_line(&mut line).expect("status line");
+        let status = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let mut headers = Vec::new();
+        loop {
+            line.clear();
+            if r.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                headers.push((k.trim().to_string(), v.trim().to_string()));
+            }
+        }
+        let _ = r.read_to_end(&mut Vec::new());
+        (status, headers)
+    }
+
     /// Starts it again on the same address with the same data.
     pub fn restart(&mut self) {
         self.stop();
@@ -198,6 +323,16 @@ impl Drop for Registry {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// `sha256:<hex>` of `bytes`.
+pub fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    let h = sha2::Sha256::digest(bytes);
+    format!(
+        "sha256:{}",
+        h.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
 }
 
 /// A registry turned hostile, on 127.0.0.1: `/v2/` answers (no credentials asked), and the manifest of

@@ -4,7 +4,7 @@
 //! ```text
 //! crius-testprog [--log-every MS] [--log-text T] [--stderr] [--term-delay MS] [--term-exit CODE]
 //!                [--alloc MIB] [--burn THREADS] [--http PORT] [--exit-after MS] [--exit-code N]
-//!                [--print-env] [--write-file PATH TEXT] [--steal-exe] [--overwrite-fd N]
+//!                [--print-env] [--write-file PATH TEXT] [--trap-after MS] [--steal-exe] [--overwrite-fd N]
 //! ```
 //! - `--log-every MS`: print `<counter> <text>` every MS milliseconds (stdout, or stderr with `--stderr`).
 //! - `--term-delay MS`: on SIGTERM print `got SIGTERM`, wait MS, then exit with `--term-exit` (default 0).
@@ -12,6 +12,9 @@
 //! - `--burn THREADS`: spin THREADS busy threads.
 //! - `--http PORT`: answer `GET /healthz` and `GET /ready` with 200 `ok`, anything else with 404.
 //! - `--exit-after MS`: exit with `--exit-code` (default 0) after MS milliseconds.
+//! - `--trap-after MS`: install the SIGTERM/SIGINT handler only MS milliseconds after the start (until then the
+//!   default action holds: as PID 1 of a PID namespace, the kernel drops the signal), as a slow-starting
+//!   program would.
 //! - `--steal-exe`, `--overwrite-fd N`: the CVE-2019-5736 attacker (see `attack.rs`); nothing else runs.
 
 mod attack;
@@ -40,6 +43,7 @@ struct Opts {
     exit_code: i32,
     print_env: bool,
     write_file: Option<(String, String)>,
+    trap_after: Option<u64>,
 }
 
 fn usage(msg: &str) -> ! {
@@ -47,7 +51,7 @@ fn usage(msg: &str) -> ! {
     eprintln!(
         "usage: crius-testprog [--log-every MS] [--log-text T] [--stderr] [--term-delay MS] [--term-exit CODE] \
          [--alloc MIB] [--burn THREADS] [--http PORT] [--exit-after MS] [--exit-code N] [--print-env] \
-         [--write-file PATH TEXT] [--steal-exe] [--overwrite-fd N]"
+         [--write-file PATH TEXT] [--trap-after MS] [--steal-exe] [--overwrite-fd N]"
     );
     std::process::exit(2)
 }
@@ -83,6 +87,7 @@ fn parse() -> Opts {
                 let path = val(&a);
                 o.write_file = Some((path, val(&a)));
             }
+            "--trap-after" => o.trap_after = Some(num(&a, val(&a))),
             "--steal-exe" => attack::steal(),
             "--overwrite-fd" => attack::overwrite(num(&a, val(&a)) as i32),
             "--help" | "-h" => usage("a test workload"),
@@ -126,13 +131,20 @@ fn serve(port: u16) {
     });
 }
 
-fn main() {
-    let o = parse();
+fn trap() {
     // SAFETY: installing a handler that only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_term as *const () as libc::sighandler_t);
     }
+}
+
+fn main() {
+    let o = parse();
+    if let Some(ms) = o.trap_after {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    trap();
     if o.print_env {
         for (k, v) in std::env::vars() {
             say(false, &format!("{k}={v}"));

@@ -303,7 +303,7 @@ impl Pod {
         Pod::in_the_vm_with(name, Vec::new()).await
     }
 
-    /// [`Pod::in_the_vm`], its criusd started with `args` added.
+    /// Pod `name` for the VM ([`Pod::in_the_vm`]), its criusd started with `args` added.
     pub async fn in_the_vm_with(name: &str, args: Vec<String>) -> Pod {
         let parent = CgroupParent::new("crius-test-pod");
         let mut conf = host_network(config(name, &format!("uid-{name}")));

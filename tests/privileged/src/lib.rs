@@ -7,5 +7,6 @@ pub mod devnode;
 pub mod engine;
 pub mod handlers;
 pub mod leftovers;
+pub mod nri;
 pub mod service;
 pub mod shim;

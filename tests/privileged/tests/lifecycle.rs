@@ -278,3 +278,27 @@ fn crius_only_a_container_without_limits_gets_every_controller_its_parent_offers
     rt.ok(&["delete", "--force", &id]);
     assert!(!dir.exists(), "cgroup left behind");
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn start_of_a_program_that_exits_at_once_succeeds() {
+    // Released, run and gone between start's read of the exec FIFO and its look at the process: the start
+    // still happened (the byte is in the FIFO). 100 on 4 threads, for the load that widens the window.
+    let rt = Runtime::from_env();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let rt = &rt;
+            s.spawn(move || {
+                for i in 0..25 {
+                    // A bundle (and so a cgroup) each.
+                    let b = Bundle::new(&["true"]);
+                    let id = unique(&format!("quick{t}-{i}"));
+                    rt.create(&id, &b, &[]);
+                    rt.ok(&["start", &id]);
+                    rt.wait_status(&id, "stopped");
+                    rt.ok(&["delete", &id]);
+                }
+            });
+        }
+    });
+}

@@ -284,3 +284,226 @@ async fn a_blob_failing_mid_pull_leaves_the_store_as_it_was() {
     let ok = pull(&f.store, &name, &PullOptions::default()).await.unwrap();
     assert_eq!(ok.image.id.as_str(), f.bb.config);
 }
+
+/// Pushes an image of five layers (busybox and four of 256 KiB) as `repo_tag`.
+fn push_five_layers(f: &Fixture, reg: &Registry, repo_tag: &str) -> image::ImageInfo {
+    let info = image::layered(&f.layout, "five:latest", 5, 256 << 10).unwrap();
+    reg.push(&f.layout, "five:latest", repo_tag);
+    info
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn a_blob_that_stalls_mid_download_is_cancelled_naming_it_and_nothing_stays() {
+    use crius_test_support::proxy::RegistryProxy;
+    let f = fixture();
+    let reg = Registry::start();
+    reg.push(&f.layout, "busybox:latest", "stalls/busybox:1");
+    let proxy = RegistryProxy::start(&reg.host);
+    proxy.stall_blob(&f.bb.layers[0]);
+    let opts = PullOptions {
+        progress_timeout: Some(std::time::Duration::from_secs(2)),
+        ..Default::default()
+    };
+    let name = format!("{}/stalls/busybox:1", proxy.host);
+    let started = std::time::Instant::now();
+    let err = pull(&f.store, &name, &opts).await.unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, Error::DeadlineExceeded(_)), "{err}");
+    let said = err.to_string();
+    assert!(
+        said.contains(&f.bb.layers[0]) && said.contains("repository stalls/busybox"),
+        "names the blob and its repository: {said}"
+    );
+    assert!(
+        took >= std::time::Duration::from_secs(2) && took < std::time::Duration::from_secs(20),
+        "{took:?}"
+    );
+    assert!(f.store.images().unwrap().is_empty());
+    assert_eq!(blobs(&f.store), 0, "the config stored before is removed again");
+    assert_eq!(
+        std::fs::read_dir(f.store.root().join("ingest")).unwrap().count(),
+        0,
+        "the partial blob is removed"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !proxy.stalled_download_abandoned() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stalled connection was not closed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Straight from the registry the same pull works.
+    let ok = pull(&f.store, &format!("{}/stalls/busybox:1", reg.host), &opts)
+        .await
+        .unwrap();
+    assert_eq!(ok.image.id.as_str(), f.bb.config);
+}
+
+#[test]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+fn criusd_cancels_a_stalled_pull_after_the_configured_progress_timeout() {
+    use crius_test_support::daemon::Daemon;
+    use crius_test_support::proxy::RegistryProxy;
+    let f = fixture();
+    let reg = Registry::start();
+    reg.push(&f.layout, "busybox:latest", "stalls/busybox:1");
+    let proxy = RegistryProxy::start(&reg.host);
+    proxy.stall_blob(&f.bb.layers[0]);
+    let mut d = Daemon::start(&[]);
+    std::fs::write(d.config_path(), "[image]\npull_progress_timeout = 2\n").unwrap();
+    d.restart(&[]);
+    let started = std::time::Instant::now();
+    let out = d.cli(&["images", "pull", &format!("{}/stalls/busybox:1", proxy.host)]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains(&f.bb.layers[0]) && said.contains("pull_progress_timeout"),
+        "{said}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(d.cli_ok(&["images", "ls", "-q"]).trim().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn layers_download_a_few_at_a_time_and_unpack_in_order_meanwhile() {
+    use crius_image::pull::{Progress, pull_with_progress};
+    use crius_test_support::proxy::RegistryProxy;
+    let f = fixture();
+    let reg = Registry::start();
+    let five = push_five_layers(&f, &reg, "five:1");
+    let proxy = RegistryProxy::start(&reg.host);
+    proxy.delay_blobs(std::time::Duration::from_millis(400));
+    let name = format!("{}/five:1", proxy.host);
+    let seen = std::sync::Mutex::new(Vec::new());
+    let log = |p: Progress| seen.lock().unwrap().push(p);
+    let got = pull_with_progress(&f.store, &name, &PullOptions::default(), &log)
+        .await
+        .unwrap();
+    assert_eq!(got.blobs_fetched, 6, "the config and five layers");
+    assert_eq!(
+        proxy.max_blobs_in_flight(),
+        3,
+        "max_concurrent_downloads' default"
+    );
+    let layer_blobs: Vec<&str> = got.image.layer_blobs.iter().map(|d| d.as_str()).collect();
+    assert_eq!(layer_blobs, five.layers);
+    for (i, diff) in got.image.diff_ids.iter().enumerate().skip(1) {
+        assert!(f.store.layer_dir(diff).join(format!("layer{i}")).exists());
+    }
+    let seen = seen.into_inner().unwrap();
+    let unpacked: Vec<_> = seen
+        .iter()
+        .filter_map(|p| match p {
+            Progress::Unpacking { diff_id } => Some(diff_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(unpacked, got.image.diff_ids, "unpacked lowest first");
+    let first_unpack = seen
+        .iter()
+        .position(|p| matches!(p, Progress::Unpacking { .. }))
+        .unwrap();
+    let last_stored = seen
+        .iter()
+        .rposition(|p| matches!(p, Progress::Stored { .. }))
+        .unwrap();
+    assert!(
+        first_unpack < last_stored,
+        "unpacking starts while layers still download: {seen:?}"
+    );
+
+    // One at a time when the config says so.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let proxy = RegistryProxy::start(&reg.host);
+    proxy.delay_blobs(std::time::Duration::from_millis(100));
+    let one = PullOptions {
+        max_concurrent_downloads: 1,
+        ..Default::default()
+    };
+    pull(&store, &format!("{}/five:1", proxy.host), &one)
+        .await
+        .unwrap();
+    assert_eq!((proxy.blob_gets(), proxy.max_blobs_in_flight()), (6, 1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
+async fn image_calls_naming_a_runtime_handler_share_the_one_store() {
+    use crius_api::cri;
+    use crius_api::cri::image_service_client::ImageServiceClient;
+    use crius_test_support::daemon::Daemon;
+    let f = fixture();
+    let reg = Registry::start();
+    reg.push(&f.layout, "busybox:latest", "handlers/busybox:1");
+    let d = Daemon::start(&["--log-level", "debug"]);
+    let mut c = ImageServiceClient::new(
+        crius_api::connect(&d.socket().display().to_string())
+            .await
+            .unwrap(),
+    );
+    let name = format!("{}/handlers/busybox:1", reg.host);
+    let spec = |h: &str| {
+        Some(cri::ImageSpec {
+            image: name.clone(),
+            runtime_handler: h.into(),
+            ..Default::default()
+        })
+    };
+    let pulled = c
+        .pull_image(cri::PullImageRequest {
+            image: spec("kata"),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .image_ref;
+    assert_eq!(pulled, f.bb.config);
+    for h in ["kata", "runc", ""] {
+        let st = c
+            .image_status(cri::ImageStatusRequest {
+                image: spec(h),
+                verbose: false,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(st.image.map(|i| i.id), Some(f.bb.config.clone()), "handler {h:?}");
+        let listed = c
+            .list_images(cri::ListImagesRequest {
+                filter: Some(cri::ImageFilter { image: spec(h) }),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .images;
+        assert_eq!(listed.len(), 1, "handler {h:?}");
+    }
+    let log = d.log();
+    assert_eq!(
+        log.matches("runtime_handler=\"kata\"").count(),
+        1,
+        "logged once for kata: {log}"
+    );
+    assert_eq!(log.matches("runtime_handler=\"runc\"").count(), 1, "{log}");
+    c.remove_image(cri::RemoveImageRequest { image: spec("runc") })
+        .await
+        .unwrap();
+    let gone = c
+        .image_status(cri::ImageStatusRequest {
+            image: spec("kata"),
+            verbose: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(gone.image.is_none(), "removed for every handler");
+}

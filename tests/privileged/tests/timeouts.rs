@@ -1,13 +1,15 @@
 //! criusd keeps the times it is given, against real shims and containers: StopContainer of a process that
 //! ignores SIGTERM takes its grace period (then SIGKILL), and ExecSync of a command that outlives its timeout
 //! answers DeadlineExceeded after that timeout — within 10%, not twice it (a deadline is an answer, not a
-//! broken connection to retry on), on the shim's direct exec path and through `crius-runc exec`.
+//! broken connection to retry on), on the shim's direct exec path and through `crius-runc exec`. And a stop right
+//! after a start is not lost: a container's PID 1 that has not installed its SIGTERM handler yet (the kernel
+//! drops the signal) gets it again once it has.
 
 use std::time::{Duration, Instant};
 
 use crius_api::cri;
-use crius_privileged_tests::cri::{Pod, container, cstatus, cstop};
-use crius_test_support::require_root;
+use crius_privileged_tests::cri::{Pod, container, cremove, cstatus, cstop};
+use crius_test_support::{image, require_root, testprog_binary};
 use tonic::Code;
 
 fn within_10_percent(what: &str, took: Duration, asked: Duration) {
@@ -82,4 +84,53 @@ async fn exec_sync_timeout(direct: bool) {
         .unwrap()
         .into_inner();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn a_stop_right_after_the_start_is_not_lost_before_the_handler_is_installed() {
+    require_root();
+    let mut p = Pod::on_host_network("early-stop").await;
+    let layout = image::test_images_layout(&testprog_binary());
+    p.d.cli_ok(&["images", "import", &layout.display().to_string()]);
+    // PID 1 of its own PID namespace, with its SIGTERM handler only 200 ms after it starts.
+    let mut config = container("early", "crius-testprog:latest", "");
+    config.command = vec!["/crius-testprog".into(), "--trap-after".into(), "200".into()];
+    let grace = 30;
+    let mut took = Vec::new();
+    for round in 0..50u64 {
+        config.metadata.as_mut().unwrap().attempt = round as u32;
+        config.log_path = format!("early/{round}.log");
+        let id = p.create(config.clone()).await.unwrap();
+        p.c.start_container(cri::StartContainerRequest {
+            container_id: id.clone(),
+        })
+        .await
+        .unwrap();
+        // 0–10 ms after the start.
+        tokio::time::sleep(Duration::from_millis(round % 11)).await;
+        let t = Instant::now();
+        cstop(&mut p.c, &id, grace).await;
+        took.push(t.elapsed());
+        let st = cstatus(&mut p.c, &id).await.unwrap();
+        assert_eq!(
+            (st.state, st.exit_code),
+            (cri::ContainerState::ContainerExited as i32, 0),
+            "round {round}: stopped by its SIGTERM handler, not killed at the end of the grace period"
+        );
+        cremove(&mut p.c, &id).await;
+    }
+    took.sort();
+    let ms = |d: Duration| d.as_millis();
+    println!(
+        "50 stops 0-10 ms after the start, handler at 200 ms: min {} ms, median {} ms, max {} ms",
+        ms(took[0]),
+        ms(took[took.len() / 2]),
+        ms(took[took.len() - 1])
+    );
+    assert!(
+        took[took.len() - 1] < Duration::from_secs(2),
+        "a stop took {:?} (grace {grace} s): {took:?}",
+        took[took.len() - 1]
+    );
 }

@@ -5,9 +5,14 @@
 //! Two adjusters run, in this order: the image volumes' mounts ([`super::image_volumes::Mounts`]), whose
 //! sources are the snapshots the snapshot step made; then the CDI devices ([`crate::cdi::Devices`]: the
 //! request's `CDI_devices` and `cdi.k8s.io/*` annotations resolved to device nodes, mounts, env, hooks and
-//! groups). NRI plugins' adjustments are to be another [`Adjust`] in [`Containers`](super::Containers)'
-//! list; nothing else in the create path changes the spec. An adjuster that needs node state reads it
-//! itself; the conversion stays pure.
+//! groups); then the NRI plugins' adjustment ([`crate::nri::Adjuster`], when NRI is on: the plugins see the
+//! spec the others made, and a CDI device a plugin adds is resolved by the CDI code). Nothing else in the
+//! create path changes the spec. An adjuster that needs node state reads it itself; the conversion stays
+//! pure.
+//!
+//! The trait is sync: CreateContainer runs on a blocking thread, never an async worker (see
+//! [`super`]), so an adjuster with async work (NRI's ttrpc calls) hands it to the runtime and waits for it
+//! there, bounded by its own timeout.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -50,10 +55,11 @@ pub(crate) fn adjust(adjusters: &[Box<dyn Adjust>], spec: &mut Spec, cx: &Contex
     Ok(())
 }
 
-/// The adjusters every container gets, CDI specs read from `cdi_dirs`.
-pub(crate) fn defaults(cdi_dirs: Vec<PathBuf>) -> Vec<Box<dyn Adjust>> {
+/// The adjusters every container gets, CDI specs read from `cdi_dirs`, NRI's from `nri` when it is set.
+pub(crate) fn defaults(cdi_dirs: Vec<PathBuf>, nri: crate::nri::Slot) -> Vec<Box<dyn Adjust>> {
     vec![
         Box::new(super::image_volumes::Mounts),
         Box::new(crate::cdi::Devices { dirs: cdi_dirs }),
+        Box::new(crate::nri::Adjuster(nri)),
     ]
 }

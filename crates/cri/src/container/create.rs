@@ -18,7 +18,7 @@
 //! - **spec**: the OCI spec from the request ([`crate::convert::spec`], a pure function of it and the
 //!   [`crate::convert::Host`] facts, the target container of PID mode TARGET among them);
 //! - **adjust**: the one place where the spec changes for what the request points at outside itself
-//!   ([`super::adjust`]: the image volumes' mounts and CDI devices now; the seam NRI plugs into);
+//!   ([`super::adjust`]: the image volumes' mounts, CDI devices, then NRI plugins' adjustment);
 //! - **bundle**: `<bundles>/<id>/config.json`, the mounts' missing host paths, the log's directories and
 //!   the stdin FIFO;
 //! - **task**: the shim creates the task;
@@ -117,6 +117,9 @@ impl Containers {
         reservation.commit();
         tracing::info!(container = %id, sandbox = %sandbox.record.id, name = %meta.name, "container created");
         self.emit(&c, cri::ContainerEventType::ContainerCreatedEvent);
+        if let Some(nri) = self.nri() {
+            nri.container(crate::nri::ContainerEvent::PostCreate, &c);
+        }
         Ok(id)
     }
 
@@ -132,6 +135,11 @@ impl Containers {
             image_volumes: &volumes,
         };
         adjust::adjust(&self.adjusters, &mut spec, &cx)?;
+        if let Some(nri) = self.nri() {
+            // The plugins saw the create: if a later step fails, they hear the container is gone.
+            let (pod, id, config) = (r.sandbox, r.id, r.config);
+            undo.push("NRI", move || nri.undo_create(pod, id, config));
+        }
         let (task, user, log_path) = self.write_bundle(&mut undo, r, &spec)?;
         self.task(&mut undo, r, &task)?;
         let record = Record {

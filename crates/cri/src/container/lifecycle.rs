@@ -11,9 +11,12 @@ use crius_api::cri;
 
 use super::Containers;
 use crate::error::{Error, Kind, Result};
+use crate::nri::ContainerEvent;
 use crate::shim::{Exit, ShimError};
 use crate::store::container::{Container, State};
 use crate::store::now_ns;
+
+const UPDATE: &str = "UpdateContainerResources";
 
 /// How long a process gets to go after SIGKILL.
 const AFTER_SIGKILL: Duration = Duration::from_secs(60);
@@ -39,6 +42,13 @@ pub(super) fn stop_signal(config: &serde_json::Value) -> u32 {
 }
 
 impl Containers {
+    /// Tells NRI (when on) of `event` of `c`.
+    fn tell_nri(&self, event: ContainerEvent, c: &Container) {
+        if let Some(nri) = self.nri() {
+            nri.container(event, c);
+        }
+    }
+
     fn shim_err<'a>(call: &'static str, c: &'a Container) -> impl FnOnce(ShimError) -> Error + 'a {
         move |source| Error::Shim {
             call,
@@ -51,6 +61,7 @@ impl Containers {
     pub fn start(&self, id: &str) -> Result<()> {
         const CALL: &str = "StartContainer";
         let c = self.get_or_not_found(CALL, id)?;
+        self.tell_nri(ContainerEvent::Start, &c);
         // Taken before: a process quick to exit may be gone (and its exit recorded) before Start returns.
         let at = now_ns();
         let pid = self
@@ -63,6 +74,7 @@ impl Containers {
         })?;
         tracing::info!(container = %c.record.id, "container started");
         self.emit(&c, cri::ContainerEventType::ContainerStartedEvent);
+        self.tell_nri(ContainerEvent::PostStart, &c);
         Ok(())
     }
 
@@ -136,7 +148,9 @@ impl Containers {
     /// Records `c`'s exit (if no event did before), telling listeners the first time.
     fn finished(&self, c: &Container, exit: Exit) -> Result<()> {
         tracing::info!(container = %c.record.id, exit_code = exit.status, "container stopped");
-        self.note_exit(&c.record.id, exit.status as i32, exit.at_ns)
+        self.note_exit(&c.record.id, exit.status as i32, exit.at_ns)?;
+        self.tell_nri(ContainerEvent::Stop, c);
+        Ok(())
     }
 
     /// RemoveContainer: killed if running, its task deleted, its snapshot, bundle and record removed.
@@ -177,21 +191,39 @@ impl Containers {
         self.busy.forget(&c.record.id);
         tracing::info!(container = %c.record.id, "container removed");
         self.emit(&c, cri::ContainerEventType::ContainerDeletedEvent);
+        self.tell_nri(ContainerEvent::Remove, &c);
         Ok(())
     }
 
     /// UpdateContainerResources: `new` merged over the container's resources ([`crate::convert::merge_resources`]),
     /// applied live by the runtime (same process; a memory limit below current usage is refused), and kept
     /// for ContainerStatus.
+    /// NRI plugins (when on) see the request first and may change it (the NRI `Events::update`).
     pub fn update(&self, id: &str, new: &cri::LinuxContainerResources) -> Result<()> {
-        const CALL: &str = "UpdateContainerResources";
-        let c = self.get_or_not_found(CALL, id)?;
-        crate::validate::resources(CALL, "linux", new)?;
+        let c = self.get_or_not_found(UPDATE, id)?;
+        crate::validate::resources(UPDATE, "linux", new)?;
+        let Some(nri) = self.nri() else {
+            return self.update_resources(UPDATE, &c, new);
+        };
+        let new = nri.update(&c, new)?;
+        self.update_resources(UPDATE, &c, &new)?;
+        self.tell_nri(ContainerEvent::PostUpdate, &c);
+        Ok(())
+    }
+
+    /// `new` merged over `c`'s resources, applied live and recorded: UpdateContainerResources's work, and
+    /// the path NRI plugins' updates of containers take (`call` names which).
+    pub(crate) fn update_resources(
+        &self,
+        call: &'static str,
+        c: &Container,
+        new: &cri::LinuxContainerResources,
+    ) -> Result<()> {
         let (merged, oci) =
             crate::convert::update_resources(&c.resources(), new, crate::convert::cpu_controller())?;
         self.shims
             .update(&c.record.sandbox_id, &c.record.id, &oci)
-            .map_err(Self::shim_err(CALL, &c))?;
+            .map_err(Self::shim_err(call, c))?;
         self.records.modify(&c.record.id, |c| {
             c.config.linux.get_or_insert_with(Default::default).resources = Some(merged);
         })?;

@@ -1,6 +1,6 @@
 //! CRI containers, run by the pod's shim through the [`ShimClient`] seam: CreateContainer (`create`, named
 //! steps under a rollback guard) mounts the image's snapshot, writes the bundle (`<state>/containers/<id>/`,
-//! spec from [`crate::convert`], changed only in the `adjust` step: image volumes and CDI now, NRI to come)
+//! spec from [`crate::convert`], changed only in the `adjust` step: image volumes, CDI, NRI plugins)
 //! and creates the task with its output in the CRI log format at kubelet's log path; the other calls are in
 //! `lifecycle` (start, stop, remove, update, reopen the log), [`status`] (ContainerStatus, ListContainers,
 //! the shim's events), `exec` (ExecSync) and `stats`.
@@ -33,7 +33,7 @@ pub(crate) mod stats;
 pub mod status;
 pub mod stream;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use stats::list_stats;
 pub use status::list;
@@ -74,6 +74,10 @@ pub struct Containers {
     cgroup_driver: crate::cgroup_driver::Driver,
     /// What changes a new container's spec besides its request ([`adjust`]).
     adjusters: Vec<Box<dyn adjust::Adjust>>,
+    /// The node's NRI, once started (empty: off): told of every container's events.
+    nri: crate::nri::Slot,
+    /// Where CDI spec files are (for the CDI devices NRI plugins add).
+    pub(crate) cdi_dirs: Vec<PathBuf>,
     /// Changes of containers' lives, for GetContainerEvents.
     changes: tokio::sync::broadcast::Sender<Change>,
     /// The last CPU sample of each container (time, cumulative usage; both ns), for usage_nano_cores.
@@ -97,6 +101,7 @@ impl Containers {
         for c in records.list() {
             names.hold(&c.name_key(), &c.record.id, c.config.clone());
         }
+        let nri = crate::nri::Slot::default();
         Ok(Containers {
             bundles: setup.bundles,
             intents: setup.intents,
@@ -106,7 +111,9 @@ impl Containers {
             shims,
             images,
             cgroup_driver: Default::default(),
-            adjusters: adjust::defaults(crate::cdi::Devices::default().dirs),
+            adjusters: adjust::defaults(crate::cdi::Devices::default().dirs, nri.clone()),
+            nri,
+            cdi_dirs: crate::cdi::Devices::default().dirs,
             changes: tokio::sync::broadcast::channel(1024).0,
             cpu_samples: Mutex::new(HashMap::new()),
             #[cfg(test)]
@@ -126,9 +133,21 @@ impl Containers {
     /// than [`crate::cdi::DEFAULT_SPEC_DIRS`].
     pub fn with_cdi_dirs(self, dirs: Vec<PathBuf>) -> Containers {
         Containers {
-            adjusters: adjust::defaults(dirs),
+            adjusters: adjust::defaults(dirs.clone(), self.nri.clone()),
+            cdi_dirs: dirs,
             ..self
         }
+    }
+
+    /// From now on NRI is told of these containers' events (and their pods', through [`Containers::nri`]).
+    /// Set once: a second call is ignored.
+    pub(crate) fn set_nri(&self, nri: Arc<dyn crate::nri::Events>) {
+        let _ = self.nri.set(nri);
+    }
+
+    /// The node's NRI, if it is on.
+    pub(crate) fn nri(&self) -> Option<&Arc<dyn crate::nri::Events>> {
+        self.nri.get()
     }
 
     /// The container whose id is `id`, or the only one whose id starts with it.

@@ -56,7 +56,7 @@ impl World {
 }
 
 /// A READY sandbox `sb1` whose files (empty) are in `dir`, and its logs under `dir/logs`.
-pub(super) fn ready_pod(dir: &tempfile::TempDir) -> Sandbox {
+pub(crate) fn ready_pod(dir: &tempfile::TempDir) -> Sandbox {
     for f in ["hostname", "hosts", "resolv.conf"] {
         std::fs::write(dir.path().join(f), "").unwrap();
     }
@@ -73,7 +73,7 @@ pub(super) fn ready_pod(dir: &tempfile::TempDir) -> Sandbox {
     }
 }
 
-pub(super) fn open(
+pub(crate) fn open(
     dir: &tempfile::TempDir,
     shim: Arc<FakeShim>,
     images: Arc<dyn crate::image_store::ImageStore>,
@@ -90,7 +90,7 @@ pub(super) fn open(
     .unwrap()
 }
 
-pub(super) fn config(name: &str, attempt: u32, image: &str) -> cri::ContainerConfig {
+pub(crate) fn config(name: &str, attempt: u32, image: &str) -> cri::ContainerConfig {
     cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: name.into(),

@@ -51,12 +51,9 @@ impl cri::image_service_server::ImageService for ImageService {
         &self,
         request: Request<cri::ListImagesRequest>,
     ) -> Result<Response<cri::ListImagesResponse>, Status> {
-        let filter = request
-            .into_inner()
-            .filter
-            .and_then(|f| f.image)
-            .map(|s| s.image)
-            .filter(|s| !s.is_empty());
+        let spec = request.into_inner().filter.and_then(|f| f.image);
+        self.images.note_handler("ListImages", spec.as_ref());
+        let filter = spec.map(|s| s.image).filter(|s| !s.is_empty());
         let images = self.images.list(filter).await?;
         Ok(Response::new(cri::ListImagesResponse { images }))
     }
@@ -84,6 +81,7 @@ impl cri::image_service_server::ImageService for ImageService {
     ) -> Result<Response<cri::ImageStatusResponse>, Status> {
         let req = request.into_inner();
         let reference = reference_of(req.image.as_ref(), "ImageStatus")?;
+        self.images.note_handler("ImageStatus", req.image.as_ref());
         Ok(Response::new(self.images.status(reference, req.verbose).await?))
     }
 
@@ -93,6 +91,7 @@ impl cri::image_service_server::ImageService for ImageService {
     ) -> Result<Response<cri::PullImageResponse>, Status> {
         let req = request.into_inner();
         let reference = reference_of(req.image.as_ref(), "PullImage")?;
+        self.images.note_handler("PullImage", req.image.as_ref());
         let auth = auth_of("PullImage", req.auth.as_ref())?;
         let image_ref = self.images.pull(&reference, auth).await?;
         Ok(Response::new(cri::PullImageResponse { image_ref }))
@@ -102,7 +101,9 @@ impl cri::image_service_server::ImageService for ImageService {
         &self,
         request: Request<cri::RemoveImageRequest>,
     ) -> Result<Response<cri::RemoveImageResponse>, Status> {
-        let reference = reference_of(request.into_inner().image.as_ref(), "RemoveImage")?;
+        let spec = request.into_inner().image;
+        let reference = reference_of(spec.as_ref(), "RemoveImage")?;
+        self.images.note_handler("RemoveImage", spec.as_ref());
         self.images.remove(reference).await?;
         Ok(Response::new(cri::RemoveImageResponse {}))
     }

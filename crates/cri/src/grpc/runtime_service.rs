@@ -14,6 +14,10 @@ use crate::error::Error;
 use crate::node::Node;
 use crate::sandbox;
 
+mod lists;
+#[cfg(test)]
+mod lists_tests;
+
 /// The CRI version kubelet asks for and insists on.
 pub const KUBELET_API_VERSION: &str = "0.1.0";
 /// Our name, the scheme of kubelet's `containerID: crius://<id>`.
@@ -113,8 +117,8 @@ fn missing(call: &'static str) -> Status {
 
 type Reply<T> = Result<Response<T>, Status>;
 
-/// A Stream* call's answer: what its List call answers, as one chunk (the CRI lets a runtime send the list in
-/// as many chunks as it likes).
+/// A Stream* call's answer: what its List call answers, in chunks (the CRI lets a runtime send the list in as
+/// many chunks as it likes; `lists.rs` cuts them).
 type Chunks<T> = Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 fn one_chunk<T: Send + 'static>(chunk: T) -> Reply<Chunks<T>> {
@@ -172,7 +176,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         let req = req.into_inner();
         let config = req.config.ok_or_else(|| missing("RunPodSandbox"))?;
         let handler = req.runtime_handler;
-        let id = self.blocking(move |r| r.pods.run(config, handler)).await?;
+        let id = self.blocking(move |r| r.run_pod(config, handler)).await?;
         Ok(Response::new(cri::RunPodSandboxResponse { pod_sandbox_id: id }))
     }
 
@@ -207,10 +211,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         &self,
         req: Request<cri::ListPodSandboxRequest>,
     ) -> Reply<cri::ListPodSandboxResponse> {
-        let filter = req.into_inner().filter;
-        Ok(Response::new(cri::ListPodSandboxResponse {
-            items: sandbox::list(self.runtime.pods.sandboxes.list(), filter.as_ref()),
-        }))
+        self.list_sandboxes(req.into_inner().filter)
     }
 
     async fn create_container(
@@ -265,11 +266,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         &self,
         req: Request<cri::ListContainersRequest>,
     ) -> Reply<cri::ListContainersResponse> {
-        let filter = req.into_inner().filter;
-        let containers = self
-            .blocking(move |r| Ok(crate::container::list(&r.containers, filter.as_ref())))
-            .await?;
-        Ok(Response::new(cri::ListContainersResponse { containers }))
+        self.list_containers_bounded(req.into_inner().filter).await
     }
 
     async fn container_status(
@@ -412,11 +409,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         &self,
         req: Request<cri::ListContainerStatsRequest>,
     ) -> Reply<cri::ListContainerStatsResponse> {
-        let filter = req.into_inner().filter;
-        let stats = self
-            .blocking(move |r| Ok(crate::container::list_stats(&r.containers, filter.as_ref())))
-            .await?;
-        Ok(Response::new(cri::ListContainerStatsResponse { stats }))
+        self.list_container_stats_bounded(req.into_inner().filter).await
     }
 
     async fn pod_sandbox_stats(
@@ -432,11 +425,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         &self,
         req: Request<cri::ListPodSandboxStatsRequest>,
     ) -> Reply<cri::ListPodSandboxStatsResponse> {
-        let filter = req.into_inner().filter;
-        let stats = self
-            .blocking(move |r| Ok(r.list_pod_stats(filter.as_ref())))
-            .await?;
-        Ok(Response::new(cri::ListPodSandboxStatsResponse { stats }))
+        self.list_sandbox_stats_bounded(req.into_inner().filter).await
     }
 
     async fn checkpoint_container(
@@ -479,10 +468,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         &self,
         req: Request<cri::StreamPodSandboxesRequest>,
     ) -> Reply<Self::StreamPodSandboxesStream> {
-        let filter = req.into_inner().filter;
-        let listed = self.list_pod_sandbox(Request::new(cri::ListPodSandboxRequest { filter }));
-        let pod_sandboxes = listed.await?.into_inner().items;
-        one_chunk(cri::StreamPodSandboxesResponse { pod_sandboxes })
+        self.stream_sandboxes(req.into_inner().filter)
     }
 
     type StreamContainersStream = Chunks<cri::StreamContainersResponse>;
@@ -491,10 +477,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         &self,
         req: Request<cri::StreamContainersRequest>,
     ) -> Reply<Self::StreamContainersStream> {
-        let filter = req.into_inner().filter;
-        let listed = self.list_containers(Request::new(cri::ListContainersRequest { filter }));
-        let containers = listed.await?.into_inner().containers;
-        one_chunk(cri::StreamContainersResponse { containers })
+        self.stream_container_list(req.into_inner().filter).await
     }
 
     type StreamContainerStatsStream = Chunks<cri::StreamContainerStatsResponse>;
@@ -503,10 +486,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         &self,
         req: Request<cri::StreamContainerStatsRequest>,
     ) -> Reply<Self::StreamContainerStatsStream> {
-        let filter = req.into_inner().filter;
-        let listed = self.list_container_stats(Request::new(cri::ListContainerStatsRequest { filter }));
-        let container_stats = listed.await?.into_inner().stats;
-        one_chunk(cri::StreamContainerStatsResponse { container_stats })
+        self.stream_container_stats_list(req.into_inner().filter).await
     }
 
     type StreamPodSandboxStatsStream = Chunks<cri::StreamPodSandboxStatsResponse>;
@@ -515,10 +495,7 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         &self,
         req: Request<cri::StreamPodSandboxStatsRequest>,
     ) -> Reply<Self::StreamPodSandboxStatsStream> {
-        let filter = req.into_inner().filter;
-        let listed = self.list_pod_sandbox_stats(Request::new(cri::ListPodSandboxStatsRequest { filter }));
-        let pod_sandbox_stats = listed.await?.into_inner().stats;
-        one_chunk(cri::StreamPodSandboxStatsResponse { pod_sandbox_stats })
+        self.stream_sandbox_stats_list(req.into_inner().filter).await
     }
 
     type StreamPodSandboxMetricsStream = Chunks<cri::StreamPodSandboxMetricsResponse>;
@@ -537,11 +514,8 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
         req: Request<cri::UpdatePodSandboxResourcesRequest>,
     ) -> Reply<cri::UpdatePodSandboxResourcesResponse> {
         let r = req.into_inner();
-        self.blocking(move |rt| {
-            rt.pods
-                .update_pod_resources(&r.pod_sandbox_id, r.overhead.as_ref(), r.resources.as_ref())
-        })
-        .await?;
+        self.blocking(move |rt| rt.update_pod(&r.pod_sandbox_id, r.overhead.as_ref(), r.resources.as_ref()))
+            .await?;
         Ok(Response::new(cri::UpdatePodSandboxResourcesResponse {}))
     }
 

@@ -10,6 +10,8 @@ fn rendered_config_parses_back_to_itself() {
         .mirrors
         .insert("docker.io".into(), "http://127.0.0.1:5000".into());
     c.image.insecure_registries.push("reg.local:5000".into());
+    c.image.pull_progress_timeout = 7;
+    c.image.max_concurrent_downloads = 5;
     c.log_level = "debug".into();
     let text = c.render();
     assert_eq!(toml::from_str::<Config>(&text).unwrap(), c);
@@ -158,8 +160,36 @@ fn http_mirrors_are_insecure() {
     c.image
         .mirrors
         .insert("quay.io".into(), "mirror.example:443".into());
-    let ic = c.image_config();
+    let ic = c.image_config().unwrap();
     assert_eq!(ic.mirrors["docker.io"], "127.0.0.1:5000");
     assert_eq!(ic.insecure, vec!["127.0.0.1:5000".to_string()]);
     assert_eq!(ic.mirrors["quay.io"], "mirror.example:443");
+}
+
+#[test]
+fn pull_progress_timeout_and_concurrent_downloads_reach_the_image_service() {
+    let c = Config::default();
+    let ic = c.image_config().unwrap();
+    assert_eq!(
+        ic.pull_progress_timeout,
+        Some(std::time::Duration::from_secs(300))
+    );
+    assert_eq!(ic.max_concurrent_downloads, 3);
+    let c: Config =
+        toml::from_str("[image]\npull_progress_timeout = 2\nmax_concurrent_downloads = 1\n").unwrap();
+    c.check().unwrap();
+    let ic = c.image_config().unwrap();
+    assert_eq!(ic.pull_progress_timeout, Some(std::time::Duration::from_secs(2)));
+    assert_eq!(ic.max_concurrent_downloads, 1);
+    let off: Config = toml::from_str("[image]\npull_progress_timeout = 0\n").unwrap();
+    assert_eq!(
+        off.image_config().unwrap().pull_progress_timeout,
+        None,
+        "0: never"
+    );
+    let policy: Config =
+        toml::from_str("[image]\nsignature_policy = \"/nonexistent/policy.json\"\n").unwrap();
+    assert!(policy.check().unwrap_err().contains("/nonexistent/policy.json"));
+    let none: Config = toml::from_str("[image]\nmax_concurrent_downloads = 0\n").unwrap();
+    assert!(none.check().unwrap_err().contains("max_concurrent_downloads"));
 }

@@ -260,6 +260,47 @@ impl Cgroup {
             .collect())
     }
 
+    /// Checks a cgroup that exists before the container is created in it, as runc does: one whose processes
+    /// are frozen would freeze the container's init at its first instruction, so it is refused; one that
+    /// holds processes already is allowed with a warning (runc 1.1 warns; later runc refuses it, but a
+    /// shared cgroup is still how some callers group processes). A cgroup not there yet passes.
+    pub fn check_existing(&self) -> Result<()> {
+        if !self.dir.is_dir() {
+            return Ok(());
+        }
+        if self.read("cgroup.freeze").is_ok_and(|v| v == "1") {
+            return Err(self.error(
+                "container's cgroup unexpectedly frozen (cgroup.freeze is 1): thaw it, or give another cgroupsPath",
+            ));
+        }
+        let n = self.all_procs();
+        if n > 0 {
+            crate::log::warn(&format!(
+                "container's cgroup is not empty: {n} process(es) found in {}; they share its limits, and \
+                 deleting the container kills them too",
+                self.dir.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The number of processes in this cgroup and every cgroup below it.
+    fn all_procs(&self) -> usize {
+        let mut n = 0;
+        let mut dirs = vec![self.dir.clone()];
+        while let Some(d) = dirs.pop() {
+            n += std::fs::read_to_string(d.join("cgroup.procs"))
+                .map(|s| s.lines().filter(|l| !l.trim().is_empty()).count())
+                .unwrap_or(0);
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(e.path());
+                }
+            }
+        }
+        n
+    }
+
     /// True while a process lives in this cgroup or below.
     pub fn populated(&self) -> bool {
         match self.read("cgroup.events") {

@@ -79,16 +79,33 @@ fn rootfs_mount_private(rootfs: &Path, fd: &OwnedFd) -> Result<()> {
     }
 }
 
+/// Whether the container has a mount namespace of its own (new or joined). Without one it shares the
+/// runtime's: nothing is changed on the mount tree but the config's mounts, and init chroots ([`pivot`]).
+pub fn own_mount_namespace(spec: &Spec) -> bool {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|ns| {
+            ns.iter()
+                .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::Mount)
+        })
+}
+
 /// Before pivot_root: propagation, the rootfs as a mount point, the config's mounts and /dev. `sources` holds
 /// what the runtime opened before a user namespace (else each is opened here by path). Returns the rootfs's
-/// own mount, for [`pivot`].
+/// own mount, for [`pivot`]. Without a mount namespace of its own ([`own_mount_namespace`]) the host's
+/// propagation is left alone and the rootfs is used where it is.
 pub fn prepare(
     spec: &Spec,
     rootfs: &Path,
     bundle: &Path,
     userns: bool,
-    mut sources: Sources,
+    sources: Sources,
 ) -> Result<mounts::Root> {
+    if !own_mount_namespace(spec) {
+        let root = mounts::Root::open(rootfs)?;
+        return prepare_mounts(spec, root, bundle, userns, sources);
+    }
     let linux = spec.linux().as_ref();
     let prop = linux
         .and_then(|l| l.rootfs_propagation().as_deref())
@@ -117,6 +134,17 @@ pub fn prepare(
     mountapi::attach(&tree, &src, &what)?;
     let path = crius_common::inroot::real_path(&tree).map_err(|e| err!("{what}: {e}"))?;
     let root = mounts::Root { fd: tree, path };
+    prepare_mounts(spec, root, bundle, userns, sources)
+}
+
+/// The config's mounts and /dev, inside `root`.
+fn prepare_mounts(
+    spec: &Spec,
+    root: mounts::Root,
+    bundle: &Path,
+    userns: bool,
+    mut sources: Sources,
+) -> Result<mounts::Root> {
     let mut dev_mounted = false;
     for (i, m) in spec.mounts().iter().flatten().enumerate() {
         mounts::mount_one(&root, bundle, m, userns, sources.take(i))?;
@@ -136,8 +164,13 @@ pub fn prepare(
 }
 
 /// Makes `root` (the rootfs's own mount, from [`prepare`]) the root: pivot_root with the old root stacked on
-/// top, then detached.
-pub fn pivot(root: &mounts::Root) -> Result<()> {
+/// top, then detached; without a mount namespace of its own (the host's would lose its root), chroot.
+pub fn pivot(root: &mounts::Root, own_mountns: bool) -> Result<()> {
+    if !own_mountns {
+        nix::unistd::fchdir(&root.fd).map_err(|e| err!("chdir to rootfs {}: {e}", root.path.display()))?;
+        nix::unistd::chroot(".").map_err(|e| err!("chroot {}: {e}", root.path.display()))?;
+        return nix::unistd::chdir("/").map_err(|e| err!("chdir /: {e}"));
+    }
     use nix::fcntl::{OFlag, open};
     use nix::sys::stat::Mode;
     let old = open(
@@ -183,7 +216,12 @@ pub fn finalize(spec: &Spec, userns: bool) -> Result<()> {
                 .map_err(|e| err!("linux.sysctl {k}={v}: writing /proc/{rel}: {e}"))?;
         }
     }
+    if !own_mount_namespace(spec) {
+        // The rest changes mounts, which are the host's here (config::check refuses what would need it).
+        return Ok(());
+    }
     let root = mounts::Root::open(Path::new("/"))?;
+    mounts::remount_read_only(&root, spec.mounts().as_deref().unwrap_or_default())?;
     let masked = linux.and_then(|l| l.masked_paths().as_ref());
     let readonly = linux.and_then(|l| l.readonly_paths().as_ref());
     // Read-only paths first, as runc >= 1.2.8 does: a mask's bind can then land in no writable place under

@@ -11,12 +11,13 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use crius_common::inroot::{self, ProcPlace};
+use nix::errno::Errno;
 use nix::mount::MsFlags;
 use oci_spec::runtime::Mount;
 
+use super::locked_flags;
 use super::mountapi::{self, attach, clone_tree, open_source};
 use super::options::{Options, parse_options};
-use super::{locked_flags, mnt};
 use crate::{Result, err};
 
 /// The rootfs, open: mounts and files are made from this fd.
@@ -90,25 +91,37 @@ pub(super) fn bind_tree(src: &OwnedFd, o: &Options, userns: bool, what: &str) ->
     Ok(tree)
 }
 
-/// Makes mount `m` inside `root`. A relative source is relative to `bundle`; `made` is the bind tree the
-/// runtime made for it before the user namespace ([`super::sources`]), else it is made here.
+/// Whether mount `m` (of filesystem `fstype`) is mounted writable first and made read-only only by
+/// [`remount_read_only`] once the rootfs is complete, as runc does: a tmpfs may get files made or chmod-ed in it
+/// and /dev gets its nodes and the mounts below it (`/dev/pts`, `/dev/shm`).
+pub fn read_only_later(m: &Mount, fstype: &str) -> bool {
+    fstype == "tmpfs" || inroot::clean(m.destination()) == Path::new("dev")
+}
+
+/// Makes mount `m` inside `root`. A bind mount's relative source is relative to `bundle`; `made` is the bind
+/// tree the runtime made for it before the user namespace ([`super::sources`]), else it is made here.
 pub fn mount_one(root: &Root, bundle: &Path, m: &Mount, userns: bool, made: Option<OwnedFd>) -> Result<()> {
     let dest = Path::new("/").join(inroot::clean(m.destination()));
     let what = format!("mount {}", m.destination().display());
-    let o = parse_options(m.options().as_deref().unwrap_or_default());
+    let mut o = parse_options(m.options().as_deref().unwrap_or_default());
     let mut fstype = m.typ().clone().unwrap_or_else(|| "none".into());
     if fstype == "cgroup" {
         fstype = "cgroup2".into();
     }
+    if read_only_later(m, &fstype) {
+        o.flags.remove(MsFlags::MS_RDONLY);
+    }
+    let premade = made.is_some();
+    let bind = o.bind || fstype == "bind" || premade;
+    // Only a bind mount's source is a path, relative to the bundle; another filesystem's is a name the
+    // kernel shows in the mount table (`proc`, `tmpfs`, `shm`), passed as it is.
     let source = m.source().as_ref().map(|s| {
-        if s.is_absolute() {
+        if s.is_absolute() || !bind {
             s.clone()
         } else {
             bundle.join(s)
         }
     });
-    let premade = made.is_some();
-    let bind = o.bind || fstype == "bind" || premade;
     let src_fd = match made {
         Some(tree) => Some(tree),
         None if bind => {
@@ -144,13 +157,32 @@ pub fn mount_one(root: &Root, bundle: &Path, m: &Mount, userns: bool, made: Opti
     let on = inroot::fd_path(&target);
     let data = (!o.data.is_empty()).then_some(o.data.as_str());
     let src = source.unwrap_or_else(|| PathBuf::from(&fstype));
-    match mnt(Some(&src), &on, Some(&fstype), o.flags, data) {
+    match nix::mount::mount(Some(&src), &on, Some(fstype.as_str()), o.flags, data) {
+        Ok(()) => {}
         // Without its own network namespace a user namespace may not mount sysfs: bind the host's.
         Err(_) if fstype == "sysfs" && userns => {
             let tree = clone_tree(&open_source(Path::new("/sys"))?, true, &what)?;
             attach(&tree, &target, &what)?;
         }
-        r => r.map_err(|e| err!("{what}: {e}"))?,
+        // Nor cgroup2 without its own cgroup namespace (EPERM; EBUSY on some kernels): as runc does, bind the
+        // host's cgroup2 mount with the mount's flags (those the host's mount has locked kept).
+        Err(Errno::EPERM | Errno::EBUSY) if fstype == "cgroup2" && userns => {
+            let host = crate::cgroup::mount_point()?;
+            let src = open_source(&host)?;
+            let tree = clone_tree(&src, false, &what)?;
+            let extra = o.flags & !(MsFlags::MS_BIND | MsFlags::MS_REC | MsFlags::MS_REMOUNT);
+            let keep = mountapi::attrs(locked_flags(&src));
+            mountapi::set_flags(&tree, mountapi::attrs(extra), keep, false, &what)?;
+            attach(&tree, &target, &what)?;
+        }
+        Err(e) => {
+            return Err(err!(
+                "{what}: mount {} on {} (type {fstype}, flags {:?}): {e}",
+                src.display(),
+                on.display(),
+                o.flags
+            ));
+        }
     }
     if !o.propagation.is_empty() || !o.rec_set.is_empty() || !o.rec_clear.is_empty() {
         // The new mount is on top of the fd's: open it again, inside the root, and make sure it is another.
@@ -173,4 +205,21 @@ fn set_recursive(fd: &OwnedFd, o: &Options, what: &dyn std::fmt::Display) -> Res
         return Ok(());
     }
     mountapi::set_recursive(fd, mountapi::attrs(o.rec_set), mountapi::attrs(o.rec_clear), what)
+}
+
+/// Makes the mounts of `spec` that [`read_only_later`] left writable read-only (after pivot_root: `root` is the
+/// container's root). Each is opened inside the root; the flag goes onto the mount on top of it.
+pub fn remount_read_only(root: &Root, mounts: &[Mount]) -> Result<()> {
+    for m in mounts {
+        let o = parse_options(m.options().as_deref().unwrap_or_default());
+        let fstype = m.typ().clone().unwrap_or_default();
+        if !o.flags.contains(MsFlags::MS_RDONLY) || !read_only_later(m, &fstype) {
+            continue;
+        }
+        let what = format!("mount {}", m.destination().display());
+        let fd =
+            inroot::open(root.fd.as_fd(), m.destination()).map_err(|e| err!("{what}: reopening: {e}"))?;
+        mountapi::set_flags(&fd, mountapi::ATTR_RDONLY, mountapi::ALL, false, &what)?;
+    }
+    Ok(())
 }

@@ -16,7 +16,7 @@ use std::path::Path;
 use oci_spec::runtime::{LinuxIdMapping, Mount, Spec};
 
 use super::mountapi::{self, open_source};
-use super::mounts::bind_tree;
+use super::mounts::{bind_tree, read_only_later};
 use super::options::parse_options;
 use crate::namespaces::userns_with;
 use crate::{Result, err};
@@ -71,8 +71,11 @@ pub fn open(spec: &Spec, rootfs: &Path, bundle: &Path, userns: bool) -> Result<S
     let mut usernss: HashMap<Maps, OwnedFd> = HashMap::new();
     let mut out = Vec::with_capacity(mounts.len());
     for (i, m) in mounts.iter().enumerate() {
-        let o = parse_options(m.options().as_deref().unwrap_or_default());
+        let mut o = parse_options(m.options().as_deref().unwrap_or_default());
         let bind = o.bind || m.typ().as_deref() == Some("bind");
+        if read_only_later(m, m.typ().as_deref().unwrap_or_default()) {
+            o.flags.remove(nix::mount::MsFlags::MS_RDONLY);
+        }
         let what = format!("mount {}", m.destination().display());
         if !bind {
             if idmapped(m) {

@@ -23,6 +23,7 @@ use crate::stdio::ProcessIo;
 
 mod control;
 mod prepare;
+mod redeliver;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -449,7 +450,8 @@ impl Tasks {
     }
 
     /// Kill: sends `signal` to the container's init (through the runtime; `all`: to every process of it) or
-    /// to an exec process. A process that exited cannot be signalled.
+    /// to an exec process. A process that exited cannot be signalled. A signal the kernel drops (the init is
+    /// its PID namespace's PID 1 and has no handler yet) is sent again until it is caught (`redeliver.rs`).
     pub(crate) fn kill(&self, id: &str, exec_id: &str, signal: u32, all: bool) -> Result<()> {
         let (runtime, bundle, pid) = self.with(id, |c| {
             let (rt, b) = (c.runtime.clone(), c.bundle.clone());
@@ -458,6 +460,8 @@ impl Tasks {
             Ok((rt, b, p.pid))
         })?;
         if exec_id.is_empty() {
+            // Read before the signal goes: a handler installed after it would not have had it.
+            let dropped = redeliver::needs_watch(pid, signal);
             let sig = signal.to_string();
             let mut args = vec!["kill"];
             if all {
@@ -465,6 +469,9 @@ impl Tasks {
             }
             args.extend([id, sig.as_str()]);
             runtime.run(&args, None, &bundle)?;
+            if let Some(sig) = dropped {
+                self.redeliver(id, pid, sig);
+            }
         } else if pid != 0 {
             let sig = nix::sys::signal::Signal::try_from(signal as i32)
                 .map_err(|e| Error::InvalidArgument(format!("signal {signal}: {e}")))?;

@@ -5,6 +5,7 @@
 //! crius-mkimage testprog OUT_DIR TESTPROG_BINARY [NAME] # default name crius-testprog:latest
 //! crius-mkimage seeds    OUT_DIR                        # stand-ins for the images the seed manifests name
 //! crius-mkimage pause    OUT_DIR NAME                   # a stand-in pause image (for containerd's CRI)
+//! crius-mkimage layered  OUT_DIR NAME LAYERS MIB        # busybox and LAYERS-1 layers of MIB random MiB each
 //! crius-mkimage archive  LAYOUT_DIR ARCHIVE.tar
 //! ```
 
@@ -32,10 +33,15 @@ fn main() -> ExitCode {
         ["pause", out, name] => {
             image::pause(Path::new(out), name).map(|i| println!("{} {}", i.manifest, i.config))
         }
+        ["layered", out, name, layers, mib] => match (layers.parse::<usize>(), mib.parse::<usize>()) {
+            (Ok(l), Ok(m)) => image::layered(Path::new(out), name, l, m << 20)
+                .map(|i| println!("{} {}", i.manifest, i.config)),
+            _ => Err(std::io::Error::other("LAYERS and MIB are numbers")),
+        },
         ["archive", layout, archive] => image::write_archive(Path::new(layout), Path::new(archive)),
         _ => {
             eprintln!(
-                "usage: crius-mkimage busybox OUT [NAME] | testprog OUT BINARY [NAME] | seeds OUT | pause OUT NAME | archive LAYOUT ARCHIVE"
+                "usage: crius-mkimage busybox OUT [NAME] | testprog OUT BINARY [NAME] | seeds OUT | pause OUT NAME | layered OUT NAME LAYERS MIB | archive LAYOUT ARCHIVE"
             );
             return ExitCode::from(2);
         }

@@ -34,6 +34,8 @@ const VERSION: &str = "the answer is the same whatever CRI version kubelet speak
 const POD_RECORD: &str = "the pod's config is the one RunPodSandbox was given, kept in its record";
 const NRI: &str = "for NRI plugins; crius runs none";
 const ONE_STORE: &str = "one image store for the node and every handler: a pull is the same for any pod";
+const HANDLER_IMAGES: &str = "accepted and logged once per handler at debug level (KEP-4216): one store, one \
+                              snapshotter and one platform per node, so every handler shares every image";
 const RESOLVED: &str = "kubelet's notes of what was asked and what it resolved to: crius resolves `image`";
 const REGISTRY: &str = "the registry is the image reference's host";
 const POD_CGROUP: &str = "the pod cgroup under cgroup_parent is kubelet's to size; UpdatePodSandboxResources \
@@ -174,7 +176,7 @@ const FIELDS: &[(&str, &str, Fate)] = &[
     ("ImageSpec", "image", Acted),
     ("ImageSpec", "annotations", Ignored(ONE_STORE)),
     ("ImageSpec", "user_specified_image", Ignored(RESOLVED)),
-    ("ImageSpec", "runtime_handler", Ignored(ONE_STORE)),
+    ("ImageSpec", "runtime_handler", Ignored(HANDLER_IMAGES)),
     ("ImageSpec", "image_ref", Ignored(RESOLVED)),
     ("AuthConfig", "username", Acted),
     ("AuthConfig", "password", Acted),

@@ -1,0 +1,150 @@
+//! ttrpc over the multiplexer: calls answered, errors as status, timeouts, a connection that dies.
+
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::UnixStream;
+
+use super::*;
+use crate::api;
+use crate::mux::{Mux, PLUGIN_CONN, RUNTIME_CONN};
+
+fn echo_handler() -> Handler {
+    Arc::new(|service, method, payload| {
+        Box::pin(async move {
+            match (service.as_str(), method.as_str()) {
+                ("test.Echo", "Echo") => Ok(payload),
+                ("test.Echo", "Fail") => Err(status(code::UNKNOWN, "no, thanks")),
+                ("test.Echo", "Hang") => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    Ok(Vec::new())
+                }
+                _ => Err(status(code::UNIMPLEMENTED, format!("{service}/{method}"))),
+            }
+        })
+    })
+}
+
+/// A client on one end of a socket pair and a server on the other, both on the plugin connection.
+fn pair() -> (Client, Mux, Mux) {
+    let (a, b) = UnixStream::pair().unwrap();
+    let (ma, mut ca) = Mux::new(a, &[PLUGIN_CONN, RUNTIME_CONN]);
+    let (mb, mut cb) = Mux::new(b, &[PLUGIN_CONN, RUNTIME_CONN]);
+    serve(cb.remove(0), echo_handler());
+    (Client::new(ca.remove(0), || {}), ma, mb)
+}
+
+const T: Duration = Duration::from_secs(5);
+
+#[tokio::test]
+async fn a_call_gets_its_answer_even_a_large_one() {
+    let (client, _a, _b) = pair();
+    let req = api::RegisterPluginRequest {
+        plugin_name: "x".repeat(100_000),
+        plugin_idx: "10".into(),
+        ..Default::default()
+    };
+    let got: api::RegisterPluginRequest = client.call("test.Echo", "Echo", &req, T).await.unwrap();
+    assert_eq!(got, req);
+    let client = Arc::new(client);
+    let calls: Vec<_> = (0..10)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let req = api::RegisterPluginRequest {
+                    plugin_idx: format!("{i:02}"),
+                    ..Default::default()
+                };
+                client
+                    .call::<_, api::RegisterPluginRequest>("test.Echo", "Echo", &req, T)
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    for (i, call) in calls.into_iter().enumerate() {
+        assert_eq!(
+            call.await.unwrap().plugin_idx,
+            format!("{i:02}"),
+            "concurrent calls each get their own answer"
+        );
+    }
+}
+
+#[tokio::test]
+async fn errors_come_back_as_status() {
+    let (client, _a, _b) = pair();
+    let err = client
+        .call::<_, api::Empty>("test.Echo", "Fail", &api::Empty {}, T)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Status { code: 2, message, .. } if message == "no, thanks"),
+        "{err}"
+    );
+    let err = client
+        .call::<_, api::Empty>("test.Other", "X", &api::Empty {}, T)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        Error::Status {
+            code: code::UNIMPLEMENTED,
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn a_call_times_out_and_a_dead_peer_closes() {
+    let (client, _a, b) = pair();
+    let err = client
+        .call::<_, api::Empty>("test.Echo", "Hang", &api::Empty {}, Duration::from_millis(50))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
+    let call = client.call::<_, api::Empty>("test.Echo", "Hang", &api::Empty {}, T);
+    let kill = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        b.close().await;
+    };
+    let (err, ()) = tokio::join!(call, kill);
+    assert!(matches!(err.unwrap_err(), Error::Closed));
+    assert!(client.is_closed());
+}
+
+/// A request frame as Go's ttrpc client writes one for a unary call: length, odd stream id 1, type 1, no flags.
+#[tokio::test]
+async fn request_frames_match_ttrpc() {
+    let (a, mut b) = UnixStream::pair().unwrap();
+    let (_ma, mut ca) = Mux::new(a, &[PLUGIN_CONN]);
+    let client = Client::new(ca.remove(0), || {});
+    let call = client.call::<_, api::Empty>("s", "m", &api::Empty {}, Duration::from_millis(100));
+    let read = async {
+        let mut buf = [0u8; 8 + 10];
+        b.read_exact(&mut buf).await.unwrap();
+        buf
+    };
+    let (_, buf) = tokio::join!(call, read);
+    let len = u32::from_be_bytes(buf[8..12].try_into().unwrap());
+    assert_eq!(&buf[12..18], &[0, 0, 0, 1, 1, 0]);
+    let mut payload = vec![0u8; len as usize];
+    b.read_exact(&mut payload).await.unwrap();
+    let req = wire::Request::decode(payload.as_slice()).unwrap();
+    assert_eq!(
+        (req.service.as_str(), req.method.as_str(), req.timeout_nano),
+        ("s", "m", 100_000_000)
+    );
+}
+
+#[test]
+fn oversized_messages_are_refused() {
+    assert!(matches!(
+        encode(1, TYPE_REQUEST, 0, &vec![0; MAX_MESSAGE + 1]),
+        Err(Error::Oversized { .. })
+    ));
+    assert_eq!(
+        encode(3, TYPE_RESPONSE, 0, b"ab").unwrap(),
+        [0, 0, 0, 2, 0, 0, 0, 3, 2, 0, b'a', b'b']
+    );
+}
