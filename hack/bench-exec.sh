@@ -1,29 +1,41 @@
 #!/usr/bin/env bash
-# Streaming exec, criusd next to containerd 1.6 (its CRI plugin, runc) in the same run, driven by the same
-# client: `crius exec` (CRI Exec, then SPDY to the URL it returned; crius-stream's client). A long-running pod
-# is started on each runtime with the pod engine (`crius run`, in the background), then:
+# Exec on criusd twice, with the shim's direct exec (`crius`, the default) and through `crius-runc exec`
+# (`crius-runc-exec`: a second criusd with --direct-exec false), next to containerd 1.6 (its CRI plugin, runc)
+# in the same run, driven by the same clients. A long-running pod is started on each with the pod engine
+# (`crius run`, in the background), then:
 #   true  — the median of N (default 20) `crius exec POD -- true` runs, whole command, ms;
 #   cat   — 100 MiB through exec stdout (`head -c 104857600 /dev/zero`, counted by wc), MiB/s, the median
-#           of 3 runs.
+#           of 3 runs;
+#   ExecSync — N_SYNC (default 100) CRI ExecSync calls of `true` one after another (hack/lib/execsync.py,
+#           grpcio): the median and p99 latency, and the machine's CPU time per call (/proc/stat, all but idle
+#           and iowait: daemon, shim, runtime, command and the client alike; other load on the machine counts
+#           too, so read it on a quiet machine).
 # With CRICTL=/path/to/crictl, `crictl exec CONTAINER true` (SPDY) is timed on both too, next to
 # `crictl version`, crictl's own start-up and one CRI call, which both exec figures include.
-# The runs alternate between the runtimes. Prints the figures and crius's ratios. Not a test: figures
+# The runs alternate between the runtimes. Prints the figures and the ratios of the direct path to the others. Not a test: figures
 # depend on the machine.
-# Usage: hack/bench-exec.sh [N]   (root; hack/install-deps.sh first)
+# Usage: [BENCH_BIN=DIR] hack/bench-exec.sh [N] [N_SYNC]   (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib/bench.sh
 n=${1:-20}
-cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-shim -p crius-runc -p crius-test-support \
-  --bin criusd --bin crius --bin containerd-shim-crius-v2 --bin crius-runc --bin crius-mkimage
-bin=$PWD/target/release
+n_sync=${2:-100}
+rts=(crius crius-runc-exec containerd)
+# BENCH_BIN=DIR takes the binaries built there instead (no build; a debug build's figures are not release's).
+if [ -n "${BENCH_BIN:-}" ]; then
+  bin=$(realpath "$BENCH_BIN")
+else
+  cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-shim -p crius-runc -p crius-test-support \
+    --bin criusd --bin crius --bin containerd-shim-crius-v2 --bin crius-runc --bin crius-mkimage
+  bin=$PWD/target/release
+fi
 work=$(mktemp -d /tmp/crius-bench-exec.XXXXXX)
 bridge=criusbe$$
 bridge=${bridge:0:15}
-criusd_pid= ctrd_pid= runs=()
+criusd_pid= criusd2_pid= ctrd_pid= runs=()
 cleanup() {
   for p in "${runs[@]}"; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  for p in $criusd_pid $ctrd_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  for p in $criusd_pid $criusd2_pid $ctrd_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   umount_under "$work"
   ip link del "$bridge" 2>/dev/null || true
   rm -rf "$work"
@@ -43,6 +55,9 @@ YAML
 bench_conflist "$work/net.d" "$bridge" 10.212.0.0/24
 "$bin/criusd" --root "$work/crius/lib" --state "$work/crius/run" --listen "$work/crius.sock" \
   --cni-conf-dir "$work/net.d" --cni-plugin-dir /usr/lib/cni 2>"$work/criusd.log" & criusd_pid=$!
+"$bin/criusd" --root "$work/crius2/lib" --state "$work/crius2/run" --listen "$work/crius-runc-exec.sock" \
+  --cni-conf-dir "$work/net.d" --cni-plugin-dir /usr/lib/cni --direct-exec false 2>"$work/criusd2.log" &
+criusd2_pid=$!
 cat > "$work/containerd.toml" <<TOML
 version = 2
 root = "$work/ctrd/root"
@@ -65,16 +80,17 @@ state = "$work/ctrd/state"
 TOML
 containerd --config "$work/containerd.toml" 2>"$work/containerd.log" & ctrd_pid=$!
 for _ in $(seq 200); do
-  [ -S "$work/crius.sock" ] && ctr -a "$work/containerd.sock" version >/dev/null 2>&1 && break
+  [ -S "$work/crius.sock" ] && [ -S "$work/crius-runc-exec.sock" ] && ctr -a "$work/containerd.sock" version >/dev/null 2>&1 && break
   sleep 0.05
 done
 "$bin/crius" --address "$work/crius.sock" images import "$work/images.tar" >/dev/null
+"$bin/crius" --address "$work/crius-runc-exec.sock" images import "$work/images.tar" >/dev/null
 ctr -a "$work/containerd.sock" -n k8s.io images import "$work/images.tar" >/dev/null
-for rt in crius containerd; do
+for rt in "${rts[@]}"; do
   "$bin/crius" --address "$work/$rt.sock" run "$work/pod.yaml" --pull never --pods-dir "$work/pods-$rt" \
     --log-root "$work/logs-$rt" >/dev/null 2>"$work/run-$rt.log" & runs+=($!)
 done
-for rt in crius containerd; do
+for rt in "${rts[@]}"; do
   up=
   for _ in $(seq 300); do
     "$bin/crius" --address "$work/$rt.sock" exec bench -- true 2>/dev/null && { up=1; break; }
@@ -85,7 +101,7 @@ done
 
 declare -A fig=() cid=()
 if [ -n "${CRICTL:-}" ]; then
-  for rt in crius containerd; do
+  for rt in "${rts[@]}"; do
     cid[$rt]=$("$CRICTL" -r "unix://$work/$rt.sock" ps -q --name '^c$' | head -1)
   done
 fi
@@ -96,9 +112,9 @@ each() { # each FIGURE RUNS COMMAND...: runs COMMAND... RT for each runtime RUNS
   shift 2
   declare -A got=()
   for _ in $(seq "$runs"); do
-    for rt in crius containerd; do got[$rt]+="$("$@" "$rt") "; done
+    for rt in "${rts[@]}"; do got[$rt]+="$("$@" "$rt") "; done
   done
-  for rt in crius containerd; do fig[$rt.$name]=$(printf '%s\n' ${got[$rt]} | median); done
+  for rt in "${rts[@]}"; do fig[$rt.$name]=$(printf '%s\n' ${got[$rt]} | median); done
 }
 exec_true() { ms "$bin/crius" --address "$work/$1.sock" exec bench -- true; }
 cat_100m() {
@@ -114,20 +130,28 @@ crictl_exec() { ms "$CRICTL" -r "unix://$work/$1.sock" exec "${cid[$1]}" true; }
 crictl_version() { ms "$CRICTL" -r "unix://$work/$1.sock" version; }
 each true "$n" exec_true
 each cat 3 cat_100m
+for rt in "${rts[@]}"; do
+  read -r "fig[$rt.sync]" "fig[$rt.p99]" "fig[$rt.cpu]" < <(/usr/bin/python3 hack/lib/execsync.py "$work/$rt.sock" "$n_sync")
+done
 if [ -n "${CRICTL:-}" ]; then
   each crictl "$n" crictl_exec
   each crictl0 "$n" crictl_version
 fi
-printf '%-11s %18s %18s' runtime "exec true (ms)" "cat 100MiB (MiB/s)"
+row() { printf '%-16s %15s %15s %15s %13s %13s' "$@"; }
+row runtime "exec true (ms)" "cat (MiB/s)" "ExecSync (ms)" "p99 (ms)" "CPU/exec (ms)"
 [ -n "${CRICTL:-}" ] && printf ' %22s %20s' "crictl exec true (ms)" "crictl version (ms)"
 echo
-for rt in crius containerd; do
-  printf '%-11s %18s %18s' "$rt" "${fig[$rt.true]}" "${fig[$rt.cat]}"
+for rt in "${rts[@]}"; do
+  row "$rt" "${fig[$rt.true]}" "${fig[$rt.cat]}" "${fig[$rt.sync]}" "${fig[$rt.p99]}" "${fig[$rt.cpu]}"
   [ -n "${CRICTL:-}" ] && printf ' %22s %20s' "${fig[$rt.crictl]}" "${fig[$rt.crictl0]}"
   echo
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf (b > 0) ? "%.1fx" : "-", a / b}'; }
-printf '%-11s %18s %18s' ratio "$(ratio "${fig[containerd.true]}" "${fig[crius.true]}")" \
-  "$(ratio "${fig[crius.cat]}" "${fig[containerd.cat]}")"
-[ -n "${CRICTL:-}" ] && printf ' %22s %20s' "$(ratio "${fig[containerd.crictl]}" "${fig[crius.crictl]}")" ""
-echo
+# How many times better the direct path is than `other`: times and CPU divided, throughput multiplied.
+for other in crius-runc-exec containerd; do
+  row "vs $other" "$(ratio "${fig[$other.true]}" "${fig[crius.true]}")" \
+    "$(ratio "${fig[crius.cat]}" "${fig[$other.cat]}")" "$(ratio "${fig[$other.sync]}" "${fig[crius.sync]}")" \
+    "$(ratio "${fig[$other.p99]}" "${fig[crius.p99]}")" "$(ratio "${fig[$other.cpu]}" "${fig[crius.cpu]}")"
+  [ -n "${CRICTL:-}" ] && printf ' %22s %20s' "$(ratio "${fig[$other.crictl]}" "${fig[crius.crictl]}")" ""
+  echo
+done

@@ -37,6 +37,8 @@ pub struct Setup {
     pub cgroup_driver: crate::cgroup_driver::Driver,
     /// Where every pod's `cgroup_parent` must lie (`[runtime] cgroup_parent_root`).
     pub cgroup_parent_root: crate::cgroup_driver::ParentRoot,
+    /// Execs in crius-runc's containers start without a runtime command (`[runtime] direct_exec`).
+    pub direct_exec: bool,
     /// Where CDI spec files are, in order (`[cdi] spec_dirs`).
     pub cdi_spec_dirs: Vec<PathBuf>,
 }
@@ -88,6 +90,7 @@ impl Node {
                 events: events.clone(),
                 bundles: bundles.clone(),
                 cgroup_driver: setup.cgroup_driver,
+                direct_exec: setup.direct_exec,
             },
             on_gone,
         )

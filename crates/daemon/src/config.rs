@@ -71,6 +71,9 @@ pub struct RuntimeSection {
     /// The cgroup every pod's `cgroup_parent` must lie within (a path under cgroupfs, a slice under
     /// systemd); `/`: any.
     pub cgroup_parent_root: String,
+    /// Execs in containers run by crius-runc start without a `crius-runc exec` command: the shim has the
+    /// runtime's sealed copy enter the container directly (other runtimes keep `<runtime> exec`).
+    pub direct_exec: bool,
 }
 
 impl Default for RuntimeSection {
@@ -79,6 +82,7 @@ impl Default for RuntimeSection {
             shim: PathBuf::new(),
             cgroup_driver: "cgroupfs".into(),
             cgroup_parent_root: "/".into(),
+            direct_exec: true,
         }
     }
 }
@@ -515,6 +519,13 @@ impl Config {
              # (InvalidArgument), so no client can name another cgroup of the node (\"/system.slice\") for\n\
              # UpdatePodSandboxResources to write.\n# default: \"/\"\ncgroup_parent_root = {}\n\n",
             toml_value(&self.runtime.cgroup_parent_root)
+        );
+        out += &format!(
+            "# Execs (ExecSync, Exec, exec probes) in containers run by crius-runc start without a\n\
+             # `crius-runc exec` command: the shim has the runtime's sealed copy join the container and exec\n\
+             # directly, with the same security steps. Containers of other runtimes (runc, crun) always run\n\
+             # `<runtime> exec`.\n# default: true\ndirect_exec = {}\n\n",
+            self.runtime.direct_exec
         );
         out += &self.stream.render(|v| v.toml());
         out += &self.storage.render(|p| toml_value(&p));

@@ -92,6 +92,10 @@ struct Cli {
     /// `/`: any) [config: runtime.cgroup_parent_root; default /].
     #[arg(long, value_name = "CGROUP")]
     cgroup_parent_root: Option<String>,
+    /// Execs in crius-runc's containers start without a `crius-runc exec` command (the shim's direct exec)
+    /// [config: runtime.direct_exec; default true].
+    #[arg(long, value_name = "BOOL")]
+    direct_exec: Option<bool>,
     /// error, warn, info, debug, trace, or a tracing filter [config: log_level; default info].
     #[arg(long, value_name = "LEVEL")]
     log_level: Option<String>,
@@ -167,6 +171,9 @@ impl Cli {
         }
         if let Some(v) = &self.cgroup_parent_root {
             c.runtime.cgroup_parent_root = v.clone();
+        }
+        if let Some(v) = self.direct_exec {
+            c.runtime.direct_exec = v;
         }
         if let Some(v) = &self.log_level {
             c.log_level = v.clone();

@@ -188,6 +188,7 @@ pub fn run(c: Config) -> Result<(), String> {
             handlers: std::sync::Arc::new(c.handlers()?),
             cgroup_driver: driver,
             cgroup_parent_root: c.runtime.cgroup_parent_root()?,
+            direct_exec: c.runtime.direct_exec,
             cdi_spec_dirs: c.cdi.spec_dirs.clone(),
         },
         store.clone(),

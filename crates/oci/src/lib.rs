@@ -11,8 +11,9 @@
 //!                                 [paused]
 //! ```
 //! State lives in `<root>/<id>/` (`state.json`, written atomically, and `exec.fifo` until start). cgroups are
-//! v2 only ([`cgroup`]). The library forks; callers must be single-threaded when they call [`create`] or
-//! [`exec::exec`].
+//! v2 only ([`cgroup`]). The library forks; callers must be single-threaded when they call [`create`],
+//! [`exec::exec`] or [`enter::spawn`]. Entering a running container is [`enter`]'s alone, for `exec` and for
+//! the shim's direct exec ([`direct`], a hidden action of crius-runc).
 
 pub mod apparmor;
 pub mod caps;
@@ -21,6 +22,8 @@ mod channel;
 pub mod config;
 pub mod console;
 mod create;
+pub mod direct;
+pub mod enter;
 pub mod error;
 pub mod exec;
 pub mod foreground;

@@ -27,6 +27,14 @@ use oci_spec::runtime::{LinuxMemory, LinuxPids, LinuxResources};
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    // The shim's direct exec (crius_oci::direct): a hidden action, before any parsing.
+    if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new(crius_oci::direct::ARG)) {
+        if let Err(e) = sealed::ensure() {
+            eprintln!("crius-runc: protecting the runtime binary (CVE-2019-5736): {e}");
+            return ExitCode::FAILURE;
+        }
+        return ExitCode::from(crius_oci::direct::serve() as u8);
+    }
     let mut cli = match help::parse() {
         help::Parsed::Run(cli) => *cli,
         help::Parsed::Exit(code) => return ExitCode::from(code),

@@ -33,7 +33,29 @@ pub fn start_shim(
     id: &str,
     bundle: &Path,
 ) -> Result<String> {
-    start_shim_with(shim, namespace, address, ttrpc_address, id, bundle, None)
+    start_shim_with(
+        shim,
+        namespace,
+        address,
+        ttrpc_address,
+        id,
+        bundle,
+        Extras {
+            sealed: None,
+            direct_exec: true,
+        },
+    )
+}
+
+/// What [`start_shim_with`] gives a shim besides its arguments.
+#[derive(Clone, Copy)]
+pub struct Extras<'a> {
+    /// A sealed copy of its runtime (`crius_common::sealed`), open in this process at the number it names: the
+    /// shim runs the runtime through it instead of having it copy itself at every call.
+    pub sealed: Option<&'a Handed>,
+    /// Whether execs in containers run by crius-runc start without a `crius-runc exec` command (the shim's
+    /// direct exec; `CRIUS_SHIM_DIRECT_EXEC` in its environment).
+    pub direct_exec: bool,
 }
 
 /// `crius-runc` next to the shim binary `shim`: the runtime such a shim runs by default (None: there is none).
@@ -41,9 +63,7 @@ pub fn default_runtime(shim: &Path) -> Option<PathBuf> {
     crate::runtime::beside(shim)
 }
 
-/// [`start_shim`], handing the shim `sealed`, a sealed copy of its runtime (`crius_common::sealed`), open in
-/// this process at the number it names: the shim runs the runtime through it instead of having it copy itself
-/// at every call.
+/// [`start_shim`], with `extras` ([`Extras`]).
 pub fn start_shim_with(
     shim: &Path,
     namespace: &str,
@@ -51,12 +71,14 @@ pub fn start_shim_with(
     ttrpc_address: &str,
     id: &str,
     bundle: &Path,
-    sealed: Option<&Handed>,
+    extras: Extras<'_>,
 ) -> Result<String> {
+    let sealed = extras.sealed;
     // posix_spawn, not std's Command: keeping the sealed copy open across the exec needs a pre_exec hook there,
     // which makes it fork criusd (`spawn`).
     let env = sealed.map(|h| h.to_env());
-    let mut vars = vec![("TTRPC_ADDRESS", ttrpc_address)];
+    let direct = if extras.direct_exec { "1" } else { "0" };
+    let mut vars = vec![("TTRPC_ADDRESS", ttrpc_address), (crate::direct::ENV, direct)];
     if let Some(e) = &env {
         vars.push((crius_common::sealed::ENV, e));
     }

@@ -33,7 +33,7 @@
 //! - `service`: the ttrpc `Task` service, a thin adapter converting requests for `task` and answers back;
 //! - `task`: the containers of the pod and their processes, with their state machine (`task/state.rs`);
 //! - `error`: the one error type and its one mapping to ttrpc codes;
-//! - `runtime`: running the OCI runtime binary;
+//! - `runtime`: running the OCI runtime binary; `direct`: execs without it, for crius-runc;
 //! - `spawn`: starting the shim from criusd without a fork (posix_spawn, one descriptor kept);
 //! - `reactor`, `server`, `pump`: the event loop, the ttrpc server on it, and stdio copying on it;
 //! - `reaper`, `oom`, `stdio`, `console`, `mounts`, `stats`: exits, OOM kills, stdio and CRI logs, terminals,
@@ -51,6 +51,7 @@ pub mod beneath;
 pub mod client;
 mod client_error;
 mod console;
+mod direct;
 mod error;
 mod events;
 mod mounts;

@@ -73,7 +73,7 @@ fn handed() -> Option<&'static Handed> {
 
 /// The command that runs `binary`: through the handed sealed copy when it was made of this very file (same
 /// path, and the file on disk not replaced since), so crius-runc need not copy itself; else by its path.
-fn command_for(binary: &Path) -> Command {
+pub(crate) fn command_for(binary: &Path) -> Command {
     match handed().filter(|h| h.path == binary && h.current()) {
         Some(h) => {
             // The copy is close-on-exec here: an ELF file executed through /proc/self/fd needs no descriptor
@@ -95,6 +95,16 @@ impl Runtime {
             systemd_cgroup: false,
             reaper,
         }
+    }
+
+    /// Whether its execs go the direct way (`crate::direct`): the runtime is crius-runc and the switch is on.
+    pub(crate) fn direct_exec(&self) -> bool {
+        crate::direct::applies(&self.binary)
+    }
+
+    /// The reaper that collects the runtime's processes.
+    pub(crate) fn reaper(&self) -> &Reaper {
+        &self.reaper
     }
 
     /// Runs `<binary> --root R --log L --log-format json <args>` in `scratch` (a directory for its output),

@@ -557,3 +557,6 @@ fn crius_only_the_shims_pty_masters_and_sockets_are_close_on_exec() {
 
 #[path = "attacks_runtime/modes.rs"]
 mod modes;
+
+#[path = "attacks_runtime/direct.rs"]
+mod direct;

@@ -1,7 +1,7 @@
 //! Exec, attach and port-forward through criusd's streaming server, against real shims and containers, with
 //! crius-stream's client on both transports: output, stdin to EOF, exit codes, a terminal and its resize,
 //! two clients attached at once, port-forward into a pod's network namespace and into a host-network pod,
-//! tokens used once, and nothing left behind.
+//! tokens used once, and nothing left behind; the exec cases also through `crius-runc exec` (direct exec off).
 
 use std::time::Duration;
 
@@ -92,7 +92,21 @@ fn fds(p: &Pod) -> usize {
 }
 
 async fn exec_cases(t: Transport) {
-    let mut p = Pod::on_host_network(&format!("exec-{t:?}").to_lowercase()).await;
+    exec_cases_with(t, Vec::new()).await;
+}
+
+/// The exec cases on the `crius-runc exec` path (the shim's direct exec, the default, turned off).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn exec_cases_through_crius_runc_exec() {
+    require_root();
+    let args = vec!["--direct-exec".to_string(), "false".to_string()];
+    exec_cases_with(Transport::Spdy, args).await;
+}
+
+async fn exec_cases_with(t: Transport, daemon_args: Vec<String>) {
+    let name = format!("exec-{t:?}").to_lowercase();
+    let mut p = Pod::on_host_network_with(&name, daemon_args).await;
     let id = p.started(sleeper()).await;
     p.wait_for_log("sleeper", "up").await;
     let before = fds(&p);

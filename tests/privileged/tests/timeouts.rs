@@ -1,8 +1,9 @@
 //! criusd keeps the times it is given, against real shims and containers: StopContainer of a process that
 //! ignores SIGTERM takes its grace period (then SIGKILL), and ExecSync of a command that outlives its timeout
 //! answers DeadlineExceeded after that timeout — within 10%, not twice it (a deadline is an answer, not a
-//! broken connection to retry on). And a stop right after a start is not lost: a container's PID 1 that has
-//! not installed its SIGTERM handler yet (the kernel drops the signal) gets it again once it has.
+//! broken connection to retry on), on the shim's direct exec path and through `crius-runc exec`. And a stop right
+//! after a start is not lost: a container's PID 1 that has not installed its SIGTERM handler yet (the kernel
+//! drops the signal) gets it again once it has.
 
 use std::time::{Duration, Instant};
 
@@ -40,8 +41,20 @@ async fn stop_container_keeps_its_grace_period() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root: run through hack/test.sh"]
 async fn exec_sync_keeps_its_timeout() {
+    exec_sync_timeout(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn exec_sync_keeps_its_timeout_through_crius_runc_exec() {
+    exec_sync_timeout(false).await;
+}
+
+/// ExecSync's timeout, on the shim's direct exec path or (`direct` false) through `crius-runc exec`.
+async fn exec_sync_timeout(direct: bool) {
     require_root();
-    let mut p = Pod::on_host_network("sleeper").await;
+    let args = vec!["--direct-exec".to_string(), direct.to_string()];
+    let mut p = Pod::on_host_network_with("sleeper", args).await;
     let id = p
         .started(container("sleeper", "busybox:latest", "sleep 600"))
         .await;

@@ -261,3 +261,27 @@ async fn runtime_default_localhost_and_unconfined_profiles_confine_containers_an
         "unconfined"
     );
 }
+
+/// An exec through `crius-runc exec` (criusd's direct exec off) enters the container's profile as the direct
+/// path's execs above do.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs a kernel with AppArmor: hack/test.sh runs it in the VM"]
+async fn an_exec_through_crius_runc_exec_enters_the_containers_profile_too() {
+    use cri::security_profile::ProfileType as T;
+    let _securityfs = SecurityFs::ensure();
+    let args = vec!["--direct-exec".to_string(), "false".to_string()];
+    let mut p = Pod::in_the_vm_with("apparmor-runc-exec", args).await;
+    let id = p
+        .started(confined(
+            "default",
+            "echo done; sleep 1000",
+            typed(T::RuntimeDefault, ""),
+            "",
+        ))
+        .await;
+    p.wait_for_log("default", "done").await;
+    assert_eq!(
+        exec_stdout(&mut p, &id, &["cat", "/proc/self/attr/current"]).await,
+        "crius-default (enforce)"
+    );
+}

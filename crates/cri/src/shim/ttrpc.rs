@@ -39,6 +39,8 @@ pub struct Setup {
     pub bundles: PathBuf,
     /// The node's cgroup driver: under systemd's the runtime runs with `--systemd-cgroup`.
     pub cgroup_driver: crate::cgroup_driver::Driver,
+    /// Shims start execs in crius-runc's containers without a runtime command (`[runtime] direct_exec`).
+    pub direct_exec: bool,
 }
 
 /// The shims of one criusd.
@@ -190,7 +192,10 @@ impl TtrpcShims {
                 &self.setup.events.display().to_string(),
                 id,
                 bundle,
-                self.runtime.as_ref().map(|(_, h)| h),
+                client::Extras {
+                    sealed: self.runtime.as_ref().map(|(_, h)| h),
+                    direct_exec: self.setup.direct_exec,
+                },
             )
             .map_err(|e| ShimError::Start(e.to_string()))?,
             None => client::socket_address(&self.setup.owner, NAMESPACE, sandbox),

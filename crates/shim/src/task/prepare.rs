@@ -10,7 +10,7 @@ use super::{
 use crate::console::ConsoleSocket;
 use crate::error::{Error, Result};
 use crate::reactor::Reactor;
-use crate::runtime::Runtime;
+use crate::runtime::{ChildIo, Runtime};
 use crate::stdio::{self, ProcessIo};
 
 /// Where the runtimes' state roots are made (0700).
@@ -82,14 +82,13 @@ impl Tasks {
             let _ = runtime.run(&["delete", "--force", &req.id], None, &bundle);
             e
         };
+        let create = ["create", "--bundle", &b, "--pid-file", &p];
         let io = run_with_stdio(
             &self.inner.reactor,
-            &runtime,
-            &["create", "--bundle", &b, "--pid-file", &p],
-            &req.id,
+            |child, console| runtime_command(&runtime, &create, &req.id, child, console, &bundle),
+            true,
             &req.stdio,
             req.terminal,
-            &bundle,
             undo,
         )
         .map_err(fail)?;
@@ -123,6 +122,22 @@ impl Tasks {
         stdio: &StdioPaths,
         terminal: bool,
     ) -> Result<(u32, ProcessIo)> {
+        if runtime.direct_exec() {
+            // No runtime command: crius-runc's sealed copy enters the container itself (`crate::direct`).
+            let mut pid = 0;
+            let io = run_with_stdio(
+                &self.inner.reactor,
+                |child, console| {
+                    pid = crate::direct::exec(runtime, id, spec, child, console)?;
+                    Ok(())
+                },
+                false,
+                stdio,
+                terminal,
+                |e| e,
+            )?;
+            return Ok((pid, io));
+        }
         let spec_file = bundle.join(format!(".exec-{exec_id}.json"));
         let pid_file = bundle.join(format!(".exec-{exec_id}.pid"));
         // The exec's spec holds its env: root's alone while it exists.
@@ -131,14 +146,13 @@ impl Tasks {
             source,
         })?;
         let (s, p) = (spec_file.display().to_string(), pid_file.display().to_string());
+        let exec = ["exec", "--process", &s, "--detach", "--pid-file", &p];
         let io = run_with_stdio(
             &self.inner.reactor,
-            runtime,
-            &["exec", "--process", &s, "--detach", "--pid-file", &p],
-            id,
+            |child, console| runtime_command(runtime, &exec, id, child, console, bundle),
+            false,
             stdio,
             terminal,
-            bundle,
             |e| e,
         );
         let _ = std::fs::remove_file(&spec_file);
@@ -149,28 +163,41 @@ impl Tasks {
     }
 }
 
-/// Runs `<args> [--console-socket S] <id>` (a create or an exec) with the process's stdio: pipes copied to
-/// the given paths, or a terminal whose master the runtime sends back over a console socket. Returns what
-/// the shim keeps of the stdio; a failure of the runtime, or of taking its terminal, goes through
-/// `runtime_failed`.
-#[allow(clippy::too_many_arguments)]
-fn run_with_stdio(
-    reactor: &Reactor,
+/// Runs the runtime's `<args> [--console-socket S] <id>` (a create or an exec) in `bundle` with `child` as its
+/// stdio.
+fn runtime_command(
     runtime: &Runtime,
     args: &[&str],
     id: &str,
+    child: ChildIo,
+    console: Option<&str>,
+    bundle: &Path,
+) -> Result<()> {
+    let mut args = args.to_vec();
+    if let Some(c) = console {
+        args.extend(["--console-socket", c]);
+    }
+    args.push(id);
+    runtime.run(&args, Some(child), bundle).map(drop)
+}
+
+/// Starts a process (a create or an exec, by `launch`) with its stdio: pipes copied to the given paths, or a
+/// terminal whose master comes back over a console socket (`launch` gets its path). Returns what the shim
+/// keeps of the stdio; a failure of `launch`, or of taking its terminal, goes through `launch_failed`.
+/// `hold_stdin`: a container's stdin stays open across attaches; an exec's ends with its writer.
+fn run_with_stdio(
+    reactor: &Reactor,
+    launch: impl FnOnce(ChildIo, Option<&str>) -> Result<()>,
+    hold_stdin: bool,
     paths: &StdioPaths,
     terminal: bool,
-    bundle: &Path,
-    runtime_failed: impl Fn(Error) -> Error,
+    launch_failed: impl Fn(Error) -> Error,
 ) -> Result<ProcessIo> {
     let console = if terminal {
         Some(ConsoleSocket::new()?)
     } else {
         None
     };
-    // A container's stdin stays open across attaches; an exec's ends with its writer.
-    let hold_stdin = args.first() == Some(&"create");
     let (child, mut io) = if terminal {
         let mut io = stdio::terminal_paths(&paths.stdin, &paths.stdout, &paths.stderr);
         io.hold_stdin = hold_stdin;
@@ -180,16 +207,11 @@ fn run_with_stdio(
         stdio::setup(reactor, &paths.stdin, &paths.stdout, &paths.stderr, hold_stdin)
             .map_err(|e| Error::InvalidArgument(e.to_string()))?
     };
-    let console_path = console.as_ref().map(|c| c.path()).unwrap_or_default();
-    let mut args = args.to_vec();
-    if console.is_some() {
-        args.extend(["--console-socket", &console_path]);
-    }
-    args.push(id);
-    runtime.run(&args, Some(child), bundle).map_err(&runtime_failed)?;
+    let console_path = console.as_ref().map(|c| c.path());
+    launch(child, console_path.as_deref()).map_err(&launch_failed)?;
     if let Some(console) = &console {
-        let master = console.receive().map_err(&runtime_failed)?;
-        stdio::attach_terminal(reactor, &mut io, master).map_err(&runtime_failed)?;
+        let master = console.receive().map_err(&launch_failed)?;
+        stdio::attach_terminal(reactor, &mut io, master).map_err(&launch_failed)?;
     }
     Ok(io)
 }
