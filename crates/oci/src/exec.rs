@@ -60,7 +60,7 @@ pub fn spawn(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32
     let paused_ok = opts.ignore_paused && status == Status::Paused;
     if !matches!(status, Status::Running | Status::Created) && !paused_ok {
         let action = if status == Status::Paused {
-            "exec in it (it is paused: --ignore-paused runs the process frozen with the rest)"
+            "exec in a paused container (use --ignore-paused to override)"
         } else {
             "exec in it"
         };
