@@ -151,7 +151,13 @@ pub fn spawn(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32
     let result = collect(&parent, agent.as_ref());
     let _ = nix::sys::wait::waitpid(first, None);
     let pid = result?;
-    crate::log::debug(|| format!("exec in {id}: process {pid} runs {:?}", opts.process.args()));
+    crate::log::debug(|| {
+        let args = opts.process.args();
+        // runc's milestones by name, for tools that read its debug log.
+        format!(
+            "exec in {id}: process {pid} runs {args:?} (runc: nsexec container setup, child process in init(), setns_init: about to exec)"
+        )
+    });
     if let Some(p) = &opts.pid_file {
         crate::state::atomic_write(
             &std::path::absolute(p).unwrap_or(p.clone()),

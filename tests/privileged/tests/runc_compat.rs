@@ -392,6 +392,22 @@ fn debug_goes_to_stderr_or_to_the_log_in_its_format() {
     let out = rt.run(&["--debug", "run", "--bundle", &dir, &unique("debug")]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && err.contains("level=debug"), "{err}");
+    // runc's debug.bats and exec.bats look for its milestones by name.
+    for step in [
+        "nsexec container setup",
+        "child process in init()",
+        "init: closing the pipe to signal completion",
+    ] {
+        assert!(err.contains(step), "{step}: {err}");
+    }
+    let id = unique("debugexec");
+    rt.create_started(&id, &Bundle::new(&["sleep", "1000"]));
+    let out = rt.run(&["--debug", "exec", &id, "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.contains("setns_init: about to exec"),
+        "{err}"
+    );
     for (format, marker) in [("text", "level=debug"), ("json", "\"level\":\"debug\"")] {
         let log = b.path().join(format!("log.{format}"));
         let out = rt.run(&[
