@@ -401,7 +401,8 @@ fn debug_goes_to_stderr_or_to_the_log_in_its_format() {
         assert!(err.contains(step), "{step}: {err}");
     }
     let id = unique("debugexec");
-    rt.create_started(&id, &Bundle::new(&["sleep", "1000"]));
+    let sleeper = Bundle::new(&["sleep", "1000"]);
+    rt.create_started(&id, &sleeper);
     let out = rt.run(&["--debug", "exec", &id, "true"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
