@@ -253,6 +253,13 @@ fn spec_asks_for_a_terminal_and_a_cgroup_namespace_only_on_pure_v2() {
             .contains(&json!("gid=5")),
         "{v}"
     );
+    // runc's type, which its tests' helpers look for (`set_cgroup_mount_writable`); mounted as cgroup2.
+    let cgroup = v["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["destination"] == "/sys/fs/cgroup");
+    assert_eq!(cgroup.unwrap()["type"], "cgroup", "{v}");
 }
 
 #[test]
