@@ -158,7 +158,7 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
     drop(child);
     crate::log::debug(|| {
         format!(
-            "create {id}: setup process {stage1} started in cgroup {}",
+            "create {id}: setup process {stage1} started in cgroup {} (runc: nsexec container setup)",
             cg.dir.display()
         )
     });
@@ -243,7 +243,9 @@ fn drive(
                 pid = Some(p);
                 undo.pid = Some(p);
                 crate::log::debug(|| {
-                    format!("create {id}: namespaces made, the container's init is pid {p}")
+                    format!(
+                        "create {id}: namespaces made, the container's init is pid {p} (runc: child process in init())"
+                    )
                 });
                 if let Some(adj) = spec.process().as_ref().and_then(|p| p.oom_score_adj()) {
                     set_oom_score_adj(p, adj);
@@ -269,7 +271,11 @@ fn drive(
                 ch.send(&format!("go {p}"))?;
             }
             "created" => {
-                crate::log::debug(|| format!("create {id}: init is ready and waits for start"));
+                crate::log::debug(|| {
+                    format!(
+                        "create {id}: init is ready and waits for start (runc: init: closing the pipe to signal completion)"
+                    )
+                });
                 let p = pid.ok_or_else(|| err!("protocol error: created before pid"))?;
                 if seccomp.is_none() {
                     return Ok(p);

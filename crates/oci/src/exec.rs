@@ -45,7 +45,7 @@ pub fn spawn(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32
     let paused_ok = opts.ignore_paused && status == Status::Paused;
     if !matches!(status, Status::Running | Status::Created) && !paused_ok {
         let action = if status == Status::Paused {
-            "exec in it (it is paused: --ignore-paused runs the process frozen with the rest)"
+            "exec in a paused container (use --ignore-paused to override)"
         } else {
             "exec in it"
         };
@@ -98,7 +98,13 @@ pub fn spawn(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32
             .then_some(&to_agent as &dyn Fn(i32, &OwnedFd) -> Result<()>),
     )?
     .as_raw();
-    crate::log::debug(|| format!("exec in {id}: process {pid} runs {:?}", opts.process.args()));
+    crate::log::debug(|| {
+        let args = opts.process.args();
+        // runc's milestones by name, for tools that read its debug log.
+        format!(
+            "exec in {id}: process {pid} runs {args:?} (runc: nsexec container setup, child process in init(), setns_init: about to exec)"
+        )
+    });
     if let Some(p) = &opts.pid_file {
         crate::state::atomic_write(
             &std::path::absolute(p).unwrap_or(p.clone()),

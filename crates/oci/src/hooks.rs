@@ -12,7 +12,8 @@ use oci_spec::runtime::Hook;
 
 use crate::{Result, err};
 
-/// Runs `hooks` in order; the first failure (non-zero exit, timeout) stops and names the hook and phase.
+/// Runs `hooks` in order; the first failure (non-zero exit, timeout) stops and names the hook and phase (an
+/// exit in runc's words, `error running hook #N`, which tools built on runc look for).
 pub fn run(phase: &str, hooks: &[Hook], state: &serde_json::Value) -> Result<()> {
     run_in(phase, hooks, state, None)
 }
@@ -20,7 +21,7 @@ pub fn run(phase: &str, hooks: &[Hook], state: &serde_json::Value) -> Result<()>
 /// [`run`], with `cwd` as the hooks' working directory (createContainer hooks run in the rootfs).
 pub fn run_in(phase: &str, hooks: &[Hook], state: &serde_json::Value, cwd: Option<&Path>) -> Result<()> {
     let input = state.to_string();
-    for h in hooks {
+    for (i, h) in hooks.iter().enumerate() {
         let path = h.path();
         let args = h.args().clone().unwrap_or_default();
         let mut cmd = Command::new(path);
@@ -73,7 +74,7 @@ pub fn run_in(phase: &str, hooks: &[Hook], state: &serde_json::Value, cwd: Optio
                 let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
             }
             return Err(err!(
-                "error running {phase} hook {}: {}: {}",
+                "error running hook #{i} ({phase} {}): {}: {}",
                 path.display(),
                 describe(status),
                 stderr.trim()

@@ -178,6 +178,28 @@ pub fn set_rlimits(p: &Process) -> Result<()> {
     Ok(())
 }
 
+/// Gives `uid` the stdio it will write to, as runc does, so a process of another user can use its terminal
+/// (`/dev/pts/N` keeps its group, tty's by devpts's `gid=5`) and reopen `/dev/stdout` on a pipe or socket. Only
+/// terminals, pipes and sockets: a regular file or another device the caller passed stays whose it was, as does
+/// /dev/null. An owner or group the user namespace does not map (EINVAL, EPERM) leaves it as it is.
+fn give_stdio(uid: u32) {
+    for fd in 0..3 {
+        // SAFETY: stdio stays open for the whole of this function.
+        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let Ok(st) = nix::sys::stat::fstat(borrowed) else {
+            continue;
+        };
+        let kind = st.st_mode & libc::S_IFMT;
+        let null = kind == libc::S_IFCHR && st.st_rdev == nix::sys::stat::makedev(1, 3);
+        let tty = kind == libc::S_IFCHR && nix::unistd::isatty(borrowed).unwrap_or(false);
+        if st.st_uid == uid || null || !(tty || kind == libc::S_IFIFO || kind == libc::S_IFSOCK) {
+            continue;
+        }
+        // SAFETY: fchown on a descriptor number with integer ids; -1 keeps the group.
+        unsafe { libc::fchown(fd, uid, u32::MAX) };
+    }
+}
+
 /// Applies user, groups, capabilities, no_new_privs and seccomp (the filter's listener, if it has one, goes to
 /// `listener` as soon as it is loaded), runs `last` (a container's init waits for `start` and runs the
 /// startContainer hooks there: as runc runs them, with the process's user, capabilities and seccomp filter),
@@ -210,6 +232,7 @@ pub fn finish(
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) };
     let user = p.user();
+    give_stdio(user.uid());
     let groups: Vec<Gid> = user
         .additional_gids()
         .iter()

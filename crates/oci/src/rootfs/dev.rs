@@ -126,6 +126,11 @@ pub fn setup(root: &Root, spec: &Spec, userns: bool) -> Result<()> {
         .and_then(|l| l.devices().clone())
         .unwrap_or_default();
     for d in &devices {
+        // /dev/ptmx is always the link to the container's devpts (below), as runc makes it: a configured node
+        // there would be the host's pty multiplexer, which the terminal setup refuses.
+        if inroot::clean(d.path()) == Path::new("dev/ptmx") {
+            continue;
+        }
         let n = Node {
             path: d.path(),
             kind: d.typ(),
