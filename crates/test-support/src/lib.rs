@@ -178,6 +178,11 @@ pub struct Bundle {
 pub const DEFAULT_CAPS: &[&str] = &["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"];
 
 impl Bundle {
+    /// [`Bundle::new`] of `sh -c script`.
+    pub fn sh(script: &str) -> Bundle {
+        Bundle::new(&["sh", "-c", script])
+    }
+
     /// A bundle that runs `args` in new pid, net, ipc, uts, mount namespaces over the shared busybox rootfs
     /// (read-only; /tmp is a tmpfs), with runc's default mounts, masked and read-only paths, in cgroup
     /// `/<cgroup>` (unique per bundle).
@@ -320,6 +325,19 @@ impl Runtime {
         self.command(args)
             .output()
             .unwrap_or_else(|e| panic!("running {}: {e}", self.bin.display()))
+    }
+
+    /// `run` of bundle `b` (written first) as a new container named `prefix-<unique>`, to its end:
+    /// (exit code, stdout, stderr).
+    pub fn run_bundle(&self, b: &Bundle, prefix: &str) -> (i32, String, String) {
+        let dir = b.write().to_str().unwrap().to_string();
+        let out = self.run(&["run", "--bundle", &dir, &unique(prefix)]);
+        let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
+        (
+            out.status.code().unwrap_or(-1),
+            text(&out.stdout),
+            text(&out.stderr),
+        )
     }
 
     /// Runs the runtime, asserts success, returns stdout.

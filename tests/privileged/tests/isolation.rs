@@ -5,22 +5,6 @@
 use crius_test_support::{Bundle, Runtime, unique};
 use serde_json::json;
 
-/// Runs `script` in a container made from `b` and returns (exit code, stdout, stderr).
-fn run(rt: &Runtime, b: &Bundle) -> (i32, String, String) {
-    let dir = b.write().to_str().unwrap().to_string();
-    let out = rt.run(&["run", "--bundle", &dir, &unique("iso")]);
-    let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
-    (
-        out.status.code().unwrap_or(-1),
-        text(&out.stdout),
-        text(&out.stderr),
-    )
-}
-
-fn sh(script: &str) -> Bundle {
-    Bundle::new(&["sh", "-c", script])
-}
-
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
 fn own_namespaces_and_hostname() {
@@ -30,7 +14,7 @@ fn own_namespaces_and_hostname() {
         "echo $$; hostname; for n in {}; do readlink /proc/self/ns/$n; done",
         kinds.join(" ")
     );
-    let (code, out, err) = run(&rt, &sh(&script));
+    let (code, out, err) = rt.run_bundle(&Bundle::sh(&script), "iso");
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "1", "the container's process is pid 1 of its namespace");
@@ -52,13 +36,13 @@ fn masked_and_readonly_paths_and_readonly_rootfs() {
     let script = "wc -c < /etc/group; ls /var | wc -l; \
                   echo x > /proc/sys/kernel/domainname && echo sys-writable; \
                   touch /rootfile && echo root-writable; touch /tmp/ok && echo tmp-writable";
-    let mut b = sh(script);
+    let mut b = Bundle::sh(script);
     b.config["linux"]["maskedPaths"]
         .as_array_mut()
         .unwrap()
         .extend([json!("/etc/group"), json!("/var")]);
     std::fs::create_dir_all(crius_test_support::shared_rootfs().join("var/lib")).unwrap();
-    let (_, out, err) = run(&rt, &b);
+    let (_, out, err) = rt.run_bundle(&b, "iso");
     assert_eq!(out, "0\n0\ntmp-writable\n", "{err}");
 }
 
@@ -66,9 +50,9 @@ fn masked_and_readonly_paths_and_readonly_rootfs() {
 #[ignore = "needs root: run through hack/test.sh"]
 fn capabilities_and_no_new_privs() {
     let rt = Runtime::from_env();
-    let (code, out, err) = run(
-        &rt,
-        &sh("grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs)' /proc/self/status"),
+    let (code, out, err) = rt.run_bundle(
+        &Bundle::sh("grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs)' /proc/self/status"),
+        "iso",
     );
     assert_eq!(code, 0, "{err}");
     // CAP_AUDIT_WRITE (29), CAP_KILL (5), CAP_NET_BIND_SERVICE (10).
@@ -78,7 +62,7 @@ fn capabilities_and_no_new_privs() {
     );
     assert_eq!(out, want);
     // A dropped capability is really missing: chown needs CAP_CHOWN.
-    let (code, _, _) = run(&rt, &sh("touch /tmp/f && chown 1 /tmp/f"));
+    let (code, _, _) = rt.run_bundle(&Bundle::sh("touch /tmp/f && chown 1 /tmp/f"), "iso");
     assert_ne!(code, 0, "chown without CAP_CHOWN must fail");
 }
 
@@ -86,13 +70,13 @@ fn capabilities_and_no_new_privs() {
 #[ignore = "needs root: run through hack/test.sh"]
 fn seccomp_profile_denies_a_syscall() {
     let rt = Runtime::from_env();
-    let mut b = sh("mkdir /tmp/denied; echo mkdir=$?; touch /tmp/allowed && echo touch-ok");
+    let mut b = Bundle::sh("mkdir /tmp/denied; echo mkdir=$?; touch /tmp/allowed && echo touch-ok");
     b.config["linux"]["seccomp"] = json!({
         "defaultAction": "SCMP_ACT_ALLOW",
         "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
         "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]
     });
-    let (_, out, err) = run(&rt, &b);
+    let (_, out, err) = rt.run_bundle(&b, "iso");
     assert_eq!(out, "mkdir=1\ntouch-ok\n", "{err}");
     assert!(err.contains("Operation not permitted"), "{err}");
 }
@@ -101,12 +85,12 @@ fn seccomp_profile_denies_a_syscall() {
 #[ignore = "needs root: run through hack/test.sh"]
 fn device_rules_deny_unlisted_devices() {
     let rt = Runtime::from_env();
-    let mut b = sh("head -c 1 /dev/zero | wc -c; mknod /dev/blk b 7 0 && head -c 1 /dev/blk");
+    let mut b = Bundle::sh("head -c 1 /dev/zero | wc -c; mknod /dev/blk b 7 0 && head -c 1 /dev/blk");
     let caps = json!(["CAP_MKNOD", "CAP_KILL"]);
     for set in ["bounding", "effective", "permitted"] {
         b.config["process"]["capabilities"][set] = caps.clone();
     }
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "iso");
     assert_eq!(out, "1\n", "{err}");
     assert_ne!(code, 0);
     assert!(
@@ -119,14 +103,15 @@ fn device_rules_deny_unlisted_devices() {
 #[ignore = "needs root: run through hack/test.sh"]
 fn user_groups_cwd_env_rlimits_sysctl() {
     let rt = Runtime::from_env();
-    let mut b =
-        sh("id -u; id -g; id -G; pwd; echo $FOO; ulimit -n; cat /proc/sys/net/ipv4/ip_forward; umask");
+    let mut b = Bundle::sh(
+        "id -u; id -g; id -G; pwd; echo $FOO; ulimit -n; cat /proc/sys/net/ipv4/ip_forward; umask",
+    );
     b.config["process"]["user"] = json!({"uid": 1000, "gid": 1001, "additionalGids": [10, 20], "umask": 18});
     b.config["process"]["cwd"] = json!("/tmp");
     b.config["process"]["env"] = json!(["PATH=/bin", "FOO=bar"]);
     b.config["process"]["rlimits"] = json!([{"type": "RLIMIT_NOFILE", "hard": 512, "soft": 256}]);
     b.config["linux"]["sysctl"] = json!({"net.ipv4.ip_forward": "1"});
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "iso");
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "1000\n1001\n1001 10 20\n/tmp\nbar\n256\n1\n0022\n");
 }
@@ -135,14 +120,14 @@ fn user_groups_cwd_env_rlimits_sysctl() {
 #[ignore = "needs root: run through hack/test.sh"]
 fn user_namespace_with_mappings() {
     let rt = Runtime::from_env();
-    let mut b = sh("cat /proc/self/uid_map /proc/self/gid_map; id -u");
+    let mut b = Bundle::sh("cat /proc/self/uid_map /proc/self/gid_map; id -u");
     b.config["linux"]["namespaces"]
         .as_array_mut()
         .unwrap()
         .push(json!({"type": "user"}));
     b.config["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
     b.config["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "iso");
     assert_eq!(code, 0, "{err}");
     let words: Vec<&str> = out.split_whitespace().collect();
     assert_eq!(words, ["0", "100000", "65536", "0", "100000", "65536", "0"]);
@@ -211,9 +196,9 @@ fn hooks_run_at_their_points() {
 fn crius_only_oom_score_adj_is_clamped_without_cap_sys_resource() {
     let rt = Runtime::from_env();
     let mine = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap();
-    let mut b = sh("cat /proc/self/oom_score_adj");
+    let mut b = Bundle::sh("cat /proc/self/oom_score_adj");
     b.config["process"]["oomScoreAdj"] = json!(-999);
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "iso");
     assert_eq!(code, 0, "the container must run: {err}");
     let lowered_ok = out.trim() == "-999";
     // On a host without CAP_SYS_RESOURCE (these machines) the value is kept, with a warning that says why.
@@ -227,8 +212,10 @@ fn crius_only_oom_score_adj_is_clamped_without_cap_sys_resource() {
 #[ignore = "needs root: run through hack/test.sh"]
 fn devices_cgroup_namespace_and_bind_propagation() {
     let rt = Runtime::from_env();
-    let mut b = sh("stat -c '%F %t:%T' /dev/mydev; grep '^0::' /proc/self/cgroup; \
-                    ls /sys/fs/cgroup/cgroup.procs; grep ' /data ' /proc/self/mountinfo | grep -o 'master:[0-9]*' | wc -l");
+    let mut b = Bundle::sh(
+        "stat -c '%F %t:%T' /dev/mydev; grep '^0::' /proc/self/cgroup; \
+                    ls /sys/fs/cgroup/cgroup.procs; grep ' /data ' /proc/self/mountinfo | grep -o 'master:[0-9]*' | wc -l",
+    );
     b.config["linux"]["devices"] =
         json!([{"path": "/dev/mydev", "type": "c", "major": 1, "minor": 3, "fileMode": 438}]);
     b.config["linux"]["namespaces"]
@@ -249,7 +236,7 @@ fn devices_cgroup_namespace_and_bind_propagation() {
     mounts.push(
         json!({"destination": "/data", "type": "bind", "source": data, "options": ["rbind", "rslave"]}),
     );
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "iso");
     std::process::Command::new("umount").arg(&data).status().unwrap();
     assert_eq!(code, 0, "{err}");
     assert_eq!(
@@ -263,9 +250,9 @@ fn devices_cgroup_namespace_and_bind_propagation() {
 fn crius_only_domainname() {
     // runc 1.1 ignores `domainname`; crius sets it in the container's uts namespace.
     let rt = Runtime::from_env();
-    let mut b = sh("cat /proc/sys/kernel/domainname");
+    let mut b = Bundle::sh("cat /proc/sys/kernel/domainname");
     b.config["domainname"] = json!("example.test");
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "iso");
     assert_eq!((code, out.as_str()), (0, "example.test\n"), "{err}");
 }
 
@@ -274,10 +261,10 @@ fn crius_only_domainname() {
 fn crius_only_personality_and_io_priority() {
     // runc 1.1 ignores both (they came in runc 1.2).
     let rt = Runtime::from_env();
-    let mut b = sh("uname -m; ionice -p $$");
+    let mut b = Bundle::sh("uname -m; ionice -p $$");
     b.config["linux"]["personality"] = json!({"domain": "LINUX32"});
     b.config["process"]["ioPriority"] = json!({"class": "IOPRIO_CLASS_BE", "priority": 5});
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "iso");
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "i686\nbest-effort: prio 5\n");
 }
@@ -287,10 +274,12 @@ fn crius_only_personality_and_io_priority() {
 fn a_recursive_read_only_bind_makes_its_submounts_read_only() {
     // runc ≥ 1.1 and crius-runc: `rro` is mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY) on the bind.
     let rt = Runtime::from_env();
-    let mut b = sh("touch /rro/sub/f 2>/dev/null && echo rro-sub-writable; \
+    let mut b = Bundle::sh(
+        "touch /rro/sub/f 2>/dev/null && echo rro-sub-writable; \
                     touch /rro/f 2>/dev/null && echo rro-writable; \
                     touch /ro/sub/f && echo ro-sub-writable; \
-                    grep -c ' /rro/sub ' /proc/self/mountinfo");
+                    grep -c ' /rro/sub ' /proc/self/mountinfo",
+    );
     let src = b.path().join("src");
     std::fs::create_dir_all(src.join("sub")).unwrap();
     let status = std::process::Command::new("mount")
@@ -304,7 +293,7 @@ fn a_recursive_read_only_bind_makes_its_submounts_read_only() {
         "options": ["rbind", "rprivate", "ro", "rro"]}));
     mounts.push(json!({"destination": "/ro", "type": "bind", "source": src,
         "options": ["rbind", "rprivate", "ro"]}));
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "iso");
     std::process::Command::new("umount")
         .arg(src.join("sub"))
         .status()

@@ -6,28 +6,14 @@
 use crius_test_support::{Bundle, Runtime, unique};
 use serde_json::json;
 
-/// Runs `b` to its end; returns (exit code, stdout, stderr).
-fn run(rt: &Runtime, b: &Bundle) -> (i32, String, String) {
-    let dir = b.write().to_str().unwrap().to_string();
-    let out = rt.run(&["run", "--bundle", &dir, &unique("compat")]);
-    let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
-    (
-        out.status.code().unwrap_or(-1),
-        text(&out.stdout),
-        text(&out.stderr),
-    )
-}
-
-fn sh(script: &str) -> Bundle {
-    Bundle::new(&["sh", "-c", script])
-}
-
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
 fn a_non_bind_mounts_source_is_its_name_not_a_bundle_path() {
     let rt = Runtime::from_env();
-    let b = sh("awk '$2 == \"/proc\" || $2 == \"/tmp\" || $2 == \"/dev/shm\" { print $2, $1 }' /proc/mounts");
-    let (code, out, err) = run(&rt, &b);
+    let b = Bundle::sh(
+        "awk '$2 == \"/proc\" || $2 == \"/tmp\" || $2 == \"/dev/shm\" { print $2, $1 }' /proc/mounts",
+    );
+    let (code, out, err) = rt.run_bundle(&b, "compat");
     assert_eq!(code, 0, "{err}");
     let mut lines: Vec<&str> = out.lines().collect();
     lines.sort();
@@ -39,12 +25,12 @@ fn a_non_bind_mounts_source_is_its_name_not_a_bundle_path() {
 fn device_rules_apply_after_the_nodes_are_made() {
     let rt = Runtime::from_env();
     // Every device denied but the defaults; /dev/fuse is made all the same, and the rule holds for its use.
-    let mut b = sh(
+    let mut b = Bundle::sh(
         "test -c /dev/fuse && echo made; head -c1 /dev/fuse 2>&1 >/dev/null | grep -q 'not permitted' && echo denied",
     );
     b.config["linux"]["devices"] =
         json!([{"path": "/dev/fuse", "type": "c", "major": 10, "minor": 229, "fileMode": 438}]);
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "compat");
     assert_eq!((code, out.as_str()), (0, "made\ndenied\n"), "{err}");
 }
 
@@ -52,7 +38,7 @@ fn device_rules_apply_after_the_nodes_are_made() {
 #[ignore = "needs root: run through hack/test.sh"]
 fn a_read_only_dev_still_gets_its_nodes_and_the_mounts_below_it() {
     let rt = Runtime::from_env();
-    let mut b = sh(
+    let mut b = Bundle::sh(
         "test -c /dev/null && grep -q ' /dev/pts devpts' /proc/mounts && echo nodes; \
                     touch /dev/x 2>/dev/null || echo read-only; grep ' /dev tmpfs' /proc/mounts | cut -d' ' -f4 | cut -d, -f1",
     );
@@ -60,7 +46,7 @@ fn a_read_only_dev_still_gets_its_nodes_and_the_mounts_below_it() {
         .as_array_mut()
         .unwrap()
         .push(json!("ro"));
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "compat");
     assert_eq!((code, out.as_str()), (0, "nodes\nread-only\nro\n"), "{err}");
 }
 
@@ -68,11 +54,11 @@ fn a_read_only_dev_still_gets_its_nodes_and_the_mounts_below_it() {
 #[ignore = "needs root: run through hack/test.sh"]
 fn a_create_container_hook_runs_in_the_rootfs() {
     let rt = Runtime::from_env();
-    let mut b = sh("true");
+    let mut b = Bundle::sh("true");
     let out = b.path().join("hook-cwd");
     b.config["hooks"] = json!({"createContainer": [{"path": "/bin/sh",
         "args": ["sh", "-c", format!("pwd > {}", out.display())]}]});
-    let (code, _, err) = run(&rt, &b);
+    let (code, _, err) = rt.run_bundle(&b, "compat");
     assert_eq!(code, 0, "{err}");
     let rootfs = std::fs::canonicalize(crius_test_support::shared_rootfs()).unwrap();
     assert_eq!(
@@ -86,12 +72,12 @@ fn a_create_container_hook_runs_in_the_rootfs() {
 fn a_start_container_hook_runs_under_the_seccomp_filter() {
     let rt = Runtime::from_env();
     // runc's seccomp.bats: mkdir kills; the hook's mkdir is caught, so the container never runs.
-    let mut b = sh("echo ran");
+    let mut b = Bundle::sh("echo ran");
     b.config["linux"]["seccomp"] = json!({"defaultAction": "SCMP_ACT_ALLOW",
         "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_KILL"}]});
     b.config["hooks"] =
         json!({"startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "mkdir /tmp/foo"]}]});
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "compat");
     assert_ne!(code, 0, "{out}{err}");
     assert!(!out.contains("ran"), "{out}");
     assert!(
@@ -105,11 +91,11 @@ fn a_start_container_hook_runs_under_the_seccomp_filter() {
 fn two_seccomp_comparisons_of_one_argument_are_accepted() {
     let rt = Runtime::from_env();
     // libseccomp alone refuses the pair; runc makes each comparison a rule of its own.
-    let mut b = sh("true");
+    let mut b = Bundle::sh("true");
     b.config["linux"]["seccomp"] = json!({"defaultAction": "SCMP_ACT_ALLOW",
         "syscalls": [{"names": ["getpriority"], "action": "SCMP_ACT_ERRNO",
             "args": [{"index": 0, "value": 1, "op": "SCMP_CMP_EQ"}, {"index": 0, "value": 2, "op": "SCMP_CMP_EQ"}]}]});
-    let (code, _, err) = run(&rt, &b);
+    let (code, _, err) = rt.run_bundle(&b, "compat");
     assert_eq!(code, 0, "{err}");
 }
 
@@ -301,9 +287,9 @@ fn the_users_terminal_and_pipes_are_its_own_and_a_configured_ptmx_is_the_devpts_
     ]);
     assert_eq!(out, "1000\nhi\n");
     // dev.bats: /dev/ptmx among the devices is still the link to the container's devpts.
-    let mut b = sh("ls -lLn /dev/ptmx; readlink /dev/ptmx");
+    let mut b = Bundle::sh("ls -lLn /dev/ptmx; readlink /dev/ptmx");
     b.config["linux"]["devices"] = json!([{"path": "/dev/ptmx", "type": "c", "major": 5, "minor": 2}]);
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "compat");
     assert_eq!(code, 0, "{err}");
     assert!(
         out.starts_with("crw-rw-rw-") && out.ends_with("\npts/ptmx\n"),
@@ -553,7 +539,7 @@ fn a_container_without_namespaces_of_its_own_shares_the_runtimes_and_is_chrooted
 fn crius_only_cgroup2_in_a_user_namespace_without_a_cgroup_namespace_is_bound() {
     // (runc 1.1 does the same on a pure v2 host; on this hybrid one it mounts cgroup2 alone and fails.)
     let rt = Runtime::from_env();
-    let mut b = sh(
+    let mut b = Bundle::sh(
         "grep -q ' /sys/fs/cgroup ' /proc/mounts && echo mounted; touch /sys/fs/cgroup/x 2>/dev/null || echo ro",
     );
     b.config["linux"]["namespaces"]
@@ -567,6 +553,6 @@ fn crius_only_cgroup2_in_a_user_namespace_without_a_cgroup_namespace_is_bound() 
         .unwrap()
         .push(json!({"destination": "/sys/fs/cgroup", "type": "cgroup2",
         "source": "cgroup", "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}));
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "compat");
     assert_eq!((code, out.as_str()), (0, "mounted\nro\n"), "{err}");
 }

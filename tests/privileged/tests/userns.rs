@@ -6,24 +6,13 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Child, Command};
 
-use crius_test_support::{Bundle, Runtime, unique};
+use crius_test_support::{Bundle, Runtime};
 use serde_json::{Value, json};
 
 const MAP: &str = "0 100000 65536";
 
 fn maps() -> Value {
     json!([{"containerID": 0, "hostID": 100000, "size": 65536}])
-}
-
-fn run(rt: &Runtime, b: &Bundle) -> (i32, String, String) {
-    let dir = b.write().to_str().unwrap().to_string();
-    let out = rt.run(&["run", "--bundle", &dir, &unique("userns")]);
-    let text = |v: &[u8]| String::from_utf8_lossy(v).into_owned();
-    (
-        out.status.code().unwrap_or(-1),
-        text(&out.stdout),
-        text(&out.stderr),
-    )
 }
 
 /// A directory only the host's root may enter (as criusd's are), holding `data/` (0755, with a file `f`).
@@ -66,7 +55,7 @@ fn crius_only_idmapped_bind_mounts_in_a_new_user_namespace() {
     mounts.push(
         json!({"destination": "/tmp/plain", "type": "bind", "source": plain, "options": ["rbind", "ro"]}),
     );
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "userns");
     assert_eq!(code, 0, "{err}");
     // The host's root owns both files: the idmapped mount shows it as the namespace's root, the plain one
     // as the overflow uid; a file the container's root writes through the idmapped mount is the host's root's.
@@ -128,7 +117,7 @@ fn crius_only_a_user_namespace_joined_by_path() {
         .unwrap()
         .push(json!({"destination": "/data", "type": "bind",
         "source": data, "options": ["rbind", "ro"], "uidMappings": maps(), "gidMappings": maps()}));
-    let (code, out, err) = run(&rt, &b);
+    let (code, out, err) = rt.run_bundle(&b, "userns");
     assert_eq!(code, 0, "{err}");
     let ns = std::fs::read_link(&path).unwrap();
     assert_eq!(
