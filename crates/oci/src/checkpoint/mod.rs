@@ -3,12 +3,16 @@
 //! namespaces, cgroup and stdio.
 //!
 //! ```text
-//! checkpoint ID: descriptors.json (init's stdio) ─► criu dump --tree INIT --root ROOTFS --freeze-cgroup CG
-//!                  --external mnt[..] net[..] ─► (without --leave-running) the container is deleted
-//! restore ID:    cgroup made ─► ROOTFS bound at <root>/ID/criu-root ─► criu restore -d -S --root it
-//!                  --cgroup-root CG --external mnt[..]:SOURCE --inherit-fd (stdio pipes, joined netns)
-//!                  ─► state.json, pid file ─► (without --detach) wait, delete, exit with its code
+//! checkpoint ID: descriptors.json, external-stdio.json (init's stdio) ─► criu dump --tree INIT --root ROOTFS
+//!                  --freeze-cgroup CG --external mnt[..] net[..] file[..] ─► (without --leave-running) the
+//!                  container is deleted
+//! restore ID:    cgroup made ─► ROOTFS bound at <root>/ID/criu-root ─► criu (in CG) restore -d -S --root it
+//!                  --external mnt[..]:SOURCE --inherit-fd (stdio pipes and files, joined netns) ─► limits set,
+//!                  state.json, pid file ─► (without --detach) wait, delete, exit with its code
 //! ```
+//! The cgroup mode is `ignore` unless `--manage-cgroups-mode` says otherwise, as runc 1.1 passes it on cgroup v2:
+//! CRIU runs in the new spec's cgroup, so the tasks it restores start there (another mode adds
+//! `--cgroup-root CG`).
 //! CRIU is driven through its command line rather than its RPC (`criu swrk` with rpc.proto): each call is one
 //! command that can be copied from the debug log and rerun by hand, no protobuf schema has to be transcribed and
 //! kept, and the features used here (external mounts and namespaces, inherited descriptors, cgroup root,
