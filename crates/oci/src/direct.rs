@@ -182,7 +182,7 @@ fn receive() -> Result<Option<Vec<OwnedFd>>> {
 
 /// In a worker of the exec server: `stdio` on 0 to 2 and `sock` on [`FD`], then [`serve`]; never returns.
 fn worker(sock: OwnedFd, stdio: [OwnedFd; 3]) -> ! {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsRawFd, IntoRawFd};
     // The server's socket goes first, so that FD is free; the received descriptors are all above 2 (the
     // server's stdio is open), so no dup2 below overwrites one not moved yet but for FD, moved last.
     // SAFETY: dup2 and close on descriptor numbers this process holds; then the process only serves and exits.
@@ -198,8 +198,9 @@ fn worker(sock: OwnedFd, stdio: [OwnedFd; 3]) -> ! {
         }
         libc::fcntl(FD, libc::F_SETFD, 0);
     }
-    // serve() closes everything above FD, these included.
-    std::mem::forget((sock, stdio));
+    // serve() closes everything above FD, these included: given up here, not closed twice.
+    let _ = sock.into_raw_fd();
+    let _ = stdio.map(IntoRawFd::into_raw_fd);
     let code = serve();
     // SAFETY: leave without the server's destructors or atexit handlers.
     unsafe { libc::_exit(code) }
