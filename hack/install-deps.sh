@@ -15,7 +15,9 @@ packages=(
   # reference runtimes the tests and benchmarks compare against
   runc crun containerd
   # tools used by tests and benchmarks (skopeo and umoci read the test images as real clients do)
-  iproute2 util-linux procps hyperfine jq skopeo umoci
+  iproute2 util-linux procps hyperfine jq skopeo umoci strace
+  # profiling where an exec's time goes (hack/bench-exec.sh, issue 30)
+  linux-perf
   # pod networks: the standard CNI plugins (bridge, host-local, portmap, loopback) in /usr/lib/cni
   containernetworking-plugins
   # a real registry for pull tests, on 127.0.0.1 (htpasswd from apache2-utils for its basic-auth mode)

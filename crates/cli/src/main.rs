@@ -6,7 +6,8 @@
 //!
 //! Crates chosen: `jiff` reads RFC 3339 and writes RFC 1123 times (k8s-openapi already builds it; no calendar
 //! maths of our own); `tabwriter` aligns table and describe columns by display width (Go's text/tabwriter rules,
-//! which kubectl's look comes from).
+//! which kubectl's look comes from); `tracing-subscriber` (the workspace's, as criusd's) prints the engine's
+//! diagnostics when `RUST_LOG` asks for them.
 //! Our own: the JSONPath of `-o jsonpath=` (output/jsonpath), since kubectl's template dialect (`{range}`,
 //! `{end}`, several expressions in one template) is not the RFC 9535 query language the crates implement.
 
@@ -81,6 +82,14 @@ fn main() -> std::process::ExitCode {
                 nix::sys::signal::SigHandler::SigDfl,
             )
         };
+    }
+    // Diagnostics only when asked for: `RUST_LOG=crius_pod::probe=debug crius run ...` times each exec probe.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init();
     }
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

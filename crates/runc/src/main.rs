@@ -28,13 +28,19 @@ use oci_spec::runtime::{LinuxMemory, LinuxPids, LinuxResources};
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    // The shim's direct exec (crius_oci::direct): a hidden action, before any parsing.
-    if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new(crius_oci::direct::ARG)) {
+    // The shim's direct exec (crius_oci::direct): hidden actions, before any parsing.
+    let first = std::env::args_os().nth(1);
+    let direct: Option<fn() -> i32> = match first.as_ref().and_then(|a| a.to_str()) {
+        Some(crius_oci::direct::ARG) => Some(crius_oci::direct::serve),
+        Some(crius_oci::direct::SERVER_ARG) => Some(crius_oci::direct::serve_many),
+        _ => None,
+    };
+    if let Some(serve) = direct {
         if let Err(e) = sealed::ensure() {
             eprintln!("crius-runc: protecting the runtime binary (CVE-2019-5736): {e}");
             return ExitCode::FAILURE;
         }
-        return ExitCode::from(crius_oci::direct::serve() as u8);
+        return ExitCode::from(serve() as u8);
     }
     let mut cli = match help::parse() {
         help::Parsed::Run(cli) => *cli,

@@ -1,8 +1,8 @@
 //! Publishing a shim's task events to containerd's (or criusd's) events service over ttrpc
 //! (`containerd.services.events.ttrpc.v1.Events/Forward` at `TTRPC_ADDRESS`). Events queue in memory and
-//! are sent in order by a sender thread that exists only while the queue is not empty (one connection, plain
-//! blocking calls); while the endpoint is gone they wait and are retried, so a restarted owner still learns
-//! what happened while it was down.
+//! are sent in order by a sender thread (one connection, plain blocking calls) that stays [`LINGER`] after the
+//! queue empties and then ends; while the endpoint is gone they wait and are retried, so a restarted owner
+//! still learns what happened while it was down.
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -22,6 +22,10 @@ use crate::server::{TYPE_REQUEST, TYPE_RESPONSE, frame, take_frame};
 const MAX_QUEUED: usize = 4096;
 /// How long one Forward call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the sender thread and its connection stay once the queue is empty. An exec's events (added,
+/// started, exit, deleted) come a few milliseconds apart, and an exec probe's again a period later (kubelet's
+/// default is 10 s): a thread and a connection per event cost both ends more than the events themselves.
+const LINGER: Duration = Duration::from_secs(10);
 
 /// Where the shim's task events go: the [`Publisher`] in a shim, a channel in the tests of what publishes.
 pub(crate) trait Publish: Send + Sync {
@@ -93,6 +97,8 @@ impl Publisher {
             at: SystemTime::now(),
             event,
         });
+        // A lingering sender wakes for it.
+        self.inner.1.notify_all();
         if !q.sending {
             let me = self.clone();
             q.sending = std::thread::Builder::new()
@@ -121,16 +127,24 @@ impl Publisher {
         }
     }
 
-    /// The sender thread: sends in order until the queue is empty, then ends.
+    /// The sender thread: sends in order until the queue has been empty for [`LINGER`], then ends.
     fn send_all(&self) {
         let mut conn: Option<UnixStream> = None;
         let mut stream_id = 1u32;
         loop {
             let next = {
                 let mut q = self.lock();
+                if q.events.is_empty() {
+                    self.inner.1.notify_all();
+                    q = self
+                        .inner
+                        .1
+                        .wait_timeout_while(q, LINGER, |q| q.events.is_empty())
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
                 let Some(e) = q.events.front() else {
                     q.sending = false;
-                    self.inner.1.notify_all();
                     return;
                 };
                 (e.topic, e.at, e.event.clone())
@@ -206,5 +220,64 @@ impl Publisher {
             }
             buf.extend_from_slice(&chunk[..n]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// An events service that answers every Forward with success; counts the connections it accepted.
+    fn sink(listener: UnixListener, conns: Arc<AtomicUsize>, forwarded: Arc<AtomicUsize>) {
+        std::thread::spawn(move || {
+            for c in listener.incoming() {
+                let Ok(mut c) = c else { return };
+                conns.fetch_add(1, Ordering::SeqCst);
+                let forwarded = forwarded.clone();
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        while let Ok(Some((id, _, _))) = take_frame(&mut buf) {
+                            forwarded.fetch_add(1, Ordering::SeqCst);
+                            let ok = ttrpc::Response::default().write_to_bytes().unwrap();
+                            if c.write_all(&frame(id, TYPE_RESPONSE, &ok)).is_err() {
+                                return;
+                            }
+                        }
+                        match c.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn events_apart_share_one_sender_and_one_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("events.sock");
+        let (conns, forwarded) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        sink(
+            UnixListener::bind(&sock).unwrap(),
+            conns.clone(),
+            forwarded.clone(),
+        );
+        let publisher = Publisher::start(&sock.display().to_string(), "test");
+        for n in 0..3 {
+            publisher.publish(Event::Oom {
+                container_id: format!("c{n}"),
+            });
+            publisher.drain(Duration::from_secs(10));
+            // The queue is empty between two events, as between an exec's events.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(forwarded.load(Ordering::SeqCst), 3);
+        assert_eq!(conns.load(Ordering::SeqCst), 1);
+        assert!(publisher.lock().sending, "the sender lingers");
     }
 }

@@ -343,3 +343,83 @@ fn an_exec_into_a_container_whose_init_exited_fails_and_leaves_nothing() {
         let _ = b.c.shutdown(client::ctx(10), &api::ShutdownRequest::default());
     }
 }
+
+/// The pids of the processes whose parent is `ppid`, with their command lines.
+fn children(ppid: u32) -> Vec<(u32, String)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: the fields after the last ')'.
+            let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+            rest.split_whitespace().nth(1).and_then(|p| p.parse().ok()) == Some(ppid)
+        })
+        .map(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            (pid, String::from_utf8_lossy(&cmd).replace('\0', " "))
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn direct_execs_are_forks_of_one_sealed_exec_server_that_ends_with_the_shim() {
+    require_root();
+    let ctr = Ctr::new(true, sleeper());
+    let shim_pid = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd);
+            cmd.contains("containerd-shim-crius-v2") && cmd.contains(&ctr._cleanup.needle)
+        })
+        .expect("the shim");
+    let server = || -> Vec<u32> {
+        children(shim_pid)
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains("__crius-direct-exec-server"))
+            .map(|(pid, _)| pid)
+            .collect()
+    };
+    assert!(server().is_empty(), "a server before the first exec");
+    let (status, out, _) = ctr.exec("one", json!({"args": ["echo", "one"]})).unwrap();
+    assert_eq!((status, out.as_str()), (0, "one\n"));
+    let first = server();
+    assert_eq!(first.len(), 1, "{:?}", children(shim_pid));
+    // It runs from a sealed copy of the runtime, never from a host file (CVE-2019-5736).
+    let exe = std::fs::read_link(format!("/proc/{}/exe", first[0])).unwrap();
+    assert!(exe.to_string_lossy().starts_with("/memfd:"), "{exe:?}");
+    // Single-threaded, so that its forks may do anything.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", first[0])).unwrap();
+    assert!(status.lines().any(|l| l.starts_with("Threads:\t1")), "{status}");
+    // Only its socket and stdio open.
+    let fds: Vec<_> = std::fs::read_dir(format!("/proc/{}/fd", first[0]))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(fds.len(), 4, "{fds:?}");
+    for i in 0..5 {
+        let (status, out, _) = ctr
+            .exec(&format!("again{i}"), json!({"args": ["sh", "-c", "exit 3"]}))
+            .unwrap();
+        assert_eq!((status, out.as_str()), (3, ""));
+    }
+    // The same server served them all, and its workers were reaped (within its 50 ms look-ups).
+    assert_eq!(server(), first);
+    crius_privileged_tests::shim::wait_until("the server's workers to be reaped", || {
+        children(first[0]).is_empty()
+    });
+    ctr.end();
+    crius_privileged_tests::shim::wait_until("the exec server to end with its shim", || {
+        !Path::new(&format!("/proc/{}", first[0])).exists()
+            || std::fs::read_to_string(format!("/proc/{}/stat", first[0])).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+    });
+}

@@ -40,6 +40,8 @@ mod images;
 mod lead;
 mod observe;
 mod probes;
+#[cfg(test)]
+mod probes_tests;
 mod resize;
 mod slot;
 mod start;

@@ -15,8 +15,8 @@ use crate::manifest::Manifest;
 use crate::report::{ContainerReport, Event, Phase, Report, Role};
 
 /// One pod of a manifest on its own fake runtime, with its files in a temporary directory.
-struct Pod {
-    fake: Arc<FakeCri>,
+pub(super) struct Pod {
+    pub(super) fake: Arc<FakeCri>,
     channel: Channel,
     manifest: Manifest,
     opts: Options,
@@ -25,7 +25,7 @@ struct Pod {
 }
 
 impl Pod {
-    async fn new(yaml: &str) -> Pod {
+    pub(super) async fn new(yaml: &str) -> Pod {
         Pod::on(FakeCri::new(), yaml).await
     }
 
@@ -53,7 +53,7 @@ impl Pod {
     }
 
     /// Runs the pod while `script` plays the containers' and the caller's part; what `run` returned.
-    async fn run(
+    pub(super) async fn run(
         &self,
         controls: mpsc::UnboundedReceiver<Control>,
         script: impl Future<Output = ()>,
@@ -75,7 +75,7 @@ impl Pod {
     }
 
     /// The events so far, as `crius run` prints them.
-    fn lines(&self) -> Vec<String> {
+    pub(super) fn lines(&self) -> Vec<String> {
         self.events
             .lock()
             .unwrap()
@@ -85,7 +85,7 @@ impl Pod {
     }
 
     /// Waits (at most 10 s) for an event whose line contains `needle`.
-    async fn event(&self, needle: &str) {
+    pub(super) async fn event(&self, needle: &str) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.lines().iter().any(|l| l.contains(needle)) {
             assert!(

@@ -91,7 +91,22 @@ struct World {
     failing_creates: HashMap<String, u32>,
     /// Per container name: the exit codes of its next ExecSync calls (then 0).
     execs: HashMap<String, VecDeque<i32>>,
+    /// Every ExecSync asked for, in order.
+    exec_requests: Vec<ExecAsked>,
     missing_images: HashSet<String>,
+}
+
+/// One ExecSync as the fake received it.
+#[derive(Debug, Clone)]
+pub struct ExecAsked {
+    /// The container's name.
+    pub name: String,
+    /// The command.
+    pub cmd: Vec<String>,
+    /// The request's timeout, in seconds.
+    pub timeout: i64,
+    /// When it came.
+    pub at: Instant,
 }
 
 /// The fake runtime. Tests hold it in an `Arc` beside the server that serves it.
@@ -150,6 +165,11 @@ impl FakeCri {
     /// The next ExecSync calls in `name` exit with `codes`, in order; later ones exit 0.
     pub fn execs(&self, name: &str, codes: impl IntoIterator<Item = i32>) {
         self.world().execs.entry(name.into()).or_default().extend(codes);
+    }
+
+    /// The ExecSync calls received so far.
+    pub fn exec_requests(&self) -> Vec<ExecAsked> {
+        self.world().exec_requests.clone()
     }
 
     /// Image `image` is not on the node.

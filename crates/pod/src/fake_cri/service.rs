@@ -254,10 +254,16 @@ impl RuntimeService for FakeCri {
     }
 
     async fn exec_sync(&self, r: Request<cri::ExecSyncRequest>) -> Answer<cri::ExecSyncResponse> {
-        let id = r.into_inner().container_id;
+        let r = r.into_inner();
         let mut w = self.world();
-        let name = Self::name_of(&w, &id)?;
+        let name = Self::name_of(&w, &r.container_id)?;
         w.calls.push(Call::Exec(name.clone()));
+        w.exec_requests.push(super::ExecAsked {
+            name: name.clone(),
+            cmd: r.cmd,
+            timeout: r.timeout,
+            at: std::time::Instant::now(),
+        });
         let exit_code = w.execs.get_mut(&name).and_then(VecDeque::pop_front).unwrap_or(0);
         Ok(Response::new(cri::ExecSyncResponse {
             stdout: Vec::new(),

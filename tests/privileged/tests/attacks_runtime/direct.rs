@@ -197,3 +197,87 @@ fn crius_only_the_direct_exec_action_lets_no_leaked_descriptor_in() {
         "the exec wrote into the host dir"
     );
 }
+
+/// crius-runc's exec server (`crius_oci::direct::SERVER_ARG`), which the shim starts once.
+const SERVER: &str = "__crius-direct-exec-server";
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn crius_only_the_exec_server_lets_no_leaked_descriptor_in() {
+    use std::os::fd::AsRawFd;
+    let rt = Runtime::from_env();
+    if !rt.is_crius {
+        return;
+    }
+    let host = tempfile::tempdir().unwrap();
+    let s = Bundle::new(&["sleep", "1000"]);
+    let running = unique("cwd-server");
+    rt.create_started(&running, &s);
+    // One server, started with host directories leaked at several numbers (its socket is 3).
+    let (ctl, theirs) = nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .unwrap();
+    let mut cmd = Command::new(&rt.bin);
+    cmd.arg(SERVER).stdin(std::process::Stdio::null());
+    let sock_fd = theirs.as_raw_fd();
+    // SAFETY: dup2 only, async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(sock_fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let leaked = [4, 5, 7, 9, 10];
+    let _files: Vec<_> = leaked.iter().map(|&n| leak(&mut cmd, n, host.path())).collect();
+    let mut server = cmd.spawn().unwrap();
+    drop((cmd, theirs));
+    for n in leaked {
+        let cwd = format!("/proc/self/fd/{n}");
+        let (mut mine, worker) = UnixStream::pair().unwrap();
+        let null = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
+        let fds = [
+            worker.as_raw_fd(),
+            null.as_raw_fd(),
+            null.as_raw_fd(),
+            null.as_raw_fd(),
+        ];
+        nix::sys::socket::sendmsg::<()>(
+            ctl.as_raw_fd(),
+            &[std::io::IoSlice::new(b"exec")],
+            &[nix::sys::socket::ControlMessage::ScmRights(&fds)],
+            nix::sys::socket::MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+        drop(worker);
+        let req = json!({
+            "root": rt.root(),
+            "id": running,
+            "process": {"args": ["sh", "-c", "pwd; ls; touch x"], "cwd": cwd, "user": {"uid": 0, "gid": 0},
+                        "env": ["PATH=/bin"]},
+        });
+        mine.write_all(req.to_string().as_bytes()).unwrap();
+        mine.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut answer = String::new();
+        mine.read_to_string(&mut answer).unwrap();
+        assert!(
+            answer.starts_with("error ") && answer.contains("process.cwd"),
+            "cwd {cwd} through a host directory leaked into the server: {answer:?}"
+        );
+    }
+    // Its peer gone, the server ends.
+    drop(ctl);
+    assert!(server.wait().unwrap().success());
+    rt.ok(&["delete", "--force", &running]);
+    assert_eq!(
+        std::fs::read_dir(host.path()).unwrap().count(),
+        0,
+        "the exec wrote into the host dir"
+    );
+}
