@@ -381,3 +381,28 @@ fn exec_falls_back_to_inits_cgroup_when_the_containers_takes_no_process() {
     rt.ok(&["delete", "--force", &id]);
     assert!(!dir.exists(), "cgroup left behind");
 }
+
+#[test]
+#[ignore = "needs cgroup v2: run through hack/test.sh"]
+fn update_takes_sizes_with_units() {
+    // runc's update.bats: `update --memory 50M` (crius-runc took bytes only).
+    require_pure_cgroup_v2();
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = started(&rt, &b);
+    rt.ok(&["update", &id, "--memory", "50M"]);
+    assert_eq!(read(&b, "memory.max"), "52428800");
+    rt.ok(&[
+        "update",
+        &id,
+        "--memory",
+        "1.5g",
+        "--memory-reservation",
+        "512KiB",
+    ]);
+    assert_eq!(read(&b, "memory.max"), "1610612736");
+    assert_eq!(read(&b, "memory.low"), "524288");
+    rt.ok(&["update", &id, "--memory", "-1"]);
+    assert_eq!(read(&b, "memory.max"), "max");
+    rt.ok(&["delete", "--force", &id]);
+}
