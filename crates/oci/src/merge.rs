@@ -17,6 +17,11 @@ fn cpu(mut old: LinuxCpu, new: &LinuxCpu) -> LinuxCpu {
 }
 
 fn memory(mut old: LinuxMemory, new: &LinuxMemory) -> LinuxMemory {
+    // As runc: an unlimited memory limit without a swap value lifts the swap limit too (a kept memory+swap
+    // total has no memory limit to be measured from).
+    if new.limit() == Some(-1) && new.swap().is_none() {
+        old.set_swap(Some(-1));
+    }
     take!(old, new, limit => set_limit, reservation => set_reservation, swap => set_swap, kernel => set_kernel,
           kernel_tcp => set_kernel_tcp, swappiness => set_swappiness, disable_oom_killer => set_disable_oom_killer,
           check_before_update => set_check_before_update);
@@ -63,5 +68,22 @@ mod tests {
         assert_eq!((*m.memory()).unwrap().limit(), Some(1000));
         assert_eq!((*m.pids()).unwrap().limit(), 5);
         assert_eq!(m.unified().clone().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn an_unlimited_memory_limit_lifts_the_swap_limit_unless_given() {
+        let old: LinuxResources =
+            serde_json::from_str(r#"{"memory":{"limit":52428800,"swap":96468992}}"#).unwrap();
+        let up = |new: &str| {
+            let new: LinuxResources = serde_json::from_str(new).unwrap();
+            let m = (*resources(old.clone(), &new).memory()).unwrap();
+            (m.limit(), m.swap())
+        };
+        assert_eq!(up(r#"{"memory":{"limit":-1}}"#), (Some(-1), Some(-1)));
+        assert_eq!(up(r#"{"memory":{"limit":-1,"swap":-1}}"#), (Some(-1), Some(-1)));
+        assert_eq!(
+            up(r#"{"memory":{"limit":67108864}}"#),
+            (Some(67108864), Some(96468992))
+        );
     }
 }

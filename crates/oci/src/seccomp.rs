@@ -6,7 +6,7 @@
 //! it gives a listener descriptor, which goes to the seccomp agent there ([`crate::notify`]).
 //!
 //! [`build`] is a pure function of the profile: libseccomp's program, exported as BPF, behind our own -ENOSYS
-//! prelude ([`enosys`]), with the flags to load it with. The result ([`Program`]) is plain data, so it can be
+//! prelude (module `enosys`), with the flags to load it with. The result ([`Program`]) is plain data, so it can be
 //! cached and cloned; [`load`] hands it to the kernel with `seccomp(2)` itself.
 
 mod enosys;

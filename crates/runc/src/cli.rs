@@ -271,14 +271,14 @@ pub struct UpdateArgs {
     /// Memory nodes to use (cpuset).
     #[arg(long)]
     pub cpuset_mems: Option<String>,
-    /// Memory limit in bytes (-1 = unlimited).
-    #[arg(long, allow_hyphen_values = true)]
+    /// Memory limit in bytes, or with a unit as runc takes it (`50M`, `1.5g`, `512KiB`; -1 = unlimited).
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_size)]
     pub memory: Option<i64>,
-    /// Memory reservation (memory.low) in bytes.
-    #[arg(long, allow_hyphen_values = true)]
+    /// Memory reservation (memory.low), as --memory.
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_size)]
     pub memory_reservation: Option<i64>,
-    /// Memory plus swap limit in bytes (-1 = unlimited).
-    #[arg(long, allow_hyphen_values = true)]
+    /// Memory plus swap limit, as --memory (-1 = unlimited).
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_size)]
     pub memory_swap: Option<i64>,
     /// Maximum number of pids (-1 or 0 = unlimited).
     #[arg(long, allow_hyphen_values = true)]
@@ -378,4 +378,53 @@ pub struct RestoreArgs {
     /// An LSM mount context for the restore.
     #[arg(long)]
     pub lsm_mount_context: Option<String>,
+
+/// A size in bytes as runc's `update` reads it: `-1`, or a number (a fraction allowed) with an optional space
+/// and binary unit `k`, `m`, `g`, `t`, `p` (either case, optionally followed by `i` and `b`/`B`).
+pub fn parse_size(s: &str) -> Result<i64, String> {
+    if s == "-1" {
+        return Ok(-1);
+    }
+    let bad = || format!("invalid size {s:?}: expected bytes such as 67108864, 64M or 1.5g");
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(end);
+    let num: f64 = num.parse().map_err(|_| bad())?;
+    let unit = unit.strip_prefix(' ').unwrap_or(unit).to_ascii_lowercase();
+    let unit = unit.strip_suffix('b').unwrap_or(&unit);
+    let unit = unit.strip_suffix('i').unwrap_or(unit);
+    let shift = match unit {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        "p" => 50,
+        _ => return Err(bad()),
+    };
+    Ok((num * (1u64 << shift) as f64) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_read_as_runc_reads_them() {
+        use super::parse_size;
+        for (s, want) in [
+            ("-1", -1),
+            ("67108864", 67108864),
+            ("50M", 50 << 20),
+            ("50m", 50 << 20),
+            ("1.5g", 3 << 29),
+            ("512KiB", 512 << 10),
+            ("10 MB", 10 << 20),
+            ("2b", 2),
+        ] {
+            assert_eq!(parse_size(s), Ok(want), "{s}");
+        }
+        for s in ["", "M", "5x", "-2", "1e3"] {
+            assert!(parse_size(s).is_err(), "{s}");
+        }
+    }
 }

@@ -381,3 +381,33 @@ fn exec_falls_back_to_inits_cgroup_when_the_containers_takes_no_process() {
     rt.ok(&["delete", "--force", &id]);
     assert!(!dir.exists(), "cgroup left behind");
 }
+
+#[test]
+#[ignore = "needs cgroup v2: run through hack/test.sh"]
+fn update_takes_sizes_with_units_and_lifts_swap_with_memory() {
+    // runc's update.bats: `update --memory 50M` (crius-runc took bytes only); `--memory -1` after a swap limit
+    // (crius-runc refused: a swap limit without a memory limit).
+    require_pure_cgroup_v2();
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = started(&rt, &b);
+    rt.ok(&["update", &id, "--memory", "50M"]);
+    assert_eq!(read(&b, "memory.max"), "52428800");
+    rt.ok(&[
+        "update",
+        &id,
+        "--memory",
+        "1.5g",
+        "--memory-reservation",
+        "512KiB",
+    ]);
+    assert_eq!(read(&b, "memory.max"), "1610612736");
+    assert_eq!(read(&b, "memory.low"), "524288");
+    // A memory+swap total, then an unlimited memory limit alone: swap unlimited too, as runc does.
+    rt.ok(&["update", &id, "--memory", "52428800", "--memory-swap", "96468992"]);
+    assert_eq!(read(&b, "memory.swap.max"), "44040192");
+    rt.ok(&["update", &id, "--memory", "-1"]);
+    assert_eq!(read(&b, "memory.max"), "max");
+    assert_eq!(read(&b, "memory.swap.max"), "max");
+    rt.ok(&["delete", "--force", &id]);
+}

@@ -36,6 +36,20 @@ fn device_rules_apply_after_the_nodes_are_made() {
 
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
+fn a_device_rules_unknown_access_letters_are_dropped() {
+    // runc's update.bats "update devices [minimal transition rules]": access "rwa" (crius-runc refused it).
+    let rt = Runtime::from_env();
+    let mut b = Bundle::sh("head -c1 /dev/null && echo null; head -c1 /dev/fuse 2>/dev/null || echo denied");
+    b.config["linux"]["devices"] =
+        json!([{"path": "/dev/fuse", "type": "c", "major": 10, "minor": 229, "fileMode": 438}]);
+    b.config["linux"]["resources"]["devices"] = json!([{"allow": false, "access": "rwm"},
+        {"allow": false, "type": "c", "major": 10, "minor": 229, "access": "rwa"}]);
+    let (code, out, err) = rt.run_bundle(&b, "compat");
+    assert_eq!((code, out.as_str()), (0, "null\ndenied\n"), "{err}");
+}
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
 fn a_read_only_dev_still_gets_its_nodes_and_the_mounts_below_it() {
     let rt = Runtime::from_env();
     let mut b = Bundle::sh(

@@ -74,13 +74,14 @@ fn convert(r: &LinuxDeviceCgroup) -> Result<Rule, String> {
         Some(LinuxDeviceType::C | LinuxDeviceType::U) => 2,
         Some(LinuxDeviceType::P) => return Err("fifo (type p) rules are not enforceable on cgroup v2".into()),
     };
+    // Letters other than r, w and m are dropped, as runc drops them (its update.bats writes "rwa").
     let mut access = 0;
     for ch in r.access().as_deref().unwrap_or("rwm").chars() {
         access |= match ch {
             'm' => 1,
             'r' => 2,
             'w' => 4,
-            other => return Err(format!("unknown access {other:?} (use r, w, m)")),
+            _ => 0,
         };
     }
     Ok(Rule {
@@ -321,6 +322,11 @@ mod tests {
     fn allow_all() {
         let prog = program(&rules(&[rule(r#"{"allow":true,"access":"rwm"}"#)]).unwrap());
         assert_eq!(run(&prog, 1, 7, 8, 0), 1);
-        assert!(convert(&rule(r#"{"allow":true,"access":"rx"}"#)).is_err());
+        // Unknown letters are dropped, as runc drops them: "rx" is "r".
+        let rx = convert(&rule(r#"{"allow":true,"access":"rx"}"#)).unwrap();
+        assert_eq!(
+            rx.access,
+            convert(&rule(r#"{"allow":true,"access":"r"}"#)).unwrap().access
+        );
     }
 }
