@@ -4,6 +4,7 @@
 
 mod authority;
 mod config;
+mod deadline;
 mod memory;
 mod metrics;
 mod serve;

@@ -3,18 +3,49 @@
 //! so a registry serving gigabytes for a manifest costs criusd 4 MiB at most. oci-client reads a manifest
 //! whole, so this GET is ours; oci-client still negotiates the credentials (its token, or Basic), which its
 //! blob downloads then reuse. Each wait (the answer, every chunk of it) is bounded by the pull's progress
-//! timeout: a registry that goes quiet is [`Error::DeadlineExceeded`].
+//! timeout: a registry that goes quiet is [`Error::DeadlineExceeded`]. [`Clients`] are a pull's two HTTP
+//! clients, built off the async workers.
 
-use oci_client::client::Client;
+use oci_client::client::{Client, ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Reference, RegistryOperation};
 
 use crate::bounded::MAX_MANIFEST;
 use crate::{Error, Result};
 
+/// A pull's HTTP clients: oci-client's (credentials, blobs) and a plain reqwest one (the manifest GETs here).
+pub(crate) struct Clients {
+    pub oci: Client,
+    pub http: reqwest::Client,
+}
+
+impl Clients {
+    /// Builds both on a blocking thread. Building an HTTP client reads the system's CA certificates (some 440
+    /// files under /etc/ssl/certs: 80 ms in a debug build, seconds in a slow VM), even for a plain-http
+    /// registry; on one of criusd's two async workers that stalled every other call, and new connections
+    /// went unanswered (critest's next spec failed to connect after its cancelled pull).
+    pub(crate) async fn new(protocol: ClientProtocol) -> Result<Clients> {
+        let build = move || {
+            let oci = Client::new(ClientConfig {
+                protocol,
+                ..Default::default()
+            });
+            let http = reqwest::Client::builder().build().map_err(|e| Error::Io {
+                context: "building an HTTP client".into(),
+                source: std::io::Error::other(e),
+            })?;
+            Ok(Clients { oci, http })
+        };
+        tokio::task::spawn_blocking(build).await.map_err(|e| Error::Io {
+            context: "building the HTTP clients".into(),
+            source: std::io::Error::other(e),
+        })?
+    }
+}
+
 /// The manifest or index `image` names (its digest, else its tag), at most [`MAX_MANIFEST`] bytes.
 pub(crate) async fn manifest(
-    client: &Client,
+    clients: &Clients,
     image: &Reference,
     auth: &RegistryAuth,
     plain_http: bool,
@@ -36,7 +67,8 @@ pub(crate) async fn manifest(
             Error::Registry(format!("{whole}: {e}"))
         }
     };
-    let token = client
+    let token = clients
+        .oci
         .auth(image, auth, RegistryOperation::Pull)
         .await
         .map_err(|e| Error::from_registry(&whole, e))?;
@@ -51,7 +83,8 @@ pub(crate) async fn manifest(
             .map(|ns| format!("?ns={ns}"))
             .unwrap_or_default(),
     );
-    let mut req = reqwest::Client::new()
+    let mut req = clients
+        .http
         .get(&url)
         .header(reqwest::header::ACCEPT, accept.join(", "));
     req = match (token, auth) {

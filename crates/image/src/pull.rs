@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 
-use oci_client::Client;
-use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::client::ClientProtocol;
 use oci_client::secrets::RegistryAuth;
 use serde_json::Value;
 
@@ -160,10 +159,7 @@ pub async fn pull_with_progress(
     } else {
         ClientProtocol::Https
     };
-    let client = Client::new(ClientConfig {
-        protocol,
-        ..Default::default()
-    });
+    let clients = crate::fetch::Clients::new(protocol).await?;
     let auth = match &opts.auth {
         Auth::Anonymous => RegistryAuth::Anonymous,
         Auth::Basic(u, p) => RegistryAuth::Basic(u.clone(), p.clone()),
@@ -171,7 +167,7 @@ pub async fn pull_with_progress(
     };
     let whole = image.whole();
     let stall = opts.progress_timeout;
-    let bytes = crate::fetch::manifest(&client, &image, &auth, plain_http, MANIFEST_TYPES, stall).await?;
+    let bytes = crate::fetch::manifest(&clients, &image, &auth, plain_http, MANIFEST_TYPES, stall).await?;
     let mut manifest_digest = Digest::of(&bytes);
     if let Some(want) = image.digest()
         && want != manifest_digest.as_str()
@@ -185,7 +181,7 @@ pub async fn pull_with_progress(
     if let Some(policy) = &opts.policy {
         // Before anything else is fetched: the digest the reference resolved to must be acceptable.
         let reg = crate::signature::Registry {
-            client: &client,
+            clients: &clients,
             auth: &auth,
             plain_http,
             stall,
@@ -198,7 +194,8 @@ pub async fn pull_with_progress(
     if crate::manifest::is_index(&manifest) {
         let d = crate::manifest::pick_linux_amd64(&manifest, &whole)?;
         let by_digest = image.clone_with_digest(d.to_string());
-        let b = crate::fetch::manifest(&client, &by_digest, &auth, plain_http, MANIFEST_TYPES, stall).await?;
+        let b =
+            crate::fetch::manifest(&clients, &by_digest, &auth, plain_http, MANIFEST_TYPES, stall).await?;
         manifest_digest = Digest::of(&b);
         if manifest_digest != d {
             return Err(Error::DigestMismatch {
@@ -251,7 +248,7 @@ pub async fn pull_with_progress(
     });
     let result = async {
         let src = crate::download::Source {
-            client: &client,
+            client: &clients.oci,
             image: &image,
             whole: &whole,
             store,

@@ -5,8 +5,8 @@
 //! names the manifest digest and an identity the requirement accepts is enough. Payloads are read to at most
 //! [`MAX_PAYLOAD`] bytes and checked against their digests.
 
+use oci_client::Reference;
 use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
 use serde_json::Value;
 
 use base64::Engine as _;
@@ -22,7 +22,7 @@ const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 
 /// Where the registry is and how to reach it, for the signature lookups.
 pub(crate) struct Registry<'a> {
-    pub client: &'a Client,
+    pub clients: &'a crate::fetch::Clients,
     pub auth: &'a RegistryAuth,
     pub plain_http: bool,
     pub stall: Option<std::time::Duration>,
@@ -101,7 +101,7 @@ async fn sigstore(
     }
     let accept = ["application/vnd.oci.image.manifest.v1+json"];
     let bytes = match crate::fetch::manifest(
-        reg.client,
+        reg.clients,
         &sig_ref,
         reg.auth,
         reg.plain_http,
@@ -132,7 +132,8 @@ async fn sigstore(
             continue;
         }
         let mut payload = Vec::new();
-        reg.client
+        reg.clients
+            .oci
             .pull_blob(&sig_ref, d.as_str(), &mut payload)
             .await
             .map_err(|e| Error::from_registry(&format!("signature payload {d} of {whole}"), e))?;
