@@ -378,6 +378,7 @@ pub struct RestoreArgs {
     /// An LSM mount context for the restore.
     #[arg(long)]
     pub lsm_mount_context: Option<String>,
+}
 
 /// A size in bytes as runc's `update` reads it: `-1`, or a number (a fraction allowed) with an optional space
 /// and binary unit `k`, `m`, `g`, `t`, `p` (either case, optionally followed by `i` and `b`/`B`).
