@@ -150,7 +150,7 @@ impl Containers {
             .checkpoint(&c.record.sandbox_id, id, &task, timeout)
             .map_err(Self::shim_err(CALL, &c))?;
         tracing::info!(container = %id, "CRIU dumped the container; writing the archive");
-        self.fill_archive(&c, &bundle, &scratch.0)?;
+        self.fill_archive(&c, &bundle, &scratch.0, &task.work_path)?;
         if Instant::now() > deadline {
             return Err(Error::DeadlineExceeded {
                 call: CALL,
@@ -169,8 +169,8 @@ impl Containers {
         Ok(())
     }
 
-    /// Writes the archive's files beside CRIU's images in `dir`.
-    fn fill_archive(&self, c: &Container, bundle: &Path, dir: &Path) -> Result<()> {
+    /// Writes the archive's files beside CRIU's images in `dir` (CRIU's statistics from its `work` directory).
+    fn fill_archive(&self, c: &Container, bundle: &Path, dir: &Path, work: &Path) -> Result<()> {
         let io = |what: String| move |e| Error::io(what, e);
         let spec_path = bundle.join("config.json");
         let spec = std::fs::read(&spec_path).map_err(io(format!("reading {}", spec_path.display())))?;
@@ -194,8 +194,12 @@ impl Containers {
             std::fs::copy(log, dir.join(archive::CONTAINER_LOG))
                 .map_err(io(format!("copying the log {}", log.display())))?;
         }
-        let stats = dir.join(archive::CHECKPOINT_DIR).join(archive::STATS_DUMP);
-        if stats.is_file() {
+        // CRIU writes its statistics to its work directory (runc's `--work-path`), or else with the images.
+        let stats = [work.to_path_buf(), dir.join(archive::CHECKPOINT_DIR)]
+            .into_iter()
+            .map(|d| d.join(archive::STATS_DUMP))
+            .find(|p| p.is_file());
+        if let Some(stats) = stats {
             std::fs::copy(&stats, dir.join(archive::STATS_DUMP))
                 .map_err(io(format!("copying {}", stats.display())))?;
         }
