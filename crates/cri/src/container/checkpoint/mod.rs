@@ -106,7 +106,7 @@ impl Drop for Scratch {
 
 impl Containers {
     /// CheckpointContainer: the archive of running container `id` written at `location`, within `timeout`
-    /// seconds (0: [`DEFAULT_TIMEOUT`]). The container keeps running.
+    /// seconds (0: 300 s). The container keeps running.
     pub fn checkpoint(&self, id: &str, location: &str, timeout: i64) -> Result<()> {
         let c = self.get_or_not_found(CALL, id)?;
         if location.is_empty() {
