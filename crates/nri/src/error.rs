@@ -59,6 +59,19 @@ pub enum Error {
         /// The peer's message.
         message: String,
     },
+    /// A logical connection held more received and unread bytes than its budget (the peer sends faster than
+    /// it is read): the multiplexed stream was closed, every connection on it with it.
+    #[error(
+        "NRI connection {conn}: {queued} bytes received and not read, over its budget of {budget}; the stream was closed"
+    )]
+    Overrun {
+        /// The logical connection (1: the Plugin service, 2: the Runtime service).
+        conn: u32,
+        /// The bytes it held with the frame that passed the budget.
+        queued: usize,
+        /// The budget.
+        budget: usize,
+    },
     /// The connection closed before the answer came.
     #[error("NRI connection closed")]
     Closed,

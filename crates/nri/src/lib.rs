@@ -29,6 +29,16 @@
 //!   (the caller resolves them).
 //! - [`plugin`]: the plugin side (connect, register, serve handlers, ask for updates): tests and small plugins.
 //!
+//! Limits, and what a peer that passes them sees: a ttrpc message over 4 MiB is refused by the sender
+//! ([`Error::Oversized`]); one received is skipped as it arrives, a request answered ResourceExhausted on its
+//! stream and an answer failing its call with [`Error::Oversized`], the connection going on (as Go's ttrpc
+//! does). A multiplexer frame over 4 MiB + 10 bytes, or a logical connection holding more than 16 MiB
+//! received and not yet read (a peer that sends faster than it is read), closes the stream: the socket is shut
+//! down both ways (the peer reads its end, its writes fail with EPIPE), the reader gets [`Error::Oversized`]
+//! or [`Error::Overrun`], and the host drops the plugin. A served connection runs at most 64 calls at once and
+//! is not read meanwhile, so a flood of calls ends at that budget too. NRI's Go multiplexer closes likewise
+//! when a connection's queue of 256 frames overflows, and reads a frame of any length.
+//!
 //! Crates: `prost`/`prost-build` for the messages (tonic is not used: NRI speaks ttrpc, implemented here on
 //! tokio); `async-trait` for the object-safe [`Runtime`] and [`plugin::Handler`]; `thiserror` for [`Error`];
 //! `oci-spec` for the spec [`apply`] changes, edited as OCI JSON with `serde_json`; `libc` for the fd handed to

@@ -12,17 +12,19 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use prost::Message;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::Error;
-use crate::mux::{Conn, MuxWriter};
+use crate::mux::{Conn, Inbox, MuxWriter};
 use crate::wire;
 
 /// Length of a frame header.
 pub(crate) const HEADER: usize = 10;
 /// ttrpc's largest payload.
 pub(crate) const MAX_MESSAGE: usize = 4 << 20;
+/// The calls one connection's server runs at once.
+pub(crate) const MAX_IN_FLIGHT: usize = 64;
 const TYPE_REQUEST: u8 = 1;
 const TYPE_RESPONSE: u8 = 2;
 /// A unary request's flags, as Go's client sends them ("remote closed" and "remote open" are for streams).
@@ -74,46 +76,67 @@ fn encode(stream: u32, kind: u8, flags: u8, payload: &[u8]) -> Result<Vec<u8>, E
     Ok(out)
 }
 
+/// What arrives on a connection: a frame, or the header of one longer than ttrpc allows (its payload is
+/// skipped as it arrives, never held, and the next frame read after it, as Go's ttrpc does).
+enum Incoming {
+    Frame(Frame),
+    TooLarge { stream: u32, kind: u8, len: usize },
+}
+
 /// Reassembles ttrpc frames from a logical connection's chunks (a frame may span chunks, a chunk frames).
 struct Frames {
-    rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    rx: Inbox,
     buf: Vec<u8>,
+    /// Bytes of an oversized frame still to skip.
+    skip: usize,
 }
 
 impl Frames {
+    fn new(rx: Inbox) -> Frames {
+        Frames {
+            rx,
+            buf: Vec::new(),
+            skip: 0,
+        }
+    }
+
     /// The next frame; `Ok(None)` when the connection ends between frames.
-    async fn next(&mut self) -> Result<Option<Frame>, Error> {
+    async fn next(&mut self) -> Result<Option<Incoming>, Error> {
         loop {
-            if self.buf.len() >= HEADER {
+            if self.skip > 0 {
+                let n = self.skip.min(self.buf.len());
+                self.buf.drain(..n);
+                self.skip -= n;
+            }
+            if self.skip == 0 && self.buf.len() >= HEADER {
                 let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+                let stream = u32::from_be_bytes([self.buf[4], self.buf[5], self.buf[6], self.buf[7]]);
+                let kind = self.buf[8];
                 if len > MAX_MESSAGE {
-                    return Err(Error::Oversized {
-                        len,
-                        max: MAX_MESSAGE,
-                    });
+                    self.buf.drain(..HEADER);
+                    self.skip = len;
+                    return Ok(Some(Incoming::TooLarge { stream, kind, len }));
                 }
                 if self.buf.len() >= HEADER + len {
-                    let stream = u32::from_be_bytes([self.buf[4], self.buf[5], self.buf[6], self.buf[7]]);
-                    let kind = self.buf[8];
                     let payload = self.buf[HEADER..HEADER + len].to_vec();
                     self.buf.drain(..HEADER + len);
-                    return Ok(Some(Frame {
+                    return Ok(Some(Incoming::Frame(Frame {
                         stream,
                         kind,
                         payload,
-                    }));
+                    })));
                 }
             }
-            match self.rx.recv().await {
+            match self.rx.recv().await? {
                 Some(chunk) => self.buf.extend_from_slice(&chunk),
-                None if self.buf.is_empty() => return Ok(None),
+                None if self.buf.is_empty() && self.skip == 0 => return Ok(None),
                 None => return Err(Error::Protocol("connection ended inside a ttrpc frame".into())),
             }
         }
     }
 }
 
-type Pending = HashMap<u32, oneshot::Sender<wire::Response>>;
+type Pending = HashMap<u32, oneshot::Sender<Result<wire::Response, Error>>>;
 
 /// The calling side of a connection.
 pub(crate) struct Client {
@@ -128,24 +151,32 @@ impl Client {
     pub(crate) fn new(conn: Conn, on_close: impl FnOnce() + Send + 'static) -> Client {
         let pending: Arc<StdMutex<Option<Pending>>> = Arc::new(StdMutex::new(Some(HashMap::new())));
         let for_reader = pending.clone();
-        let mut frames = Frames {
-            rx: conn.rx,
-            buf: Vec::new(),
-        };
+        let mut frames = Frames::new(conn.rx);
         let reader = tokio::spawn(async move {
             loop {
                 match frames.next().await {
-                    Ok(Some(f)) if f.kind == TYPE_RESPONSE => {
+                    Ok(Some(Incoming::Frame(f))) if f.kind == TYPE_RESPONSE => {
                         let Ok(resp) = wire::Response::decode(f.payload.as_slice()) else {
                             tracing::warn!("NRI: undecodable ttrpc response, closing the connection");
                             break;
                         };
                         let waiter = lock(&for_reader).as_mut().and_then(|p| p.remove(&f.stream));
                         if let Some(w) = waiter {
-                            let _ = w.send(resp);
+                            let _ = w.send(Ok(resp));
                         }
                     }
-                    Ok(Some(f)) => tracing::debug!(
+                    // The call it answers fails; the connection goes on (Go's ttrpc client does the same).
+                    Ok(Some(Incoming::TooLarge { stream, len, .. })) => {
+                        tracing::warn!(stream, len, "NRI: ttrpc answer larger than allowed, skipped");
+                        let waiter = lock(&for_reader).as_mut().and_then(|p| p.remove(&stream));
+                        if let Some(w) = waiter {
+                            let _ = w.send(Err(Error::Oversized {
+                                len,
+                                max: MAX_MESSAGE,
+                            }));
+                        }
+                    }
+                    Ok(Some(Incoming::Frame(f))) => tracing::debug!(
                         kind = f.kind,
                         "NRI: ignoring a ttrpc frame a client does not expect"
                     ),
@@ -193,7 +224,7 @@ impl Client {
         let full = format!("{service}/{method}");
         let answer = tokio::time::timeout(timeout, async {
             self.tx.send(&frame).await?;
-            rx.await.map_err(|_| Error::Closed)
+            rx.await.map_err(|_| Error::Closed)?
         })
         .await;
         let resp = match answer {
@@ -232,17 +263,32 @@ impl Drop for Client {
     }
 }
 
-/// Serves the calls arriving on `conn` with `handler`, each in its own task, until the connection ends.
+/// Serves the calls arriving on `conn` with `handler`, each in its own task, [`MAX_IN_FLIGHT`] at most at once
+/// (then the connection is not read until one ends, and a peer that goes on sending passes the multiplexer's
+/// budget), until the connection ends. A request longer than ttrpc allows is answered ResourceExhausted, as
+/// Go's ttrpc server answers it, and the connection goes on.
 pub(crate) fn serve(conn: Conn, handler: Handler) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut frames = Frames {
-            rx: conn.rx,
-            buf: Vec::new(),
-        };
+        let mut frames = Frames::new(conn.rx);
+        let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         let mut last = 0u32;
+        let answer = |status: wire::Status| wire::Response {
+            status: Some(status),
+            payload: Vec::new(),
+        };
         loop {
             let f = match frames.next().await {
-                Ok(Some(f)) => f,
+                Ok(Some(Incoming::Frame(f))) => f,
+                Ok(Some(Incoming::TooLarge { stream, kind, len })) => {
+                    if kind == TYPE_REQUEST {
+                        let s = status(
+                            code::RESOURCE_EXHAUSTED,
+                            format!("message length {len} exceeds the maximum message size of {MAX_MESSAGE}"),
+                        );
+                        respond(&conn.tx, stream, &answer(s)).await;
+                    }
+                    continue;
+                }
                 Ok(None) => break,
                 Err(e) => {
                     tracing::warn!("NRI: {e}, closing the connection");
@@ -252,11 +298,12 @@ pub(crate) fn serve(conn: Conn, handler: Handler) -> JoinHandle<()> {
             if f.kind != TYPE_REQUEST {
                 continue;
             }
-            let tx = conn.tx.clone();
-            let answer = |status: wire::Status| wire::Response {
-                status: Some(status),
-                payload: Vec::new(),
+            let permit = tokio::select! {
+                p = in_flight.clone().acquire_owned() => p,
+                () = frames.rx.ended() => break,
             };
+            let Ok(permit) = permit else { break };
+            let tx = conn.tx.clone();
             // ttrpc's rules: client streams are odd and increase.
             if f.stream % 2 == 0 || f.stream <= last {
                 let resp = answer(status(
@@ -284,6 +331,7 @@ pub(crate) fn serve(conn: Conn, handler: Handler) -> JoinHandle<()> {
             };
             let handler = handler.clone();
             tokio::spawn(async move {
+                let _permit = permit;
                 let resp = match handler(req.service, req.method, req.payload).await {
                     Ok(payload) => wire::Response {
                         status: Some(status(0, "")),

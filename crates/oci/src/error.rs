@@ -4,7 +4,7 @@
 //! already is ([`Error::AlreadyExists`]), one in the wrong state for the verb ([`Error::WrongState`], with the
 //! state), and a system call that failed with its errno, operation and path ([`Error::Io`], [`Error::Sys`];
 //! [`Error::errno`] reads either). The rest carry their context in a message ([`Error::Msg`], made by
-//! [`err!`](crate::err) and [`Context::ctx`]).
+//! [`err!`](crate::err) and [`Context::ctx`]); CRIU's failures carry its log's end ([`Error::Criu`]).
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -80,6 +80,21 @@ pub enum Error {
         /// The errno.
         #[source]
         errno: Errno,
+    },
+    /// CRIU failed to dump or restore a container: what it did, how it ended, its log and the log's last lines
+    /// (its `Error` lines when it has some).
+    #[error("{action} of container {id:?} failed ({status}); from {}:\n{tail}", log.display())]
+    Criu {
+        /// `criu dump`, `criu restore`, ...
+        action: String,
+        /// The container.
+        id: String,
+        /// How CRIU ended (`exit status: 1`).
+        status: String,
+        /// CRIU's log file.
+        log: PathBuf,
+        /// The end of that log.
+        tail: String,
     },
     /// Something else failed; the message carries the context.
     #[error("{0}")]

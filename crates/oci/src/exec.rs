@@ -71,6 +71,19 @@ pub fn spawn(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32
         None => Cgroup::at(&rec.cgroup)?,
         Some(sub) => sub_cgroup(&rec.cgroup, sub)?,
     };
+    // A cgroup with domain controllers enabled for its children takes no process (EBUSY). Without --cgroup,
+    // the process then goes where init is, as runc falls back; with it, that is the error.
+    let init_cgroup = || -> Result<Cgroup> {
+        let own = std::fs::read_to_string(format!("/proc/{}/cgroup", rec.pid)).map_err(Error::io(
+            "reading the cgroup of init",
+            format!("/proc/{}/cgroup", rec.pid),
+        ))?;
+        let rel = own
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .ok_or_else(|| err!("/proc/{}/cgroup: no cgroup v2 line", rec.pid))?;
+        Cgroup::at(&crate::cgroup::mount_point()?.join(rel.trim_start_matches('/')))
+    };
     let seccomp = rec.spec.linux().as_ref().and_then(|l| l.seccomp().clone());
     let agent = seccomp
         .as_ref()
@@ -85,18 +98,45 @@ pub fn spawn(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32
         None => Err(err!("protocol error: a seccomp listener without an agent")),
     };
     // The one implementation of entering a container, shared with the shim's direct exec.
-    let pid = crate::enter::spawn(
-        &rec,
-        crate::enter::Exec {
-            process: &opts.process,
-            console,
-            preserve_fds: opts.preserve_fds,
-        },
-        &cg,
-        agent
-            .is_some()
-            .then_some(&to_agent as &dyn Fn(i32, &OwnedFd) -> Result<()>),
-    )?
+    let enter = |cg: &Cgroup, console: Option<UnixStream>| {
+        crate::enter::spawn(
+            &rec,
+            crate::enter::Exec {
+                process: &opts.process,
+                console,
+                preserve_fds: opts.preserve_fds,
+            },
+            cg,
+            agent
+                .is_some()
+                .then_some(&to_agent as &dyn Fn(i32, &OwnedFd) -> Result<()>),
+        )
+    };
+    let spare = match (&opts.sub_cgroup, &console) {
+        (None, Some(c)) => Some(
+            c.try_clone()
+                .map_err(|e| err!("duplicating the console socket: {e}"))?,
+        ),
+        _ => None,
+    };
+    let busy = |e: &Error| e.errno() == Some(nix::errno::Errno::EBUSY);
+    let pid = match enter(&cg, console) {
+        Ok(pid) => pid,
+        Err(e) if busy(&e) && opts.sub_cgroup.is_none() => {
+            let init = init_cgroup()?;
+            crate::log::debug(|| format!("exec in {id}: {} takes no process; joining init's cgroup {}", cg.dir.display(), init.dir.display()));
+            enter(&init, spare)?
+        }
+        Err(e) if busy(&e) => {
+            return Err(err!(
+                "--cgroup {}: adding pid of the new process to cgroups: {}/cgroup.procs: device or resource busy \
+                 (it has domain controllers enabled for its children)",
+                opts.sub_cgroup.as_deref().unwrap_or(std::path::Path::new("/")).display(),
+                cg.dir.display()
+            ));
+        }
+        Err(e) => return Err(e),
+    }
     .as_raw();
     crate::log::debug(|| {
         let args = opts.process.args();
@@ -129,7 +169,12 @@ fn sub_cgroup(dir: &std::path::Path, sub: &std::path::Path) -> Result<Cgroup> {
     let rel = sub.strip_prefix("/").unwrap_or(sub);
     let path = dir.join(rel);
     if !path.is_dir() {
-        return Err(err!("--cgroup {}: no cgroup {}", sub.display(), path.display()));
+        // runc's wording (its write to cgroup.procs fails), which tools match.
+        return Err(err!(
+            "--cgroup {}: adding pid of the new process to cgroups: {}/cgroup.procs: no such file or directory",
+            sub.display(),
+            path.display()
+        ));
     }
     Cgroup::at(&path)
 }

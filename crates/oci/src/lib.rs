@@ -19,6 +19,7 @@ pub mod apparmor;
 pub mod caps;
 pub mod cgroup;
 mod channel;
+pub mod checkpoint;
 pub mod config;
 pub mod console;
 mod create;

@@ -10,7 +10,6 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use libseccomp::ScmpFilterContext;
 use nix::unistd::{Gid, Uid, setgroups, setresgid, setresuid};
 use oci_spec::runtime::{
     IOPriorityClass, LinuxPersonality, LinuxPersonalityDomain, LinuxSeccomp, PosixRlimitType, Process,
@@ -27,9 +26,7 @@ pub struct Prepared {
     argv: Vec<CString>,
     envp: Vec<CString>,
     caps: Option<Sets>,
-    seccomp: Option<ScmpFilterContext>,
-    /// The filter has `SCMP_ACT_NOTIFY` rules: loading it makes a listener for the agent.
-    notify: bool,
+    seccomp: Option<crate::seccomp::Program>,
 }
 
 fn cstr(s: impl AsRef<[u8]>, what: &str) -> Result<CString> {
@@ -85,7 +82,6 @@ pub fn prepare(p: &Process, seccomp: Option<&LinuxSeccomp>) -> Result<Prepared> 
             .collect::<Result<_>>()?,
         caps: p.capabilities().as_ref().map(Sets::from_oci).transpose()?,
         seccomp: seccomp.map(crate::seccomp::build).transpose()?,
-        notify: seccomp.is_some_and(crate::seccomp::notifies),
     })
 }
 
@@ -224,7 +220,7 @@ pub fn finish(
     let nnp = p.no_new_privileges() == Some(true);
     // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN: load it while we still have it.
     if !nnp && let Some(f) = &prep.seccomp {
-        crate::seccomp::load(f, prep.notify, &mut listener)?;
+        crate::seccomp::load(f, &mut listener)?;
     }
     if let Some(c) = &prep.caps {
         crate::caps::drop_bounding(c.bounding)?;
@@ -264,7 +260,7 @@ pub fn finish(
             return Err(err!("setting no_new_privs: {}", std::io::Error::last_os_error()));
         }
         if let Some(f) = &prep.seccomp {
-            crate::seccomp::load(f, prep.notify, &mut listener)?;
+            crate::seccomp::load(f, &mut listener)?;
         }
     }
     // Before the AppArmor request, which a hook's own execve would take.

@@ -4,8 +4,15 @@
 //! loaded just before `execve`. Syscall names this libseccomp does not know are skipped, as runc does: profiles
 //! list syscalls newer than the library. A profile with `SCMP_ACT_NOTIFY` rules needs `listenerPath`: loading
 //! it gives a listener descriptor, which goes to the seccomp agent there ([`crate::notify`]).
+//!
+//! [`build`] is a pure function of the profile: libseccomp's program, exported as BPF, behind our own -ENOSYS
+//! prelude ([`enosys`]), with the flags to load it with. The result ([`Program`]) is plain data, so it can be
+//! cached and cloned; [`load`] hands it to the kernel with `seccomp(2)` itself.
 
-use std::os::fd::FromRawFd;
+mod enosys;
+
+use std::io::{Read, Seek};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::str::FromStr;
 
 use libseccomp::{ScmpAction, ScmpArch, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall};
@@ -67,8 +74,111 @@ pub fn notifies(profile: &LinuxSeccomp) -> bool {
             .any(|r| r.action() == LinuxSeccompAction::ScmpActNotify)
 }
 
-/// Compiles `profile` into a filter ready to load.
-pub fn build(profile: &LinuxSeccomp) -> Result<ScmpFilterContext> {
+/// One classic BPF instruction, laid out as the kernel's `struct sock_filter`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Insn {
+    /// Opcode.
+    pub code: u16,
+    /// Jump offset when the condition holds.
+    pub jt: u8,
+    /// Jump offset when it does not.
+    pub jf: u8,
+    /// Operand.
+    pub k: u32,
+}
+
+/// A compiled profile: the whole BPF program (the -ENOSYS prelude, then libseccomp's filter) and the
+/// `seccomp(2)` flags to load it with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Program {
+    /// The instructions, prelude first.
+    pub insns: Vec<Insn>,
+    /// `SECCOMP_FILTER_FLAG_*`: `LOG`, `SPEC_ALLOW` from the profile's flags, `NEW_LISTENER` for notify rules.
+    pub flags: libc::c_ulong,
+}
+
+impl Program {
+    /// Whether loading gives a listener descriptor (the profile has `SCMP_ACT_NOTIFY` rules).
+    pub fn notifies(&self) -> bool {
+        self.flags & libc::SECCOMP_FILTER_FLAG_NEW_LISTENER != 0
+    }
+}
+
+/// The kernel's limit on a filter's length (BPF_MAXINSNS).
+const MAX_INSNS: usize = 4096;
+
+/// Compiles `profile` into the program to load: the -ENOSYS prelude in front of libseccomp's filter.
+pub fn build(profile: &LinuxSeccomp) -> Result<Program> {
+    let ctx = context(profile)?;
+    let archs: Vec<ScmpArch> = profile
+        .architectures()
+        .iter()
+        .flatten()
+        .filter_map(|a| ScmpArch::from_str(&name(a)).ok())
+        .collect();
+    let mut insns = enosys::for_profile(profile, &archs);
+    insns.extend(export(&ctx)?);
+    if insns.len() > MAX_INSNS {
+        return Err(Error::config(
+            "config.json",
+            "linux.seccomp",
+            format!(
+                "the compiled filter has {} instructions, more than the kernel's {MAX_INSNS}",
+                insns.len()
+            ),
+        ));
+    }
+    let mut flags = 0;
+    for flag in profile.flags().iter().flatten() {
+        match name(flag).as_str() {
+            "SECCOMP_FILTER_FLAG_LOG" => flags |= libc::SECCOMP_FILTER_FLAG_LOG,
+            "SECCOMP_FILTER_FLAG_SPEC_ALLOW" => flags |= libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW,
+            _ => {}
+        }
+    }
+    if notifies(profile) {
+        flags |= libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    }
+    Ok(Program { insns, flags })
+}
+
+/// libseccomp's program for `ctx`, through a memfd (`seccomp_export_bpf` writes to a descriptor).
+fn export(ctx: &ScmpFilterContext) -> Result<Vec<Insn>> {
+    let fail =
+        |what: &str, e: &dyn std::fmt::Display| crate::err!("exporting the seccomp filter: {what}: {e}");
+    // SAFETY: memfd_create with a NUL-terminated name; the descriptor is owned at once.
+    let raw = unsafe { libc::memfd_create(c"crius-seccomp".as_ptr(), libc::MFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(fail("memfd_create", &std::io::Error::last_os_error()));
+    }
+    // SAFETY: a descriptor just made and owned by nobody else.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) });
+    ctx.export_bpf(&file)
+        .map_err(|e| fail("seccomp_export_bpf", &e))?;
+    let mut bytes = Vec::new();
+    file.rewind()
+        .and_then(|_| file.read_to_end(&mut bytes))
+        .map_err(|e| fail("reading it back", &e))?;
+    if bytes.len() % 8 != 0 {
+        return Err(fail(
+            "length",
+            &format!("{} bytes is not whole instructions", bytes.len()),
+        ));
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| Insn {
+            code: u16::from_ne_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+        })
+        .collect())
+}
+
+/// libseccomp's filter for `profile`.
+fn context(profile: &LinuxSeccomp) -> Result<ScmpFilterContext> {
     let bad = |field: &str, e: &dyn std::fmt::Display| Error::config("config.json", field, e.to_string());
     if notifies(profile) {
         if profile
@@ -103,19 +213,6 @@ pub fn build(profile: &LinuxSeccomp) -> Result<ScmpFilterContext> {
         if a != ScmpArch::native() {
             ctx.add_arch(a)
                 .map_err(|e| bad(&format!("linux.seccomp.architectures[{i}]"), &e))?;
-        }
-    }
-    for flag in profile.flags().iter().flatten() {
-        match name(flag).as_str() {
-            "SECCOMP_FILTER_FLAG_LOG" => {
-                ctx.set_ctl_log(true)
-                    .map_err(|e| bad("linux.seccomp.flags", &e))?;
-            }
-            "SECCOMP_FILTER_FLAG_SPEC_ALLOW" => {
-                ctx.set_ctl_ssb(true)
-                    .map_err(|e| bad("linux.seccomp.flags", &e))?;
-            }
-            _ => {}
         }
     }
     for (i, rule) in profile.syscalls().iter().flatten().enumerate() {
@@ -165,19 +262,35 @@ pub fn library_version() -> Option<String> {
         .map(|v| format!("{}.{}.{}", v.major, v.minor, v.micro))
 }
 
-/// Loads a compiled filter into the calling thread; a filter with `SCMP_ACT_NOTIFY` rules (`notify`) gives
-/// its listener descriptor to `listener` at once, before any other system call could wait on the agent.
-pub fn load(ctx: &ScmpFilterContext, notify: bool, listener: &mut Listener<'_>) -> Result<()> {
-    ctx.load()
-        .map_err(|e| crate::err!("loading the seccomp filter: {e}"))?;
-    if !notify {
+/// Loads a compiled program into the calling thread with `seccomp(2)`; a program with `SCMP_ACT_NOTIFY` rules
+/// gives its listener descriptor to `listener` at once, before any other system call could wait on the agent.
+pub fn load(p: &Program, listener: &mut Listener<'_>) -> Result<()> {
+    let prog = libc::sock_fprog {
+        len: p.insns.len() as u16,
+        filter: p.insns.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `prog` points at `len` instructions laid out as `struct sock_filter`, alive for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            p.flags,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if r < 0 {
+        return Err(crate::err!(
+            "loading the seccomp filter ({} instructions, flags {:#x}): {}",
+            p.insns.len(),
+            p.flags,
+            std::io::Error::last_os_error()
+        ));
+    }
+    if !p.notifies() {
         return Ok(());
     }
-    let raw = ctx
-        .get_notify_fd()
-        .map_err(|e| crate::err!("the seccomp filter's listener descriptor: {e}"))?;
-    // SAFETY: a descriptor the kernel made for this process (close-on-exec); libseccomp keeps no use for it.
-    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
+    // SAFETY: the listener descriptor the kernel just made for this process (close-on-exec).
+    let fd = unsafe { OwnedFd::from_raw_fd(r as i32) };
     match listener.take() {
         Some(give) => give(fd),
         None => Err(crate::err!(
@@ -187,7 +300,7 @@ pub fn load(ctx: &ScmpFilterContext, notify: bool, listener: &mut Listener<'_>) 
 }
 
 /// Where a listener descriptor goes once the filter is loaded (called once).
-pub type Listener<'a> = Option<Box<dyn FnOnce(std::os::fd::OwnedFd) -> Result<()> + 'a>>;
+pub type Listener<'a> = Option<Box<dyn FnOnce(OwnedFd) -> Result<()> + 'a>>;
 
 #[cfg(test)]
 mod tests {

@@ -54,7 +54,11 @@ pub fn fork_into_cgroup(cg: &Cgroup) -> Result<ForkResult> {
         _ => {
             let e = std::io::Error::last_os_error();
             if !matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::E2BIG | libc::EINVAL)) {
-                return Err(err!("clone3 into cgroup {}: {e}", dir.display()));
+                return Err(crate::Error::Io {
+                    op: "clone3 into cgroup".into(),
+                    path: Some(dir.to_path_buf()),
+                    source: e,
+                });
             }
             // SAFETY: single-threaded caller, as documented.
             let res = unsafe { nix::unistd::fork() }.map_err(|e| err!("fork: {e}"))?;

@@ -34,6 +34,9 @@ pub struct Cli {
     /// Log each step at level debug (to --log, else to stderr).
     #[arg(long, global = true)]
     pub debug: bool,
+    /// The CRIU binary checkpoint and restore run.
+    #[arg(long, global = true, default_value = "criu")]
+    pub criu: PathBuf,
     /// Accepted for compatibility (rootless mode is detected from the config).
     #[arg(long, global = true)]
     pub rootless: Option<String>,
@@ -176,6 +179,10 @@ pub enum Command {
         #[arg(short, long)]
         quiet: bool,
     },
+    /// Checkpoint a running container with CRIU (it is removed afterwards unless --leave-running).
+    Checkpoint(CheckpointArgs),
+    /// Restore a container from a previous checkpoint (CRIU's images).
+    Restore(RestoreArgs),
     /// Write a default config.json (busybox-ready, `sh` on a terminal) into the current directory or --bundle.
     Spec {
         /// Directory to write config.json to.
@@ -279,4 +286,96 @@ pub struct UpdateArgs {
     /// Block IO weight (10-1000).
     #[arg(long)]
     pub blkio_weight: Option<u16>,
+}
+
+/// The CRIU options checkpoint and restore share (as runc's).
+#[derive(Args, Debug)]
+pub struct CriuArgs {
+    /// Path of CRIU's image files (default: ./checkpoint).
+    #[arg(long)]
+    pub image_path: Option<PathBuf>,
+    /// Path for CRIU's work files and logs (default: the image path).
+    #[arg(long)]
+    pub work_path: Option<PathBuf>,
+    /// Allow open TCP connections.
+    #[arg(long)]
+    pub tcp_established: bool,
+    /// Allow external unix sockets.
+    #[arg(long)]
+    pub ext_unix_sk: bool,
+    /// Allow shell jobs.
+    #[arg(long)]
+    pub shell_job: bool,
+    /// Handle file locks, for safety.
+    #[arg(long)]
+    pub file_locks: bool,
+    /// cgroups mode: 'soft' (default), 'full', 'strict' or 'ignore'.
+    #[arg(long)]
+    pub manage_cgroups_mode: Option<String>,
+    /// Create a namespace, but do not restore its properties (network only).
+    #[arg(long)]
+    pub empty_ns: Vec<String>,
+    /// Enable auto deduplication of memory images.
+    #[arg(long)]
+    pub auto_dedup: bool,
+    /// Use userfaultfd to lazily restore memory pages (not supported: refused).
+    #[arg(long)]
+    pub lazy_pages: bool,
+}
+
+/// checkpoint's options (as runc's).
+#[derive(Args, Debug)]
+pub struct CheckpointArgs {
+    /// Container id.
+    pub id: String,
+    #[command(flatten)]
+    pub criu: CriuArgs,
+    /// Path of the previous CRIU images (a pre-dump's), relative to the image path.
+    #[arg(long)]
+    pub parent_path: Option<PathBuf>,
+    /// Leave the process running after checkpointing.
+    #[arg(long)]
+    pub leave_running: bool,
+    /// Dump the container's memory only, leaving it running.
+    #[arg(long)]
+    pub pre_dump: bool,
+    /// CRIU writes \0 to this fd once lazy-pages is ready (not supported: refused).
+    #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+    pub status_fd: i32,
+    /// ADDRESS:PORT of the page server (not supported: refused).
+    #[arg(long)]
+    pub page_server: Option<String>,
+}
+
+/// restore's options (as runc's).
+#[derive(Args, Debug)]
+pub struct RestoreArgs {
+    /// Container id.
+    pub id: String,
+    #[command(flatten)]
+    pub criu: CriuArgs,
+    /// Path to the bundle directory (holding config.json).
+    #[arg(short, long, default_value = ".")]
+    pub bundle: PathBuf,
+    /// Unix socket for a terminal's pty master (a restore with a terminal is not supported: refused).
+    #[arg(long)]
+    pub console_socket: Option<PathBuf>,
+    /// Detach from the container's process.
+    #[arg(short, long)]
+    pub detach: bool,
+    /// File to write the process id to.
+    #[arg(long)]
+    pub pid_file: Option<PathBuf>,
+    /// Do not become the subreaper of the restored processes.
+    #[arg(long)]
+    pub no_subreaper: bool,
+    /// Accepted for compatibility (CRIU restores into the rootfs with pivot_root).
+    #[arg(long)]
+    pub no_pivot: bool,
+    /// An LSM profile for the restored processes, TYPE:NAME.
+    #[arg(long)]
+    pub lsm_profile: Option<String>,
+    /// An LSM mount context for the restore.
+    #[arg(long)]
+    pub lsm_mount_context: Option<String>,
 }

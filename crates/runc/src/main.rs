@@ -11,6 +11,7 @@
 //!
 //! Crates: clap for the command line ([`help`] lays it out as runc's), nix (the workspace's) for `list`'s owner.
 
+mod checkpoint;
 mod cli;
 mod default_spec;
 mod exec;
@@ -100,6 +101,7 @@ fn create_opts(a: &cli::CreateArgs, systemd_cgroup: bool) -> Result<CreateOption
 
 fn run(cli: Cli) -> Result<i32> {
     let root = cli.root.as_path();
+    let criu = cli.criu;
     let systemd = cli.systemd_cgroup;
     let Some(command) = cli.command else {
         return Ok(0);
@@ -119,6 +121,8 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Pause { id } => ops::freeze(root, &id, true)?,
         Command::Resume { id } => ops::freeze(root, &id, false)?,
         Command::Events { id, stats, interval } => output::events(root, &id, stats, &interval)?,
+        Command::Checkpoint(a) => checkpoint::checkpoint(root, &criu, a)?,
+        Command::Restore(a) => return checkpoint::restore(root, &criu, a, systemd),
         Command::Features => print_json(&default_spec::features())?,
         Command::List { format, quiet } => output::list(root, format, quiet)?,
         Command::Spec { bundle } => {

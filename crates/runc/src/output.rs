@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use crius_oci::{Record, Result, Status, err, ops};
 use serde::Serialize;
@@ -150,10 +151,11 @@ struct Event<'a, T: Serialize> {
     #[serde(rename = "type")]
     kind: &'a str,
     id: &'a str,
-    data: T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<T>,
 }
 
-fn parse_interval(s: &str) -> Result<std::time::Duration> {
+fn parse_interval(s: &str) -> Result<Duration> {
     let bad = || err!("--interval {s:?}: expected a duration such as 5s or 500ms");
     let (num, unit) = s
         .find(|c: char| !c.is_ascii_digit())
@@ -161,29 +163,71 @@ fn parse_interval(s: &str) -> Result<std::time::Duration> {
         .unwrap_or((s, "s"));
     let n: u64 = num.parse().map_err(|_| bad())?;
     match unit {
-        "ms" => Ok(std::time::Duration::from_millis(n)),
-        "s" => Ok(std::time::Duration::from_secs(n)),
-        "m" => Ok(std::time::Duration::from_secs(n * 60)),
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
         _ => Err(bad()),
     }
 }
 
-/// `events ID`: a stats event every interval, or one with `--stats`.
+/// `events ID`: one stats event with `--stats`; else, as runc, a stats event every interval and an `oom` event
+/// (`{"type":"oom","id":ID}`) each time the OOM killer takes a process of the container, until the container's
+/// cgroup is empty or gone (it stopped, or was deleted). `memory.events` is read every 100 ms at most.
 pub fn events(root: &Path, id: &str, once: bool, interval: &str) -> Result<()> {
     let every = parse_interval(interval)?;
-    loop {
-        let stats = ops::stats(root, id)?;
-        let e = Event {
-            kind: "stats",
-            id,
-            data: stats,
-        };
-        println!("{}", encode(&e)?);
-        if once {
-            return Ok(());
-        }
-        std::thread::sleep(every);
+    if every.is_zero() {
+        return Err(err!(
+            "--interval {interval:?}: the interval must be greater than 0"
+        ));
     }
+    let stats = |emit: bool| -> Result<()> {
+        match ops::stats(root, id) {
+            Ok(data) => println!(
+                "{}",
+                encode(&Event {
+                    kind: "stats",
+                    id,
+                    data: Some(data)
+                })?
+            ),
+            Err(e) if !emit => return Err(e),
+            // As runc: a failed read is reported and the watch goes on.
+            Err(e) => eprintln!("crius-runc: events {id}: {e}"),
+        }
+        Ok(())
+    };
+    if once {
+        return stats(false);
+    }
+    let (rec, status) = ops::load(root, id)?;
+    if status == Status::Stopped {
+        return Err(err!("container with id {id} is not running"));
+    }
+    let cg = crius_oci::cgroup::Cgroup::at(&rec.cgroup)?;
+    let mut ooms = cg.oom_kills();
+    let tick = every.min(Duration::from_millis(100));
+    let mut next = Instant::now();
+    while cg.populated() {
+        if Instant::now() >= next {
+            stats(true)?;
+            next += every;
+        }
+        let n = cg.oom_kills();
+        if n > ooms {
+            let oom: Event<'_, ()> = Event {
+                kind: "oom",
+                id,
+                data: None,
+            };
+            println!("{}", encode(&oom)?);
+            ooms = n;
+        }
+        std::thread::sleep(
+            tick.min(next.saturating_duration_since(Instant::now()))
+                .max(Duration::from_millis(1)),
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -214,9 +258,16 @@ mod tests {
         let e = encode(&Event {
             kind: "stats",
             id: "c1",
-            data: [1],
+            data: Some([1]),
         })
         .unwrap();
         assert_eq!(e, r#"{"type":"stats","id":"c1","data":[1]}"#);
+        let e = encode(&Event::<()> {
+            kind: "oom",
+            id: "c1",
+            data: None,
+        })
+        .unwrap();
+        assert_eq!(e, r#"{"type":"oom","id":"c1"}"#);
     }
 }

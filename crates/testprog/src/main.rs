@@ -5,6 +5,7 @@
 //! crius-testprog [--log-every MS] [--log-text T] [--stderr] [--term-delay MS] [--term-exit CODE]
 //!                [--alloc MIB] [--burn THREADS] [--http PORT] [--exit-after MS] [--exit-code N]
 //!                [--print-env] [--write-file PATH TEXT] [--trap-after MS] [--steal-exe] [--overwrite-fd N]
+//!                [--syscalls N,...] [--syscalls32 N,...]
 //! ```
 //! - `--log-every MS`: print `<counter> <text>` every MS milliseconds (stdout, or stderr with `--stderr`).
 //! - `--term-delay MS`: on SIGTERM print `got SIGTERM`, wait MS, then exit with `--term-exit` (default 0).
@@ -16,8 +17,11 @@
 //!   default action holds: as PID 1 of a PID namespace, the kernel drops the signal), as a slow-starting
 //!   program would.
 //! - `--steal-exe`, `--overwrite-fd N`: the CVE-2019-5736 attacker (see `attack.rs`); nothing else runs.
+//! - `--syscalls N,...`, `--syscalls32 N,...`: raw x86_64 or i386 system calls, their results printed (see
+//!   `syscalls.rs`); nothing else runs.
 
 mod attack;
+mod syscalls;
 
 use std::io::{BufRead, BufReader, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,7 +55,8 @@ fn usage(msg: &str) -> ! {
     eprintln!(
         "usage: crius-testprog [--log-every MS] [--log-text T] [--stderr] [--term-delay MS] [--term-exit CODE] \
          [--alloc MIB] [--burn THREADS] [--http PORT] [--exit-after MS] [--exit-code N] [--print-env] \
-         [--write-file PATH TEXT] [--trap-after MS] [--steal-exe] [--overwrite-fd N]"
+         [--write-file PATH TEXT] [--trap-after MS] [--steal-exe] [--overwrite-fd N] [--syscalls N,...] \
+         [--syscalls32 N,...]"
     );
     std::process::exit(2)
 }
@@ -90,6 +95,8 @@ fn parse() -> Opts {
             "--trap-after" => o.trap_after = Some(num(&a, val(&a))),
             "--steal-exe" => attack::steal(),
             "--overwrite-fd" => attack::overwrite(num(&a, val(&a)) as i32),
+            "--syscalls" => syscalls::native(&val(&a)),
+            "--syscalls32" => syscalls::i386(&val(&a)),
             "--help" | "-h" => usage("a test workload"),
             other => usage(&format!("unknown option {other:?}")),
         }

@@ -232,3 +232,152 @@ fn a_container_without_limits_has_every_controller_and_is_charged_from_the_start
     assert!(read(&b, "pids.current").parse::<u64>().unwrap() >= 1);
     rt.ok(&["delete", "--force", &id]);
 }
+
+#[test]
+#[ignore = "needs cgroup v2: run through hack/test.sh"]
+fn events_reports_an_oom_kill_and_ends_with_the_container() {
+    // runc's events.bats "events oom": `events` prints {"type":"oom","id":ID} when the OOM killer takes a
+    // process of the container, and returns once the container is deleted (crius-runc used to print stats
+    // only, forever: the bats run stalled there).
+    require_pure_cgroup_v2();
+    use std::io::BufRead;
+    let rt = Runtime::from_env();
+    let mut b = Bundle::new(&["sleep", "1000"]);
+    b.config["mounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"destination": "/tmp/testprog",
+        "type": "bind", "source": crius_test_support::testprog_binary(), "options": ["bind", "ro"]}));
+    b.config["linux"]["resources"]["memory"] = json!({"limit": 33554432, "swap": 33554432});
+    let id = started(&rt, &b);
+    let mut events = rt
+        .command(&["events", "--interval", "1s", &id])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = events.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let wait = std::time::Duration::from_secs(60);
+    let first = rx.recv_timeout(wait).expect("a first stats event");
+    assert!(
+        first.starts_with(&format!(r#"{{"type":"stats","id":"{id}","data":"#)),
+        "{first}"
+    );
+    let status = rt
+        .command(&["exec", "-d", &id, "/tmp/testprog", "--alloc", "64"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "exec -d: {status}");
+    let oom = format!(r#"{{"type":"oom","id":"{id}"}}"#);
+    loop {
+        let line = rx.recv_timeout(wait).expect("an oom event within 60 s");
+        if line == oom {
+            break;
+        }
+        assert!(line.starts_with(r#"{"type":"stats""#), "{line}");
+    }
+    assert!(read(&b, "memory.events").contains("oom_kill 1"));
+    rt.ok(&["delete", "--force", &id]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let code = loop {
+        if let Some(s) = events.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = events.kill();
+            panic!("events still running 20 s after delete --force");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(code.success(), "events: {code}");
+}
+
+#[test]
+#[ignore = "needs cgroup v2: run through hack/test.sh"]
+fn delete_force_removes_the_cgroups_made_below_the_containers() {
+    // runc's delete.bats "delete --force in cgroupv2 with subcgroups": the container's process moved into
+    // sub-cgroups of its own; delete --force kills it and removes them all (crius-runc's rmdir got EBUSY).
+    require_pure_cgroup_v2();
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = started(&rt, &b);
+    let status = rt
+        .command(&["exec", "-d", &id, "sleep", "1001"])
+        .status()
+        .unwrap();
+    assert!(status.success(), "exec -d: {status}");
+    let sub = cgroup_dir(&b).join("foo/bar");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::create_dir(cgroup_dir(&b).join("other")).unwrap();
+    let pid = read(&b, "cgroup.procs")
+        .lines()
+        .find(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.contains("1001")))
+        .expect("the exec'd sleep")
+        .to_string();
+    std::fs::write(sub.join("cgroup.procs"), &pid).unwrap();
+    rt.ok(&["delete", "--force", &id]);
+    assert!(!rt.run(&["state", &id]).status.success(), "state after delete");
+    assert!(!cgroup_dir(&b).exists(), "cgroup left behind");
+}
+
+#[test]
+#[ignore = "needs cgroup v2: run through hack/test.sh"]
+fn exec_falls_back_to_inits_cgroup_when_the_containers_takes_no_process() {
+    // runc's exec.bats "exec --cgroup subcgroup [v2]": init moved to a sub-cgroup and a domain controller
+    // enabled below the container's cgroup, which then takes no process (EBUSY): a plain exec joins init's
+    // cgroup, `--cgroup /` fails with runc's words, as does a missing sub-cgroup; `--cgroup foobar` works.
+    require_pure_cgroup_v2();
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "1000"]);
+    let id = started(&rt, &b);
+    let dir = cgroup_dir(&b);
+    let pid = rt.state(&id)["pid"].as_i64().unwrap().to_string();
+    std::fs::create_dir(dir.join("foobar")).unwrap();
+    std::fs::write(dir.join("foobar/cgroup.procs"), &pid).unwrap();
+    let cgroup_of = |args: &[&str]| {
+        let mut all = vec!["exec"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&[id.as_str(), "cat", "/proc/self/cgroup"]);
+        rt.run(&all)
+    };
+    let out = cgroup_of(&[]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .trim_end()
+            .ends_with(&b.cgroups_path())
+    );
+    std::fs::write(dir.join("cgroup.subtree_control"), "+memory").unwrap();
+    let out = cgroup_of(&[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.trim_end().ends_with("/foobar"), "{said}");
+    let out = cgroup_of(&["--cgroup", "/"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(" adding pid ") && err.contains("/cgroup.procs: device or resource busy"),
+        "{err}"
+    );
+    let out = cgroup_of(&["--cgroup", "nonexistent"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(" adding pid ") && err.contains("/nonexistent/cgroup.procs: no such file "),
+        "{err}"
+    );
+    let out = cgroup_of(&["--cgroup", "foobar"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .trim_end()
+            .ends_with("/foobar")
+    );
+    rt.ok(&["delete", "--force", &id]);
+    assert!(!dir.exists(), "cgroup left behind");
+}

@@ -81,6 +81,149 @@ fn seccomp_profile_denies_a_syscall() {
     assert!(err.contains("Operation not permitted"), "{err}");
 }
 
+/// System calls a deny-by-default profile allows for the runtimes' last steps and the test program: none
+/// newer than `rseq` (x86_64 334, i386 386), and not `getpgrp`, whose refusal the test looks for.
+const ALLOWED: &[&str] = &[
+    "read",
+    "write",
+    "readv",
+    "writev",
+    "pread64",
+    "openat",
+    "open",
+    "close",
+    "fstat",
+    "stat",
+    "lstat",
+    "newfstatat",
+    "statx",
+    "lseek",
+    "mmap",
+    "mprotect",
+    "munmap",
+    "brk",
+    "madvise",
+    "rt_sigaction",
+    "rt_sigprocmask",
+    "rt_sigreturn",
+    "sigaltstack",
+    "ioctl",
+    "access",
+    "faccessat",
+    "pipe",
+    "pipe2",
+    "dup",
+    "dup2",
+    "dup3",
+    "fcntl",
+    "sched_yield",
+    "nanosleep",
+    "clock_nanosleep",
+    "clock_gettime",
+    "gettimeofday",
+    "getpid",
+    "gettid",
+    "getppid",
+    "clone",
+    "fork",
+    "vfork",
+    "execve",
+    "exit",
+    "exit_group",
+    "wait4",
+    "waitid",
+    "kill",
+    "tgkill",
+    "tkill",
+    "uname",
+    "getcwd",
+    "chdir",
+    "fchdir",
+    "readlink",
+    "readlinkat",
+    "getdents64",
+    "getuid",
+    "getgid",
+    "geteuid",
+    "getegid",
+    "getresuid",
+    "getresgid",
+    "getgroups",
+    "setgroups",
+    "setuid",
+    "setgid",
+    "setresuid",
+    "setresgid",
+    "capget",
+    "capset",
+    "prctl",
+    "arch_prctl",
+    "set_tid_address",
+    "set_robust_list",
+    "futex",
+    "poll",
+    "ppoll",
+    "select",
+    "pselect6",
+    "epoll_create1",
+    "epoll_ctl",
+    "epoll_wait",
+    "epoll_pwait",
+    "eventfd2",
+    "getrandom",
+    "sched_getaffinity",
+    "prlimit64",
+    "getrlimit",
+    "setrlimit",
+    "rseq",
+    "membarrier",
+    "umask",
+    "fstatfs",
+    "statfs",
+    "socket",
+    "connect",
+    "sendmsg",
+    "recvmsg",
+    "mlock",
+];
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_deny_by_default_profile_gives_enosys_for_newer_syscalls() {
+    // runc's seccomp.bats "-ENOSYS handling": a call newer than every one the profile names fails with ENOSYS
+    // (so a C library falls back from clone3 to clone), on x86_64 and on i386 (int 0x80); a named call keeps
+    // its action; an older one left out gets the default action (EPERM).
+    let rt = Runtime::from_env();
+    let run = |flag: &str, nrs: &str| {
+        let mut b = Bundle::new(&["/tmp/testprog", flag, nrs]);
+        let mounts = b.config["mounts"].as_array_mut().unwrap();
+        mounts.push(json!({"destination": "/tmp/testprog", "type": "bind",
+            "source": crius_test_support::testprog_binary(), "options": ["bind", "ro"]}));
+        b.config["linux"]["seccomp"] = json!({
+            "defaultAction": "SCMP_ACT_ERRNO",
+            "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+            "syscalls": [{"names": ALLOWED, "action": "SCMP_ACT_ALLOW"},
+                         {"names": ["mkdir"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13}]
+        });
+        let (code, out, err) = rt.run_bundle(&b, "enosys");
+        assert_eq!(code, 0, "{out}{err}");
+        out
+    };
+    // clone3, openat2, a number nobody has; mkdir (EACCES, where the kernel would say EFAULT); getpgrp
+    // (EPERM, where the kernel would give the group); getpid (pid 1).
+    let out = run("--syscalls", "435,437,1000,83,111,39");
+    assert_eq!(
+        out,
+        "x86_64 435 -38\nx86_64 437 -38\nx86_64 1000 -38\nx86_64 83 -13\nx86_64 111 -1\nx86_64 39 1\n"
+    );
+    // The same on i386: clone3 435, mkdir 39, getpgrp 65, getpid 20.
+    let out = run("--syscalls32", "435,1000,39,65,20");
+    assert_eq!(
+        out,
+        "i386 435 -38\ni386 1000 -38\ni386 39 -13\ni386 65 -1\ni386 20 1\n"
+    );
+}
+
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
 fn device_rules_deny_unlisted_devices() {

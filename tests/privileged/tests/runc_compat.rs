@@ -431,8 +431,21 @@ fn help_on_every_command_and_version_lines_as_runcs() {
     assert_eq!(lines[0], "NAME:");
     assert!(lines[1].contains(" - Open Container Initiative runtime"), "{out}");
     for verb in [
-        "create", "delete", "events", "exec", "kill", "list", "pause", "resume", "spec", "start", "run",
-        "state", "update",
+        "create",
+        "delete",
+        "events",
+        "exec",
+        "kill",
+        "list",
+        "pause",
+        "resume",
+        "spec",
+        "start",
+        "run",
+        "state",
+        "update",
+        "checkpoint",
+        "restore",
     ] {
         let out = rt.ok(&[verb, "-h"]);
         let second = out.lines().nth(1).unwrap_or_default().to_string();
@@ -556,3 +569,6 @@ fn crius_only_cgroup2_in_a_user_namespace_without_a_cgroup_namespace_is_bound() 
     let (code, out, err) = rt.run_bundle(&b, "compat");
     assert_eq!((code, out.as_str()), (0, "mounted\nro\n"), "{err}");
 }
+
+#[path = "runc_compat/checkpoint.rs"]
+mod checkpoint;

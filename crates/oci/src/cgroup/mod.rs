@@ -309,6 +309,19 @@ impl Cgroup {
         }
     }
 
+    /// How many processes the OOM killer took in this cgroup and below (`oom_kill` of `memory.events`; 0
+    /// without the memory controller).
+    pub fn oom_kills(&self) -> u64 {
+        self.read("memory.events")
+            .ok()
+            .and_then(|ev| {
+                ev.lines()
+                    .find_map(|l| l.strip_prefix("oom_kill "))
+                    .and_then(|n| n.trim().parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
     /// Freezes or thaws the cgroup and waits until the kernel reports it done.
     pub fn freeze(&self, frozen: bool) -> Result<()> {
         self.write("cgroup.freeze", if frozen { "1" } else { "0" })?;
@@ -344,8 +357,20 @@ impl Cgroup {
         Ok(())
     }
 
-    /// Removes the (empty) cgroup directory; missing is fine.
+    /// Removes the (empty) cgroup directory and the cgroups below it, deepest first (those the container made
+    /// for itself, as runc's `delete --force` removes them); missing is fine.
     pub fn remove(&self) -> Result<()> {
+        if let Ok(entries) = std::fs::read_dir(&self.dir) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    let child = Cgroup {
+                        mount: self.mount.clone(),
+                        dir: e.path(),
+                    };
+                    child.remove()?;
+                }
+            }
+        }
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             match std::fs::remove_dir(&self.dir) {

@@ -1,0 +1,190 @@
+//! `restore`: a container brought back from CRIU's images under a (new) id, with the (new) bundle's rootfs,
+//! mounts, namespaces and cgroup, and a state record that `state`, `kill`, `exec` and `delete` read as any other.
+//!
+//! The restored init is CRIU's sibling (`--restore-sibling`), so crius-runc's own child: `restore` without
+//! `--detach` waits for it as `run` does; with `--detach` it is re-parented to the nearest subreaper (a shim), as
+//! after `create`.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MntFlags, MsFlags};
+use nix::unistd::Pid;
+
+use crate::cgroup::Cgroup;
+use crate::state::Record;
+use crate::{Error, Result, err};
+
+use super::criu::{self, Common};
+
+/// Options of `restore` (runc's flags).
+#[derive(Debug, Clone, Default)]
+pub struct RestoreOptions {
+    /// Images, work dir, flags shared with checkpoint.
+    pub common: Common,
+    /// The bundle whose config.json and rootfs the restored container gets.
+    pub bundle: PathBuf,
+    /// Write the restored init's pid here.
+    pub pid_file: Option<PathBuf>,
+    /// The cgroup is a systemd scope (`--systemd-cgroup`): refused, not supported yet.
+    pub systemd_cgroup: bool,
+    /// An LSM profile for the restored processes (`TYPE:NAME`, CRIU's `--lsm-profile`).
+    pub lsm_profile: Option<String>,
+    /// An LSM mount context (CRIU's `--lsm-mount-context`).
+    pub lsm_mount_context: Option<String>,
+}
+
+/// Removes what a failed restore made: the processes, the cgroup, the rootfs bind and the state directory.
+struct Undo {
+    dir: PathBuf,
+    cgroup: Option<Cgroup>,
+    criu_root: Option<PathBuf>,
+    armed: bool,
+}
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        if let Some(r) = self.criu_root.take() {
+            let _ = nix::mount::umount2(&r, MntFlags::MNT_DETACH);
+            let _ = std::fs::remove_dir(&r);
+        }
+        if !self.armed {
+            return;
+        }
+        if let Some(cg) = &self.cgroup {
+            let _ = cg.kill_all();
+            let _ = cg.remove();
+            crate::create::remove_default_parent(cg);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Restores container `id` under `root` from the images at `opts.common.image_path`, with the bundle at
+/// `opts.bundle`. Returns its record once its processes run again.
+pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
+    crate::id::validate(id)?;
+    if opts.systemd_cgroup {
+        return Err(err!(
+            "restore into a systemd scope (--systemd-cgroup) is not supported by crius-runc"
+        ));
+    }
+    let bundle = crate::config::load(&opts.bundle)?;
+    let spec = &bundle.spec;
+    if spec.process().as_ref().and_then(|p| p.terminal()) == Some(true) {
+        return Err(err!(
+            "process.terminal is true: restoring a container with a terminal is not supported by crius-runc"
+        ));
+    }
+    let c = &opts.common;
+    let desc_path = c.image_path.join(criu::DESCRIPTORS);
+    let text = std::fs::read(&desc_path).map_err(Error::io("reading", &desc_path))?;
+    let descriptors: Vec<String> =
+        serde_json::from_slice(&text).map_err(|e| err!("corrupt {}: {e}", desc_path.display()))?;
+    crius_common::private::dir_all(root).map_err(Error::io("creating state root", root))?;
+    let dir = Record::dir(root, id);
+    if let Err(e) = crius_common::private::dir(&dir) {
+        return Err(match e.kind() {
+            std::io::ErrorKind::AlreadyExists => Error::AlreadyExists(id.into()),
+            _ => Error::io("creating", &dir)(e),
+        });
+    }
+    let mut undo = Undo {
+        dir: dir.clone(),
+        cgroup: None,
+        criu_root: None,
+        armed: true,
+    };
+    let linux = spec.linux().as_ref().expect("checked by config::load");
+    let cg = Cgroup::resolve(linux.cgroups_path().as_deref(), id)?;
+    cg.check_existing()?;
+    // A cgroup that already holds processes (warned about) is not emptied if the restore fails.
+    let shared = cg.procs().is_ok_and(|p| !p.is_empty());
+    cg.create()?;
+    if !shared {
+        undo.cgroup = Some(cg.clone());
+    }
+    let criu_root = dir.join("criu-root");
+    std::fs::create_dir(&criu_root).map_err(Error::io("creating", &criu_root))?;
+    nix::mount::mount(
+        Some(&bundle.rootfs),
+        &criu_root,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| err!("binding the rootfs {} for CRIU: {e}", bundle.rootfs.display()))?;
+    undo.criu_root = Some(criu_root.clone());
+    let pid_path = dir.join("criu-restore.pid");
+    let rel = cg
+        .dir
+        .strip_prefix(&cg.mount)
+        .map_err(|_| err!("cgroup {} is outside {}", cg.dir.display(), cg.mount.display()))?;
+    let mut args: Vec<String> = vec![
+        "restore".into(),
+        "--restore-detached".into(),
+        "--restore-sibling".into(),
+    ];
+    args.extend(c.args("restore.log")?);
+    args.extend(["--pidfile".into(), criu::path_arg(&pid_path)?]);
+    args.extend(["--root".into(), criu::path_arg(&criu_root)?]);
+    if c.cgroups_mode() != "ignore" {
+        args.extend(["--cgroup-root".into(), format!("/{}", criu::path_arg(rel)?)]);
+    }
+    args.extend(criu::restore_mounts(spec, &bundle.dir, &cg.dir)?);
+    let (ns_args, ns_fds): (Vec<String>, Vec<OwnedFd>) = criu::restore_namespaces(spec)?;
+    args.extend(ns_args);
+    let ext_path = c.image_path.join(criu::EXTERNAL_STDIO);
+    let external: Vec<(u32, String)> = match std::fs::read(&ext_path) {
+        Ok(t) => serde_json::from_slice(&t).map_err(|e| err!("corrupt {}: {e}", ext_path.display()))?,
+        Err(_) => Vec::new(), // images of runc's
+    };
+    args.extend(criu::inherit_stdio(&descriptors, &external));
+    if let Some(p) = &opts.lsm_profile {
+        args.extend(["--lsm-profile".into(), p.clone()]);
+    }
+    if let Some(p) = &opts.lsm_mount_context {
+        args.extend(["--lsm-mount-context".into(), p.clone()]);
+    }
+    crius_common::private::dir_all(c.work_dir()).map_err(Error::io("creating", c.work_dir()))?;
+    crate::log::debug(|| {
+        format!(
+            "restore {id}: restoring into cgroup {} with CRIU",
+            cg.dir.display()
+        )
+    });
+    c.run("restore", id, &args, Some(&cg))?;
+    drop(ns_fds);
+    let text = std::fs::read_to_string(&pid_path).map_err(Error::io("reading CRIU's pid file", &pid_path))?;
+    let pid: i32 = text
+        .trim()
+        .parse()
+        .map_err(|_| err!("CRIU's pid file {} holds {text:?}", pid_path.display()))?;
+    let _ = std::fs::remove_file(&pid_path);
+    // From here on a failure must end the restored processes too (the cgroup's kill does).
+    let (pid_start, _) = crate::state::proc_stat(pid).ok_or_else(|| err!("restored init {pid} vanished"))?;
+    if let Some(res) = linux.resources() {
+        cg.apply(res)?;
+    }
+    let record = Record {
+        id: id.to_string(),
+        pid,
+        pid_start,
+        bundle: bundle.dir.clone(),
+        rootfs: bundle.rootfs.clone(),
+        created: crate::state::now_rfc3339(),
+        cgroup: cg.dir.clone(),
+        systemd_unit: None,
+        spec: bundle.spec.clone(),
+    };
+    record.save(root)?;
+    if let Some(p) = &opts.pid_file {
+        crate::state::atomic_write(
+            &std::path::absolute(p).unwrap_or(p.clone()),
+            pid.to_string().as_bytes(),
+        )?;
+    }
+    crate::log::debug(|| format!("restore {id}: init {} runs again", Pid::from_raw(pid)));
+    undo.armed = false;
+    Ok(record)
+}

@@ -1,0 +1,69 @@
+//! `checkpoint` and `restore`: runc's flags turned into crius-oci's options (paths made absolute, runc's
+//! defaults: images in `./checkpoint`, the bundle `.`), and restore's foreground wait.
+
+use std::path::{Path, PathBuf};
+
+use crius_oci::checkpoint::{CheckpointOptions, Common, RestoreOptions};
+use crius_oci::{Result, err, ops};
+
+use crate::cli::{CheckpointArgs, CriuArgs, RestoreArgs};
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    std::path::absolute(p).map_err(|e| err!("{}: {e}", p.display()))
+}
+
+fn common(criu: &Path, a: &CriuArgs) -> Result<Common> {
+    let image_path = absolute(a.image_path.as_deref().unwrap_or(Path::new("checkpoint")))?;
+    Ok(Common {
+        criu: criu.to_path_buf(),
+        image_path,
+        work_path: a.work_path.as_deref().map(absolute).transpose()?,
+        tcp_established: a.tcp_established,
+        ext_unix_sk: a.ext_unix_sk,
+        shell_job: a.shell_job,
+        file_locks: a.file_locks,
+        manage_cgroups_mode: a.manage_cgroups_mode.clone(),
+        empty_ns: a.empty_ns.clone(),
+        auto_dedup: a.auto_dedup,
+        lazy_pages: a.lazy_pages,
+    })
+}
+
+/// `checkpoint`.
+pub fn checkpoint(root: &Path, criu: &Path, a: CheckpointArgs) -> Result<()> {
+    if a.page_server.is_some() || a.status_fd >= 0 {
+        return Err(err!(
+            "--page-server and --status-fd are not supported by crius-runc (no lazy migration)"
+        ));
+    }
+    let opts = CheckpointOptions {
+        common: common(criu, &a.criu)?,
+        leave_running: a.leave_running,
+        pre_dump: a.pre_dump,
+        parent_path: a.parent_path,
+    };
+    crius_oci::checkpoint::checkpoint(root, &a.id, &opts)
+}
+
+/// `restore`: with `--detach` returns once the container runs again; else waits for it, deletes it and returns
+/// its exit code, as `run` does.
+pub fn restore(root: &Path, criu: &Path, a: RestoreArgs, systemd_cgroup: bool) -> Result<i32> {
+    if !a.detach && !a.no_subreaper {
+        crius_oci::wait::become_subreaper()?;
+    }
+    let opts = RestoreOptions {
+        common: common(criu, &a.criu)?,
+        bundle: a.bundle,
+        pid_file: a.pid_file,
+        systemd_cgroup,
+        lsm_profile: a.lsm_profile,
+        lsm_mount_context: a.lsm_mount_context,
+    };
+    let rec = crius_oci::checkpoint::restore(root, &a.id, &opts)?;
+    if a.detach {
+        return Ok(0);
+    }
+    let code = crius_oci::wait::forward_until_exit(rec.pid)?;
+    ops::delete(root, &a.id, true)?;
+    Ok(code)
+}
