@@ -2,7 +2,7 @@
 //! through the CRI ImageService where it suffices and crius's own API for imports and pull progress;
 //! `crius run` runs the pods of a Kubernetes manifest with the pod engine (`crius-pod`) in the foreground;
 //! `crius apply/get/describe/logs/delete/patch/resize/scale/edit` drive the pods criusd keeps, as kubectl's
-//! verbs do.
+//! verbs do; `crius checkpoint` checkpoints one of their containers with CRIU.
 //!
 //! Crates chosen: `jiff` reads RFC 3339 and writes RFC 1123 times (k8s-openapi already builds it; no calendar
 //! maths of our own); `tabwriter` aligns table and describe columns by display width (Go's text/tabwriter rules,
@@ -11,6 +11,7 @@
 //! Our own: the JSONPath of `-o jsonpath=` (output/jsonpath), since kubectl's template dialect (`{range}`,
 //! `{end}`, several expressions in one template) is not the RFC 9535 query language the crates implement.
 
+mod checkpoint;
 mod images;
 mod import;
 mod output;
@@ -63,6 +64,8 @@ enum Command {
     Scale(pods::Scale),
     /// Edit a pod in $EDITOR: its resources change through a resize.
     Edit(pods::Edit),
+    /// Checkpoint a running container of a pod with CRIU (`crius checkpoint POD [-c CTR] -o FILE`); it runs on.
+    Checkpoint(checkpoint::Checkpoint),
 }
 
 fn done(r: Result<(), String>) -> Result<std::process::ExitCode, String> {
@@ -116,6 +119,7 @@ fn main() -> std::process::ExitCode {
             Command::Resize(cmd) => done(pods::resize(&cli.address, cmd).await),
             Command::Scale(cmd) => done(pods::scale(&cli.address, cmd).await),
             Command::Edit(cmd) => done(pods::edit(&cli.address, cmd).await),
+            Command::Checkpoint(cmd) => done(checkpoint::run(&cli.address, cmd).await),
         }
     });
     // A read of stdin may still block a thread of the runtime: it is not waited for.

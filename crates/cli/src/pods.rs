@@ -18,7 +18,7 @@ use crate::output;
 pub struct Scope {
     /// The namespace.
     #[arg(short, long, default_value = "default")]
-    namespace: String,
+    pub(crate) namespace: String,
 }
 
 #[derive(Debug, Args)]
@@ -159,7 +159,7 @@ pub struct Edit {
 }
 
 /// kubectl's form of a server error.
-fn server(s: tonic::Status) -> String {
+pub(crate) fn server(s: tonic::Status) -> String {
     let kind = match s.code() {
         tonic::Code::NotFound => "NotFound",
         tonic::Code::AlreadyExists => "AlreadyExists",
@@ -171,13 +171,13 @@ fn server(s: tonic::Status) -> String {
     format!("Error from server ({kind}): {}", s.message())
 }
 
-async fn client(address: &str) -> Result<PodServiceClient<Channel>, String> {
+pub(crate) async fn client(address: &str) -> Result<PodServiceClient<Channel>, String> {
     Ok(PodServiceClient::new(
         crius_api::connect(address).await.map_err(|e| e.to_string())?,
     ))
 }
 
-fn out(text: &str) {
+pub(crate) fn out(text: &str) {
     let mut o = std::io::stdout().lock();
     let _ = o.write_all(text.as_bytes());
     if !text.is_empty() && !text.ends_with('\n') {

@@ -44,7 +44,8 @@
 //!
 //! Crates: serde_yaml_ng reads CDI spec files written in YAML (the YAML crate the workspace already uses).
 //! crius-nri is the NRI protocol and plugin host (the workspace's own); async-trait implements its object-safe
-//! `Runtime` seam (already locked through other crates).
+//! `Runtime` seam (already locked through other crates). tar and flate2 write and read checkpoint archives
+//! (the versions crius-image already uses for layers).
 
 pub mod cdi;
 pub mod cgroup_driver;

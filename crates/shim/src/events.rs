@@ -1,5 +1,5 @@
 //! Task events: the typed [`Event`] a shim reports (created, started, exited, deleted, exec added and started,
-//! paused, resumed, OOM-killed) and its wire form, a topic and an `Any` as containerd's shims publish them.
+//! paused, resumed, OOM-killed, checkpointed) and its wire form, a topic and an `Any` as containerd's shims publish them.
 //! The shim encodes with [`Event::to_wire`] (the publisher) and its owner decodes with [`Event::from_wire`]
 //! (`client::serve_events`): one table, so what a shim sends and what criusd reads cannot drift apart.
 
@@ -94,6 +94,11 @@ pub enum Event {
     },
     /// `/tasks/oom`: the kernel OOM-killed a process of the container.
     Oom {
+        /// The container.
+        container_id: String,
+    },
+    /// `/tasks/checkpointed`: CRIU dumped the container.
+    Checkpointed {
         /// The container.
         container_id: String,
     },
@@ -263,11 +268,18 @@ impl Event {
                     ..Default::default()
                 }),
             ),
+            Event::Checkpointed { container_id } => (
+                topics::TASK_CHECKPOINTED_EVENT_TOPIC,
+                to_any(&ev::TaskCheckpointed {
+                    container_id: container_id.clone(),
+                    ..Default::default()
+                }),
+            ),
         }
     }
 
-    /// The event published under `topic` as `any`; None for a topic that is not a task event here (a
-    /// checkpoint, another service's) or a message that does not decode.
+    /// The event published under `topic` as `any`; None for a topic that is not a task event here (another
+    /// service's) or a message that does not decode.
     pub(crate) fn from_wire(topic: &str, any: &Any) -> Option<Event> {
         Some(match topic {
             topics::TASK_CREATE_EVENT_TOPIC => {
@@ -338,6 +350,9 @@ impl Event {
             topics::TASK_OOM_EVENT_TOPIC => Event::Oom {
                 container_id: decode::<ev::TaskOOM>(any)?.container_id,
             },
+            topics::TASK_CHECKPOINTED_EVENT_TOPIC => Event::Checkpointed {
+                container_id: decode::<ev::TaskCheckpointed>(any)?.container_id,
+            },
             _ => return None,
         })
     }
@@ -378,6 +393,7 @@ named! {
     ev::TaskPaused => "containerd.events.TaskPaused",
     ev::TaskResumed => "containerd.events.TaskResumed",
     ev::TaskOOM => "containerd.events.TaskOOM",
+    ev::TaskCheckpointed => "containerd.events.TaskCheckpointed",
     protos::cgroups_v2::metrics::Metrics => "io.containerd.cgroups.v2.Metrics",
 }
 
@@ -473,6 +489,7 @@ mod tests {
             Event::Paused { container_id: id() },
             Event::Resumed { container_id: id() },
             Event::Oom { container_id: id() },
+            Event::Checkpointed { container_id: id() },
         ]
     }
 
@@ -501,7 +518,7 @@ mod tests {
         let (_, any) = every_event()[3].to_wire();
         assert_eq!(ev::TaskExit::parse_from_bytes(&any.value).unwrap().id, "e1");
         // What is not a task event here is left to the caller: nothing comes of it.
-        assert_eq!(Event::from_wire("/tasks/checkpointed", &any), None);
+        assert_eq!(Event::from_wire("/tasks/image-pulled", &any), None);
         let junk = Any {
             value: vec![0xff, 0xff],
             ..Default::default()

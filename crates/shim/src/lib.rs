@@ -31,7 +31,8 @@
 //! - `address`: shim socket addresses and their directory;
 //! - `args`: containerd's Go-style flags;
 //! - `service`: the ttrpc `Task` service, a thin adapter converting requests for `task` and answers back;
-//! - `task`: the containers of the pod and their processes, with their state machine (`task/state.rs`);
+//! - `task`: the containers of the pod and their processes, with their state machine (`task/state.rs`), and
+//!   checkpoint and restore through the runtime's CRIU verbs (`task/checkpoint.rs`);
 //! - `error`: the one error type and its one mapping to ttrpc codes;
 //! - `runtime`: running the OCI runtime binary; `direct`: execs without it, for crius-runc;
 //! - `spawn`: starting the shim from criusd without a fork (posix_spawn, one descriptor kept);

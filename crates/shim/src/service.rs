@@ -19,10 +19,14 @@ use crate::mounts::Mount;
 use crate::reaper::Exit;
 use crate::server::{Deferred, Reply, Server};
 use crate::stdio::REOPEN_ANNOTATION;
-use crate::task::{CreateTask, Deleted, ProcessState, RuntimeChoice, State, StdioPaths, Tasks};
+use crate::task::{
+    CheckpointTask, CreateTask, Deleted, ProcessState, RuntimeChoice, State, StdioPaths, Tasks,
+};
 
 /// The runtime options' type, as containerd's runc shims receive it.
 const RUNC_OPTIONS: &str = "containerd.runc.v1.Options";
+/// Checkpoint's options' type, likewise.
+const CHECKPOINT_OPTIONS: &str = "containerd.runc.v1.CheckpointOptions";
 
 /// The Task service over the pod's containers.
 pub(crate) struct Service {
@@ -68,6 +72,35 @@ fn runtime_choice(options: &MessageField<Any>) -> Result<RuntimeChoice> {
         binary: path(o.binary_name),
         root: path(o.root),
         systemd_cgroup: o.systemd_cgroup,
+    })
+}
+
+/// Checkpoint's request as containerd's runc shim reads it: the image path is the options' `image_path`, else
+/// the request's `path`; without options the container keeps running.
+fn checkpoint_of(req: &api::CheckpointTaskRequest) -> Result<CheckpointTask> {
+    let o = match req.options.as_ref() {
+        Some(any) if any.type_url.ends_with(CHECKPOINT_OPTIONS) => {
+            protos::shim::oci::CheckpointOptions::parse_from_bytes(&any.value)
+                .map_err(|e| Error::InvalidArgument(format!("checkpoint options: {e}")))?
+        }
+        Some(any) => {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint options of type {:?}: only {CHECKPOINT_OPTIONS} is read",
+                any.type_url
+            )));
+        }
+        None => Default::default(),
+    };
+    let path = |s: &str| (!s.is_empty()).then(|| PathBuf::from(s));
+    Ok(CheckpointTask {
+        image_path: path(&o.image_path).unwrap_or_else(|| PathBuf::from(&req.path)),
+        work_path: path(&o.work_path),
+        exit: o.exit,
+        open_tcp: o.open_tcp,
+        external_unix_sockets: o.external_unix_sockets,
+        file_locks: o.file_locks,
+        terminal: o.terminal,
+        cgroups_mode: o.cgroups_mode,
     })
 }
 
@@ -118,6 +151,7 @@ impl Task for Service {
                 stderr: req.stderr,
             },
             terminal: req.terminal,
+            checkpoint: (!req.checkpoint.is_empty()).then(|| PathBuf::from(&req.checkpoint)),
             id: req.id,
         })?;
         Ok(api::CreateTaskResponse {
@@ -165,6 +199,12 @@ impl Task for Service {
         let spec = req.spec.into_option().map(|a| a.value).unwrap_or_default();
         self.tasks
             .exec(&req.id, &req.exec_id, stdio, req.terminal, spec)?;
+        Ok(api::Empty::new())
+    }
+
+    fn checkpoint(&self, _: &TtrpcContext, req: api::CheckpointTaskRequest) -> ttrpc::Result<api::Empty> {
+        let task = checkpoint_of(&req)?;
+        self.tasks.checkpoint(&req.id, &task)?;
         Ok(api::Empty::new())
     }
 
@@ -295,6 +335,45 @@ mod tests {
         };
         let e = ttrpc::Error::from(runtime_choice(&Some(bad).into()).unwrap_err());
         assert!(matches!(e, ttrpc::Error::RpcStatus(s) if s.code() == Code::INVALID_ARGUMENT));
+    }
+
+    #[test]
+    fn checkpoint_options_are_read_as_containerds_runc_shim_reads_them() {
+        let mut req = api::CheckpointTaskRequest {
+            id: "c1".into(),
+            path: "/ckpt".into(),
+            ..Default::default()
+        };
+        let t = checkpoint_of(&req).unwrap();
+        assert_eq!((t.image_path, t.exit), (PathBuf::from("/ckpt"), false));
+        let o = protos::shim::oci::CheckpointOptions {
+            exit: true,
+            file_locks: true,
+            work_path: "/work".into(),
+            image_path: "/img".into(),
+            ..Default::default()
+        };
+        req.options = Some(Any {
+            type_url: "containerd.runc.v1.CheckpointOptions".into(),
+            value: o.write_to_bytes().unwrap(),
+            ..Default::default()
+        })
+        .into();
+        let t = checkpoint_of(&req).unwrap();
+        assert_eq!(t.image_path, PathBuf::from("/img"));
+        assert_eq!(t.work_path, Some(PathBuf::from("/work")));
+        assert!(t.exit && t.file_locks && !t.open_tcp);
+        req.options = Some(Any {
+            type_url: "something.else".into(),
+            ..Default::default()
+        })
+        .into();
+        assert!(
+            checkpoint_of(&req)
+                .unwrap_err()
+                .to_string()
+                .contains("something.else")
+        );
     }
 
     #[test]

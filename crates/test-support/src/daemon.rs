@@ -63,7 +63,9 @@ impl Daemon {
             .spawn()
             .expect("starting criusd");
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // Generous: in a VM on a loaded host, criusd's start-up probes (idmapped mounts, the runtimes' features)
+        // take tens of seconds.
+        let deadline = Instant::now() + Duration::from_secs(60);
         while std::os::unix::net::UnixStream::connect(self.socket()).is_err() {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("criusd exited with {status}: {}", self.log());

@@ -80,6 +80,23 @@ impl api::pod_service_server::PodService for Service {
         Ok(Response::new(api::ScaleResponse {}))
     }
 
+    async fn checkpoint(&self, req: Request<api::CheckpointRequest>) -> Reply<api::CheckpointResponse> {
+        let r = req.into_inner();
+        let container_id = Service::checkpoint(
+            self,
+            &r.namespace,
+            &r.pod,
+            &r.container,
+            &r.location,
+            r.timeout_seconds,
+        )
+        .await?;
+        Ok(Response::new(api::CheckpointResponse {
+            container_id,
+            location: r.location,
+        }))
+    }
+
     type LogsStream = Streamed<api::LogsChunk>;
 
     async fn logs(&self, req: Request<api::LogsRequest>) -> Reply<Self::LogsStream> {

@@ -227,6 +227,21 @@ impl Service {
         self.workloads.scale(kind, namespace, name, replicas)
     }
 
+    /// Checkpoints a running container of pod `namespace/pod` to the archive `location` on this node (see
+    /// `pods::checkpoint`); returns the container's CRI id.
+    pub async fn checkpoint(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        location: &str,
+        timeout_s: i64,
+    ) -> Result<String, Error> {
+        self.pods
+            .checkpoint(namespace, pod, container, location, timeout_s)
+            .await
+    }
+
     /// The log file of a container of pod `namespace/pod` (see `pods::logs`), and whether its run goes on.
     pub fn log_file(
         &self,

@@ -1,9 +1,9 @@
 //! CreateContainer, as named steps under a [`Rollback`] guard:
 //!
 //! ```text
-//!  check ─ reserve name ─ intent ─ snapshot ─ spec ─ adjust ─ bundle ─ task ─ record ─ commit
-//!                                      │                          │       │
-//!                          undo:  remove snapshots           remove dir  delete task
+//!  check ─ reserve name ─ intent ─ snapshot ─ restore ─ spec ─ adjust ─ bundle ─ task ─ record ─ commit
+//!                                      │          │                        │       │
+//!                          undo:  remove snapshots  remove dir        remove dir  delete task
 //!
 //!  on an error after the intent: the undos pushed so far run, last first; then the intent goes
 //! ```
@@ -15,6 +15,9 @@
 //! The steps:
 //! - **snapshot**: the image's rootfs and the image volumes' snapshots ([`super::image_volumes`]), idmapped
 //!   for a pod with a user namespace;
+//! - **restore** (only when the image is a checkpoint archive, [`super::checkpoint`]): the archive unpacked
+//!   into the bundle, its rootfs changes applied to the snapshot; the task then restores CRIU's images at
+//!   StartContainer instead of starting afresh;
 //! - **spec**: the OCI spec from the request ([`crate::convert::spec`], a pure function of it and the
 //!   [`crate::convert::Host`] facts, the target container of PID mode TARGET among them);
 //! - **adjust**: the one place where the spec changes for what the request points at outside itself
@@ -31,6 +34,7 @@ use crius_api::cri;
 use crius_image::ImageRecord;
 use oci_spec::runtime::Spec;
 
+use super::checkpoint::Restore;
 use super::{Containers, adjust, image_volumes, stream};
 use crate::error::{Error, Kind, Result};
 use crate::rollback::Rollback;
@@ -51,6 +55,8 @@ struct Request<'a> {
     sandbox_files: &'a Path,
     config: &'a cri::ContainerConfig,
     image: &'a ImageRecord,
+    /// The checkpoint the container is restored from (its image was a checkpoint archive).
+    restore: Option<&'a Restore>,
 }
 
 impl Containers {
@@ -89,7 +95,10 @@ impl Containers {
                 });
             }
         };
-        let image_ref = config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
+        let named = config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
+        // A checkpoint archive's path: the container is made of the image its checkpoint names.
+        let restore = Restore::of(&named)?;
+        let image_ref = restore.as_ref().map(|r| r.image().to_string()).unwrap_or(named);
         let image = self.images.find(&image_ref).map_err(|e| match e {
             crius_image::Error::NotFound(_) => Error::ImageNotPulled {
                 call: CALL,
@@ -119,6 +128,7 @@ impl Containers {
             sandbox_files,
             config: &config,
             image: &image,
+            restore: restore.as_ref(),
         });
         intent.done();
         let record = made?;
@@ -136,6 +146,7 @@ impl Containers {
     fn make(&self, r: &Request<'_>) -> Result<Record> {
         let mut undo = Rollback::new();
         let (rootfs, volumes) = self.snapshot(&mut undo, r)?;
+        let checkpoint = self.restore(&mut undo, r, &rootfs)?;
         let mut spec = self.spec(r, &rootfs)?;
         let cx = adjust::Context {
             id: r.id,
@@ -149,7 +160,8 @@ impl Containers {
             let (pod, id, config) = (r.sandbox, r.id, r.config);
             undo.push("NRI", move || nri.undo_create(pod, id, config));
         }
-        let (task, user, log_path) = self.write_bundle(&mut undo, r, &spec)?;
+        let (mut task, user, log_path) = self.write_bundle(&mut undo, r, &spec)?;
+        task.checkpoint = checkpoint;
         self.task(&mut undo, r, &task)?;
         let record = Record {
             id: r.id.to_string(),
@@ -189,6 +201,23 @@ impl Containers {
         idmap(&rootfs)?;
         let volumes = image_volumes::prepare(&*self.images, r.id, &r.config.mounts, &idmap)?;
         Ok((rootfs, volumes))
+    }
+
+    /// The restore step, for a container restored from a checkpoint: the archive unpacked into its bundle and
+    /// its rootfs changes applied to the new snapshot; returns the CRIU images the shim restores at start.
+    fn restore<'a>(
+        &'a self,
+        undo: &mut Rollback<'a>,
+        r: &Request<'_>,
+        rootfs: &Path,
+    ) -> Result<Option<PathBuf>> {
+        let Some(restore) = r.restore else {
+            return Ok(None);
+        };
+        let id = r.id.to_string();
+        undo.push("restore", move || self.remove_bundle(&id));
+        tracing::info!(container = %r.id, archive = %restore.archive.display(), "restoring a checkpoint");
+        restore.prepare(&self.bundle(r.id), rootfs).map(Some)
     }
 
     /// The spec step: the facts read, then the pure conversion.
@@ -264,6 +293,7 @@ impl Containers {
                 None
             },
             runtime: sandbox.record.runtime.clone(),
+            checkpoint: None,
         };
         Ok((task, user.unwrap_or_default(), log_path))
     }

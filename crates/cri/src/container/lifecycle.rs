@@ -49,7 +49,7 @@ impl Containers {
         }
     }
 
-    fn shim_err<'a>(call: &'static str, c: &'a Container) -> impl FnOnce(ShimError) -> Error + 'a {
+    pub(super) fn shim_err<'a>(call: &'static str, c: &'a Container) -> impl FnOnce(ShimError) -> Error + 'a {
         move |source| Error::Shim {
             call,
             id: c.record.id.clone(),

@@ -25,6 +25,7 @@ use crate::store::names::NameIndex;
 
 pub(crate) mod adjust;
 mod capture;
+pub(crate) mod checkpoint;
 mod create;
 mod exec;
 pub(crate) mod image_volumes;

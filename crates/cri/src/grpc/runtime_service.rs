@@ -430,9 +430,12 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
 
     async fn checkpoint_container(
         &self,
-        _: Request<cri::CheckpointContainerRequest>,
+        req: Request<cri::CheckpointContainerRequest>,
     ) -> Reply<cri::CheckpointContainerResponse> {
-        Err(not_yet("CheckpointContainer"))
+        let r = req.into_inner();
+        self.blocking(move |rt| rt.containers.checkpoint(&r.container_id, &r.location, r.timeout))
+            .await?;
+        Ok(Response::new(cri::CheckpointContainerResponse {}))
     }
 
     type GetContainerEventsStream = Pin<

@@ -121,6 +121,7 @@ fn a_crash_mid_call_is_undone_and_finished_calls_are_kept() {
         capped_log: false,
         stdin: None,
         runtime: None,
+        checkpoint: None,
     };
     p.shim.create(&web, &task(&cut)).unwrap();
     // A container no record or intent owns (a crash before intents existed), with its task.

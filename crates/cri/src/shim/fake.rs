@@ -6,7 +6,10 @@ use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{CreateTask, ExecTask, Exit, Metrics, ShimClient, ShimCode, ShimError, ShimResult, TaskStatus};
+use super::{
+    CheckpointTask, CreateTask, ExecTask, Exit, Metrics, ShimClient, ShimCode, ShimError, ShimResult,
+    TaskStatus,
+};
 
 /// The pressure a running fake container reports for cpu and memory.
 pub const FAKE_PSI: super::Psi = super::Psi {
@@ -55,6 +58,8 @@ pub struct FakeShim {
     pub processes: Mutex<Vec<oci_spec::runtime::Process>>,
     /// When set, starting an exec fails with this message, as the runtime's.
     pub exec_refusal: Mutex<Option<String>>,
+    /// When set, Checkpoint fails with this message, as CRIU's (the container runs on).
+    pub checkpoint_refusal: Mutex<Option<String>>,
 }
 
 fn key(sandbox: &str, id: &str, exec: &str) -> (String, String, String) {
@@ -129,7 +134,8 @@ impl FakeShim {
 
 impl ShimClient for FakeShim {
     fn create(&self, sandbox: &str, t: &CreateTask) -> ShimResult<()> {
-        self.log("create", &t.id, "", "")?;
+        let from = t.checkpoint.as_ref().map(|p| p.display().to_string());
+        self.log("create", &t.id, "", from.as_deref().unwrap_or(""))?;
         let mut tasks = self.tasks.lock().unwrap();
         let k = key(sandbox, &t.id, "");
         if tasks.contains_key(&k) {
@@ -289,6 +295,38 @@ impl ShimClient for FakeShim {
                 },
                 ..Default::default()
             }))
+        })
+    }
+
+    fn checkpoint(&self, sandbox: &str, id: &str, c: &CheckpointTask, _: Duration) -> ShimResult<()> {
+        self.log("checkpoint", id, "", &c.image_path.display().to_string())?;
+        if let Some(message) = self.checkpoint_refusal.lock().unwrap().clone() {
+            return Err(ShimError::Refused {
+                code: ShimCode::Other,
+                message,
+            });
+        }
+        self.with(&key(sandbox, id, ""), |t| {
+            if !t.started || t.exit.is_some() {
+                return Err(ShimError::Refused {
+                    code: ShimCode::FailedPrecondition,
+                    message: format!("container {id:?} is not running"),
+                });
+            }
+            // What CRIU leaves: its images and its statistics.
+            std::fs::create_dir_all(&c.image_path)
+                .and_then(|_| {
+                    std::fs::write(c.image_path.join("inventory.img"), id)?;
+                    std::fs::write(c.image_path.join("stats-dump"), b"dump stats")
+                })
+                .map_err(|e| ShimError::Unreachable(e.to_string()))?;
+            if c.exit {
+                t.exit = Some(Exit {
+                    status: 137,
+                    at_ns: crate::store::now_ns(),
+                });
+            }
+            Ok(())
         })
     }
 

@@ -109,6 +109,19 @@ pub struct CreateTask {
     pub stdin: Option<PathBuf>,
     /// The OCI runtime its pod's handler runs (None: the shim's default, crius-runc).
     pub runtime: Option<OciBinary>,
+    /// CRIU's images to restore the container from at its start (None: a container made afresh).
+    pub checkpoint: Option<PathBuf>,
+}
+
+/// A checkpoint to take of a running container (the runtime's `checkpoint`, CRIU).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointTask {
+    /// Where CRIU's images go.
+    pub image_path: PathBuf,
+    /// CRIU's work directory (its `dump.log`).
+    pub work_path: PathBuf,
+    /// The container ends after the dump (else it keeps running, as kubelet's forensic checkpoint wants).
+    pub exit: bool,
 }
 
 /// An OCI runtime binary and its state root, as the shim runs it (`<binary> --root <root> …`).
@@ -218,6 +231,9 @@ pub trait ShimClient: Send + Sync {
     fn reopen_log(&self, sandbox: &str, id: &str) -> ShimResult<()>;
     /// The container's cgroup figures (None: the shim has none, e.g. not running).
     fn stats(&self, sandbox: &str, id: &str) -> ShimResult<Option<Metrics>>;
+    /// Checkpoints the running container with CRIU, waiting at most `timeout` ([`ShimError::Timeout`] after it).
+    fn checkpoint(&self, sandbox: &str, id: &str, task: &CheckpointTask, timeout: Duration)
+    -> ShimResult<()>;
     /// Deletes the init (the container's task) or an exec. A task the shim does not know is fine (None);
     /// with the shim gone, the container is cleaned up as containerd does after a shim died, and its last
     /// known exit is returned.

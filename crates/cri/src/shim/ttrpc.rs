@@ -19,8 +19,8 @@ use crius_shim::client::{self, TaskClient};
 
 use super::watch::Watch;
 use super::{
-    CreateTask, ExecTask, Exit, Io, Metrics, Pressure, Psi, PsiData, ShimClient, ShimCode, ShimError,
-    ShimResult, TaskStatus,
+    CheckpointTask, CreateTask, ExecTask, Exit, Io, Metrics, Pressure, Psi, PsiData, ShimClient, ShimCode,
+    ShimError, ShimResult, TaskStatus,
 };
 
 /// The containerd namespace criusd's shims run in.
@@ -279,6 +279,11 @@ impl ShimClient for TtrpcShims {
                 self.setup.cgroup_driver == crate::cgroup_driver::Driver::Systemd,
             )
             .into(),
+            checkpoint: t
+                .checkpoint
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
             ..Default::default()
         };
         let start_for = Some((t.id.as_str(), t.bundle.as_path()));
@@ -411,6 +416,28 @@ impl ShimClient for TtrpcShims {
             ..Default::default()
         };
         self.call(sandbox, Duration::from_secs(30), None, |c, x| c.update(x, &req))
+            .map(drop)
+    }
+
+    fn checkpoint(&self, sandbox: &str, id: &str, t: &CheckpointTask, timeout: Duration) -> ShimResult<()> {
+        let options = containerd_shim_protos::shim::oci::CheckpointOptions {
+            exit: t.exit,
+            image_path: t.image_path.display().to_string(),
+            work_path: t.work_path.display().to_string(),
+            ..Default::default()
+        };
+        let req = task::CheckpointTaskRequest {
+            id: id.into(),
+            path: t.image_path.display().to_string(),
+            options: Some(Any {
+                type_url: "containerd.runc.v1.CheckpointOptions".into(),
+                value: options.write_to_bytes().unwrap_or_default(),
+                ..Default::default()
+            })
+            .into(),
+            ..Default::default()
+        };
+        self.call(sandbox, timeout, None, |c, x| c.checkpoint(x, &req))
             .map(drop)
     }
 

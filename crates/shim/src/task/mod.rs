@@ -21,6 +21,9 @@ use crate::reaper::{Exit, Reaper};
 use crate::runtime::Runtime;
 use crate::stdio::ProcessIo;
 
+mod checkpoint;
+#[cfg(test)]
+mod checkpoint_tests;
 mod control;
 mod prepare;
 mod redeliver;
@@ -28,6 +31,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use checkpoint::CheckpointTask;
 use state::Lifecycle;
 pub(crate) use state::State;
 
@@ -68,6 +72,8 @@ pub(crate) struct CreateTask {
     pub(crate) rootfs: Vec<Mount>,
     pub(crate) stdio: StdioPaths,
     pub(crate) terminal: bool,
+    /// A checkpoint (CRIU's image directory) to restore at Start instead of creating the container afresh.
+    pub(crate) checkpoint: Option<PathBuf>,
     /// The runtime, or why the request's options were refused: refused after the id checks, as any failure
     /// to make the container is.
     pub(crate) runtime: Result<RuntimeChoice>,
@@ -141,6 +147,8 @@ struct Container {
     init: Process,
     execs: HashMap<String, Process>,
     rootfs_mounted: bool,
+    /// The checkpoint its Start restores (`checkpoint.rs`); None once restored, or for a container made afresh.
+    restore: Option<PathBuf>,
 }
 
 impl Container {
@@ -334,9 +342,9 @@ impl Tasks {
         };
         let pid = c.init.pid;
         reservation.commit(c);
-        self.watch(&req.id, "", pid);
-        if let Some(oom) = &self.inner.oom {
-            oom.watch(&req.id, pid);
+        // A container to restore has no process before its Start.
+        if pid != 0 {
+            self.watch_init(&req.id, pid);
         }
         self.publish(Event::Create {
             container_id: req.id,
@@ -351,19 +359,34 @@ impl Tasks {
         Ok(pid)
     }
 
-    /// Start: the container's init (`exec_id` empty) or a defined exec process; returns its pid.
+    /// The init's exit and OOM kills are watched once it has a pid.
+    fn watch_init(&self, id: &str, pid: u32) {
+        self.watch(id, "", pid);
+        if let Some(oom) = &self.inner.oom {
+            oom.watch(id, pid);
+        }
+    }
+
+    /// Start: the container's init (`exec_id` empty; restored from its checkpoint if it was created with
+    /// one) or a defined exec process; returns its pid.
     pub(crate) fn start(&self, id: &str, exec_id: &str) -> Result<u32> {
-        let (runtime, bundle, exec) = self.with(id, |c| {
+        let (runtime, bundle, exec, restore) = self.with(id, |c| {
+            let restore = c.restore.clone().filter(|_| exec_id.is_empty());
             let p = c.process(id, exec_id)?;
             p.life.start()?;
             let exec = (!exec_id.is_empty()).then(|| (p.spec.clone(), p.stdio(), p.terminal));
-            Ok((c.runtime.clone(), c.bundle.clone(), exec))
+            let restore = restore.map(|r| (r, p.stdio(), p.terminal));
+            Ok((c.runtime.clone(), c.bundle.clone(), exec, restore))
         })?;
-        let ran = match exec {
-            None => runtime.run(&["start", id], None, &bundle).map(|_| None),
-            Some((spec, stdio, terminal)) => self
+        let restoring = restore.is_some();
+        let ran = match (exec, restore) {
+            (Some((spec, stdio, terminal)), _) => self
                 .run_exec(&runtime, &bundle, id, exec_id, &spec, &stdio, terminal)
                 .map(Some),
+            (None, Some((image, stdio, terminal))) => self
+                .run_restore(&runtime, &bundle, id, &image, &stdio, terminal)
+                .map(Some),
+            (None, None) => runtime.run(&["start", id], None, &bundle).map(|_| None),
         };
         let pid = self.with_process(id, exec_id, |p| match ran {
             Err(e) => {
@@ -380,6 +403,13 @@ impl Tasks {
                 Ok(p.pid)
             }
         })?;
+        if restoring {
+            let _ = self.with(id, |c| {
+                c.restore = None;
+                Ok(())
+            });
+            self.watch_init(id, pid);
+        }
         if exec_id.is_empty() {
             self.publish(Event::Start {
                 container_id: id.into(),

@@ -1,5 +1,5 @@
 //! Making a container or starting an exec: the runtime to use, the bundle's rootfs mounts, and the runtime
-//! run with the process's stdio (pipes pumped by the reactor, or a terminal through a console socket).
+//! run (`create`, `exec`, or `restore` of a container created from a checkpoint) with the process's stdio (pipes pumped by the reactor, or a terminal through a console socket).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -74,6 +74,36 @@ impl Tasks {
             }
             e
         };
+        let note = serde_json::json!({
+            "binary": runtime.binary,
+            "root": runtime.root,
+            "systemd_cgroup": runtime.systemd_cgroup,
+        });
+        if let Some(image) = &req.checkpoint {
+            // Made at Start, by the runtime's restore: nothing runs before.
+            if !image.join("inventory.img").is_file() {
+                return Err(fail(Error::InvalidArgument(format!(
+                    "Create of container {:?}: {} holds no CRIU checkpoint (no inventory.img)",
+                    req.id,
+                    image.display()
+                ))));
+            }
+            let _ = crius_common::private::write(&bundle.join(RUNTIME_FILE), note.to_string().as_bytes());
+            let io = ProcessIo {
+                stdin_path: req.stdio.stdin.clone(),
+                stdout_path: req.stdio.stdout.clone(),
+                stderr_path: req.stdio.stderr.clone(),
+                ..Default::default()
+            };
+            return Ok(Container {
+                bundle,
+                runtime,
+                init: Process::new(process_name(&req.id, ""), io, req.terminal),
+                execs: HashMap::new(),
+                rootfs_mounted: !req.rootfs.is_empty(),
+                restore: Some(image.clone()),
+            });
+        }
         let pid_file = bundle.join("init.pid");
         let _ = std::fs::remove_file(&pid_file);
         let (b, p) = (bundle.display().to_string(), pid_file.display().to_string());
@@ -93,11 +123,6 @@ impl Tasks {
         )
         .map_err(fail)?;
         let pid = read_pid(&pid_file).map_err(fail)?;
-        let note = serde_json::json!({
-            "binary": runtime.binary,
-            "root": runtime.root,
-            "systemd_cgroup": runtime.systemd_cgroup,
-        });
         let _ = crius_common::private::write(&bundle.join(RUNTIME_FILE), note.to_string().as_bytes());
         let mut init = Process::new(process_name(&req.id, ""), io, req.terminal);
         init.pid = pid;
@@ -107,7 +132,66 @@ impl Tasks {
             init,
             execs: HashMap::new(),
             rootfs_mounted: !req.rootfs.is_empty(),
+            restore: None,
         })
+    }
+
+    /// Runs the runtime's `restore --detach` of container `id` from CRIU's images in `image`, with the init's
+    /// stdio set up as a create's; returns its pid and stdio. CRIU's restore log goes to `<bundle>/criu-work`.
+    pub(super) fn run_restore(
+        &self,
+        runtime: &Runtime,
+        bundle: &Path,
+        id: &str,
+        image: &Path,
+        stdio: &StdioPaths,
+        terminal: bool,
+    ) -> Result<(u32, ProcessIo)> {
+        let work = bundle.join("criu-work");
+        crius_common::private::dir_all(&work).map_err(|source| Error::Io {
+            context: format!("creating {}", work.display()),
+            source,
+        })?;
+        let pid_file = bundle.join("init.pid");
+        let _ = std::fs::remove_file(&pid_file);
+        let (b, i, w, p) = (
+            bundle.display().to_string(),
+            image.display().to_string(),
+            work.display().to_string(),
+            pid_file.display().to_string(),
+        );
+        let mut restore = vec![
+            "restore",
+            "--detach",
+            "--bundle",
+            &b,
+            "--image-path",
+            &i,
+            "--work-path",
+            &w,
+            "--pid-file",
+            &p,
+        ];
+        if terminal {
+            restore.push("--shell-job");
+        }
+        let log = work.join("restore.log");
+        let undo = |e: Error| {
+            let e = super::checkpoint::with_criu_log(e, &log);
+            // The runtime may have left a half-made container behind.
+            let _ = runtime.run(&["delete", "--force", id], None, bundle);
+            e
+        };
+        let io = run_with_stdio(
+            &self.inner.reactor,
+            |child, console| runtime_command(runtime, &restore, id, child, console, bundle),
+            true,
+            stdio,
+            terminal,
+            undo,
+        )?;
+        let pid = read_pid(&pid_file)?;
+        Ok((pid, io))
     }
 
     /// Runs the runtime's `exec` for exec process `exec_id` of container `id`; returns its pid and stdio.

@@ -25,7 +25,8 @@ done
 verb=$1; shift
 echo "$verb $*" >> "$root/calls"
 fail() { printf '{"level":"error","msg":"%s"}\n' "$1" >> "$log"; exit 1; }
-pid_file() { while [ $# -gt 1 ]; do [ "$1" = --pid-file ] && echo "$2"; shift; done; }
+opt() { o=$1; shift; while [ $# -gt 1 ]; do [ "$1" = "$o" ] && echo "$2"; shift; done; }
+pid_file() { opt --pid-file "$@"; }
 case $verb in
 create)
   eval "id=\${$#}"
@@ -45,6 +46,21 @@ exec)
   echo $! >> "$root/$id/execs"
   echo $! > "$(pid_file "$@")" ;;
 pause|resume) [ -e "$root/fail-$verb" ] && fail "the fake runtime cannot $verb" ;;
+checkpoint)
+  eval "id=\${$#}"; img=$(opt --image-path "$@"); work=$(opt --work-path "$@")
+  if [ -e "$root/fail-checkpoint" ]; then
+    echo "(00.2) Error (criu/sk-unix.c:1): cannot dump $id" > "$work/dump.log"; fail "criu failed: type NOTIFY"
+  fi
+  echo "$id" > "$img/inventory.img"
+  case " $* " in *" --leave-running "*) ;; *) kill -9 "$(cat "$root/$id/pid")" ;; esac ;;
+restore)
+  eval "id=\${$#}"
+  [ -e "$(opt --image-path "$@")/inventory.img" ] || fail "no checkpoint"
+  mkdir -p "$root/$id"
+  sleep 1000 </dev/null >/dev/null 2>&1 &
+  echo $! > "$root/$id/pid"
+  echo $! > "$(pid_file "$@")"
+  echo restored ;;
 delete)
   [ "$1" = --force ] && shift
   [ -e "$root/$1/pid" ] && kill -9 "$(cat "$root/$1/pid")" 2>/dev/null
@@ -81,17 +97,17 @@ fn reaper() -> Reaper {
 
 /// A shim's tasks on a loop of their own, the runtime state and bundles in temporary directories; dropped,
 /// it kills what its containers left running.
-struct Fixture {
-    tasks: Tasks,
+pub(super) struct Fixture {
+    pub(super) tasks: Tasks,
     events: Receiver<Event>,
-    root: tempfile::TempDir,
+    pub(super) root: tempfile::TempDir,
     bundles: tempfile::TempDir,
     reactor: Arc<Reactor>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Fixture {
-    fn new() -> Fixture {
+    pub(super) fn new() -> Fixture {
         let runtime = fake_runtime();
         let reactor = Reactor::new().unwrap();
         let (tx, events) = channel();
@@ -110,7 +126,7 @@ impl Fixture {
         }
     }
 
-    fn request(&self, id: &str) -> CreateTask {
+    pub(super) fn request(&self, id: &str) -> CreateTask {
         let bundle = self.bundles.path().join(id);
         std::fs::create_dir_all(&bundle).unwrap();
         CreateTask {
@@ -119,6 +135,7 @@ impl Fixture {
             rootfs: Vec::new(),
             stdio: StdioPaths::default(),
             terminal: false,
+            checkpoint: None,
             runtime: Ok(RuntimeChoice {
                 binary: Some(fake_runtime().to_path_buf()),
                 root: Some(self.root.path().to_path_buf()),
@@ -127,12 +144,12 @@ impl Fixture {
         }
     }
 
-    fn create(&self, id: &str) -> Result<u32> {
+    pub(super) fn create(&self, id: &str) -> Result<u32> {
         self.tasks.create(self.request(id))
     }
 
     /// Marks the fake runtime (`fail-create`, `slow-create`, …).
-    fn mark(&self, name: &str, on: bool) {
+    pub(super) fn mark(&self, name: &str, on: bool) {
         let f = self.root.path().join(name);
         if on {
             std::fs::write(f, "").unwrap();
@@ -142,7 +159,7 @@ impl Fixture {
     }
 
     /// How often the runtime ran `verb`.
-    fn calls(&self, verb: &str) -> usize {
+    pub(super) fn calls(&self, verb: &str) -> usize {
         std::fs::read_to_string(self.root.path().join("calls"))
             .unwrap_or_default()
             .lines()
@@ -150,24 +167,24 @@ impl Fixture {
             .count()
     }
 
-    fn state(&self, id: &str, exec_id: &str) -> State {
+    pub(super) fn state(&self, id: &str, exec_id: &str) -> State {
         self.tasks.state(id, exec_id).unwrap().state
     }
 
-    fn event(&self) -> Event {
+    pub(super) fn event(&self) -> Event {
         self.events
             .recv_timeout(Duration::from_secs(10))
             .expect("an event")
     }
 
-    fn no_event(&self) {
+    pub(super) fn no_event(&self) {
         if let Ok(e) = self.events.recv_timeout(Duration::from_millis(50)) {
             panic!("unexpected event {e:?}");
         }
     }
 
     /// Wait: the process's exit.
-    fn wait(&self, id: &str, exec_id: &str) -> Result<Exit> {
+    pub(super) fn wait(&self, id: &str, exec_id: &str) -> Result<Exit> {
         let (tx, rx) = channel();
         self.tasks.wait_then(id, exec_id, move |r| {
             let _ = tx.send(r);

@@ -15,6 +15,7 @@ use crius_pod::manifest::PodDef;
 use crius_pod::report::Event;
 use events::{event, kube_event, push_event};
 
+mod checkpoint;
 mod events;
 mod logs;
 pub(crate) mod resize;

@@ -295,6 +295,7 @@ fn image_volumes_are_mounted_in_the_adjust_step_in_their_places() {
             sandbox_files: b.dir.path(),
             config: &c,
             image: &b.images.find("busybox").unwrap(),
+            restore: None,
         },
         &b.images.images.dir.path().join(&id).join("rootfs"),
     );

@@ -1,0 +1,210 @@
+//! CheckpointContainer and a restoring CreateContainer against the fake shim and image store: the archive's
+//! layout, what a failure leaves, and the restore detected from the image.
+
+use std::sync::Arc;
+
+use tonic::Code;
+
+use super::archive;
+use crate::container::tests::{config, open, ready_pod};
+use crate::image_store::fake::FakeImages;
+use crate::shim::fake::FakeShim;
+use crate::store::container::State;
+
+struct World {
+    dir: tempfile::TempDir,
+    shim: Arc<FakeShim>,
+    images: Arc<FakeImages>,
+    containers: super::Containers,
+    sandbox: crate::store::sandbox::Sandbox,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let shim = Arc::new(FakeShim::default());
+        let images = Arc::new(FakeImages::default());
+        images.add("busybox", serde_json::json!({"config": {"Cmd": ["sh"]}}));
+        let containers = open(&dir, shim.clone(), images.clone());
+        let sandbox = ready_pod(&dir);
+        World {
+            dir,
+            shim,
+            images,
+            containers,
+            sandbox,
+        }
+    }
+
+    /// A running container `name` whose writable layer holds a file and a whiteout, and whose log has a line.
+    fn running(&self, name: &str) -> String {
+        let id = self
+            .containers
+            .create(&self.sandbox, self.dir.path(), config(name, 0, "busybox"))
+            .unwrap();
+        self.containers.start(&id).unwrap();
+        let upper = self.images.snapshot_usage_dir(&id);
+        std::fs::create_dir_all(upper.join("data")).unwrap();
+        std::fs::write(upper.join("data/count"), "41").unwrap();
+        let log = self.containers.get(&id).unwrap().record.log_path;
+        std::fs::write(&log, "2026-01-01T00:00:00Z stdout F 41\n").unwrap();
+        id
+    }
+}
+
+impl FakeImages {
+    fn snapshot_usage_dir(&self, id: &str) -> std::path::PathBuf {
+        crate::image_store::ImageStore::snapshot_usage(self, id).1
+    }
+}
+
+fn entries(archive: &std::path::Path) -> Vec<String> {
+    let mut a = tar::Archive::new(std::fs::File::open(archive).unwrap());
+    let mut v: Vec<String> = a
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .filter(|p| p == "checkpoint/" || !p.starts_with("checkpoint/"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_checkpoint_archive_has_kubelets_layout_and_the_container_runs_on() {
+    let w = World::new();
+    let id = w.running("counter");
+    let at = w.dir.path().join("checkpoint-counter.tar");
+    w.containers
+        .checkpoint(&id, &at.display().to_string(), 0)
+        .unwrap();
+    assert_eq!(
+        entries(&at),
+        [
+            "checkpoint/",
+            archive::CONFIG_DUMP,
+            archive::CONTAINER_LOG,
+            archive::DELETED_FILES,
+            archive::ROOTFS_DIFF,
+            archive::SPEC_DUMP,
+            archive::STATS_DUMP,
+        ]
+    );
+    let dump = archive::read_config(&at).unwrap();
+    assert_eq!((dump.id.as_str(), dump.name.as_str()), (id.as_str(), "counter"));
+    assert_eq!(dump.rootfs_image, "busybox");
+    assert_eq!(dump.rootfs_image_name, "busybox");
+    assert!(dump.rootfs_image_ref.starts_with("sha256:"), "{dump:?}");
+    let out = w.dir.path().join("out");
+    archive::unpack(&at, &out).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(out.join(archive::CONTAINER_LOG)).unwrap(),
+        "2026-01-01T00:00:00Z stdout F 41\n"
+    );
+    let spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join(archive::SPEC_DUMP)).unwrap()).unwrap();
+    assert!(spec["process"]["args"].is_array());
+    // The fake's CRIU leaves the container running (leave-running), and the scratch directories are gone.
+    assert!(
+        w.shim
+            .calls()
+            .iter()
+            .any(|c| c.starts_with(&format!("checkpoint {id}")))
+    );
+    assert_eq!(w.containers.get(&id).unwrap().record.state(), State::Running);
+    let bundle: Vec<String> = crate::store::list_dir(&w.containers.bundle(&id));
+    assert!(bundle.iter().all(|f| !f.starts_with("checkpoint-")), "{bundle:?}");
+}
+
+#[test]
+fn a_failed_checkpoint_names_why_and_leaves_no_archive() {
+    let w = World::new();
+    let id = w.running("counter");
+    let at = w.dir.path().join("c.tar");
+    let loc = at.display().to_string();
+    *w.shim.checkpoint_refusal.lock().unwrap() = Some("criu failed: can't dump unix socket".into());
+    let e = w.containers.checkpoint(&id, &loc, 5).unwrap_err();
+    assert!(e.to_string().contains("can't dump unix socket"), "{e}");
+    assert!(e.to_string().contains("CheckpointContainer"), "{e}");
+    assert!(!at.exists());
+    assert_eq!(w.containers.get(&id).unwrap().record.state(), State::Running);
+    *w.shim.checkpoint_refusal.lock().unwrap() = None;
+
+    // What the request gets wrong is named.
+    let e = w.containers.checkpoint(&id, "", 0).unwrap_err();
+    assert_eq!(
+        (e.code(), e.to_string().contains("location")),
+        (Code::InvalidArgument, true)
+    );
+    let e = w.containers.checkpoint(&id, "relative.tar", 0).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+    let e = w
+        .containers
+        .checkpoint(&id, "/nonexistent/dir/c.tar", 0)
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e}");
+    let e = w.containers.checkpoint("nope", &loc, 0).unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e}");
+    // Only a running container is checkpointed.
+    let created = w
+        .containers
+        .create(&w.sandbox, w.dir.path(), config("idle", 0, "busybox"))
+        .unwrap();
+    let e = w.containers.checkpoint(&created, &loc, 0).unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e}");
+}
+
+#[test]
+fn a_create_whose_image_is_an_archive_restores_with_the_rootfs_changes() {
+    let w = World::new();
+    let id = w.running("counter");
+    let at = w.dir.path().join("c.tar.gz");
+    w.containers
+        .checkpoint(&id, &at.display().to_string(), 0)
+        .unwrap();
+
+    let restored = w
+        .containers
+        .create(
+            &w.sandbox,
+            w.dir.path(),
+            config("again", 0, &at.display().to_string()),
+        )
+        .unwrap();
+    let bundle = w.containers.bundle(&restored);
+    let images = bundle.join(super::RESTORE_DIR).join(archive::CHECKPOINT_DIR);
+    assert!(images.join("inventory.img").is_file());
+    assert!(
+        w.shim
+            .calls()
+            .contains(&format!("create {restored} {}", images.display())),
+        "{:?}",
+        w.shim.calls()
+    );
+    // The rootfs is the image the checkpoint names, with the changes the container had made.
+    let rec = w.containers.get(&restored).unwrap().record;
+    assert_eq!(rec.image_id, w.containers.get(&id).unwrap().record.image_id);
+    let rootfs = w.images.snapshot_usage_dir(&restored).with_file_name("rootfs");
+    assert_eq!(std::fs::read_to_string(rootfs.join("data/count")).unwrap(), "41");
+
+    // A file that is no archive is an image reference (not found); an archive without CRIU images is refused.
+    let junk = w.dir.path().join("junk.tar");
+    std::fs::write(&junk, b"not a tar").unwrap();
+    let e = w
+        .containers
+        .create(
+            &w.sandbox,
+            w.dir.path(),
+            config("junk", 0, &junk.display().to_string()),
+        )
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("junk.tar"), "{e}");
+    // The failed create left nothing: its name is free.
+    assert!(
+        w.containers
+            .of_sandbox("sb1")
+            .iter()
+            .all(|c| c.config.metadata.as_ref().unwrap().name != "junk")
+    );
+}

@@ -1,0 +1,298 @@
+//! Checkpoint and restore through the CRI, with CRIU (in the VM: Debian's criu does not run on the host's
+//! kernel). A counter container is checkpointed with CheckpointContainer (it keeps running), the archive has
+//! kubelet's layout, and a CreateContainer whose image is the archive's path restores it: in another pod of the
+//! same criusd, and in another criusd with its own state ("another node"). The restored counter goes on from
+//! where it was, a file written before the checkpoint is there and a deleted one stays deleted. A container
+//! CRIU cannot dump (an established TCP connection) fails clearly and keeps running.
+//!
+//! The runtime is criusd's default (crius-runc), or the one `CRIUS_TEST_RUNTIME` names (`runc`), which the
+//! pods' shims get through criusd's environment (`CRIUS_SHIM_RUNTIME`).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crius_api::cri;
+use crius_privileged_tests::cri::{
+    Client, client, config, container, create, cremove, cstop, host_network, import_busybox, start,
+    wait_state,
+};
+use crius_test_support::daemon::Daemon;
+use crius_test_support::require_root;
+
+/// The counter: counts in memory (the shell's variable), one line every 200 ms; before it starts it writes
+/// `/kept` and deletes the image's `/etc/group`.
+const COUNTER: &str =
+    "echo kept > /kept; rm /etc/group; i=0; while :; do i=$((i+1)); echo \"n=$i\"; sleep 0.2; done";
+
+/// A criusd ("a node") with busybox, running its pods on the runtime under test.
+struct Node {
+    d: Daemon,
+    c: Client,
+}
+
+impl Node {
+    async fn start() -> Node {
+        require_root();
+        assert!(
+            Path::new("/usr/sbin/criu").exists(),
+            "criu is missing: hack/install-deps.sh installs it"
+        );
+        let runtime = std::env::var("CRIUS_TEST_RUNTIME").unwrap_or_default();
+        if !runtime.is_empty() && runtime != "crius-runc" {
+            // The pods' shims inherit criusd's environment, which names their runtime: no config to write and
+            // no restart, which the loaded VM makes slow.
+            let path = crius_test_support::which(&runtime);
+            // SAFETY: set before criusd is spawned, and the same value each time; this process reads its
+            // environment nowhere else meanwhile (the tests run one at a time).
+            unsafe { std::env::set_var("CRIUS_SHIM_RUNTIME", path) };
+        }
+        let d = Daemon::start(&[]);
+        import_busybox(&d);
+        let c = client(&d).await;
+        Node { d, c }
+    }
+
+    /// Pod `name` in the host's network, logging under the node's dir.
+    async fn pod(&mut self, name: &str) -> String {
+        let mut conf = host_network(config(name, &format!("uid-{name}")));
+        conf.log_directory = self.logs(name).display().to_string();
+        self.c
+            .run_pod_sandbox(cri::RunPodSandboxRequest {
+                config: Some(conf),
+                runtime_handler: String::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .pod_sandbox_id
+    }
+
+    fn logs(&self, pod: &str) -> PathBuf {
+        self.d.dir().join("logs").join(pod)
+    }
+
+    /// What container `name` of pod `pod` logged.
+    fn log(&self, pod: &str, name: &str) -> String {
+        std::fs::read_to_string(self.logs(pod).join(name).join("0.log")).unwrap_or_default()
+    }
+
+    /// The counter's numbers in the log of `name` in `pod`.
+    fn counts(&self, pod: &str, name: &str) -> Vec<u64> {
+        counts(&self.log(pod, name))
+    }
+
+    /// Waits (30 s at most) until the counter `name` in `pod` logged a number of at least `n`.
+    async fn counted_to(&self, pod: &str, name: &str, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.counts(pod, name).last().copied().unwrap_or(0) < n {
+            assert!(
+                Instant::now() < deadline,
+                "{name} never counted to {n}: {:?}",
+                self.log(pod, name)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn checkpoint(&mut self, id: &str, to: &Path) -> Result<(), tonic::Status> {
+        self.c
+            .checkpoint_container(cri::CheckpointContainerRequest {
+                container_id: id.into(),
+                location: to.display().to_string(),
+                timeout: 180,
+            })
+            .await
+            .map(drop)
+    }
+
+    async fn sh(&mut self, id: &str, script: &str) -> (i32, String) {
+        let r = self
+            .c
+            .exec_sync(cri::ExecSyncRequest {
+                container_id: id.into(),
+                cmd: vec!["sh".into(), "-c".into(), script.into()],
+                timeout: 10,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let out = String::from_utf8_lossy(&r.stdout).into_owned() + &String::from_utf8_lossy(&r.stderr);
+        (r.exit_code, out)
+    }
+
+    /// Restores the checkpoint `archive` as container `name` in `pod` and starts it: its id.
+    async fn restore(&mut self, pod: &str, name: &str, archive: &Path) -> String {
+        let id = create(
+            &mut self.c,
+            pod,
+            container(name, &archive.display().to_string(), COUNTER),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("restoring {}: {e}\n{}", archive.display(), self.d.log()));
+        self.c
+            .start_container(cri::StartContainerRequest {
+                container_id: id.clone(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("starting the restored {id}: {e}\n{}", self.d.log()));
+        wait_state(&mut self.c, &id, cri::ContainerState::ContainerRunning).await;
+        id
+    }
+
+    /// The restored counter `id` (`name` in `pod`) went on from at least `from`, its rootfs changes kept.
+    async fn check_restored(&mut self, pod: &str, name: &str, id: &str, from: u64) {
+        self.counted_to(pod, name, from + 3).await;
+        let first = self.counts(pod, name)[0];
+        assert!(
+            first >= from,
+            "{name} started again from {first}, not from {from} on: {:?}",
+            self.log(pod, name)
+        );
+        assert_eq!(self.sh(id, "cat /kept").await, (0, "kept\n".into()));
+        let (code, out) = self.sh(id, "test -e /etc/group && echo there || echo gone").await;
+        assert_eq!(
+            (code, out.trim()),
+            (0, "gone"),
+            "the deleted /etc/group came back"
+        );
+    }
+
+    async fn remove(&mut self, ids: &[&str], pods: &[&str]) {
+        for id in ids {
+            cstop(&mut self.c, id, 0).await;
+            cremove(&mut self.c, id).await;
+        }
+        for p in pods {
+            let pod_sandbox_id = p.to_string();
+            self.c
+                .stop_pod_sandbox(cri::StopPodSandboxRequest {
+                    pod_sandbox_id: pod_sandbox_id.clone(),
+                })
+                .await
+                .unwrap();
+            self.c
+                .remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id })
+                .await
+                .unwrap();
+        }
+    }
+}
+
+fn counts(log: &str) -> Vec<u64> {
+    log.lines()
+        .filter_map(|l| l.rsplit_once("n=").and_then(|(_, n)| n.trim().parse().ok()))
+        .collect()
+}
+
+/// The entries of the archive at `path` outside `checkpoint/`, and whether CRIU's inventory is in it.
+fn layout(path: &Path) -> (Vec<String>, bool) {
+    let mut a = tar::Archive::new(std::fs::File::open(path).unwrap());
+    let mut top = Vec::new();
+    let mut inventory = false;
+    for e in a.entries().unwrap() {
+        let p = e.unwrap().path().unwrap().display().to_string();
+        inventory |= p == "checkpoint/inventory.img";
+        if !p.starts_with("checkpoint/") || p == "checkpoint/" {
+            top.push(p);
+        }
+    }
+    top.sort();
+    (top, inventory)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, criu and a kernel criu supports: run through hack/test.sh (in the VM)"]
+async fn a_counter_checkpointed_through_the_cri_goes_on_counting_in_another_pod_and_on_another_node() {
+    let mut a = Node::start().await;
+    // "Another node", started while the VM is idle (criusd's start is slow on a loaded one).
+    let mut b = Node::start().await;
+    let pod = a.pod("ckpt-a").await;
+    let id = create(&mut a.c, &pod, container("counter", "busybox", COUNTER))
+        .await
+        .unwrap();
+    start(&mut a.c, &id).await;
+    a.counted_to("ckpt-a", "counter", 5).await;
+
+    let archive = a.d.dir().join("checkpoint-ckpt-a_default-counter.tar");
+    // Counted before the dump: the restored counter goes on from there (or a little later: it counts while
+    // CRIU prepares the dump, until it freezes it).
+    let at = a.counts("ckpt-a", "counter").last().copied().unwrap();
+    let t = Instant::now();
+    a.checkpoint(&id, &archive)
+        .await
+        .unwrap_or_else(|e| panic!("CheckpointContainer: {e}\n{}", a.d.log()));
+    eprintln!(
+        "checkpointed in {:?}: {} bytes",
+        t.elapsed(),
+        std::fs::metadata(&archive).unwrap().len()
+    );
+    let after = a.counts("ckpt-a", "counter").last().copied().unwrap();
+    let (top, inventory) = layout(&archive);
+    assert_eq!(
+        top,
+        [
+            "checkpoint/",
+            "config.dump",
+            "container.log",
+            "deleted.files",
+            "rootfs-diff.tar",
+            "spec.dump",
+            "stats-dump"
+        ]
+    );
+    assert!(inventory, "no CRIU images in the archive");
+    // The checkpoint left the original running (kubelet's forensic checkpoint).
+    a.counted_to("ckpt-a", "counter", after + 3).await;
+    wait_state(&mut a.c, &id, cri::ContainerState::ContainerRunning).await;
+
+    // Restored into another pod of the same node, beside the original.
+    let other = a.pod("ckpt-b").await;
+    let t = Instant::now();
+    let again = a.restore(&other, "counter", &archive).await;
+    eprintln!("restored in {:?}", t.elapsed());
+    a.check_restored("ckpt-b", "counter", &again, at).await;
+
+    // And on another node: a criusd with its own state and image store.
+    let pod_b = b.pod("ckpt-c").await;
+    let moved = b.restore(&pod_b, "counter", &archive).await;
+    b.check_restored("ckpt-c", "counter", &moved, at).await;
+
+    b.remove(&[&moved], &[&pod_b]).await;
+    a.remove(&[&id, &again], &[&pod, &other]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root, criu and a kernel criu supports: run through hack/test.sh (in the VM)"]
+async fn a_container_criu_cannot_dump_fails_clearly_and_keeps_running() {
+    let mut a = Node::start().await;
+    let pod = a.pod("ckpt-tcp").await;
+    // An established TCP connection, which CRIU refuses to dump without --tcp-established.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        "(while :; do sleep 1; done) | nc 127.0.0.1 {port} & i=0; while :; do i=$((i+1)); echo \"n=$i\"; sleep 0.2; done"
+    );
+    let id = create(&mut a.c, &pod, container("talker", "busybox", &script))
+        .await
+        .unwrap();
+    start(&mut a.c, &id).await;
+    let (_conn, _) = listener.accept().unwrap();
+    a.counted_to("ckpt-tcp", "talker", 3).await;
+
+    let archive = a.d.dir().join("tcp.tar");
+    let e = a.checkpoint(&id, &archive).await.unwrap_err();
+    eprintln!("{e}");
+    assert!(
+        e.message().contains("CheckpointContainer") && e.message().contains(&id),
+        "the error names the call and the container: {e}"
+    );
+    assert!(
+        e.message().contains("checkpoint") && e.message().to_lowercase().contains("criu"),
+        "the error carries the runtime's and CRIU's words: {e}"
+    );
+    assert!(!archive.exists(), "a failed checkpoint left an archive");
+    let at = a.counts("ckpt-tcp", "talker").last().copied().unwrap();
+    a.counted_to("ckpt-tcp", "talker", at + 3).await;
+    wait_state(&mut a.c, &id, cri::ContainerState::ContainerRunning).await;
+    a.remove(&[&id], &[&pod]).await;
+}
