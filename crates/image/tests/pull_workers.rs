@@ -16,25 +16,35 @@ use std::time::{Duration, Instant};
 use crius_image::Store;
 use crius_image::pull::{PullOptions, pull};
 
-/// Writes the host's CA bundle (or nothing) to every reader the FIFO gets until `done`; true if it fed one.
-fn feed(fifo: &Path, done: &AtomicBool) -> bool {
+/// Waits until someone opens the FIFO for reading (or `stop`), then puts a plain file with the host's CA bundle
+/// at its path for every later reader and writes the bundle to this one whole: true if it fed a reader.
+fn feed(fifo: &Path, stop: &AtomicBool) -> bool {
     let pem = std::fs::read("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
-    let mut fed = false;
-    while !done.load(Ordering::SeqCst) {
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
         // Non-blocking: ENXIO while nobody reads.
         match OpenOptions::new()
             .write(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(fifo)
         {
-            Ok(mut w) => {
+            Ok(w) => {
+                let plain = fifo.with_extension("plain");
+                std::fs::write(&plain, &pem).unwrap();
+                std::fs::rename(&plain, fifo).unwrap();
+                // Blocking from here: the reader gets the whole bundle, then EOF.
+                let flags = nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_GETFL).unwrap();
+                let flags = nix::fcntl::OFlag::from_bits_truncate(flags) & !nix::fcntl::OFlag::O_NONBLOCK;
+                nix::fcntl::fcntl(&w, nix::fcntl::FcntlArg::F_SETFL(flags)).unwrap();
+                let mut w = w;
                 let _ = w.write_all(&pem);
-                fed = true;
+                return true;
             }
             Err(_) => std::thread::sleep(Duration::from_millis(5)),
         }
     }
-    fed
 }
 
 #[test]
@@ -45,20 +55,22 @@ fn building_the_clients_does_not_hold_an_async_worker() {
     // SAFETY: this binary's only test sets it before any thread of its own starts.
     unsafe { std::env::set_var("SSL_CERT_FILE", &fifo) };
     let store = Store::open(&dir.path().join("store")).unwrap();
-    let done = Arc::new(AtomicBool::new(false));
+    // Set once the test's own task has fed the reader (or the pull is over).
+    let fed = Arc::new(AtomicBool::new(false));
 
-    // The watchdog: if the runtime's thread is stuck reading the FIFO, it feeds it after 5 s (and the test fails).
+    // The watchdog: if the runtime's thread is stuck reading the FIFO, the test's task never runs to feed it; after
+    // 20 s the watchdog feeds it instead (and the test fails). A slow pull does not trip it: only an unfed reader.
     let watchdog = {
-        let (fifo, done) = (fifo.clone(), done.clone());
+        let (fifo, fed) = (fifo.clone(), fed.clone());
         std::thread::spawn(move || {
             let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(5) {
-                if done.load(Ordering::SeqCst) {
+            while start.elapsed() < Duration::from_secs(20) {
+                if fed.load(Ordering::SeqCst) {
                     return false;
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
-            feed(&fifo, &done)
+            feed(&fifo, &fed)
         })
     };
 
@@ -75,14 +87,18 @@ fn building_the_clients_does_not_hold_an_async_worker() {
         // The pull task runs first; this task gets the thread back only if the pull gave it up.
         tokio::task::yield_now().await;
         let feeder = {
-            let (fifo, done) = (fifo.clone(), done.clone());
-            tokio::task::spawn_blocking(move || feed(&fifo, &done))
+            let (fifo, fed) = (fifo.clone(), fed.clone());
+            tokio::task::spawn_blocking(move || {
+                let ok = feed(&fifo, &fed);
+                fed.store(true, Ordering::SeqCst);
+                ok
+            })
         };
         let result = pull.await.unwrap();
-        done.store(true, Ordering::SeqCst);
+        fed.store(true, Ordering::SeqCst);
         (result, feeder.await.unwrap())
     });
-    done.store(true, Ordering::SeqCst);
+    fed.store(true, Ordering::SeqCst);
     let rescued = watchdog.join().unwrap();
     assert!(
         !rescued,
