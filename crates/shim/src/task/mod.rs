@@ -25,6 +25,9 @@ mod checkpoint;
 #[cfg(test)]
 mod checkpoint_tests;
 mod control;
+mod exec_sync;
+#[cfg(test)]
+mod exec_sync_tests;
 mod prepare;
 mod redeliver;
 mod state;
