@@ -241,7 +241,7 @@ impl TaskClient {
             done(refused(res).and_then(|p| {
                 ExecSyncResponse::decode(&p)
                     .map_err(|e| Error::Protocol(format!("decoding the answer to ExecSync: {e}")))
-            }))
+            }));
         };
         let ctx = ttrpc::context::with_timeout(timeout_nano);
         let (service, method) = (crate::exec_sync::SERVICE, crate::exec_sync::METHOD);

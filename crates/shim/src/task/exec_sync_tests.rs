@@ -40,7 +40,7 @@ fn exec_sync_answers_exit_and_output_and_leaves_no_exec() {
         (3, false, &b"out\n"[..], &b"err\n"[..])
     );
     assert!(
-        t.elapsed() < super::exec_sync::DRAIN,
+        t.elapsed() < exec_sync::DRAIN,
         "answered at the end of the output, took {:?}",
         t.elapsed()
     );
