@@ -2,7 +2,7 @@
 //! exit awaited with the caller's timeout, and deleted, in one call. Nothing waits on a thread: once started,
 //! the exec's end, its streams' ends and the timeout are events on the loop, and the answer goes when the
 //! process exited and its output ended (or [`DRAIN`] after the exit, for a background child that keeps the
-//! streams open).
+//! streams open). Its exec publishes no event (ExecAdded, ExecStarted, Exit): the answer says it all.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -140,7 +140,8 @@ impl Tasks {
             stdout: crate::stdio::CAPTURE.into(),
             ..Default::default()
         };
-        if let Err(e) = self.exec(id, exec_id, stdio, false, req.process.clone()) {
+        // No events: criusd hears the end in the answer.
+        if let Err(e) = self.define_exec(id, exec_id, (stdio, false), req.process.clone(), true) {
             return answer(Err(e));
         }
         let started = self.start(id, exec_id).and_then(|_| {

@@ -1,5 +1,5 @@
 //! ExecSync in the shim (`exec_sync.rs`) against the fake runtime of `tests.rs`: output captured and capped,
-//! the exec gone afterwards, the timeout kept.
+//! the exec gone afterwards without an event, the timeout kept.
 
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
@@ -27,6 +27,7 @@ fn running() -> Fixture {
     let f = Fixture::new();
     f.create("c1").unwrap();
     f.tasks.start("c1", "").unwrap();
+    let _ = (f.event(), f.event()); // create, start
     f
 }
 
@@ -51,6 +52,8 @@ fn exec_sync_answers_exit_and_output_and_leaves_no_exec() {
     // The exec id is free again, and no timer of the first call fires into the second.
     let r = exec_sync(&f, "e2", "quick", 0).unwrap();
     assert_eq!(r.exit_status, 3);
+    // Its caller heard the end in the answer: no exec event went out.
+    f.no_event();
 }
 
 #[test]
