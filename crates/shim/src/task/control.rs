@@ -154,7 +154,7 @@ impl Tasks {
     pub(crate) fn resize_pty(&self, id: &str, exec_id: &str, width: u32, height: u32) -> Result<()> {
         let console = self.with_process(id, exec_id, |p| Ok(p.io.console.clone()))?;
         let Some(master) = console else {
-            return Err(Error::NoTerminal(super::process_name(id, exec_id)));
+            return Err(Error::NoTerminal(process_name(id, exec_id)));
         };
         crate::console::resize(&master, width, height)
     }
