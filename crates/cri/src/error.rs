@@ -261,6 +261,7 @@ impl Error {
                     ShimCode::FailedPrecondition => Code::FailedPrecondition,
                     ShimCode::InvalidArgument => Code::InvalidArgument,
                     ShimCode::DeadlineExceeded => Code::DeadlineExceeded,
+                    ShimCode::Unimplemented => Code::Unimplemented,
                     ShimCode::Other => Code::Internal,
                 },
                 ShimError::Timeout(_) => Code::DeadlineExceeded,
@@ -489,6 +490,7 @@ mod tests {
             (ShimCode::FailedPrecondition, Code::FailedPrecondition),
             (ShimCode::InvalidArgument, Code::InvalidArgument),
             (ShimCode::DeadlineExceeded, Code::DeadlineExceeded),
+            (ShimCode::Unimplemented, Code::Unimplemented),
             (ShimCode::Other, Code::Internal),
         ] {
             assert_eq!(status(shim(refused(code))).0, want, "{code:?}");

@@ -37,7 +37,9 @@ pub const ARG: &str = "__crius-direct-exec";
 /// The hidden first argument of crius-runc that runs [`serve_many`], the shim's exec server.
 pub const SERVER_ARG: &str = "__crius-direct-exec-server";
 
-/// The message that asks the exec server for one exec (with its four descriptors).
+/// The message that asks the exec server for one exec (with its four descriptors). It may go on with
+/// `\n<root>\n<id>`: the container the exec is for, whose record and seccomp filter the server then reads and
+/// compiles before it forks the worker, once per version of the container's state file ([`prewarm`]).
 pub const EXEC: &[u8] = b"exec";
 
 /// The descriptor the request comes on and the answer goes back on.
@@ -110,9 +112,13 @@ pub fn serve_many() -> i32 {
                 return 1;
             }
         };
+        let (fds, container) = fds;
         let Ok([sock, stdin, stdout, stderr]) = <[OwnedFd; 4]>::try_from(fds) else {
             continue; // not a request: what came with it is closed
         };
+        if let Some((root, id)) = container {
+            prewarm(&root, &id);
+        }
         // SAFETY: this process is single-threaded; the child only runs `worker`, then _exits.
         match unsafe { nix::unistd::fork() } {
             Ok(nix::unistd::ForkResult::Child) => worker(sock, [stdin, stdout, stderr]),
@@ -148,11 +154,77 @@ fn reap_workers() -> usize {
     n
 }
 
-/// Receives one message on [`FD`]: its descriptors when it is [`EXEC`] (none for another message), or None
-/// once the peer closed the socket.
-fn receive() -> Result<Option<Vec<OwnedFd>>> {
+/// What a worker is handed by the server: the record of the exec's container, read (and its filter compiled,
+/// `crate::seccomp::build_cached`) before the fork.
+struct Loaded {
+    root: PathBuf,
+    id: String,
+    /// The state file's inode, size and mtime when it was read.
+    version: (u64, u64, i128),
+    rec: crate::state::Record,
+}
+
+/// The last container an exec went to (in the server, and in each worker as forked).
+static LOADED: std::sync::Mutex<Option<Loaded>> = std::sync::Mutex::new(None);
+
+/// The state file's version: inode, size, mtime (ns).
+fn version(path: &std::path::Path) -> Option<(u64, u64, i128)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((
+        m.ino(),
+        m.size(),
+        i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    ))
+}
+
+/// In the server, before the fork: container `id`'s record, read again only if its state file changed, and
+/// its seccomp filter compiled once per profile. Whatever fails here is left to the worker, which reads and
+/// compiles as without it (and reports the error).
+fn prewarm(root: &std::path::Path, id: &str) {
+    let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+    let state = crate::state::Record::dir(root, id).join(crate::state::STATE_FILE);
+    let Some(now) = version(&state) else {
+        *loaded = None;
+        return;
+    };
+    let fresh = loaded
+        .as_ref()
+        .is_some_and(|l| l.root == root && l.id == id && l.version == now);
+    if !fresh {
+        *loaded = crate::state::Record::load(root, id).ok().map(|rec| Loaded {
+            root: root.to_path_buf(),
+            id: id.to_string(),
+            version: now,
+            rec,
+        });
+    }
+    if let Some(profile) = loaded
+        .as_ref()
+        .and_then(|l| l.rec.spec.linux().as_ref())
+        .and_then(|l| l.seccomp().as_ref())
+    {
+        let _ = crate::seccomp::build_cached(profile);
+    }
+}
+
+/// In a worker: the record the server read for container `id` of `root`, if it did.
+fn prewarmed(root: &std::path::Path, id: &str) -> Option<crate::state::Record> {
+    let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+    loaded
+        .take()
+        .filter(|l| l.root == root && l.id == id)
+        .map(|l| l.rec)
+}
+
+/// What a message brought: its descriptors, and the container named after [`EXEC`].
+type Received = (Vec<OwnedFd>, Option<(PathBuf, String)>);
+
+/// Receives one message on [`FD`]: its descriptors when it is [`EXEC`] (none for another message), with the
+/// container it names, if it does; or None once the peer closed the socket.
+fn receive() -> Result<Option<Received>> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-    let mut buf = [0u8; 16];
+    let mut buf = [0u8; 4096];
     loop {
         let mut iov = [std::io::IoSliceMut::new(&mut buf)];
         let mut space = nix::cmsg_space!([std::os::fd::RawFd; 4]);
@@ -172,11 +244,20 @@ fn receive() -> Result<Option<Vec<OwnedFd>>> {
         if n == 0 && fds.is_empty() {
             return Ok(None);
         }
-        return Ok(if buf[..n] == *EXEC {
-            Some(fds)
-        } else {
-            Some(Vec::new())
-        });
+        let msg = &buf[..n];
+        if msg == EXEC {
+            return Ok(Some((fds, None)));
+        }
+        let named = msg
+            .strip_prefix(EXEC)
+            .and_then(|rest| rest.strip_prefix(b"\n"))
+            .and_then(|rest| std::str::from_utf8(rest).ok())
+            .and_then(|rest| rest.split_once('\n'))
+            .filter(|(_, id)| crate::id::validate(id).is_ok());
+        return Ok(Some(match named {
+            Some((root, id)) => (fds, Some((PathBuf::from(root), id.to_string()))),
+            None => (Vec::new(), None),
+        }));
     }
 }
 
@@ -221,7 +302,14 @@ fn run(sock: &mut std::fs::File) -> Result<i32> {
         ignore_paused: false,
         sub_cgroup: None,
     };
-    crate::exec::spawn(&req.root, &req.id, &opts)
+    match prewarmed(&req.root, &req.id) {
+        Some(rec) => {
+            // The record is the server's reading of a moment ago; the status is found now.
+            let status = rec.status(&req.root);
+            crate::exec::spawn_loaded(rec, status, &opts)
+        }
+        None => crate::exec::spawn(&req.root, &req.id, &opts),
+    }
 }
 
 #[cfg(test)]

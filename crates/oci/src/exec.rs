@@ -42,6 +42,12 @@ pub fn exec(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32>
 /// (`crius-runc exec -t` relays a terminal of its own meanwhile).
 pub fn spawn(root: &std::path::Path, id: &str, opts: &ExecOptions) -> Result<i32> {
     let (rec, status) = crate::ops::load(root, id)?;
+    spawn_loaded(rec, status, opts)
+}
+
+/// [`spawn`] in container `rec` (its record as read from its state, `status` as found now).
+pub fn spawn_loaded(rec: crate::state::Record, status: Status, opts: &ExecOptions) -> Result<i32> {
+    let id = rec.id.as_str();
     let paused_ok = opts.ignore_paused && status == Status::Paused;
     if !matches!(status, Status::Running | Status::Created) && !paused_ok {
         let action = if status == Status::Paused {

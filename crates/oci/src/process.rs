@@ -81,7 +81,8 @@ pub fn prepare(p: &Process, seccomp: Option<&LinuxSeccomp>) -> Result<Prepared> 
             .map(|e| cstr(e, "process.env"))
             .collect::<Result<_>>()?,
         caps: p.capabilities().as_ref().map(Sets::from_oci).transpose()?,
-        seccomp: seccomp.map(crate::seccomp::build).transpose()?,
+        // Compiled once per profile in a process that keeps it (the exec server), else here.
+        seccomp: seccomp.map(crate::seccomp::build_cached).transpose()?,
     })
 }
 

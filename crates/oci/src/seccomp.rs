@@ -108,6 +108,24 @@ impl Program {
 /// The kernel's limit on a filter's length (BPF_MAXINSNS).
 const MAX_INSNS: usize = 4096;
 
+/// The last profile compiled through [`build_cached`] and its program. The shim's exec server fills it before
+/// it forks each worker ([`crate::direct`]), so the workers (and the processes they start, forks of theirs)
+/// find their container's filter compiled once instead of compiling it for every exec.
+static COMPILED: std::sync::Mutex<Option<(LinuxSeccomp, Program)>> = std::sync::Mutex::new(None);
+
+/// [`build`], remembered: a profile equal to the last one compiled gets its program again without libseccomp.
+pub fn build_cached(profile: &LinuxSeccomp) -> Result<Program> {
+    let mut last = COMPILED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((p, prog)) = last.as_ref()
+        && p == profile
+    {
+        return Ok(prog.clone());
+    }
+    let prog = build(profile)?;
+    *last = Some((profile.clone(), prog.clone()));
+    Ok(prog)
+}
+
 /// Compiles `profile` into the program to load: the -ENOSYS prelude in front of libseccomp's filter.
 pub fn build(profile: &LinuxSeccomp) -> Result<Program> {
     let ctx = context(profile)?;
@@ -316,6 +334,25 @@ mod tests {
         )
         .unwrap();
         build(&p).unwrap();
+    }
+
+    #[test]
+    fn a_cached_program_is_the_one_its_profile_builds() {
+        let profile = |errno: u32| -> LinuxSeccomp {
+            serde_json::from_str(&format!(
+                r#"{{"defaultAction":"SCMP_ACT_ALLOW","architectures":["SCMP_ARCH_X86_64"],
+                    "syscalls":[{{"names":["mkdir"],"action":"SCMP_ACT_ERRNO","errnoRet":{errno}}}]}}"#
+            ))
+            .unwrap()
+        };
+        let (a, b) = (profile(1), profile(2));
+        let built = build(&a).unwrap();
+        assert_eq!(build_cached(&a).unwrap(), built);
+        assert_eq!(build_cached(&a).unwrap(), built, "from the cache");
+        // Another profile is compiled, not served the last one's program.
+        assert_eq!(build_cached(&b).unwrap(), build(&b).unwrap());
+        assert_ne!(build_cached(&b).unwrap(), built);
+        assert_eq!(build_cached(&a).unwrap(), built);
     }
 
     #[test]

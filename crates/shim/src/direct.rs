@@ -4,8 +4,9 @@
 //! started without one runs crius-runc by its path, which then seals itself) once, with the hidden first
 //! argument [`SERVER_ARG`] and one end of a `SOCK_SEQPACKET` pair as descriptor [`FD`]: the exec server
 //! (`crius_oci::direct::serve_many`), single-threaded, which stays until the shim closes its end (the shim's
-//! exit does). Each exec is one message to it, `exec` with four descriptors (one end of a fresh socket pair,
-//! the exec's stdin, stdout and stderr); the server forks a worker, and the shim writes the request (the
+//! exit does). Each exec is one message to it, `exec` and the container's root and id (whose record and
+//! seccomp filter the server then keeps, read and compiled once), with four descriptors (one end of a fresh
+//! socket pair, the exec's stdin, stdout and stderr); the server forks a worker, and the shim writes the request (the
 //! runtime's root, the container id, the process spec, the console socket) on its end of the pair as JSON
 //! and reads back `pid N` or `error MESSAGE`. The worker joins the container itself, with the very code
 //! `crius-runc exec` uses (`crius_oci::enter`, described with the protocol in `crius_oci::direct`), and
@@ -115,7 +116,16 @@ fn pass_as_fd(cmd: &mut std::process::Command, raw: i32) {
 
 /// Asks the exec server of `runtime` (started or replaced as needed) for a worker that serves `theirs`,
 /// with `child` as its stdio. Err when no server could take it.
-fn ask_server(runtime: &Runtime, theirs: &UnixStream, child: &[OwnedFd; 3]) -> Result<()> {
+fn ask_server(runtime: &Runtime, id: &str, theirs: &UnixStream, child: &[OwnedFd; 3]) -> Result<()> {
+    // The container named too: the server reads its record and compiles its filter before the fork, once.
+    let mut message = SERVER_EXEC.to_vec();
+    let root = runtime.root.as_os_str().as_encoded_bytes();
+    if !root.contains(&b'\n') && SERVER_EXEC.len() + root.len() + id.len() + 2 <= SERVER_MESSAGE_MAX {
+        message.extend_from_slice(b"\n");
+        message.extend_from_slice(root);
+        message.extend_from_slice(b"\n");
+        message.extend_from_slice(id.as_bytes());
+    }
     let fds = [
         theirs.as_raw_fd(),
         child[0].as_raw_fd(),
@@ -132,7 +142,7 @@ fn ask_server(runtime: &Runtime, theirs: &UnixStream, child: &[OwnedFd; 3]) -> R
         let s = server.as_ref().expect("just set");
         let sent = socket::sendmsg::<()>(
             s.ctl.as_raw_fd(),
-            &[std::io::IoSlice::new(SERVER_EXEC)],
+            &[std::io::IoSlice::new(&message)],
             &[socket::ControlMessage::ScmRights(&fds)],
             socket::MsgFlags::MSG_NOSIGNAL,
             None,
@@ -153,8 +163,10 @@ fn ask_server(runtime: &Runtime, theirs: &UnixStream, child: &[OwnedFd; 3]) -> R
     }
 }
 
-/// The exec server's request message (`crius_oci::direct::EXEC`).
+/// The exec server's request message (`crius_oci::direct::EXEC`), followed by `\n<root>\n<id>`.
 const SERVER_EXEC: &[u8] = b"exec";
+/// The longest message the server reads.
+const SERVER_MESSAGE_MAX: usize = 4096;
 
 /// The descriptor for one stdio stream of the process: the one given, or /dev/null.
 fn or_null(fd: Option<OwnedFd>) -> Result<OwnedFd> {
@@ -214,7 +226,7 @@ pub(crate) fn exec(
     // A server that cannot be had (a runtime older than it refuses the argument and exits) leaves the
     // one-shot way.
     let mut one = None;
-    if let Err(e) = ask_server(runtime, &theirs, &child) {
+    if let Err(e) = ask_server(runtime, id, &theirs, &child) {
         tracing_note(&e);
         one = Some(one_shot(runtime, theirs, child)?);
     } else {

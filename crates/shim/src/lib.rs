@@ -22,7 +22,8 @@
 //! of 1,568 kB and a Pss of 1,564 kB on one thread, containerd-shim-runc-v2's 13,348 kB and 12,148 kB on 12
 //! threads; for five containers 1,776 and 1,076 kB against 14,596 and 8,622 kB.
 //!
-//! Public: [`client`] (what criusd and the tests use to start, call and hear from shims), [`beneath`] (CRI log
+//! Public: [`client`] (what criusd and the tests use to start, call and hear from shims), [`exec_sync`] (its
+//! messages), [`beneath`] (CRI log
 //! files opened beneath their log directory without following symlinks, by criusd and the shim), the protocol
 //! types ([`protos`]) and [`run`], the binary's entry point. Everything else is the shim's own.
 //!
@@ -40,6 +41,8 @@
 //! - `reaper`, `oom`, `stdio`, `console`, `mounts`, `stats`: exits, OOM kills, stdio and CRI logs, terminals,
 //!   the rootfs mounts, and metrics;
 //! - `events`, `publisher`: task events and their wire form, and sending them to the owner.
+//! - [`exec_sync`]: crius's own ExecSync call beside the Task API (one call per CRI ExecSync), and
+//!   `capture`: the exec's output kept in memory for it;
 //! - `task_client`: the client side of the Task API (criusd's and the tests'), one reader thread per
 //!   connection that sleeps until an answer comes;
 //! - `client_error`: the client API's one typed error ([`client::Error`]; a late answer is its `Timeout`).
@@ -49,12 +52,14 @@
 mod address;
 mod args;
 pub mod beneath;
+mod capture;
 pub mod client;
 mod client_error;
 mod console;
 mod direct;
 mod error;
 mod events;
+pub mod exec_sync;
 mod mounts;
 mod oom;
 mod pidinit;

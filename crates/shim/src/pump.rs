@@ -2,7 +2,8 @@
 //! container's output pipe, a terminal master, the stdin FIFO) to a sink (a FIFO, the container's stdin pipe,
 //! a terminal master, or a CRI log). When a sink descriptor is full, its pump stops reading until the sink
 //! drains, so a slow reader slows the container (as a pipe would) and never the shim. A sink whose reader is
-//! gone (EPIPE) swallows what follows, so the container is not killed by a closed FIFO.
+//! gone (EPIPE) swallows what follows, so the container is not killed by a closed FIFO. ExecSync's output
+//! goes to memory instead (`crate::capture`).
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -23,6 +24,8 @@ pub(crate) enum Sink {
     /// read, so that output without a newline (a prompt, `echo -n`) reaches the log, and attach, which
     /// follows it, at once.
     Log(Arc<CriLog>, &'static str),
+    /// Kept in memory for ExecSync, as the given stream of the capture.
+    Memory(Arc<crate::capture::Captured>, usize),
 }
 
 struct Pump {
@@ -113,6 +116,7 @@ fn on_readable(r: &Reactor, pump: &Arc<Mutex<Pump>>) -> Next {
             p.lines.feed(&buf[..n], log, stream);
             p.lines.flush_partial(log, stream);
         }
+        Sink::Memory(captured, stream) => captured.push(*stream, &buf[..n]),
         Sink::Fd(slot) => {
             if p.discard {
                 return Next::Keep;
@@ -194,6 +198,7 @@ impl Pump {
     fn finish(&mut self) {
         match &self.sink {
             Sink::Log(log, stream) => self.lines.finish(log, stream),
+            Sink::Memory(captured, stream) => captured.end(*stream),
             Sink::Fd(slot) if self.pending.is_empty() || self.discard => {
                 lock(slot).take();
             }

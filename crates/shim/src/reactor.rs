@@ -40,6 +40,19 @@ pub(crate) struct Reactor {
 
 const WAKE: u64 = 0;
 
+/// A timer of [`Reactor::timer`].
+pub(crate) struct Timer(Arc<TimerFd>);
+
+impl Timer {
+    /// Fires it now (its function runs on the loop at once, and the timer leaves the set).
+    pub(crate) fn fire_now(&self) {
+        let _ = self.0.set(
+            Expiration::OneShot(TimeSpec::from_duration(std::time::Duration::from_nanos(1))),
+            TimerSetTimeFlags::empty(),
+        );
+    }
+}
+
 /// `e` as an I/O error saying what failed.
 fn os(what: &str, e: nix::Error) -> std::io::Error {
     let e = std::io::Error::from(e);
@@ -128,6 +141,16 @@ impl Reactor {
         delay: std::time::Duration,
         f: impl FnOnce(&Reactor) + Send + 'static,
     ) -> std::io::Result<()> {
+        self.timer(delay, f).map(drop)
+    }
+
+    /// [`Reactor::after`], with a handle that can make it fire at once ([`Timer::fire_now`]): a caller
+    /// done early frees the timer then, instead of keeping it in the set until `delay`.
+    pub(crate) fn timer(
+        &self,
+        delay: std::time::Duration,
+        f: impl FnOnce(&Reactor) + Send + 'static,
+    ) -> std::io::Result<Timer> {
         let timer = TimerFd::new(
             ClockId::CLOCK_MONOTONIC,
             TimerFlags::TFD_CLOEXEC | TimerFlags::TFD_NONBLOCK,
@@ -151,7 +174,7 @@ impl Reactor {
             }
             Next::Done
         })?;
-        Ok(())
+        Ok(Timer(timer))
     }
 
     /// Makes [`Reactor::run`] return; callable from any thread.

@@ -1,7 +1,9 @@
 //! The shim's ttrpc server, on the [`Reactor`]: connections are read on the loop thread; each request runs
 //! on a worker thread (started when none is idle, gone after [`WORKER_IDLE`] without work), except the calls
 //! registered as *deferred* (Wait), which hold no thread while they wait: their reply is sent when the
-//! awaited thing happens. So a pod's shim idles on one thread, however many containers and Waits it has.
+//! awaited thing happens. *Detached* calls (crius's ExecSync) are both: their start runs on a worker, which
+//! returns at once, and their reply is sent later. So a pod's shim idles on one thread, however many
+//! containers and Waits it has.
 //!
 //! The wire format is ttrpc's: a 10-byte header (length and stream id, big-endian u32s; type; flags), then a
 //! protobuf `Request` or `Response`. The generated method handlers of `containerd-shim-protos` are reused.
@@ -52,13 +54,22 @@ pub(crate) fn frame(stream_id: u32, kind: u8, payload: &[u8]) -> Vec<u8> {
 
 /// Splits the first complete frame off `buf`: (stream id, type, payload).
 pub(crate) fn take_frame(buf: &mut Vec<u8>) -> crate::error::Result<Option<(u32, u8, Vec<u8>)>> {
+    take_frame_max(buf, MAX_FRAME)
+}
+
+/// [`take_frame`] for frames of up to `max` bytes (a client reading ExecSync's answers).
+pub(crate) fn take_frame_max(
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> crate::error::Result<Option<(u32, u8, Vec<u8>)>> {
     if buf.len() < HEADER {
         return Ok(None);
     }
     let len = u32::from_be_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
-    if len > MAX_FRAME {
+    if len > max {
+        let limit = if max == MAX_FRAME { "ttrpc's" } else { "the limit" };
         return Err(crate::error::Error::InvalidArgument(format!(
-            "a {len}-byte frame is over ttrpc's {MAX_FRAME}"
+            "a {len}-byte frame is over {limit} {max}"
         )));
     }
     if buf.len() < HEADER + len {
@@ -120,11 +131,20 @@ impl Drop for Reply {
 
 impl Reply {
     /// Sends `result` (a message, or a ttrpc status) to the caller.
-    pub(crate) fn send<M: Message>(mut self, result: ttrpc::Result<M>) {
+    pub(crate) fn send<M: Message>(self, result: ttrpc::Result<M>) {
+        self.send_bytes(result.map(|m| m.write_to_bytes().unwrap_or_default()));
+    }
+
+    /// Sends an encoded message, or the shim's error as its status.
+    pub(crate) fn send_raw(self, result: crate::error::Result<Vec<u8>>) {
+        self.send_bytes(result.map_err(ttrpc::Error::from));
+    }
+
+    fn send_bytes(mut self, result: ttrpc::Result<Vec<u8>>) {
         let res = match result {
-            Ok(m) => {
+            Ok(payload) => {
                 let mut r = status_response(Code::OK, String::new());
-                r.payload = m.write_to_bytes().unwrap_or_default();
+                r.payload = payload;
                 r
             }
             Err(ttrpc::Error::RpcStatus(s)) => {
@@ -157,6 +177,7 @@ struct Queue {
 pub(crate) struct Server {
     methods: Methods,
     deferred: HashMap<String, Deferred>,
+    detached: HashMap<String, Deferred>,
     queue: Mutex<Queue>,
     work: Condvar,
 }
@@ -178,9 +199,19 @@ fn same_user(stream: &UnixStream) -> std::io::Result<()> {
 impl Server {
     /// A server for `methods`; the `deferred` ones are answered through a [`Reply`] instead.
     pub(crate) fn new(methods: Methods, deferred: HashMap<String, Deferred>) -> Arc<Server> {
+        Server::with_detached(methods, deferred, HashMap::new())
+    }
+
+    /// [`Server::new`], and `detached` calls: started on a worker thread, answered through a [`Reply`].
+    pub(crate) fn with_detached(
+        methods: Methods,
+        deferred: HashMap<String, Deferred>,
+        detached: HashMap<String, Deferred>,
+    ) -> Arc<Server> {
         Arc::new(Server {
             methods,
             deferred,
+            detached,
             queue: Mutex::new(Queue::default()),
             work: Condvar::new(),
         })
@@ -311,6 +342,15 @@ impl Server {
 
     fn run(&self, job: Job) {
         let path = format!("/{}/{}", job.req.service, job.req.method);
+        if let Some(d) = self.detached.get(&path) {
+            return d(
+                job.req,
+                Reply {
+                    conn: Some(job.conn),
+                    stream_id: job.stream_id,
+                },
+            );
+        }
         let Some(method) = self.methods.get(&path) else {
             let res = status_response(Code::UNIMPLEMENTED, format!("{path} is not served here"));
             return job.conn.send(job.stream_id, &res);

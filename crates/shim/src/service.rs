@@ -1,6 +1,8 @@
 //! The ttrpc `containerd.task.v2.Task` service: a thin adapter, in runwasi's shape. Each method converts its
 //! request for [`Tasks`], calls it, and converts the answer (or the error, through its one mapping) back; the
-//! state machine is the domain's, not the generated trait's. Wait is served deferred, holding no thread.
+//! state machine is the domain's, not the generated trait's. Wait is served deferred, holding no thread; crius's
+//! own ExecSync (`crate::exec_sync`) is served beside the Task API, detached: started on a worker, answered
+//! when the exec is over.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,6 +17,7 @@ use protos::ttrpc::{self, TtrpcContext};
 
 use crate::error::{Error, Result};
 use crate::events::{timestamp, to_any};
+use crate::exec_sync::ExecSyncRequest;
 use crate::mounts::Mount;
 use crate::reaper::Exit;
 use crate::server::{Deferred, Reply, Server};
@@ -47,8 +50,21 @@ pub(crate) fn server(tasks: Tasks) -> Arc<Server> {
             },
         );
     let deferred = HashMap::from([("/containerd.task.v2.Task/Wait".to_string(), wait)]);
+    let runner = tasks.clone();
+    let exec_sync: Deferred =
+        Box::new(
+            move |req, reply: Reply| match ExecSyncRequest::decode(&req.payload) {
+                Ok(r) => runner.exec_sync(r, move |r| reply.send_raw(r.map(|a| a.encode()))),
+                Err(e) => {
+                    let e = Error::InvalidArgument(format!("decoding ExecSyncRequest: {e}"));
+                    reply.send_raw(Err(e));
+                }
+            },
+        );
+    let path = format!("/{}/{}", crate::exec_sync::SERVICE, crate::exec_sync::METHOD);
+    let detached = HashMap::from([(path, exec_sync)]);
     let service: Arc<dyn Task + Send + Sync> = Arc::new(Service { tasks });
-    Server::new(create_task(service), deferred)
+    Server::with_detached(create_task(service), deferred, detached)
 }
 
 fn wait_response(r: Result<Exit>) -> ttrpc::Result<api::WaitResponse> {

@@ -30,6 +30,8 @@ pub const CRI_LOG_SCHEME: &str = "crius-log://";
 pub const CAPPED_LOG_SCHEME: &str = "crius-attach-log://";
 /// The size a capped log starts again at.
 pub const CAPPED_LOG_MAX: u64 = 1 << 20;
+/// The stdout path (stderr empty) that keeps both streams in memory, for ExecSync (`crate::capture`).
+pub(crate) const CAPTURE: &str = "crius-capture:";
 /// Update annotation that reopens a CRI log file.
 pub const REOPEN_ANNOTATION: &str = "io.crius.log.reopen";
 /// Longest log record; longer lines become partial records.
@@ -187,6 +189,8 @@ pub(crate) struct ProcessIo {
     pub(crate) stdin_path: String,
     /// The stdin FIFO is held open (a container's init): its EOF comes only from CloseIO.
     pub(crate) hold_stdin: bool,
+    /// The output kept in memory, for ExecSync (stdout [`CAPTURE`]).
+    pub(crate) captured: Option<Arc<crate::capture::Captured>>,
 }
 
 fn pipe() -> Result<(File, File)> {
@@ -280,6 +284,17 @@ pub(crate) fn setup(
             pump::start(reactor, r, Sink::Log(log.clone(), stream))?;
         }
         io.log = Some(log);
+    } else if stdout == CAPTURE {
+        let captured = crate::capture::Captured::new();
+        for (stream, end) in [
+            (crate::capture::STDOUT, &mut child.stdout),
+            (crate::capture::STDERR, &mut child.stderr),
+        ] {
+            let (r, w) = pipe()?;
+            *end = Some(OwnedFd::from(w));
+            pump::start(reactor, r, Sink::Memory(captured.clone(), stream))?;
+        }
+        io.captured = Some(captured);
     } else {
         for (path, end) in [(stdout, &mut child.stdout), (stderr, &mut child.stderr)] {
             if path.is_empty() {

@@ -7,6 +7,10 @@
 //! The methods are those of the generated client of `containerd-shim-protos`, with the same signatures, so
 //! callers are written as against it, except for the error: [`Error`], whose [`Error::Timeout`] is a call
 //! whose deadline (the context's) passed; its answer, if one comes, is dropped.
+//!
+//! crius's own ExecSync ([`TaskClient::exec_sync_then`], `crate::exec_sync`) holds no thread of the caller:
+//! its answer is handed to a function on the reader thread, and the caller waits however it likes (criusd,
+//! on a future).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -22,7 +26,8 @@ use containerd_shim_protos::ttrpc::{self, Code, Request, Response, context::Cont
 
 use crate::client_error::{Error, Result};
 
-use crate::server::{MAX_FRAME, TYPE_REQUEST, TYPE_RESPONSE, WRITE_TIMEOUT, frame, take_frame};
+use crate::exec_sync::{ExecSyncRequest, ExecSyncResponse, MAX_ANSWER};
+use crate::server::{MAX_FRAME, TYPE_REQUEST, TYPE_RESPONSE, WRITE_TIMEOUT, frame, take_frame_max};
 
 const SERVICE: &str = "containerd.task.v2.Task";
 /// The reader thread's stack: it only reads frames and decodes their envelope.
@@ -50,10 +55,17 @@ struct Conn {
     calls: Mutex<Calls>,
 }
 
+/// Where a call's answer goes: a caller blocked on its channel, or a function. Dropped unanswered when the
+/// connection ends (the channel's receiver, or whatever the function holds, sees the end).
+enum Waiter {
+    Blocked(SyncSender<Response>),
+    Then(Box<dyn FnOnce(Response) + Send>),
+}
+
 #[derive(Default)]
 struct Calls {
     /// The calls waiting for their answer, by stream id.
-    waiting: HashMap<u32, SyncSender<Response>>,
+    waiting: HashMap<u32, Waiter>,
     /// Why the connection ended, once it has.
     closed: Option<String>,
 }
@@ -81,13 +93,18 @@ fn read_answers(conn: Arc<Conn>, mut stream: UnixStream) {
             Err(e) => break format!("reading from the shim: {e}"),
         }
         loop {
-            match take_frame(&mut buf) {
+            match take_frame_max(&mut buf, MAX_ANSWER) {
                 Ok(Some((id, TYPE_RESPONSE, payload))) => {
                     let Ok(res) = Response::parse_from_bytes(&payload) else {
                         break 'read format!("the shim's answer to call {id} does not parse");
                     };
-                    if let Some(tx) = conn.calls().waiting.remove(&id) {
-                        let _ = tx.try_send(res);
+                    let waiter = conn.calls().waiting.remove(&id);
+                    match waiter {
+                        Some(Waiter::Blocked(tx)) => {
+                            let _ = tx.try_send(res);
+                        }
+                        Some(Waiter::Then(f)) => f(res),
+                        None => {}
                     }
                 }
                 Ok(Some(_)) => {} // not an answer: nothing a client is owed
@@ -135,17 +152,22 @@ impl TaskClient {
         TaskClient::new(stream)
     }
 
-    /// Calls `method` with `req`, and waits for its answer until the context's deadline (none: no limit).
-    fn call<Req: Message, Resp: Message>(&self, ctx: Context, method: &str, req: &Req) -> Result<Resp> {
+    /// Sends `payload` to `service`'s `method`; its answer goes to `waiter`. Returns the call's stream id.
+    fn send(
+        &self,
+        ctx: Context,
+        service: &str,
+        method: &str,
+        payload: Vec<u8>,
+        waiter: Waiter,
+    ) -> Result<u32> {
         let conn = &self.handle.0;
         let mut r = Request::new();
-        r.set_service(SERVICE.into());
+        r.set_service(service.into());
         r.set_method(method.into());
         r.set_timeout_nano(ctx.timeout_nano);
         r.metadata = ttrpc::context::to_pb(ctx.metadata);
-        r.payload = req
-            .write_to_bytes()
-            .map_err(|e| Error::Protocol(format!("encoding {method}: {e}")))?;
+        r.payload = payload;
         let bytes = r
             .write_to_bytes()
             .map_err(|e| Error::Protocol(format!("encoding {method}: {e}")))?;
@@ -155,29 +177,37 @@ impl TaskClient {
                 bytes.len()
             )));
         }
+        let mut next = conn.out.lock().unwrap_or_else(|p| p.into_inner());
+        let id = *next;
+        *next = next.wrapping_add(2);
+        {
+            let mut calls = conn.calls();
+            if calls.closed.is_some() {
+                drop(calls);
+                return Err(conn.closed());
+            }
+            calls.waiting.insert(id, waiter);
+        }
+        if let Err(e) = (&conn.stream).write_all(&frame(id, TYPE_REQUEST, &bytes)) {
+            conn.calls().waiting.remove(&id);
+            // A write cut short leaves half a frame: the connection cannot be used again.
+            let _ = conn.stream.shutdown(Shutdown::Both);
+            return Err(Error::Closed(format!("sending {method}: {e}")));
+        }
+        Ok(id)
+    }
+
+    /// Calls `method` with `req`, and waits for its answer until the context's deadline (none: no limit).
+    fn call<Req: Message, Resp: Message>(&self, ctx: Context, method: &str, req: &Req) -> Result<Resp> {
+        let conn = &self.handle.0;
+        let payload = req
+            .write_to_bytes()
+            .map_err(|e| Error::Protocol(format!("encoding {method}: {e}")))?;
         let (tx, rx) = mpsc::sync_channel(1);
-        let id = {
-            let mut next = conn.out.lock().unwrap_or_else(|p| p.into_inner());
-            let id = *next;
-            *next = next.wrapping_add(2);
-            {
-                let mut calls = conn.calls();
-                if calls.closed.is_some() {
-                    drop(calls);
-                    return Err(conn.closed());
-                }
-                calls.waiting.insert(id, tx);
-            }
-            if let Err(e) = (&conn.stream).write_all(&frame(id, TYPE_REQUEST, &bytes)) {
-                conn.calls().waiting.remove(&id);
-                // A write cut short leaves half a frame: the connection cannot be used again.
-                let _ = conn.stream.shutdown(Shutdown::Both);
-                return Err(Error::Closed(format!("sending {method}: {e}")));
-            }
-            id
-        };
-        let answer = if ctx.timeout_nano > 0 {
-            let d = Duration::from_nanos(ctx.timeout_nano as u64);
+        let ctx_timeout = ctx.timeout_nano;
+        let id = self.send(ctx, SERVICE, method, payload, Waiter::Blocked(tx))?;
+        let answer = if ctx_timeout > 0 {
+            let d = Duration::from_nanos(ctx_timeout as u64);
             match rx.recv_timeout(d) {
                 Ok(res) => res,
                 Err(RecvTimeoutError::Timeout) => {
@@ -192,17 +222,49 @@ impl TaskClient {
         } else {
             rx.recv().map_err(|_| conn.closed())?
         };
-        if let Some(status) = answer.status.as_ref()
-            && status.code() != Code::OK
-        {
-            return Err(Error::Refused {
-                code: status.code(),
-                message: status.message().to_string(),
-            });
-        }
-        Resp::parse_from_bytes(&answer.payload)
+        let payload = refused(answer)?;
+        Resp::parse_from_bytes(&payload)
             .map_err(|e| Error::Protocol(format!("decoding the answer to {method}: {e}")))
     }
+
+    /// Calls crius's ExecSync (`crate::exec_sync`) without waiting: `done` gets its answer on the connection's
+    /// reader thread (or, if the connection ends first, is dropped uncalled). `timeout_nano` (0: none) is
+    /// the deadline the shim is told; the caller keeps its own. Returns the call's id, for
+    /// [`TaskClient::forget`]. A shim without it answers [`Error::Refused`] with `UNIMPLEMENTED`.
+    pub fn exec_sync_then(
+        &self,
+        req: &ExecSyncRequest,
+        timeout_nano: i64,
+        done: impl FnOnce(Result<ExecSyncResponse>) + Send + 'static,
+    ) -> Result<u32> {
+        let then = move |res: Response| {
+            done(refused(res).and_then(|p| {
+                ExecSyncResponse::decode(&p)
+                    .map_err(|e| Error::Protocol(format!("decoding the answer to ExecSync: {e}")))
+            }));
+        };
+        let ctx = ttrpc::context::with_timeout(timeout_nano);
+        let (service, method) = (crate::exec_sync::SERVICE, crate::exec_sync::METHOD);
+        self.send(ctx, service, method, req.encode(), Waiter::Then(Box::new(then)))
+    }
+
+    /// Drops call `id`'s answer, should it come (its caller stopped waiting).
+    pub fn forget(&self, id: u32) {
+        self.handle.0.calls().waiting.remove(&id);
+    }
+}
+
+/// The payload of `answer`, or the shim's refusal.
+fn refused(answer: Response) -> Result<Vec<u8>> {
+    if let Some(status) = answer.status.as_ref()
+        && status.code() != Code::OK
+    {
+        return Err(Error::Refused {
+            code: status.code(),
+            message: status.message().to_string(),
+        });
+    }
+    Ok(answer.payload)
 }
 
 macro_rules! methods {

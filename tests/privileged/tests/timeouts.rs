@@ -3,7 +3,8 @@
 //! answers DeadlineExceeded after that timeout — within 10%, not twice it (a deadline is an answer, not a
 //! broken connection to retry on), on the shim's direct exec path and through `crius-runc exec`. And a stop right
 //! after a start is not lost: a container's PID 1 that has not installed its SIGTERM handler yet (the kernel
-//! drops the signal) gets it again once it has.
+//! drops the signal) gets it again once it has. ExecSyncs waiting for their commands hold no thread of criusd
+//! (its thread count, from /proc, does not grow with their number).
 
 use std::time::{Duration, Instant};
 
@@ -84,6 +85,63 @@ async fn exec_sync_timeout(direct: bool) {
         .unwrap()
         .into_inner();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "{out:?}");
+}
+
+/// criusd's threads, from /proc.
+fn threads(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs root: run through hack/test.sh"]
+async fn exec_syncs_waiting_for_their_commands_hold_no_criusd_thread() {
+    require_root();
+    let mut p = Pod::on_host_network("waiters").await;
+    let id = p
+        .started(container("waiters", "busybox:latest", "sleep 600"))
+        .await;
+    let exec = |c: &mut crius_privileged_tests::cri::Client, cmd: &str| {
+        let req = cri::ExecSyncRequest {
+            container_id: id.clone(),
+            cmd: vec!["sh".into(), "-c".into(), cmd.into()],
+            timeout: 20,
+        };
+        let mut c = c.clone();
+        async move { c.exec_sync(req).await.map(|r| r.into_inner()) }
+    };
+    // The shim's connection is made, and criusd has served an ExecSync.
+    exec(&mut p.c, "true").await.unwrap();
+    let pid = p.d.pid();
+    let mut counts = Vec::new();
+    for n in [4usize, 40] {
+        let before = threads(pid);
+        let calls: Vec<_> = (0..n)
+            .map(|i| tokio::spawn(exec(&mut p.c, &format!("sleep 3; echo {i}"))))
+            .collect();
+        // Every call is waiting for its command now.
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        let during = threads(pid);
+        for (i, call) in calls.into_iter().enumerate() {
+            let out = call.await.unwrap().unwrap();
+            assert_eq!(
+                (out.exit_code, String::from_utf8_lossy(&out.stdout).trim()),
+                (0, i.to_string().as_str())
+            );
+        }
+        println!("{n} ExecSyncs waiting: criusd has {during} threads, {before} before");
+        counts.push((n, before, during));
+    }
+    for (n, before, during) in counts {
+        assert!(
+            during <= before + 3,
+            "{n} waiting ExecSyncs took criusd from {before} to {during} threads"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

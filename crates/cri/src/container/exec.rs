@@ -1,17 +1,17 @@
-//! ExecSync: a command run in a running container through its shim, its output captured
-//! ([`super::capture::Capture`]). The wait for its end is one shim call whose deadline is the call's
-//! timeout: once over, the process is killed and the call is DeadlineExceeded, after the timeout and not
-//! after twice it.
+//! ExecSync: a command run in a running container through its shim, in one call of the shim
+//! ([`crate::shim::ShimClient::exec_sync`]): the shim starts it, keeps its output in memory, kills it once
+//! its timeout passed and deletes it. criusd holds no thread while the command runs: the call is a future,
+//! awaited on the gRPC worker, and the shim's answer wakes it. The timeout is the shim's to keep (it kills at
+//! the timeout, so the call ends after the timeout and not after twice it); criusd's own deadline is only for
+//! a shim that never answers.
 
 use std::time::Duration;
 
 use crius_api::cri;
 
 use super::Containers;
-use super::capture::Capture;
 use crate::error::{Error, Kind, Result};
-use crate::shim::{ExecTask, ShimError};
-use crate::store::container::Container;
+use crate::shim::{ExecSyncTask, ShimCode, ShimError};
 
 const CALL: &str = "ExecSync";
 
@@ -27,89 +27,68 @@ pub(super) fn limit(secs: i64) -> Option<Duration> {
 
 impl Containers {
     /// ExecSync: runs `cmd` in the running container (its process settings, these arguments) and returns its
-    /// stdout, stderr and exit code. `timeout` seconds (0: none; capped at `LONGEST`, a year) over, the process
-    /// is killed and the call is DeadlineExceeded.
-    pub fn exec_sync(&self, id: &str, cmd: &[String], timeout: i64) -> Result<cri::ExecSyncResponse> {
+    /// stdout, stderr (each at most 16 MiB, the rest dropped) and exit code. `timeout` seconds (0: none;
+    /// capped at `LONGEST`, a year) over, the process is killed and the call is DeadlineExceeded.
+    pub async fn exec_sync(&self, id: &str, cmd: &[String], timeout: i64) -> Result<cri::ExecSyncResponse> {
         let c = self.get_or_not_found(CALL, id)?;
         if cmd.is_empty() {
             return Err(Error::invalid(CALL, "cmd", "is empty"));
         }
         crate::validate::argv(CALL, "cmd", cmd)?;
         Self::running(CALL, &c)?;
-        let bundle = self.bundle(&c.record.id);
         let mut process = self.process_of(CALL, &c)?;
         process.set_args(Some(cmd.to_vec())).set_terminal(Some(false));
-        let exec_id = super::stream::new_exec_id()?;
-        let dir = bundle.join(&exec_id);
-        let out = Capture::new(&dir)?;
-        let task = ExecTask {
-            exec_id: exec_id.clone(),
+        let task = ExecSyncTask {
+            exec_id: super::stream::new_exec_id()?,
             process,
-            stdin: String::new(),
-            stdout: out.stdout_path(),
-            stderr: out.stderr_path(),
-            terminal: false,
+            timeout: limit(timeout),
         };
-        let result = self.run_exec(&c, &task, &out, timeout);
-        let _ = self.shims.delete(&c.record.sandbox_id, &c.record.id, &exec_id);
-        let (stdout, mut stderr) = out.finish();
-        let _ = std::fs::remove_dir_all(&dir);
-        let exit_code = match result {
-            Ok(code) => code,
-            // A command that cannot be run is an answer, as a shell gives it: kubelet's exec probes read the
-            // exit code, and an RPC error would be an unknown probe result instead of a failed one.
-            Err(Error::Shim {
-                source: ShimError::Refused { message, .. },
-                ..
-            }) if let Some(code) = cannot_run(&message) => {
-                // The runtime's own words, without the shim's command line before them.
-                let said = message
-                    .rsplit_once(": exit status ")
-                    .and_then(|(_, rest)| rest.split_once(": "))
-                    .map_or(message.as_str(), |(_, words)| words);
-                stderr.extend_from_slice(format!("{said}\n").as_bytes());
-                code
-            }
-            Err(e) => return Err(e),
+        let (sandbox, id) = (c.record.sandbox_id.as_str(), c.record.id.as_str());
+        let deadline_exceeded = |why: &str| Error::DeadlineExceeded {
+            call: CALL,
+            kind: Kind::Container,
+            id: id.to_string(),
+            reason: format!("ran {cmd:?}, which still ran after {timeout} s: {why}"),
         };
-        Ok(cri::ExecSyncResponse {
-            stdout,
-            stderr,
-            exit_code,
-        })
-    }
-
-    fn run_exec(&self, c: &Container, task: &ExecTask, out: &Capture, timeout: i64) -> Result<i32> {
-        let (id, sandbox) = (c.record.id.as_str(), c.record.sandbox_id.as_str());
         let shim_err = |source| Error::Shim {
             call: CALL,
             id: id.to_string(),
             source,
         };
-        self.shims.exec(sandbox, id, task).map_err(shim_err)?;
-        self.shims.start(sandbox, id, &task.exec_id).map_err(shim_err)?;
-        out.started();
-        match self
-            .shims
-            .wait(sandbox, id, &task.exec_id, limit(timeout).unwrap_or(LONGEST))
-        {
-            Ok(exit) => Ok(exit.status as i32),
-            Err(ShimError::Timeout(_)) => {
-                // Over time: the process goes, and the caller hears why.
-                let _ = self.shims.kill(sandbox, id, &task.exec_id, 9, false);
-                let _ = self
-                    .shims
-                    .wait(sandbox, id, &task.exec_id, Duration::from_secs(30));
-                Err(Error::DeadlineExceeded {
-                    call: CALL,
-                    kind: Kind::Container,
-                    id: id.to_string(),
-                    reason: format!(
-                        "ran {:?}, which still ran after {timeout} s: killed",
-                        task.process.args().clone().unwrap_or_default()
-                    ),
+        match self.shims.exec_sync(sandbox, id, task).await {
+            // Over time: the process went, and the caller hears why.
+            Ok(out) if out.timed_out => Err(deadline_exceeded("killed")),
+            Ok(out) => Ok(cri::ExecSyncResponse {
+                stdout: out.stdout,
+                stderr: out.stderr,
+                exit_code: out.status as i32,
+            }),
+            // A command that cannot be run is an answer, as a shell gives it: kubelet's exec probes read the
+            // exit code, and an RPC error would be an unknown probe result instead of a failed one.
+            Err(ShimError::Refused { message, .. }) if let Some(code) = cannot_run(&message) => {
+                // The runtime's own words, without the shim's command line before them.
+                let said = message
+                    .rsplit_once(": exit status ")
+                    .and_then(|(_, rest)| rest.split_once(": "))
+                    .map_or(message.as_str(), |(_, words)| words);
+                Ok(cri::ExecSyncResponse {
+                    stdout: Vec::new(),
+                    stderr: format!("{said}\n").into_bytes(),
+                    exit_code: code,
                 })
             }
+            Err(ShimError::Refused {
+                code: ShimCode::Unimplemented,
+                message,
+            }) => Err(shim_err(ShimError::Refused {
+                code: ShimCode::Unimplemented,
+                message: format!(
+                    "the pod's shim is older than criusd and has no ExecSync call ({message}): \
+                     recreate the pod to run it under the current shim"
+                ),
+            })),
+            // The shim did not answer by the timeout and its margin.
+            Err(ShimError::Timeout(_)) => Err(deadline_exceeded("the shim did not answer in time")),
             Err(e) => Err(shim_err(e)),
         }
     }

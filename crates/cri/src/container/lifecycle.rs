@@ -188,6 +188,7 @@ impl Containers {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&c.record.id);
+        self.processes.forget(&c.record.id);
         self.busy.forget(&c.record.id);
         tracing::info!(container = %c.record.id, "container removed");
         self.emit(&c, cri::ContainerEventType::ContainerDeletedEvent);

@@ -3,12 +3,13 @@
 //! spec from [`crate::convert`], changed only in the `adjust` step: image volumes, CDI, NRI plugins)
 //! and creates the task with its output in the CRI log format at kubelet's log path; the other calls are in
 //! `lifecycle` (start, stop, remove, update, reopen the log), [`status`] (ContainerStatus, ListContainers,
-//! the shim's events), `exec` (ExecSync) and `stats`.
+//! the shim's events), `exec` (ExecSync, with `process_cache`: each container's process settings) and
+//! `stats`.
 //!
 //! State is kept, not asked: each record ([`crate::store::container`]) is brought up to date by the calls
 //! here and by the shim's events, and read once from the shims at start-up ([`Containers::recover`]), so
-//! listing containers makes no shim call. Everything here blocks: the gRPC layer runs it off the async
-//! workers.
+//! listing containers makes no shim call. Everything here blocks (the gRPC layer runs it off the async
+//! workers), except ExecSync, a future that holds no thread while the command runs.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -24,12 +25,12 @@ use crate::store::intents::Intents;
 use crate::store::names::NameIndex;
 
 pub(crate) mod adjust;
-mod capture;
 pub(crate) mod checkpoint;
 mod create;
 mod exec;
 pub(crate) mod image_volumes;
 mod lifecycle;
+mod process_cache;
 pub(crate) mod stats;
 pub mod status;
 pub mod stream;
@@ -83,6 +84,8 @@ pub struct Containers {
     changes: tokio::sync::broadcast::Sender<Change>,
     /// The last CPU sample of each container (time, cumulative usage; both ns), for usage_nano_cores.
     cpu_samples: Mutex<HashMap<String, (i64, u64)>>,
+    /// Each container's process settings, from its config.json (the base of an exec's process).
+    processes: process_cache::ProcessCache,
     /// Tests: CreateContainer's record step fails (no fake can make the records' journal fail).
     #[cfg(test)]
     fail_record: std::sync::atomic::AtomicBool,
@@ -117,6 +120,7 @@ impl Containers {
             cdi_dirs: crate::cdi::Devices::default().dirs,
             changes: tokio::sync::broadcast::channel(1024).0,
             cpu_samples: Mutex::new(HashMap::new()),
+            processes: Default::default(),
             #[cfg(test)]
             fail_record: Default::default(),
         })

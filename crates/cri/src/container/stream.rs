@@ -322,11 +322,10 @@ impl Containers {
     }
 
     /// The container's process settings from its config.json (the base of an exec's process).
+    /// Read once per version of the file (`process_cache`).
     pub(crate) fn process_of(&self, call: &'static str, c: &Container) -> Result<oci_spec::runtime::Process> {
         let config = self.bundle(&c.record.id).join("config.json");
-        let read = |e: std::io::Error| Error::io(format!("{call}: reading {}", config.display()), e);
-        let bytes = std::fs::read(&config).map_err(read)?;
-        let spec: oci_spec::runtime::Spec = serde_json::from_slice(&bytes).map_err(|e| read(e.into()))?;
-        Ok(spec.process().clone().unwrap_or_default())
+        let p = self.processes.get(call, &c.record.id, &config)?;
+        Ok((*p).clone())
     }
 }

@@ -302,12 +302,11 @@ impl cri::runtime_service_server::RuntimeService for RuntimeService {
 
     async fn exec_sync(&self, req: Request<cri::ExecSyncRequest>) -> Reply<cri::ExecSyncResponse> {
         let req = req.into_inner();
-        let r = self.runtime.clone();
+        // A future: no thread waits while the command runs (the shim answers when it is over).
         let out = self
-            .waiting
-            .on_own_thread("ExecSync", move || {
-                r.containers.exec_sync(&req.container_id, &req.cmd, req.timeout)
-            })
+            .runtime
+            .containers
+            .exec_sync(&req.container_id, &req.cmd, req.timeout)
             .await?;
         Ok(Response::new(out))
     }

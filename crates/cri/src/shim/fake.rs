@@ -7,8 +7,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{
-    CheckpointTask, CreateTask, ExecTask, Exit, Metrics, ShimClient, ShimCode, ShimError, ShimResult,
-    TaskStatus,
+    CheckpointTask, CreateTask, ExecOutput, ExecSyncFuture, ExecSyncTask, ExecTask, Exit, Metrics,
+    ShimClient, ShimCode, ShimError, ShimResult, TaskStatus,
 };
 
 /// The pressure a running fake container reports for cpu and memory.
@@ -58,6 +58,8 @@ pub struct FakeShim {
     pub processes: Mutex<Vec<oci_spec::runtime::Process>>,
     /// When set, starting an exec fails with this message, as the runtime's.
     pub exec_refusal: Mutex<Option<String>>,
+    /// When set, the shim is older than ExecSync's call: it answers Unimplemented, as the real one does.
+    pub old_shim: Mutex<bool>,
     /// When set, Checkpoint fails with this message, as CRIU's (the container runs on).
     pub checkpoint_refusal: Mutex<Option<String>>,
 }
@@ -251,6 +253,50 @@ impl ShimClient for FakeShim {
             },
         );
         Ok(())
+    }
+
+    /// Logged `exec-sync <id>/<exec>`. An exec refused (`exec_refusal`) is the call's error; one with an
+    /// `exec_exit` status ends at once with it, writing its args to stdout; else it runs until its timeout
+    /// (really waited, on the caller's runtime) and is killed.
+    fn exec_sync(&self, sandbox: &str, id: &str, t: ExecSyncTask) -> ExecSyncFuture {
+        let now = (|| {
+            self.log("exec-sync", id, &t.exec_id, "")?;
+            self.processes.lock().unwrap().push(t.process.clone());
+            if *self.old_shim.lock().unwrap() {
+                return Err(ShimError::Refused {
+                    code: ShimCode::Unimplemented,
+                    message: "/crius.shim.v1.Exec/ExecSync is not served here".into(),
+                });
+            }
+            if !self.tasks.lock().unwrap().contains_key(&key(sandbox, id, "")) {
+                return Err(not_found(id));
+            }
+            if let Some(message) = self.exec_refusal.lock().unwrap().clone() {
+                return Err(ShimError::Refused {
+                    code: ShimCode::Other,
+                    message,
+                });
+            }
+            Ok(*self.exec_exit.lock().unwrap())
+        })();
+        let args = t.process.args().clone().unwrap_or_default().join(" ");
+        Box::pin(async move {
+            match now? {
+                Some(status) => Ok(ExecOutput {
+                    status,
+                    stdout: format!("{args}\n").into_bytes(),
+                    ..Default::default()
+                }),
+                None => {
+                    tokio::time::sleep(t.timeout.unwrap_or(Duration::from_secs(3600))).await;
+                    Ok(ExecOutput {
+                        status: 137,
+                        timed_out: true,
+                        ..Default::default()
+                    })
+                }
+            }
+        })
     }
 
     fn update(&self, sandbox: &str, id: &str, r: &oci_spec::runtime::LinuxResources) -> ShimResult<()> {

@@ -5,6 +5,9 @@
 //!
 //! A deadline is a result, never a reason to reconnect: only a call that could not reach the shim at all is
 //! repeated, once, on a new connection. So StopContainer keeps its grace period and ExecSync its timeout.
+//!
+//! Every call blocks its thread until the shim answers, except [`ShimClient::exec_sync`], a future: an
+//! ExecSync waiting for its command holds no thread of criusd.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -49,6 +52,8 @@ pub enum ShimCode {
     InvalidArgument,
     /// The shim's own deadline passed.
     DeadlineExceeded,
+    /// The shim does not serve the call (an older shim).
+    Unimplemented,
     /// Anything else.
     Other,
 }
@@ -150,6 +155,35 @@ pub struct ExecTask {
     pub terminal: bool,
 }
 
+/// A process to run to its end in a running container, its output captured by the shim
+/// ([`ShimClient::exec_sync`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecSyncTask {
+    /// The exec id, unique within the container.
+    pub exec_id: String,
+    /// The OCI process (args, env, user, capabilities, ...), without a terminal.
+    pub process: oci_spec::runtime::Process,
+    /// Killed after this long (None: no limit).
+    pub timeout: Option<Duration>,
+}
+
+/// How an ExecSync's process ended, and what it wrote (each stream capped by the shim at
+/// `crius_shim::exec_sync::MAX_OUTPUT`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// Its exit status (128 + signal for a killed process).
+    pub status: u32,
+    /// It outlived its timeout and was killed.
+    pub timed_out: bool,
+    /// Its stdout.
+    pub stdout: Vec<u8>,
+    /// Its stderr.
+    pub stderr: Vec<u8>,
+}
+
+/// [`ShimClient::exec_sync`]'s answer, to be awaited.
+pub type ExecSyncFuture = futures::future::BoxFuture<'static, ShimResult<ExecOutput>>;
+
 /// A container's resource figures from its cgroup, as ContainerStats reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Metrics {
@@ -216,6 +250,11 @@ pub trait ShimClient: Send + Sync {
     fn state(&self, sandbox: &str, id: &str) -> ShimResult<TaskStatus>;
     /// Adds an exec process to a running container (started with [`ShimClient::start`]).
     fn exec(&self, sandbox: &str, id: &str, exec: &ExecTask) -> ShimResult<()>;
+    /// Runs `task` in the running container to its end in one call of the shim: started, its output
+    /// captured, killed past its timeout ([`ExecOutput::timed_out`]), deleted. The future holds no thread
+    /// while it waits; only the shim's connection is made, if none is, before it returns. A shim that does
+    /// not serve the call answers [`ShimCode::Unimplemented`].
+    fn exec_sync(&self, sandbox: &str, id: &str, task: ExecSyncTask) -> ExecSyncFuture;
     /// Applies `resources` to the running container, live.
     fn update(
         &self,

@@ -19,12 +19,18 @@ use crius_shim::client::{self, TaskClient};
 
 use super::watch::Watch;
 use super::{
-    CheckpointTask, CreateTask, ExecTask, Exit, Io, Metrics, Pressure, Psi, PsiData, ShimClient, ShimCode,
-    ShimError, ShimResult, TaskStatus,
+    CheckpointTask, CreateTask, ExecOutput, ExecSyncFuture, ExecSyncTask, ExecTask, Exit, Io, Metrics,
+    Pressure, Psi, PsiData, ShimClient, ShimCode, ShimError, ShimResult, TaskStatus,
 };
 
 /// The containerd namespace criusd's shims run in.
 pub const NAMESPACE: &str = "k8s.io";
+
+/// How long after an ExecSync's timeout criusd stops waiting for the shim's answer: the shim kills at the
+/// timeout, and reads output on for up to 2 s after the exit.
+const EXEC_MARGIN: Duration = Duration::from_secs(10);
+/// criusd's deadline for an ExecSync without a timeout (a year).
+const LONGEST_EXEC: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Where shims are and how they are reached.
 #[derive(Debug, Clone)]
@@ -64,6 +70,7 @@ fn classify(e: client::Error, deadline: Duration) -> ShimError {
                 ttrpc::Code::FAILED_PRECONDITION => ShimCode::FailedPrecondition,
                 ttrpc::Code::INVALID_ARGUMENT => ShimCode::InvalidArgument,
                 ttrpc::Code::DEADLINE_EXCEEDED => ShimCode::DeadlineExceeded,
+                ttrpc::Code::UNIMPLEMENTED => ShimCode::Unimplemented,
                 _ => ShimCode::Other,
             };
             ShimError::Refused { code, message }
@@ -365,6 +372,60 @@ impl ShimClient for TtrpcShims {
         };
         self.call(sandbox, Duration::from_secs(30), None, |c, x| c.exec(x, &req))
             .map(drop)
+    }
+
+    fn exec_sync(&self, sandbox: &str, id: &str, t: ExecSyncTask) -> ExecSyncFuture {
+        let process = match serde_json::to_vec(&t.process) {
+            Ok(p) => p,
+            Err(err) => {
+                let e = ShimError::Refused {
+                    code: ShimCode::InvalidArgument,
+                    message: format!("the exec's process: {err}"),
+                };
+                return Box::pin(std::future::ready(Err(e)));
+            }
+        };
+        let req = crius_shim::exec_sync::ExecSyncRequest {
+            id: id.into(),
+            exec_id: t.exec_id,
+            process,
+            timeout_ms: t
+                .timeout
+                .map_or(0, |d| d.as_millis().clamp(1, u64::MAX as u128) as u64),
+        };
+        // The shim keeps the timeout; criusd's own deadline only covers a shim that never answers.
+        let deadline = t.timeout.map_or(LONGEST_EXEC, |d| d + EXEC_MARGIN);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let tx = Arc::new(Mutex::new(Some(tx)));
+        let sent = self.call(sandbox, deadline, None, |c, x| {
+            let tx = tx.clone();
+            let call = c.exec_sync_then(&req, x.timeout_nano, move |r| {
+                if let Some(tx) = tx.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    let _ = tx.send(r);
+                }
+            })?;
+            Ok((c.clone(), call))
+        });
+        Box::pin(async move {
+            let (client, call) = sent?;
+            match tokio::time::timeout(deadline, rx).await {
+                Ok(Ok(r)) => r
+                    .map(|a| ExecOutput {
+                        status: a.exit_status,
+                        timed_out: a.timed_out,
+                        stdout: a.stdout,
+                        stderr: a.stderr,
+                    })
+                    .map_err(|e| classify(e, deadline)),
+                Ok(Err(_)) => Err(ShimError::Unreachable(
+                    "the shim's connection ended before it answered ExecSync".into(),
+                )),
+                Err(_) => {
+                    client.forget(call);
+                    Err(ShimError::Timeout(deadline))
+                }
+            }
+        })
     }
 
     fn update(&self, sandbox: &str, id: &str, r: &oci_spec::runtime::LinuxResources) -> ShimResult<()> {

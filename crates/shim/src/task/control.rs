@@ -1,12 +1,66 @@
-//! What is done to a running container: waiting for a process without holding a thread, pausing and
-//! resuming, listing its processes, its stdin, terminal size, logs and resources, and its statistics.
+//! What is done to a running container: defining an exec, waiting for a process without holding a thread,
+//! pausing and resuming, listing its processes, its stdin, terminal size, logs and resources, and its statistics.
 
-use super::Tasks;
+use super::{Process, StdioPaths, Tasks, process_name};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::reaper::Exit;
+use crate::stdio::ProcessIo;
 
 impl Tasks {
+    /// Exec: defines process `exec_id` in container `id` (which must run), to be started by Start.
+    pub(crate) fn exec(
+        &self,
+        id: &str,
+        exec_id: &str,
+        stdio: StdioPaths,
+        terminal: bool,
+        spec: Vec<u8>,
+    ) -> Result<()> {
+        self.define_exec(id, exec_id, (stdio, terminal), spec, false)
+    }
+
+    /// [`Tasks::exec`]; a `quiet` exec (ExecSync's) publishes no event.
+    pub(super) fn define_exec(
+        &self,
+        id: &str,
+        exec_id: &str,
+        (stdio, terminal): (StdioPaths, bool),
+        spec: Vec<u8>,
+        quiet: bool,
+    ) -> Result<()> {
+        if exec_id.is_empty() {
+            return Err(Error::InvalidArgument("Exec: exec_id is empty".into()));
+        }
+        self.with(id, |c| {
+            c.init
+                .life
+                .require_running(&format!("container {id:?}"), "exec")?;
+            if c.execs.contains_key(exec_id) {
+                return Err(Error::AlreadyExists(format!("exec {exec_id:?}")));
+            }
+            let io = ProcessIo {
+                stdin_path: stdio.stdin,
+                stdout_path: stdio.stdout,
+                stderr_path: stdio.stderr,
+                ..Default::default()
+            };
+            let mut p = Process::new(process_name(id, exec_id), io, terminal);
+            p.spec = spec;
+            p.quiet = quiet;
+            c.execs.insert(exec_id.to_string(), p);
+            Ok(())
+        })?;
+        if quiet {
+            return Ok(());
+        }
+        self.publish(Event::ExecAdded {
+            container_id: id.into(),
+            exec_id: exec_id.into(),
+        });
+        Ok(())
+    }
+
     /// Answers a Wait through `reply`: now if the process has exited (or is unknown), else when it exits.
     /// Nothing blocks meanwhile; `reply` is dropped unanswered if the process is deleted first.
     pub(crate) fn wait_then(
@@ -100,7 +154,7 @@ impl Tasks {
     pub(crate) fn resize_pty(&self, id: &str, exec_id: &str, width: u32, height: u32) -> Result<()> {
         let console = self.with_process(id, exec_id, |p| Ok(p.io.console.clone()))?;
         let Some(master) = console else {
-            return Err(Error::NoTerminal(super::process_name(id, exec_id)));
+            return Err(Error::NoTerminal(process_name(id, exec_id)));
         };
         crate::console::resize(&master, width, height)
     }

@@ -25,6 +25,9 @@ mod checkpoint;
 #[cfg(test)]
 mod checkpoint_tests;
 mod control;
+mod exec_sync;
+#[cfg(test)]
+mod exec_sync_tests;
 mod prepare;
 mod redeliver;
 mod state;
@@ -109,6 +112,8 @@ struct Process {
     spec: Vec<u8>,
     /// Wait calls to answer when it exits.
     waiters: Vec<Waiter>,
+    /// An ExecSync's exec: no events (its caller hears its end in the answer).
+    quiet: bool,
 }
 
 impl Process {
@@ -120,6 +125,7 @@ impl Process {
             terminal,
             spec: Vec::new(),
             waiters: Vec::new(),
+            quiet: false,
         }
     }
 
@@ -304,6 +310,7 @@ impl Tasks {
             if p.pid != pid {
                 return;
             }
+            let quiet = p.quiet;
             p.life.exited(exit);
             let waiters = std::mem::take(&mut p.waiters);
             drop(t);
@@ -314,6 +321,9 @@ impl Tasks {
                 let rec = serde_json::json!({"pid": pid, "status": exit.status,
                     "exited_at_ns": ns_since_epoch(exit.at) as u64});
                 let _ = crius_common::private::write(&bundle.join(EXIT_FILE), rec.to_string().as_bytes());
+            }
+            if quiet {
+                return;
             }
             me.publish(Event::Exit {
                 container_id: id,
@@ -388,7 +398,7 @@ impl Tasks {
                 .map(Some),
             (None, None) => runtime.run(&["start", id], None, &bundle).map(|_| None),
         };
-        let pid = self.with_process(id, exec_id, |p| match ran {
+        let (pid, quiet) = self.with_process(id, exec_id, |p| match ran {
             Err(e) => {
                 p.life.start_failed();
                 Err(e)
@@ -400,7 +410,7 @@ impl Tasks {
                 }
                 // A process quick to exit may have been reaped already: its exit stands.
                 p.life.started();
-                Ok(p.pid)
+                Ok((p.pid, p.quiet))
             }
         })?;
         if restoring {
@@ -415,6 +425,8 @@ impl Tasks {
                 container_id: id.into(),
                 pid,
             });
+        } else if quiet {
+            self.watch(id, exec_id, pid);
         } else {
             self.watch(id, exec_id, pid);
             self.publish(Event::ExecStarted {
@@ -440,43 +452,6 @@ impl Tasks {
                 terminal: p.terminal,
             })
         })
-    }
-
-    /// Exec: defines process `exec_id` in container `id` (which must run), to be started by Start.
-    pub(crate) fn exec(
-        &self,
-        id: &str,
-        exec_id: &str,
-        stdio: StdioPaths,
-        terminal: bool,
-        spec: Vec<u8>,
-    ) -> Result<()> {
-        if exec_id.is_empty() {
-            return Err(Error::InvalidArgument("Exec: exec_id is empty".into()));
-        }
-        self.with(id, |c| {
-            c.init
-                .life
-                .require_running(&format!("container {id:?}"), "exec")?;
-            if c.execs.contains_key(exec_id) {
-                return Err(Error::AlreadyExists(format!("exec {exec_id:?}")));
-            }
-            let io = ProcessIo {
-                stdin_path: stdio.stdin,
-                stdout_path: stdio.stdout,
-                stderr_path: stdio.stderr,
-                ..Default::default()
-            };
-            let mut p = Process::new(process_name(id, exec_id), io, terminal);
-            p.spec = spec;
-            c.execs.insert(exec_id.to_string(), p);
-            Ok(())
-        })?;
-        self.publish(Event::ExecAdded {
-            container_id: id.into(),
-            exec_id: exec_id.into(),
-        });
-        Ok(())
     }
 
     /// Kill: sends `signal` to the container's init (through the runtime; `all`: to every process of it) or

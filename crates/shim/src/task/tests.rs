@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use super::*;
 
-/// The stand-in runtime. `create` logs each call to `<root>/calls`, fails if `<root>/fail-create` exists and
+/// The stand-in runtime. An exec whose process names `"quick"` writes `out` and `err` and exits 3, one naming
+/// `"big"` writes 17 MB to stdout; any other sleeps. `create` logs each call to `<root>/calls`, fails if `<root>/fail-create` exists and
 /// takes 300 ms if `<root>/slow-create` does (so a racing Create overlaps it); `pause`/`resume` fail if
 /// `<root>/fail-pause`/`fail-resume` exist. Errors go to `--log` as runc's JSON lines.
 const FAKE_RUNTIME: &str = r#"#!/bin/sh
@@ -41,10 +42,15 @@ kill)
   [ "$1" = --all ] && shift
   kill -"$2" "$(cat "$root/$1/pid")" ;;
 exec)
-  eval "id=\${$#}"
-  sleep 1000 </dev/null >/dev/null 2>&1 &
+  eval "id=\${$#}"; pf=$(pid_file "$@")
+  # Only builtins once the process runs: a command substitution's wait would reap a quick one.
+  case "$(cat "$(opt --process "$@")")" in
+  *'"quick"'*) sh -c 'echo out; echo err >&2; exit 3' </dev/null & ;;
+  *'"big"'*) head -c 17000000 /dev/zero </dev/null & ;;
+  *) sleep 1000 </dev/null >/dev/null 2>&1 & ;;
+  esac
   echo $! >> "$root/$id/execs"
-  echo $! > "$(pid_file "$@")" ;;
+  echo $! > "$pf" ;;
 pause|resume) [ -e "$root/fail-$verb" ] && fail "the fake runtime cannot $verb" ;;
 checkpoint)
   eval "id=\${$#}"; img=$(opt --image-path "$@"); work=$(opt --work-path "$@")

@@ -192,3 +192,92 @@ fn an_address_nobody_serves_is_an_error() {
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     assert!(TaskClient::dial("unix://@crius-no-such-abstract-socket").is_err());
 }
+
+/// A server whose ExecSync answers after 50 ms, from a thread of its own, with 3 MiB on each stream (the
+/// answer is over ttrpc's 4 MiB frame); and one without ExecSync (an older shim).
+fn serve_exec_sync(with: bool) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("shim.sock");
+    let reactor = Reactor::new().unwrap();
+    let exec_sync: crate::server::Deferred = Box::new(|req, reply: crate::server::Reply| {
+        let req = ExecSyncRequest::decode(&req.payload).unwrap();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let a = ExecSyncResponse {
+                exit_status: req.timeout_ms as u32,
+                timed_out: false,
+                stdout: vec![b'o'; 3 << 20],
+                stderr: req.process,
+            };
+            reply.send_raw(Ok(a.encode()));
+        });
+    });
+    let path = format!("/{}/{}", crate::exec_sync::SERVICE, crate::exec_sync::METHOD);
+    let detached = if with {
+        HashMap::from([(path, exec_sync)])
+    } else {
+        HashMap::new()
+    };
+    Server::with_detached(create_task(Arc::new(Echo)), HashMap::new(), detached)
+        .listen(&reactor, UnixListener::bind(&sock).unwrap())
+        .unwrap();
+    std::thread::spawn(move || reactor.run());
+    (dir, format!("unix://{}", sock.display()))
+}
+
+fn exec_sync_req(timeout_ms: u64) -> ExecSyncRequest {
+    ExecSyncRequest {
+        id: "c1".into(),
+        exec_id: "e1".into(),
+        process: vec![b'e'; 3 << 20],
+        timeout_ms,
+    }
+}
+
+#[test]
+fn exec_sync_is_answered_to_a_function_and_its_big_answer_arrives_whole() {
+    let (_dir, addr) = serve_exec_sync(true);
+    let c = TaskClient::dial(&addr).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let t = Instant::now();
+    c.exec_sync_then(&exec_sync_req(3), 0, move |r| {
+        let _ = tx.send(r);
+    })
+    .unwrap();
+    // The caller was not held: the answer comes 50 ms later.
+    assert!(t.elapsed() < Duration::from_millis(50));
+    let a = rx.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    assert_eq!(a.exit_status, 3);
+    assert_eq!((a.stdout.len(), a.stderr.len()), (3 << 20, 3 << 20));
+    // The connection serves on; a forgotten call's function is dropped uncalled.
+    assert_eq!(state(&c, "c9").unwrap().id, "c9");
+    let (tx, rx) = mpsc::channel::<Result<ExecSyncResponse>>();
+    let call = c
+        .exec_sync_then(&exec_sync_req(1), 0, move |r| {
+            let _ = tx.send(r);
+        })
+        .unwrap();
+    c.forget(call);
+    assert!(matches!(
+        rx.recv_timeout(Duration::from_secs(1)),
+        Err(RecvTimeoutError::Disconnected)
+    ));
+}
+
+#[test]
+fn exec_sync_of_an_older_shim_is_refused_as_unimplemented() {
+    let (_dir, addr) = serve_exec_sync(false);
+    let c = TaskClient::dial(&addr).unwrap();
+    let (tx, rx) = mpsc::channel();
+    c.exec_sync_then(&exec_sync_req(1), 0, move |r| {
+        let _ = tx.send(r);
+    })
+    .unwrap();
+    match rx.recv_timeout(Duration::from_secs(10)).unwrap() {
+        Err(Error::Refused { code, message }) => {
+            assert_eq!(code, Code::UNIMPLEMENTED);
+            assert!(message.contains("crius.shim.v1.Exec/ExecSync"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
