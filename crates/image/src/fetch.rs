@@ -1,10 +1,10 @@
-//! Fetching a manifest, index or referrers list from a registry with its size capped ([`crate::bounded::MAX_MANIFEST`], as
-//! containerd): the body is read a chunk at a time and the download is dropped as soon as it passes the cap,
-//! so a registry serving gigabytes for a manifest costs criusd 4 MiB at most. oci-client reads a manifest
-//! whole, so this GET is ours; oci-client still negotiates the credentials (its token, or Basic), which its
-//! blob downloads then reuse. Each wait (the answer, every chunk of it) is bounded by the pull's progress
-//! timeout: a registry that goes quiet is [`Error::DeadlineExceeded`]. [`Clients`] are a pull's two HTTP
-//! clients, built off the async workers.
+//! Fetching a manifest, index or referrers list from a registry with its size capped
+//! ([`crate::bounded::MAX_MANIFEST`], as containerd): the body is read a chunk at a time and the download is
+//! dropped as soon as it passes the cap, so a registry serving gigabytes for a manifest costs criusd 4 MiB at
+//! most. oci-client reads a manifest whole, so this GET is ours; oci-client still negotiates the credentials
+//! (its token, or Basic), which its blob downloads then reuse. Each wait (the answer, every chunk of it) is
+//! bounded by the pull's progress timeout: a registry that goes quiet is [`Error::DeadlineExceeded`].
+//! [`Clients`] are a pull's two HTTP clients, built off the async workers.
 
 use oci_client::client::{Client, ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
