@@ -11,13 +11,14 @@
 #   daemon N    the daemon's RSS and PSS with the N pods up
 #   shim/pod    the sum of the pod shims' PSS / N (KiB)
 # and the ratios crius/containerd. Not a test: figures depend on the machine (on a VM with steal time, look at
-# several rounds). Usage: hack/bench-density.sh [N] [P]   (root; hack/install-deps.sh first; ROUNDS=2)
+# several rounds). Usage: [BENCH_BIN=DIR | BENCH_PROFILE=debug] hack/bench-density.sh [N] [P]   (root; hack/install-deps.sh first; ROUNDS=2)
 # DRIVER=grpc starts the pods through the CRI directly (hack/cri-start.py on Debian's python3-grpcio, one
 # channel per stream) instead of crictl, whose own start-up per call weighs on both runtimes alike.
 # Both daemons keep their state (records, bundles, sockets, namespace pins) on a tmpfs, as in /run on a node;
 # STATE=disk puts it next to their roots instead (on this machine's disk, as /run is here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source hack/lib/bench.sh
 n=${1:-100}
 par=${2:-8}
 rounds=${ROUNDS:-2}
@@ -27,13 +28,8 @@ case $state in tmpfs | disk) ;; *) echo "bench-density: STATE is tmpfs or disk, 
 case $driver in crictl | grpc) ;; *) echo "bench-density: DRIVER is crictl or grpc, not $driver" >&2; exit 2 ;; esac
 crictl_bin=${CRICTL:-$(command -v crictl || echo /work/tools/bin/crictl)}
 [ -x "$crictl_bin" ] || { echo "bench-density: crictl not found (CRICTL=path)" >&2; exit 1; }
-cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-runc -p crius-test-support \
-  --bin criusd --bin crius --bin crius-runc --bin crius-mkimage
-# The shim as it ships (profile shim, static), as hack/bench-shim.sh and the Dockerfile build it.
-cargo rustc --profile shim --quiet -p crius-shim --bin containerd-shim-crius-v2 -- -C target-feature=+crt-static
-cp target/release/crius-runc target/shim/crius-runc
-bin=$PWD/target/release
-shim=${CRIUS_SHIM:-$PWD/target/shim/containerd-shim-crius-v2}   # CRIUS_SHIM, CRIUSD: measure other builds
+bench_build shim   # the shim as it ships; BENCH_BIN=DIR, BENCH_PROFILE=debug: see hack/lib/bench.sh
+shim=${CRIUS_SHIM:-$shim}   # CRIUS_SHIM, CRIUSD: measure other builds
 criusd=${CRIUSD:-$bin/criusd}
 work=$(mktemp -d /tmp/crius-bench-density.XXXXXX)
 bridge=criusbd$$
@@ -47,16 +43,6 @@ cri() { # RUNTIME ARGS...
   "$crictl_bin" --config "$work/crictl.yaml" -r "unix://$s" -i "unix://$s" -t 120s "$@"
 }
 
-# The pids of the shims a daemon started: their -address is the daemon's socket.
-shim_pids() {
-  local s=$1 p
-  for p in /proc/[0-9]*; do
-    { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q -- "shim.* -address $s " && echo "${p#/proc/}"
-  done
-  return 0
-}
-pss_kib() { awk '/^Pss:/ {s += $2} END {print s + 0}' "/proc/$1/smaps_rollup" 2>/dev/null || echo 0; }
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 daemon_pid() { if [ "$1" = crius ]; then echo "$criusd_pid"; else echo "$ctrd_pid"; fi; }
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
 
@@ -72,7 +58,7 @@ cleanup() {
   for p in $criusd_pid $ctrd_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
   # shims left by a failed run: ours by their -address
   for s in "${sock[@]}"; do for p in $(shim_pids "$s"); do kill -9 "$p" 2>/dev/null; done; done
-  { grep -o " $work[^ ]*" /proc/self/mountinfo || true; } | sort -r | while read -r m; do umount -l "$m"; done
+  umount_under "$work"
   ip link del "$bridge" 2>/dev/null
   rm -rf "$work"
 }
@@ -81,46 +67,17 @@ trap cleanup EXIT
 mkdir -p "$work/net.d" "$work/cfg" "$work/logs" "$work/state"
 [ "$state" = disk ] || mount -t tmpfs -o mode=0755 bench-state "$work/state"
 : >"$work/crictl.yaml"
-cat >"$work/net.d/10-bench.conflist" <<JSON
-{"cniVersion": "0.4.0", "name": "crius-bench", "plugins": [{"type": "bridge", "bridge": "$bridge",
- "isGateway": true, "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.212.0.0/16"}]],
- "dataDir": "$work/ipam"}}]}
-JSON
-"$bin/crius-mkimage" seeds "$work/layout" >/dev/null
-"$bin/crius-mkimage" pause "$work/layout" registry.k8s.io/pause:3.6 >/dev/null
-"$bin/crius-mkimage" archive "$work/layout" "$work/images.tar"
+bench_conflist "$work/net.d" "$bridge" 10.212.0.0/16
+bench_images seeds "$work/images.tar"
 
 "$criusd" --root "$work/crius/lib" --state "$work/state/crius" --listen "${sock[crius]}" --shim "$shim" \
   --cni-conf-dir "$work/net.d" --cni-plugin-dir /usr/lib/cni 2>"$work/criusd.log" &
 criusd_pid=$!
-cat >"$work/containerd.toml" <<TOML
-version = 2
-root = "$work/ctrd/root"
-state = "$work/state/containerd"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.6"
-  restrict_oom_score_adj = true
-[plugins."io.containerd.grpc.v1.cri".containerd]
-  snapshotter = "overlayfs"
-  default_runtime_name = "runc"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-[plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = "/usr/lib/cni"
-  conf_dir = "$work/net.d"
-[grpc]
-  address = "${sock[containerd]}"
-[ttrpc]
-  address = "${sock[containerd]}.ttrpc"
-TOML
+containerd_toml "$work/containerd.toml" "$work/state/containerd" "${sock[containerd]}" "$work/net.d"
 containerd --config "$work/containerd.toml" 2>"$work/containerd.log" &
 ctrd_pid=$!
-for _ in $(seq 200); do
-  [ -S "${sock[crius]}" ] && ctr -a "${sock[containerd]}" version >/dev/null 2>&1 && break
-  sleep 0.05
-done
-"$bin/crius" --address "${sock[crius]}" images import "$work/images.tar" >/dev/null
-ctr -a "${sock[containerd]}" -n k8s.io images import "$work/images.tar" >/dev/null
+daemons_up "${sock[containerd]}" "${sock[crius]}"
+import_images "$work/images.tar" "${sock[containerd]}" "${sock[crius]}"
 cat >"$work/ctr.json" <<'JSON'
 {"metadata": {"name": "c"}, "image": {"image": "myapp:latest"}, "command": ["sleep", "3600"], "log_path": "c.log",
  "linux": {}}
@@ -200,7 +157,6 @@ for rt in crius containerd; do
   after_rss[$rt]=$(rss_kib "$(daemon_pid $rt)") after_pss[$rt]=$(pss_kib "$(daemon_pid $rt)")
 done
 
-median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 declare -A m
 for rt in crius containerd; do
   for col in 2 3 4 5 6; do m[$rt.$col]=$(awk -v rt="$rt" -v c="$col" '$1 == rt {print $c}' "$work/samples" | median); done

@@ -14,21 +14,14 @@
 # `crictl version`, crictl's own start-up and one CRI call, which both exec figures include.
 # The runs alternate between the runtimes. Prints the figures and the ratios of the direct path to the others. Not a test: figures
 # depend on the machine.
-# Usage: [BENCH_BIN=DIR] hack/bench-exec.sh [N] [N_SYNC]   (root; hack/install-deps.sh first)
+# Usage: [BENCH_BIN=DIR | BENCH_PROFILE=debug] hack/bench-exec.sh [N] [N_SYNC]   (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib/bench.sh
 n=${1:-20}
 n_sync=${2:-100}
 rts=(crius crius-runc-exec containerd)
-# BENCH_BIN=DIR takes the binaries built there instead (no build; a debug build's figures are not release's).
-if [ -n "${BENCH_BIN:-}" ]; then
-  bin=$(realpath "$BENCH_BIN")
-else
-  cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-shim -p crius-runc -p crius-test-support \
-    --bin criusd --bin crius --bin containerd-shim-crius-v2 --bin crius-runc --bin crius-mkimage
-  bin=$PWD/target/release
-fi
+bench_build   # BENCH_BIN=DIR, BENCH_PROFILE=debug: see hack/lib/bench.sh
 work=$(mktemp -d /tmp/crius-bench-exec.XXXXXX)
 bridge=criusbe$$
 bridge=${bridge:0:15}
@@ -42,9 +35,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin/crius-mkimage" seeds "$work/layout" >/dev/null
-"$bin/crius-mkimage" pause "$work/layout" registry.k8s.io/pause:3.6 >/dev/null
-"$bin/crius-mkimage" archive "$work/layout" "$work/images.tar"
+bench_images seeds "$work/images.tar"
 cat > "$work/pod.yaml" <<'YAML'
 apiVersion: v1
 kind: Pod
@@ -58,34 +49,10 @@ bench_conflist "$work/net.d" "$bridge" 10.212.0.0/24
 "$bin/criusd" --root "$work/crius2/lib" --state "$work/crius2/run" --listen "$work/crius-runc-exec.sock" \
   --cni-conf-dir "$work/net.d" --cni-plugin-dir /usr/lib/cni --direct-exec false 2>"$work/criusd2.log" &
 criusd2_pid=$!
-cat > "$work/containerd.toml" <<TOML
-version = 2
-root = "$work/ctrd/root"
-state = "$work/ctrd/state"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.6"
-  restrict_oom_score_adj = true
-[plugins."io.containerd.grpc.v1.cri".containerd]
-  snapshotter = "overlayfs"
-  default_runtime_name = "runc"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-[plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = "/usr/lib/cni"
-  conf_dir = "$work/net.d"
-[grpc]
-  address = "$work/containerd.sock"
-[ttrpc]
-  address = "$work/containerd.sock.ttrpc"
-TOML
+containerd_toml "$work/containerd.toml" "$work/ctrd/state" "$work/containerd.sock" "$work/net.d"
 containerd --config "$work/containerd.toml" 2>"$work/containerd.log" & ctrd_pid=$!
-for _ in $(seq 200); do
-  [ -S "$work/crius.sock" ] && [ -S "$work/crius-runc-exec.sock" ] && ctr -a "$work/containerd.sock" version >/dev/null 2>&1 && break
-  sleep 0.05
-done
-"$bin/crius" --address "$work/crius.sock" images import "$work/images.tar" >/dev/null
-"$bin/crius" --address "$work/crius-runc-exec.sock" images import "$work/images.tar" >/dev/null
-ctr -a "$work/containerd.sock" -n k8s.io images import "$work/images.tar" >/dev/null
+daemons_up "$work/containerd.sock" "$work/crius.sock" "$work/crius-runc-exec.sock"
+import_images "$work/images.tar" "$work/containerd.sock" "$work/crius.sock" "$work/crius-runc-exec.sock"
 for rt in "${rts[@]}"; do
   "$bin/crius" --address "$work/$rt.sock" run "$work/pod.yaml" --pull never --pods-dir "$work/pods-$rt" \
     --log-root "$work/logs-$rt" >/dev/null 2>"$work/run-$rt.log" & runs+=($!)

@@ -8,14 +8,12 @@
 # (from process start to exit, pod removed), and crius's ratios. The engine reads states every 100 ms (a
 # kubelet relists every 1 s) and, where the runtime serves GetContainerEvents (criusd; not containerd 1.6),
 # wakes on the pod's events. Not a test: figures depend on the
-# machine. Usage: hack/bench-pods.sh [N]   (root; hack/install-deps.sh first)
+# machine. Usage: [BENCH_BIN=DIR | BENCH_PROFILE=debug] hack/bench-pods.sh [N]   (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib/bench.sh
 n=${1:-10}
-cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-shim -p crius-runc -p crius-test-support \
-  --bin criusd --bin crius --bin containerd-shim-crius-v2 --bin crius-runc --bin crius-mkimage
-bin=$PWD/target/release
+bench_build   # BENCH_BIN=DIR, BENCH_PROFILE=debug: see hack/lib/bench.sh
 work=$(mktemp -d /tmp/crius-bench-pods.XXXXXX)
 bridge=criusbp$$
 bridge=${bridge:0:15}
@@ -29,9 +27,7 @@ cleanup() {
 trap cleanup EXIT
 
 bench_conflist "$work/net.d" "$bridge" 10.211.0.0/24
-"$bin/crius-mkimage" seeds "$work/layout" >/dev/null
-"$bin/crius-mkimage" pause "$work/layout" registry.k8s.io/pause:3.6 >/dev/null
-"$bin/crius-mkimage" archive "$work/layout" "$work/images.tar"
+bench_images seeds "$work/images.tar"
 
 cat > "$work/one.yaml" <<'YAML'
 apiVersion: v1
@@ -58,33 +54,10 @@ YAML
 
 "$bin/criusd" --root "$work/crius/lib" --state "$work/crius/run" --listen "$work/crius.sock" \
   --cni-conf-dir "$work/net.d" --cni-plugin-dir /usr/lib/cni 2>"$work/criusd.log" & criusd_pid=$!
-cat > "$work/containerd.toml" <<TOML
-version = 2
-root = "$work/ctrd/root"
-state = "$work/ctrd/state"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.6"
-  restrict_oom_score_adj = true
-[plugins."io.containerd.grpc.v1.cri".containerd]
-  snapshotter = "overlayfs"
-  default_runtime_name = "runc"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-[plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = "/usr/lib/cni"
-  conf_dir = "$work/net.d"
-[grpc]
-  address = "$work/containerd.sock"
-[ttrpc]
-  address = "$work/containerd.sock.ttrpc"
-TOML
+containerd_toml "$work/containerd.toml" "$work/ctrd/state" "$work/containerd.sock" "$work/net.d"
 containerd --config "$work/containerd.toml" 2>"$work/containerd.log" & ctrd_pid=$!
-for _ in $(seq 200); do
-  [ -S "$work/crius.sock" ] && ctr -a "$work/containerd.sock" version >/dev/null 2>&1 && break
-  sleep 0.05
-done
-"$bin/crius" --address "$work/crius.sock" images import "$work/images.tar" >/dev/null
-ctr -a "$work/containerd.sock" -n k8s.io images import "$work/images.tar" >/dev/null
+daemons_up "$work/containerd.sock" "$work/crius.sock"
+import_images "$work/images.tar" "$work/containerd.sock" "$work/crius.sock"
 
 # run RUNTIME POD: one run; prints "sandbox_ms started_ms total_ms".
 run() {

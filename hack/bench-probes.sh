@@ -14,20 +14,14 @@
 #               `crius_pod::probe`), over the window;
 # and the ratios containerd / crius. Other load on the machine weighs on latencies but not on the cgroup CPU
 # figures, which count the runtimes' own work. Not a test: figures depend on the machine.
-# Usage: [BENCH_BIN=DIR] hack/bench-probes.sh [PODS] [SECONDS]   (root; hack/install-deps.sh first)
+# Usage: [BENCH_BIN=DIR | BENCH_PROFILE=debug] hack/bench-probes.sh [PODS] [SECONDS]   (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib/bench.sh
 pods=${1:-50}
 secs=${2:-60}
 rts=(crius containerd)
-if [ -n "${BENCH_BIN:-}" ]; then
-  bin=$(realpath "$BENCH_BIN")
-else
-  cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-shim -p crius-runc -p crius-test-support \
-    --bin criusd --bin crius --bin containerd-shim-crius-v2 --bin crius-runc --bin crius-mkimage
-  bin=$PWD/target/release
-fi
+bench_build   # BENCH_BIN=DIR, BENCH_PROFILE=debug: see hack/lib/bench.sh
 v2=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/self/mounts)
 [ -n "$v2" ] || { echo "bench-probes: no cgroup2 mount to account the runtimes' CPU in" >&2; exit 1; }
 work=$(mktemp -d /tmp/crius-bench-probes.XXXXXX)
@@ -49,9 +43,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin/crius-mkimage" seeds "$work/layout" >/dev/null
-"$bin/crius-mkimage" pause "$work/layout" registry.k8s.io/pause:3.6 >/dev/null
-"$bin/crius-mkimage" archive "$work/layout" "$work/images.tar"
+bench_images seeds "$work/images.tar"
 bench_conflist "$work/net.d" "$bridge" 10.213.0.0/22
 # manifest FILE PROBE: PODS pods, with the readiness probe when PROBE is 1.
 manifest() {
@@ -83,34 +75,11 @@ in_cgroup() { local d=$1; shift; exec sh -c 'echo $$ > "$0/cgroup.procs" && exec
 in_cgroup "$v2/$group/crius/daemon" "$bin/criusd" --root "$work/crius/lib" --state "$work/crius/run" \
   --listen "$work/crius.sock" --cni-conf-dir "$work/net.d" --cni-plugin-dir /usr/lib/cni 2>"$work/criusd.log" &
 criusd_pid=$!
-cat > "$work/containerd.toml" <<TOML
-version = 2
-root = "$work/ctrd/root"
-state = "$work/ctrd/state"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.6"
-  restrict_oom_score_adj = true
-[plugins."io.containerd.grpc.v1.cri".containerd]
-  snapshotter = "overlayfs"
-  default_runtime_name = "runc"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-[plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = "/usr/lib/cni"
-  conf_dir = "$work/net.d"
-[grpc]
-  address = "$work/containerd.sock"
-[ttrpc]
-  address = "$work/containerd.sock.ttrpc"
-TOML
+containerd_toml "$work/containerd.toml" "$work/ctrd/state" "$work/containerd.sock" "$work/net.d"
 in_cgroup "$v2/$group/containerd/daemon" containerd --config "$work/containerd.toml" 2>"$work/containerd.log" &
 ctrd_pid=$!
-for _ in $(seq 200); do
-  [ -S "$work/crius.sock" ] && ctr -a "$work/containerd.sock" version >/dev/null 2>&1 && break
-  sleep 0.05
-done
-"$bin/crius" --address "$work/crius.sock" images import "$work/images.tar" >/dev/null
-ctr -a "$work/containerd.sock" -n k8s.io images import "$work/images.tar" >/dev/null
+daemons_up "$work/containerd.sock" "$work/crius.sock"
+import_images "$work/images.tar" "$work/containerd.sock" "$work/crius.sock"
 
 usage_us() { awk '$1 == "usage_usec" {print $2}' "$v2/$group/$1/cpu.stat"; }
 running() { /usr/bin/python3 hack/lib/running.py "$work/$1.sock"; }

@@ -7,46 +7,26 @@
 # (no container lost, none changed state). Prints per runtime: the times, the count listed, the RSS before the
 # kill and after the restart. Goal: ListContainers within 1 s of the start.
 # Usage: hack/bench-restart.sh [RUNNING] [EXITED]   (root; hack/install-deps.sh first; defaults 300 1000;
-# PODS=50 PAR=8). Not a test, not part of CI: figures depend on the machine. PROFILE=debug measures the debug
-# build (cargo build) instead of the release one; CRIUSD and CRIUS_SHIM measure other builds.
+# PODS=50 PAR=8). Not a test, not part of CI: figures depend on the machine. BENCH_PROFILE=debug (or PROFILE=debug) measures
+# the debug build instead of the release one, BENCH_BIN=DIR the binaries in DIR; CRIUSD and CRIUS_SHIM measure other builds.
 # Both daemons keep their state (records, bundles, sockets, namespace pins) on a tmpfs, as in /run on a node.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source hack/lib/bench.sh
 running=${1:-300}
 exited=${2:-1000}
 pods=${PODS:-50}
 par=${PAR:-8}
-profile=${PROFILE:-release}
-case $profile in
-  release)
-    cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-runc -p crius-test-support \
-      --bin criusd --bin crius --bin crius-runc --bin crius-mkimage
-    # The shim as it ships (profile shim, static), as hack/bench-density.sh builds it.
-    cargo rustc --profile shim --quiet -p crius-shim --bin containerd-shim-crius-v2 -- -C target-feature=+crt-static
-    cp target/release/crius-runc target/shim/crius-runc
-    bin=$PWD/target/release default_shim=$PWD/target/shim/containerd-shim-crius-v2
-    ;;
-  debug)
-    cargo build --quiet -p crius-daemon -p crius-cli -p crius-runc -p crius-test-support -p crius-shim \
-      --bin criusd --bin crius --bin crius-runc --bin crius-mkimage --bin containerd-shim-crius-v2
-    bin=$PWD/target/debug default_shim=$PWD/target/debug/containerd-shim-crius-v2
-    ;;
-  *) echo "bench-restart: PROFILE is release or debug, not $profile" >&2; exit 2 ;;
-esac
-shim=${CRIUS_SHIM:-$default_shim}
+# PROFILE=debug is BENCH_PROFILE=debug (the name this script had first).
+BENCH_PROFILE=${BENCH_PROFILE:-${PROFILE:-release}}
+bench_build shim   # the shim as it ships; BENCH_BIN=DIR, BENCH_PROFILE=debug: see hack/lib/bench.sh
+profile=${BENCH_BIN:-$BENCH_PROFILE}
+shim=${CRIUS_SHIM:-$shim}
 criusd=${CRIUSD:-$bin/criusd}
 work=$(mktemp -d /tmp/crius-bench-restart.XXXXXX)
 declare -A sock=([crius]=$work/crius.sock [containerd]=$work/containerd.sock) pid=()
 client() { /usr/bin/python3 hack/cri-restart.py "$work" "${sock[$1]}" "${@:2}"; }
 
-shim_pids() { # SOCKET: the shims a daemon started (their -address is its socket)
-  local p
-  for p in /proc/[0-9]*; do
-    { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q -- "shim.* -address $1 " && echo "${p#/proc/}"
-  done
-  return 0
-}
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 now() { date +%s%N; }
 
 start_daemon() { # RUNTIME: starts it, its pid in pid[RUNTIME]
@@ -70,45 +50,23 @@ cleanup() {
   done
   for rt in crius containerd; do [ -n "${pid[$rt]:-}" ] && { kill "${pid[$rt]}"; wait "${pid[$rt]}"; } 2>/dev/null; done
   for s in "${sock[@]}"; do for p in $(shim_pids "$s"); do kill -9 "$p" 2>/dev/null; done; done
-  { grep -o " $work[^ ]*" /proc/self/mountinfo || true; } | sort -r | while read -r m; do umount -l "$m"; done
+  umount_under "$work"
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 mkdir -p "$work/logs" "$work/state" "$work/proto"
 mount -t tmpfs -o mode=0755 bench-state "$work/state"
-cat >"$work/containerd.toml" <<TOML
-version = 2
-root = "$work/ctrd/root"
-state = "$work/state/containerd"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.6"
-  restrict_oom_score_adj = true
-[plugins."io.containerd.grpc.v1.cri".containerd]
-  snapshotter = "overlayfs"
-  default_runtime_name = "runc"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-[grpc]
-  address = "${sock[containerd]}"
-[ttrpc]
-  address = "${sock[containerd]}.ttrpc"
-TOML
-"$bin/crius-mkimage" busybox "$work/layout" docker.io/library/busybox:latest >/dev/null
-"$bin/crius-mkimage" pause "$work/layout" registry.k8s.io/pause:3.6 >/dev/null
-"$bin/crius-mkimage" archive "$work/layout" "$work/images.tar"
+containerd_toml "$work/containerd.toml" "$work/state/containerd" "${sock[containerd]}"
+bench_images busybox "$work/images.tar"
 # The project's CRI proto, compiled to Python stubs (as v1.proto: the stubs' module name cri-restart.py imports).
 cp proto/cri/runtime/v1/api.proto "$work/proto/v1.proto"
 /usr/bin/python3 -m grpc_tools.protoc -I "$work/proto" --python_out="$work" --grpc_python_out="$work" v1.proto
 
 start_daemon crius
 start_daemon containerd
-for _ in $(seq 200); do
-  [ -S "${sock[crius]}" ] && ctr -a "${sock[containerd]}" version >/dev/null 2>&1 && break
-  sleep 0.05
-done
-"$bin/crius" --address "${sock[crius]}" images import "$work/images.tar" >/dev/null
-ctr -a "${sock[containerd]}" -n k8s.io images import "$work/images.tar" >/dev/null
+daemons_up "${sock[containerd]}" "${sock[crius]}"
+import_images "$work/images.tar" "${sock[containerd]}" "${sock[crius]}"
 
 declare -A line
 for rt in crius containerd; do

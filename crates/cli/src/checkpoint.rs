@@ -9,16 +9,12 @@ use std::path::PathBuf;
 use clap::Args;
 use crius_api::pod as api;
 
-use crate::pods::{Scope, client, out, server};
+use crate::pods::{PodContainer, client, out, server};
 
 #[derive(Debug, Args)]
 pub struct Checkpoint {
     #[command(flatten)]
-    scope: Scope,
-    pod: String,
-    /// The container (default: the first main one).
-    #[arg(short, long, default_value = "")]
-    container: String,
+    target: PodContainer,
     /// The archive to write (default: kubelet's name, in the current directory).
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -37,23 +33,24 @@ pub async fn run(address: &str, cmd: Checkpoint) -> Result<(), String> {
     // To the second, as kubelet names its archives.
     let secs = crius_common::time::now_ns().div_euclid(1_000_000_000);
     let now = crius_common::time::rfc3339(secs, 0, crius_common::time::Fraction::Trimmed);
-    let shown = if cmd.container.is_empty() {
-        "main"
-    } else {
-        &cmd.container
-    };
+    let PodContainer {
+        scope,
+        pod,
+        container,
+    } = cmd.target;
+    let shown = if container.is_empty() { "main" } else { &container };
     let file = cmd
         .output
         .clone()
-        .unwrap_or_else(|| PathBuf::from(kubelet_name(&cmd.pod, &cmd.scope.namespace, shown, &now)));
+        .unwrap_or_else(|| PathBuf::from(kubelet_name(&pod, &scope.namespace, shown, &now)));
     // criusd writes it: the path must hold on the node, which is this machine.
     let file = std::path::absolute(&file).map_err(|e| format!("error: {}: {e}", file.display()))?;
     let mut c = client(address).await?;
     let r = c
         .checkpoint(api::CheckpointRequest {
-            namespace: cmd.scope.namespace,
-            pod: cmd.pod.clone(),
-            container: cmd.container,
+            namespace: scope.namespace,
+            pod: pod.clone(),
+            container,
             location: file.display().to_string(),
             timeout_seconds: cmd.timeout,
         })
@@ -62,7 +59,7 @@ pub async fn run(address: &str, cmd: Checkpoint) -> Result<(), String> {
         .into_inner();
     out(&format!(
         "pod/{} checkpointed (container {}): {}",
-        cmd.pod, r.container_id, r.location
+        pod, r.container_id, r.location
     ));
     Ok(())
 }

@@ -64,14 +64,21 @@ pub struct Describe {
     name: String,
 }
 
+/// A container of a pod, for the verbs that name one (`logs`, `checkpoint`).
+#[derive(Debug, Args)]
+pub struct PodContainer {
+    #[command(flatten)]
+    pub(crate) scope: Scope,
+    pub(crate) pod: String,
+    /// The container (default: the first main one).
+    #[arg(short, long, default_value = "")]
+    pub(crate) container: String,
+}
+
 #[derive(Debug, Args)]
 pub struct Logs {
     #[command(flatten)]
-    scope: Scope,
-    pod: String,
-    /// The container (default: the first main one).
-    #[arg(short, long, default_value = "")]
-    container: String,
+    target: PodContainer,
     /// Keep printing as the container writes, until it stops.
     #[arg(short, long)]
     follow: bool,
@@ -390,9 +397,9 @@ pub async fn logs(address: &str, cmd: Logs) -> Result<(), String> {
     let mut c = client(address).await?;
     let mut s = c
         .logs(api::LogsRequest {
-            namespace: cmd.scope.namespace,
-            pod: cmd.pod,
-            container: cmd.container,
+            namespace: cmd.target.scope.namespace,
+            pod: cmd.target.pod,
+            container: cmd.target.container,
             follow: cmd.follow,
             previous: cmd.previous,
             tail_lines: cmd.tail,

@@ -2,6 +2,7 @@
 //! container lifecycle so far) and crius's own API (`crius.images.v1`) on one unix socket, from a config file with a flag for every
 //! key.
 
+mod around;
 mod authority;
 mod config;
 mod deadline;

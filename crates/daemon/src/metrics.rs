@@ -22,9 +22,7 @@ mod process;
 
 pub use http_server::serve;
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use prometheus_client::collector::Collector;
@@ -35,6 +33,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use tonic::codegen::http::{self, Response};
+
+use crate::around::{Answer, Around, AroundLayer};
 
 /// A call's labels: service, method, code.
 type CallLabels = [(&'static str, String); 3];
@@ -108,51 +108,26 @@ impl Calls {
     }
 
     /// The tower layer that counts every call of the server it wraps.
-    pub fn layer(&self) -> CallsLayer {
-        CallsLayer(self.clone())
+    pub fn layer(&self) -> AroundLayer<Calls> {
+        AroundLayer(self.clone())
     }
 }
 
-/// Counts the calls of the service it wraps into [`Calls`].
-#[derive(Debug, Clone)]
-pub struct CallsLayer(Calls);
+/// Counts each call into [`Calls`]: its method, its code and how long it took to its response's headers.
+impl Around for Calls {
+    type Seen = (String, Instant);
 
-impl<S> tower::Layer<S> for CallsLayer {
-    type Service = Counted<S>;
-
-    fn layer(&self, inner: S) -> Counted<S> {
-        Counted {
-            inner,
-            calls: self.0.clone(),
-        }
-    }
-}
-
-/// A service whose calls are counted.
-#[derive(Debug, Clone)]
-pub struct Counted<S> {
-    inner: S,
-    calls: Calls,
-}
-
-impl<S, B, R> tower::Service<http::Request<B>> for Counted<S>
-where
-    S: tower::Service<http::Request<B>, Response = Response<R>>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
+    fn see<B>(&self, req: &http::Request<B>) -> (String, Instant) {
+        (crate::around::method(req), Instant::now())
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let path = req.uri().path().to_string();
-        let calls = self.calls.clone();
-        let started = Instant::now();
-        let answer = self.inner.call(req);
+    fn wrap<F, R, E>(&self, (path, started): (String, Instant), answer: F) -> Answer<R, E>
+    where
+        F: Future<Output = Result<Response<R>, E>> + Send + 'static,
+        R: Default + Send + 'static,
+        E: Send + 'static,
+    {
+        let calls = self.clone();
         Box::pin(async move {
             let r = answer.await;
             let code = match &r {

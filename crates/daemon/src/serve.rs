@@ -282,7 +282,7 @@ pub fn run(c: Config) -> Result<(), String> {
         let (down, shutdown) = tokio::sync::watch::channel(false);
         let served = tonic::transport::Server::builder()
             .layer(tower::util::option_layer(calls.map(|c| c.layer())))
-            .layer(crate::deadline::DeadlineLayer)
+            .layer(crate::deadline::LAYER)
             .add_service(ImageServiceServer::new(images.clone()))
             .add_service(RuntimeServiceServer::new(
                 crius_cri::grpc::runtime_service::RuntimeService::shared(runtime)

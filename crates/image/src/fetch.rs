@@ -1,10 +1,10 @@
-//! Fetching a manifest or index from a registry with its size capped ([`crate::bounded::MAX_MANIFEST`], as
-//! containerd): the body is read a chunk at a time and the download is dropped as soon as it passes the cap,
-//! so a registry serving gigabytes for a manifest costs criusd 4 MiB at most. oci-client reads a manifest
-//! whole, so this GET is ours; oci-client still negotiates the credentials (its token, or Basic), which its
-//! blob downloads then reuse. Each wait (the answer, every chunk of it) is bounded by the pull's progress
-//! timeout: a registry that goes quiet is [`Error::DeadlineExceeded`]. [`Clients`] are a pull's two HTTP
-//! clients, built off the async workers.
+//! Fetching a manifest, index or referrers list from a registry with its size capped
+//! ([`crate::bounded::MAX_MANIFEST`], as containerd): the body is read a chunk at a time and the download is
+//! dropped as soon as it passes the cap, so a registry serving gigabytes for a manifest costs criusd 4 MiB at
+//! most. oci-client reads a manifest whole, so this GET is ours; oci-client still negotiates the credentials
+//! (its token, or Basic), which its blob downloads then reuse. Each wait (the answer, every chunk of it) is
+//! bounded by the pull's progress timeout: a registry that goes quiet is [`Error::DeadlineExceeded`].
+//! [`Clients`] are a pull's two HTTP clients, built off the async workers.
 
 use oci_client::client::{Client, ClientConfig, ClientProtocol};
 use oci_client::secrets::RegistryAuth;
@@ -52,10 +52,37 @@ pub(crate) async fn manifest(
     accept: &[&str],
     stall: Option<std::time::Duration>,
 ) -> Result<Vec<u8>> {
+    let reference = image.digest().or(image.tag()).unwrap_or("latest");
+    let at = Endpoint {
+        what: "manifest",
+        path: &format!("manifests/{reference}"),
+    };
+    get(clients, image, auth, plain_http, &at, accept, stall).await
+}
+
+/// Where in `image`'s repository a [`get`] reads, and what it reads there (for the errors).
+pub(crate) struct Endpoint<'a> {
+    /// `manifest`, `referrers`.
+    pub what: &'a str,
+    /// The path below `/v2/<repository>/`, with its query if any (`referrers/sha256:…?artifactType=…`).
+    pub path: &'a str,
+}
+
+/// The body of a GET of `at` in `image`'s repository (an index or manifest), at most [`MAX_MANIFEST`] bytes.
+pub(crate) async fn get(
+    clients: &Clients,
+    image: &Reference,
+    auth: &RegistryAuth,
+    plain_http: bool,
+    at: &Endpoint<'_>,
+    accept: &[&str],
+    stall: Option<std::time::Duration>,
+) -> Result<Vec<u8>> {
     let whole = image.whole();
+    let what = at.what;
     let quiet = |limit: std::time::Duration| {
         Error::DeadlineExceeded(format!(
-            "manifest of {whole} (repository {}): no progress for {}s ([image] pull_progress_timeout)",
+            "{what} of {whole} (repository {}): no progress for {}s ([image] pull_progress_timeout)",
             image.repository(),
             limit.as_secs_f32()
         ))
@@ -74,13 +101,13 @@ pub(crate) async fn manifest(
         .map_err(|e| Error::from_registry(&whole, e))?;
     let registry = image.resolve_registry();
     let url = format!(
-        "{scheme}://{registry}/v2/{repository}/manifests/{reference}{ns}",
+        "{scheme}://{registry}/v2/{repository}/{path}{ns}",
         scheme = if plain_http { "http" } else { "https" },
         repository = image.repository(),
-        reference = image.digest().or(image.tag()).unwrap_or("latest"),
+        path = at.path,
         ns = image
             .namespace()
-            .map(|ns| format!("?ns={ns}"))
+            .map(|ns| format!("{}ns={ns}", if at.path.contains('?') { '&' } else { '?' }))
             .unwrap_or_default(),
     );
     let mut req = clients
@@ -100,12 +127,12 @@ pub(crate) async fn manifest(
         return Err(match status.as_u16() {
             401 | 403 => Error::Unauthenticated(format!("{whole}: {status}: {said}")),
             404 => Error::NotFound(format!("{whole}: {status}: {said}")),
-            _ => Error::Registry(format!("{whole}: manifest: {status}: {said}")),
+            _ => Error::Registry(format!("{whole}: {what}: {status}: {said}")),
         });
     }
     let refuse = |n: u64| {
         Error::InvalidArgument(format!(
-            "manifest of {whole}: {n} bytes or more, more than the {MAX_MANIFEST} a manifest may have"
+            "{what} of {whole}: {n} bytes or more, more than the {MAX_MANIFEST} a manifest may have"
         ))
     };
     if let Some(n) = resp.content_length().filter(|&n| n > MAX_MANIFEST) {

@@ -91,14 +91,7 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
         return Err(err!("process.terminal is true: --console-socket is required"));
     }
     // The state holds the spec, env included: root's alone, as runc keeps it (0700 directories, 0600 files).
-    crius_common::private::dir_all(root).map_err(Error::io("creating state root", root))?;
-    let dir = Record::dir(root, id);
-    if let Err(e) = crius_common::private::dir(&dir) {
-        return Err(match e.kind() {
-            std::io::ErrorKind::AlreadyExists => Error::AlreadyExists(id.into()),
-            _ => Error::io("creating", &dir)(e),
-        });
-    }
+    let dir = Record::create_dir(root, id)?;
     let mut undo = Undo {
         dir: dir.clone(),
         cgroup: None,
@@ -167,25 +160,8 @@ pub fn create(root: &Path, id: &str, bundle_dir: &Path, opts: &CreateOptions) ->
     drop(holder);
     let _ = nix::sys::wait::waitpid(stage1, None);
     let pid = result?;
-    let (pid_start, _) = crate::state::proc_stat(pid).ok_or_else(|| err!("container init {pid} vanished"))?;
-    let record = Record {
-        id: id.to_string(),
-        pid,
-        pid_start,
-        bundle: bundle.dir.clone(),
-        rootfs: bundle.rootfs.clone(),
-        created: crate::state::now_rfc3339(),
-        cgroup: cg.dir.clone(),
-        systemd_unit: undo.unit.clone(),
-        spec: bundle.spec.clone(),
-    };
-    record.save(root)?;
-    if let Some(p) = &opts.pid_file {
-        crate::state::atomic_write(
-            &std::path::absolute(p).unwrap_or(p.clone()),
-            pid.to_string().as_bytes(),
-        )?;
-    }
+    let cgroup = (cg.dir.clone(), undo.unit.clone());
+    let record = Record::save_new(root, id, pid, &bundle, cgroup, opts.pid_file.as_deref())?;
     undo.armed = false;
     Ok(record)
 }

@@ -76,6 +76,53 @@ impl Record {
         root.join(id)
     }
 
+    /// The record of container `id`, whose init `pid` runs from `bundle` in cgroup `cgroup` (held by the
+    /// systemd scope `unit`, if one): made now, saved under `root`, and the pid written to `pid_file` if one
+    /// is asked for (as create and restore end). Its init must still be there (its start time is recorded).
+    pub fn save_new(
+        root: &Path,
+        id: &str,
+        pid: i32,
+        bundle: &crate::config::Bundle,
+        (cgroup, unit): (PathBuf, Option<String>),
+        pid_file: Option<&Path>,
+    ) -> Result<Record> {
+        let (pid_start, _) = proc_stat(pid).ok_or_else(|| err!("container init {pid} vanished"))?;
+        let record = Record {
+            id: id.to_string(),
+            pid,
+            pid_start,
+            bundle: bundle.dir.clone(),
+            rootfs: bundle.rootfs.clone(),
+            created: now_rfc3339(),
+            cgroup,
+            systemd_unit: unit,
+            spec: bundle.spec.clone(),
+        };
+        record.save(root)?;
+        if let Some(p) = pid_file {
+            atomic_write(
+                &std::path::absolute(p).unwrap_or(p.to_path_buf()),
+                pid.to_string().as_bytes(),
+            )?;
+        }
+        Ok(record)
+    }
+
+    /// Makes container `id`'s state directory under `root` (and `root` itself), root's alone as runc keeps
+    /// them (0700; the state holds the spec, env included); AlreadyExists when `id` is taken. Its path.
+    pub fn create_dir(root: &Path, id: &str) -> Result<PathBuf> {
+        crius_common::private::dir_all(root).map_err(Error::io("creating state root", root))?;
+        let dir = Record::dir(root, id);
+        if let Err(e) = crius_common::private::dir(&dir) {
+            return Err(match e.kind() {
+                std::io::ErrorKind::AlreadyExists => Error::AlreadyExists(id.into()),
+                _ => Error::io("creating", &dir)(e),
+            });
+        }
+        Ok(dir)
+    }
+
     /// Reads the record of `id`; NotFound if there is none.
     pub fn load(root: &Path, id: &str) -> Result<Record> {
         crate::id::validate(id)?;

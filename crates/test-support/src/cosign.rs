@@ -1,6 +1,8 @@
 //! Cosign-style signatures for the signature policy tests, made in the test: an ECDSA P-256 key (ring), its
-//! public key in PEM as cosign writes `cosign.pub`, and a tag-based signature (`<repo>:sha256-<hex>.sig`, an
-//! OCI manifest of one simple-signing payload with its signature in an annotation) pushed to a [`Registry`].
+//! public key in PEM as cosign writes `cosign.pub`, and a signature (an OCI manifest of one simple-signing
+//! payload with its signature in an annotation) pushed to a [`Registry`]: tag-based (`<repo>:sha256-<hex>.sig`,
+//! [`sign_and_push`]) or as cosign's OCI 1.1 mode stores it, a referrer of the image listed by the referrers tag
+//! schema ([`sign_and_push_referrer`]).
 
 use base64::Engine as _;
 use ring::rand::SystemRandom;
@@ -55,9 +57,15 @@ impl SigningKey {
     }
 }
 
-/// Signs manifest `digest` of `<host>/<repo>` with `key` as cosign does, naming `identity` (cosign names the
-/// repository), and pushes the signature next to it.
-pub fn sign_and_push(reg: &Registry, repo: &str, digest: &str, identity: &str, key: &SigningKey) {
+/// The simple-signing payload naming `digest` and `identity`, and its layer descriptor (signed by `key`), the
+/// payload uploaded to `repo`.
+fn signed_layer(
+    reg: &Registry,
+    repo: &str,
+    digest: &str,
+    identity: &str,
+    key: &SigningKey,
+) -> serde_json::Value {
     let payload = serde_json::to_vec(&serde_json::json!({
         "critical": {
             "identity": {"docker-reference": identity},
@@ -68,20 +76,71 @@ pub fn sign_and_push(reg: &Registry, repo: &str, digest: &str, identity: &str, k
     }))
     .expect("payload");
     let signature = base64::engine::general_purpose::STANDARD.encode(key.sign(&payload));
+    let layer = reg.upload(repo, &payload);
+    serde_json::json!({
+        "mediaType": "application/vnd.dev.cosign.simplesigning.v1+json",
+        "digest": layer,
+        "size": payload.len(),
+        "annotations": {"dev.cosignproject.cosign/signature": signature},
+    })
+}
+
+/// Signs manifest `digest` of `<host>/<repo>` with `key` as cosign does, naming `identity` (cosign names the
+/// repository), and pushes the signature next to it.
+pub fn sign_and_push(reg: &Registry, repo: &str, digest: &str, identity: &str, key: &SigningKey) {
     let empty = b"{}";
     reg.upload(repo, empty);
-    let layer = reg.upload(repo, &payload);
     let manifest = serde_json::json!({
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
         "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": sha256(empty), "size": 2},
-        "layers": [{
-            "mediaType": "application/vnd.dev.cosign.simplesigning.v1+json",
-            "digest": layer,
-            "size": payload.len(),
-            "annotations": {"dev.cosignproject.cosign/signature": signature},
-        }],
+        "layers": [signed_layer(reg, repo, digest, identity, key)],
     });
     let hex = digest.trim_start_matches("sha256:");
     reg.put_manifest(repo, &format!("sha256-{hex}.sig"), &manifest);
+}
+
+/// The artifact type of cosign's signatures stored as referrers.
+pub const COSIGN_SIGNATURE: &str = "application/vnd.dev.cosign.artifact.sig.v1+json";
+
+/// Signs manifest `digest` (of `size` bytes) of `<host>/<repo>` as cosign's OCI 1.1 mode stores a signature:
+/// a manifest pushed by digest whose `subject` is the image and whose config's media type is
+/// [`COSIGN_SIGNATURE`]; then, as its client does for a registry without the referrers API (this one), the
+/// referrers tag schema: `<repo>:sha256-<hex>`, an image index listing it. Returns the signature's digest.
+pub fn sign_and_push_referrer(
+    reg: &Registry,
+    repo: &str,
+    (digest, size): (&str, u64),
+    identity: &str,
+    key: &SigningKey,
+) -> String {
+    let empty = b"{}";
+    reg.upload(repo, empty);
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": COSIGN_SIGNATURE, "digest": sha256(empty), "size": 2},
+        "layers": [signed_layer(reg, repo, digest, identity, key)],
+        "subject": {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": size},
+    });
+    let body = serde_json::to_vec(&manifest).expect("manifest");
+    let sig = reg.put_manifest(repo, &sha256(&body), &manifest);
+    let index = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": sig,
+            "size": body.len(),
+            "artifactType": COSIGN_SIGNATURE,
+        }],
+    });
+    let hex = digest.trim_start_matches("sha256:");
+    reg.put_manifest_as(
+        repo,
+        &format!("sha256-{hex}"),
+        "application/vnd.oci.image.index.v1+json",
+        &index,
+    );
+    sig
 }

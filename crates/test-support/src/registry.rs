@@ -203,11 +203,23 @@ impl Registry {
 
     /// Pushes OCI manifest `manifest` as `<repo>:<tag>` (its blobs uploaded before); its digest.
     pub fn put_manifest(&self, repo: &str, tag: &str, manifest: &serde_json::Value) -> String {
+        self.put_manifest_as(repo, tag, "application/vnd.oci.image.manifest.v1+json", manifest)
+    }
+
+    /// Pushes `manifest` (a manifest or index of `media_type`) as `<repo>:<tag>`, or by digest where `tag` is
+    /// one; its digest.
+    pub fn put_manifest_as(
+        &self,
+        repo: &str,
+        tag: &str,
+        media_type: &str,
+        manifest: &serde_json::Value,
+    ) -> String {
         let body = serde_json::to_vec(manifest).expect("manifest");
         let (status, _) = self.http(
             "PUT",
             &format!("/v2/{repo}/manifests/{tag}"),
-            Some("application/vnd.oci.image.manifest.v1+json"),
+            Some(media_type),
             &body,
         );
         assert_eq!(

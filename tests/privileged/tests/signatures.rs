@@ -1,6 +1,7 @@
 //! The signature policy (containers-policy.json) against a real registry: a test image signed in the test,
-//! cosign's way (a P-256 key made here, the signature pushed tag-based), is pulled; an unsigned image, one
-//! signed with another key, one whose signature names another repository, and one a `reject` scope covers are
+//! cosign's way (a P-256 key made here, the signature pushed tag-based, or as an OCI 1.1 referrer listed by the
+//! referrers tag schema, Debian's registry having no referrers API), is pulled; an unsigned image, one
+//! signed with another key (either way), one whose signature names another repository, and one a `reject` scope covers are
 //! refused before any of the image's blobs is fetched (the registry proxy lists blob downloads), naming the image and why;
 //! criusd reads the policy from `[image] signature_policy` and answers PermissionDenied.
 
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use crius_image::Error;
 use crius_image::policy::Policy;
 use crius_image::pull::{PullOptions, pull};
-use crius_test_support::cosign::{SigningKey, sign_and_push};
+use crius_test_support::cosign::{SigningKey, sign_and_push, sign_and_push_referrer};
 use crius_test_support::proxy::RegistryProxy;
 use crius_test_support::registry::Registry;
 use crius_test_support::{image, require_root};
@@ -22,7 +23,8 @@ struct Fixture {
 }
 
 /// busybox pushed as `signed/bb:1` (signed with the fixture's key), `unsigned/bb:1`, `other/bb:1` (signed with
-/// another key), `elsewhere/bb:1` (signed naming another repository) and `blocked/bb:1`, behind a proxy.
+/// another key), `elsewhere/bb:1` (signed naming another repository), `blocked/bb:1`, `referred/bb:1` (signed
+/// with the fixture's key as a referrer) and `wrongref/bb:1` (another key's referrer), behind a proxy.
 fn fixture() -> Fixture {
     require_root();
     let dir = tempfile::tempdir().unwrap();
@@ -36,6 +38,8 @@ fn fixture() -> Fixture {
         "other/bb",
         "elsewhere/bb",
         "blocked/bb",
+        "referred/bb",
+        "wrongref/bb",
     ] {
         reg.push(&layout, "busybox:latest", &format!("{repo}:1"));
     }
@@ -51,6 +55,14 @@ fn fixture() -> Fixture {
         &SigningKey::generate(),
     );
     sign_and_push(&reg, "elsewhere/bb", &bb.manifest, &id("signed/bb"), &key);
+    let hex = bb.manifest.trim_start_matches("sha256:");
+    let size = std::fs::metadata(layout.join("blobs/sha256").join(hex))
+        .unwrap()
+        .len();
+    let subject = (bb.manifest.as_str(), size);
+    sign_and_push_referrer(&reg, "referred/bb", subject, &id("referred/bb"), &key);
+    let other = SigningKey::generate();
+    sign_and_push_referrer(&reg, "wrongref/bb", subject, &id("wrongref/bb"), &other);
     std::fs::write(dir.path().join("cosign.pub"), key.public_pem()).unwrap();
     let policy = serde_json::json!({
         "default": [{"type": "sigstoreSigned", "keyPath": "cosign.pub",
@@ -77,6 +89,7 @@ async fn only_images_the_policy_accepts_are_pulled_and_refusals_fetch_no_layer()
     for (repo, says) in [
         ("unsigned/bb", "no signature"),
         ("other/bb", "not signed by the policy's key"),
+        ("wrongref/bb", "not signed by the policy's key"),
         ("elsewhere/bb", "does not accept"),
         ("blocked/bb", "rejects"),
     ] {
@@ -99,6 +112,9 @@ async fn only_images_the_policy_accepts_are_pulled_and_refusals_fetch_no_layer()
     assert!(store.images().unwrap().is_empty());
 
     let ok = pull(&store, &name("signed/bb"), &opts).await.unwrap();
+    assert_eq!(ok.image.id.as_str(), f.bb.config);
+    // Signed as a referrer (found through the referrers tag schema).
+    let ok = pull(&store, &name("referred/bb"), &opts).await.unwrap();
     assert_eq!(ok.image.id.as_str(), f.bb.config);
     // By digest too.
     let by_digest = format!("{}/signed/bb@{}", f.proxy.host, f.bb.manifest);

@@ -81,14 +81,7 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
     let text = std::fs::read(&desc_path).map_err(Error::io("reading", &desc_path))?;
     let descriptors: Vec<String> =
         serde_json::from_slice(&text).map_err(|e| err!("corrupt {}: {e}", desc_path.display()))?;
-    crius_common::private::dir_all(root).map_err(Error::io("creating state root", root))?;
-    let dir = Record::dir(root, id);
-    if let Err(e) = crius_common::private::dir(&dir) {
-        return Err(match e.kind() {
-            std::io::ErrorKind::AlreadyExists => Error::AlreadyExists(id.into()),
-            _ => Error::io("creating", &dir)(e),
-        });
-    }
+    let dir = Record::create_dir(root, id)?;
     let mut undo = Undo {
         dir: dir.clone(),
         cgroup: None,
@@ -162,28 +155,17 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
         .map_err(|_| err!("CRIU's pid file {} holds {text:?}", pid_path.display()))?;
     let _ = std::fs::remove_file(&pid_path);
     // From here on a failure must end the restored processes too (the cgroup's kill does).
-    let (pid_start, _) = crate::state::proc_stat(pid).ok_or_else(|| err!("restored init {pid} vanished"))?;
     if let Some(res) = linux.resources() {
         cg.apply(res)?;
     }
-    let record = Record {
-        id: id.to_string(),
+    let record = Record::save_new(
+        root,
+        id,
         pid,
-        pid_start,
-        bundle: bundle.dir.clone(),
-        rootfs: bundle.rootfs.clone(),
-        created: crate::state::now_rfc3339(),
-        cgroup: cg.dir.clone(),
-        systemd_unit: None,
-        spec: bundle.spec.clone(),
-    };
-    record.save(root)?;
-    if let Some(p) = &opts.pid_file {
-        crate::state::atomic_write(
-            &std::path::absolute(p).unwrap_or(p.clone()),
-            pid.to_string().as_bytes(),
-        )?;
-    }
+        &bundle,
+        (cg.dir.clone(), None),
+        opts.pid_file.as_deref(),
+    )?;
     crate::log::debug(|| format!("restore {id}: init {} runs again", Pid::from_raw(pid)));
     undo.armed = false;
     Ok(record)

@@ -12,17 +12,8 @@ use crate::report::Phase;
 
 #[tokio::test]
 async fn a_readiness_exec_probe_is_an_exec_sync_every_period_and_turns_after_the_threshold() {
-    let pod = Pod::new(
-        r#"
-apiVersion: v1
-kind: Pod
-metadata: {name: p}
-spec:
-  containers:
-  - name: app
-    image: x:1
-    readinessProbe: {exec: {command: [check, ready]}, periodSeconds: 1, timeoutSeconds: 4, failureThreshold: 2}
-"#,
+    let pod = Pod::app(
+        "    readinessProbe: {exec: {command: [check, ready]}, periodSeconds: 1, timeoutSeconds: 4, failureThreshold: 2}\n",
     )
     .await;
     // Fails twice (unready at the second, the threshold), then passes (ready again).
@@ -55,19 +46,10 @@ spec:
 
 #[tokio::test]
 async fn startup_and_liveness_exec_probes_are_exec_syncs_with_their_timeouts() {
-    let pod = Pod::new(
-        r#"
-apiVersion: v1
-kind: Pod
-metadata: {name: p}
-spec:
-  containers:
-  - name: app
-    image: x:1
-    startupProbe: {exec: {command: [started]}, periodSeconds: 1, timeoutSeconds: 2}
-    livenessProbe: {exec: {command: [alive]}, periodSeconds: 1, timeoutSeconds: 3}
-"#,
-    )
+    let pod = Pod::app(concat!(
+        "    startupProbe: {exec: {command: [started]}, periodSeconds: 1, timeoutSeconds: 2}\n",
+        "    livenessProbe: {exec: {command: [alive]}, periodSeconds: 1, timeoutSeconds: 3}\n",
+    ))
     .await;
     let (tx, rx) = mpsc::unbounded_channel();
     let script = async {

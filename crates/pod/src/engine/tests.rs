@@ -29,6 +29,15 @@ impl Pod {
         Pod::on(FakeCri::new(), yaml).await
     }
 
+    /// Pod `p` of one container, `app` (image `x:1`), with `fields` (YAML lines of the container, e.g. its
+    /// probes, each indented 4).
+    pub(super) async fn app(fields: &str) -> Pod {
+        let yaml = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  containers:\n  - name: app\n    image: x:1\n{fields}"
+        );
+        Pod::new(&yaml).await
+    }
+
     async fn on(fake: Arc<FakeCri>, yaml: &str) -> Pod {
         let dir = tempfile::tempdir().unwrap();
         let channel = fake.serve(dir.path()).await;
@@ -564,19 +573,7 @@ spec:
 
 #[tokio::test]
 async fn a_failing_liveness_probe_kills_the_container_and_it_is_restarted() {
-    let pod = Pod::new(
-        r#"
-apiVersion: v1
-kind: Pod
-metadata: {name: p}
-spec:
-  containers:
-  - name: app
-    image: x:1
-    livenessProbe: {exec: {command: [check]}, failureThreshold: 1}
-"#,
-    )
-    .await;
+    let pod = Pod::app("    livenessProbe: {exec: {command: [check]}, failureThreshold: 1}\n").await;
     pod.fake.execs("app", [1]);
     let (tx, rx) = mpsc::unbounded_channel();
     let script = async {

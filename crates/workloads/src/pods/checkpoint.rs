@@ -8,7 +8,7 @@ use crius_api::cri;
 use crius_api::cri::runtime_service_client::RuntimeServiceClient;
 
 use super::Pods;
-use crate::{Error, Kind, key, ns, status};
+use crate::{Error, status};
 
 impl Pods {
     /// Checkpoints container `container` (empty: the only or first main one) of pod `namespace/pod` to the
@@ -49,37 +49,18 @@ impl Pods {
 
     /// The CRI id of the running container `container` of pod `namespace/pod`.
     fn running_container(&self, namespace: &str, pod: &str, container: &str) -> Result<String, Error> {
-        let k = key(ns(namespace), pod);
-        let o = self.store().pods();
-        let e = o.get(&k).ok_or_else(|| Error::NotFound {
-            kind: Kind::Pod,
-            name: pod.into(),
-        })?;
-        let p = &e.record.pod;
-        let spec = p.spec.clone().unwrap_or_default();
-        let name = if container.is_empty() {
-            spec.containers
-                .first()
-                .map(|c| c.name.clone())
-                .unwrap_or_default()
-        } else {
-            container.to_string()
-        };
-        if status::role(p, &name).is_none() {
-            return Err(Error::invalid(format!(
-                "container {name:?} is not valid for pod {pod:?}"
-            )));
-        }
-        let st = p.status.as_ref().and_then(|s| status::status_of(s, &name));
-        let running = st.is_some_and(|s| s.state.as_ref().is_some_and(|s| s.running.is_some()));
-        let id = st
-            .and_then(|s| s.container_id.as_deref())
-            .and_then(|id| id.strip_prefix("crius://"))
-            .filter(|_| running);
-        id.map(str::to_string).ok_or_else(|| {
-            Error::invalid(format!(
-                "container {name:?} of pod {pod:?} is not running: nothing to checkpoint"
-            ))
+        self.with_container(namespace, pod, container, |p, name| {
+            let st = p.status.as_ref().and_then(|s| status::status_of(s, &name));
+            let running = st.is_some_and(|s| s.state.as_ref().is_some_and(|s| s.running.is_some()));
+            let id = st
+                .and_then(|s| s.container_id.as_deref())
+                .and_then(|id| id.strip_prefix("crius://"))
+                .filter(|_| running);
+            id.map(str::to_string).ok_or_else(|| {
+                Error::invalid(format!(
+                    "container {name:?} of pod {pod:?} is not running: nothing to checkpoint"
+                ))
+            })
         })
     }
 }

@@ -2,6 +2,8 @@
 //! and whether that run still goes on (for `-f`).
 
 use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::Pod;
 use std::time::Duration;
 
 use crate::{Error, Kind};
@@ -21,35 +23,7 @@ impl Pods {
     ) -> Result<(PathBuf, tokio::sync::watch::Receiver<bool>), Error> {
         let namespace = ns(namespace).to_string();
         let k = key(&namespace, pod);
-        let (path, name) = {
-            let o = self.store().pods();
-            let e = o.get(&k).ok_or_else(|| Error::NotFound {
-                kind: Kind::Pod,
-                name: pod.into(),
-            })?;
-            let p = &e.record.pod;
-            let spec = p.spec.clone().unwrap_or_default();
-            let name = if container.is_empty() {
-                spec.containers
-                    .first()
-                    .map(|c| c.name.clone())
-                    .unwrap_or_default()
-            } else {
-                container.to_string()
-            };
-            if status::role(p, &name).is_none() {
-                let names: Vec<String> = spec
-                    .init_containers
-                    .iter()
-                    .flatten()
-                    .chain(&spec.containers)
-                    .map(|c| c.name.clone())
-                    .collect();
-                return Err(Error::invalid(format!(
-                    "container {name} is not valid for pod {pod}: choose one of: [{}]",
-                    names.join(" ")
-                )));
-            }
+        let (path, name) = self.with_container(&namespace, pod, container, |p, name| {
             let st = p
                 .status
                 .as_ref()
@@ -72,8 +46,8 @@ impl Pods {
                 .engine
                 .log_root
                 .join(format!("{namespace}_{pod}_{uid}"));
-            (dir.join(&name).join(format!("{attempt}.log")), name)
-        };
+            Ok((dir.join(&name).join(format!("{attempt}.log")), name))
+        })?;
         if !path.exists() {
             return Err(Error::invalid(format!(
                 "container {name:?} in pod {pod:?} is waiting to start: no log yet"
@@ -101,5 +75,46 @@ impl Pods {
             });
         }
         Ok((path, rx))
+    }
+
+    /// `f` of pod `namespace/pod` and the name of its container `container` (its only or first main container
+    /// when empty): NotFound without the pod, InvalidArgument (naming the pod's containers) when it has no
+    /// such container. For the verbs that name a container (`logs`, `checkpoint`).
+    pub(super) fn with_container<T>(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        f: impl FnOnce(&Pod, String) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let o = self.store().pods();
+        let e = o.get(&key(ns(namespace), pod)).ok_or_else(|| Error::NotFound {
+            kind: Kind::Pod,
+            name: pod.into(),
+        })?;
+        let p = &e.record.pod;
+        let spec = p.spec.clone().unwrap_or_default();
+        let name = if container.is_empty() {
+            spec.containers
+                .first()
+                .map(|c| c.name.clone())
+                .unwrap_or_default()
+        } else {
+            container.to_string()
+        };
+        if status::role(p, &name).is_none() {
+            let names: Vec<String> = spec
+                .init_containers
+                .iter()
+                .flatten()
+                .chain(&spec.containers)
+                .map(|c| c.name.clone())
+                .collect();
+            return Err(Error::invalid(format!(
+                "container {name} is not valid for pod {pod}: choose one of: [{}]",
+                names.join(" ")
+            )));
+        }
+        f(p, name)
     }
 }

@@ -138,6 +138,54 @@ fn crius_only_a_direct_exec_cannot_be_overwritten_through_its_proc_exe() {
     let _ = tc.shutdown(client::ctx(10), &api::ShutdownRequest::default());
 }
 
+/// A running container (`sleep 1000`) named after `name`, and a host directory for the attacks to leak: the
+/// directory, the bundle (kept while the container runs) and the container's id.
+fn running_with_host_dir(rt: &Runtime, name: &str) -> (tempfile::TempDir, Bundle, String) {
+    let host = tempfile::tempdir().unwrap();
+    let s = Bundle::new(&["sleep", "1000"]);
+    let running = unique(name);
+    rt.create_started(&running, &s);
+    (host, s, running)
+}
+
+/// `cmd`'s child gets `fd` as its descriptor 3 (where the direct-exec action and server take their socket).
+fn socket_at_3(cmd: &mut Command, fd: i32) {
+    // SAFETY: dup2 only, async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Asks over `conn` for an exec in `running` whose cwd is `cwd` (writing into it); the answer.
+fn ask_exec_in(conn: &mut UnixStream, rt: &Runtime, running: &str, cwd: &str) -> String {
+    let req = json!({
+        "root": rt.root(),
+        "id": running,
+        "process": {"args": ["sh", "-c", "pwd; ls; touch x"], "cwd": cwd, "user": {"uid": 0, "gid": 0},
+                    "env": ["PATH=/bin"]},
+    });
+    conn.write_all(req.to_string().as_bytes()).unwrap();
+    conn.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// Removes `running`; the host directory must be as empty as it was.
+fn end_with_host_dir_untouched(rt: &Runtime, running: &str, host: &Path) {
+    rt.ok(&["delete", "--force", running]);
+    assert_eq!(
+        std::fs::read_dir(host).unwrap().count(),
+        0,
+        "the exec wrote into the host dir"
+    );
+}
+
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
 fn crius_only_the_direct_exec_action_lets_no_leaked_descriptor_in() {
@@ -145,10 +193,7 @@ fn crius_only_the_direct_exec_action_lets_no_leaked_descriptor_in() {
     if !rt.is_crius {
         return;
     }
-    let host = tempfile::tempdir().unwrap();
-    let s = Bundle::new(&["sleep", "1000"]);
-    let running = unique("cwd-direct");
-    rt.create_started(&running, &s);
+    let (host, _bundle, running) = running_with_host_dir(&rt, "cwd-direct");
     // The request's socket is descriptor 3; a host directory leaked at any other number must not serve as the
     // cwd, nor reach the process.
     for n in [4, 5, 7, 8, 9, 10] {
@@ -156,16 +201,7 @@ fn crius_only_the_direct_exec_action_lets_no_leaked_descriptor_in() {
         let (mut mine, theirs) = UnixStream::pair().unwrap();
         let mut cmd = Command::new(&rt.bin);
         cmd.arg(DIRECT).stdin(std::process::Stdio::null());
-        let sock_fd = theirs.as_raw_fd();
-        // SAFETY: dup2 only, async-signal-safe, between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::dup2(sock_fd, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        socket_at_3(&mut cmd, theirs.as_raw_fd());
         let _f = leak(&mut cmd, n, host.path());
         let child = cmd
             .stdout(std::process::Stdio::piped())
@@ -173,16 +209,7 @@ fn crius_only_the_direct_exec_action_lets_no_leaked_descriptor_in() {
             .spawn()
             .unwrap();
         drop(theirs);
-        let req = json!({
-            "root": rt.root(),
-            "id": running,
-            "process": {"args": ["sh", "-c", "pwd; ls; touch x"], "cwd": cwd, "user": {"uid": 0, "gid": 0},
-                        "env": ["PATH=/bin"]},
-        });
-        mine.write_all(req.to_string().as_bytes()).unwrap();
-        mine.shutdown(std::net::Shutdown::Write).unwrap();
-        let mut answer = String::new();
-        mine.read_to_string(&mut answer).unwrap();
+        let answer = ask_exec_in(&mut mine, &rt, &running, &cwd);
         let out = child.wait_with_output().unwrap();
         assert!(
             answer.starts_with("error ") && answer.contains("process.cwd"),
@@ -190,12 +217,7 @@ fn crius_only_the_direct_exec_action_lets_no_leaked_descriptor_in() {
             String::from_utf8_lossy(&out.stdout)
         );
     }
-    rt.ok(&["delete", "--force", &running]);
-    assert_eq!(
-        std::fs::read_dir(host.path()).unwrap().count(),
-        0,
-        "the exec wrote into the host dir"
-    );
+    end_with_host_dir_untouched(&rt, &running, host.path());
 }
 
 /// crius-runc's exec server (`crius_oci::direct::SERVER_ARG`), which the shim starts once.
@@ -209,10 +231,7 @@ fn crius_only_the_exec_server_lets_no_leaked_descriptor_in() {
     if !rt.is_crius {
         return;
     }
-    let host = tempfile::tempdir().unwrap();
-    let s = Bundle::new(&["sleep", "1000"]);
-    let running = unique("cwd-server");
-    rt.create_started(&running, &s);
+    let (host, _bundle, running) = running_with_host_dir(&rt, "cwd-server");
     // One server, started with host directories leaked at several numbers (its socket is 3).
     let (ctl, theirs) = nix::sys::socket::socketpair(
         nix::sys::socket::AddressFamily::Unix,
@@ -223,16 +242,7 @@ fn crius_only_the_exec_server_lets_no_leaked_descriptor_in() {
     .unwrap();
     let mut cmd = Command::new(&rt.bin);
     cmd.arg(SERVER).stdin(std::process::Stdio::null());
-    let sock_fd = theirs.as_raw_fd();
-    // SAFETY: dup2 only, async-signal-safe, between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::dup2(sock_fd, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    socket_at_3(&mut cmd, theirs.as_raw_fd());
     let leaked = [4, 5, 7, 9, 10];
     let _files: Vec<_> = leaked.iter().map(|&n| leak(&mut cmd, n, host.path())).collect();
     let mut server = cmd.spawn().unwrap();
@@ -256,16 +266,7 @@ fn crius_only_the_exec_server_lets_no_leaked_descriptor_in() {
         )
         .unwrap();
         drop(worker);
-        let req = json!({
-            "root": rt.root(),
-            "id": running,
-            "process": {"args": ["sh", "-c", "pwd; ls; touch x"], "cwd": cwd, "user": {"uid": 0, "gid": 0},
-                        "env": ["PATH=/bin"]},
-        });
-        mine.write_all(req.to_string().as_bytes()).unwrap();
-        mine.shutdown(std::net::Shutdown::Write).unwrap();
-        let mut answer = String::new();
-        mine.read_to_string(&mut answer).unwrap();
+        let answer = ask_exec_in(&mut mine, &rt, &running, &cwd);
         assert!(
             answer.starts_with("error ") && answer.contains("process.cwd"),
             "cwd {cwd} through a host directory leaked into the server: {answer:?}"
@@ -274,10 +275,5 @@ fn crius_only_the_exec_server_lets_no_leaked_descriptor_in() {
     // Its peer gone, the server ends.
     drop(ctl);
     assert!(server.wait().unwrap().success());
-    rt.ok(&["delete", "--force", &running]);
-    assert_eq!(
-        std::fs::read_dir(host.path()).unwrap().count(),
-        0,
-        "the exec wrote into the host dir"
-    );
+    end_with_host_dir_untouched(&rt, &running, host.path());
 }

@@ -1,9 +1,14 @@
 //! Checking a pull against a [`Policy`] before any layer is fetched: the manifest digest the reference
-//! resolved to must satisfy every requirement of the reference's scope. A cosign signature is looked up
-//! tag-based (`<repo>:sha256-<hex>.sig`, an OCI manifest whose layers are simple-signing payloads, each
-//! signed in its `dev.cosignproject.cosign/signature` annotation); one payload that the key verifies, that
-//! names the manifest digest and an identity the requirement accepts is enough. Payloads are read to at most
-//! [`MAX_PAYLOAD`] bytes and checked against their digests.
+//! resolved to must satisfy every requirement of the reference's scope. A cosign signature is looked up where
+//! cosign stores one: tag-based (`<repo>:sha256-<hex>.sig`), and as an OCI 1.1 referrer of the image (a
+//! manifest whose `subject` is the image, of artifact type [`referrers::COSIGN_SIGNATURE`]), found through the
+//! registry's referrers API or, where it has none, the referrers tag schema ([`referrers`]). Either way the
+//! signature manifest's layers are simple-signing payloads, each signed in its
+//! `dev.cosignproject.cosign/signature` annotation; one payload that the key verifies, that names the manifest
+//! digest and an identity the requirement accepts is enough. Payloads are read to at most [`MAX_PAYLOAD`] bytes
+//! and checked against their digests.
+
+mod referrers;
 
 use oci_client::Reference;
 use oci_client::secrets::RegistryAuth;
@@ -80,7 +85,26 @@ pub(crate) async fn check(
     Ok(())
 }
 
-/// A signature of `digest` by `key` with an acceptable identity, or PolicyRefused saying what was found.
+/// What a signature must be: of `digest`, by `key`, naming an identity `how` accepts for `image`.
+struct Wanted<'a> {
+    image: &'a Reference,
+    digest: &'a Digest,
+    key: &'a [u8],
+    how: Identity,
+}
+
+/// `image`'s repository at `tag` (through the mirror `image` is pulled from, if any).
+fn in_repo(image: &Reference, tag: String) -> Reference {
+    let mut r = Reference::with_tag(image.registry().to_string(), image.repository().to_string(), tag);
+    if image.resolve_registry() != image.registry() {
+        // Pulled through a mirror: the signature is looked up there too.
+        r.set_mirror_registry(image.resolve_registry().to_string());
+    }
+    r
+}
+
+/// A signature of `digest` by `key` with an acceptable identity, or PolicyRefused saying what was found:
+/// tag-based first, then the image's referrers.
 async fn sigstore(
     reg: &Registry<'_>,
     image: &Reference,
@@ -90,17 +114,17 @@ async fn sigstore(
 ) -> Result<()> {
     let whole = image.whole();
     let refused = |why: String| Error::PolicyRefused(format!("{whole} ({digest}): {why}"));
-    let mut sig_ref = Reference::with_tag(
-        image.registry().to_string(),
-        image.repository().to_string(),
-        format!("sha256-{}.sig", digest.hex()),
-    );
-    if image.resolve_registry() != image.registry() {
-        // Pulled through a mirror: the signature is looked up there too.
-        sig_ref.set_mirror_registry(image.resolve_registry().to_string());
-    }
-    let accept = ["application/vnd.oci.image.manifest.v1+json"];
-    let bytes = match crate::fetch::manifest(
+    let want = Wanted {
+        image,
+        digest,
+        key,
+        how,
+    };
+    let mut seen = Vec::new();
+    let mut found = 0;
+    let sig_ref = in_repo(image, format!("sha256-{}.sig", digest.hex()));
+    let accept = [referrers::OCI_MANIFEST];
+    match crate::fetch::manifest(
         reg.clients,
         &sig_ref,
         reg.auth,
@@ -110,14 +134,44 @@ async fn sigstore(
     )
     .await
     {
-        Ok(b) => b,
-        Err(Error::NotFound(_)) => return Err(refused("no signature (sigstoreSigned requires one)".into())),
+        Ok(bytes) => {
+            found += 1;
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(m) if verify(reg, &sig_ref, &m, &want, &mut seen).await? => return Ok(()),
+                Ok(_) => {}
+                Err(e) => seen.push(format!("its signature manifest is not JSON: {e}")),
+            }
+        }
+        Err(Error::NotFound(_)) => {}
         Err(e) => return Err(e),
-    };
-    let m: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| refused(format!("its signature manifest is not JSON: {e}")))?;
-    let verifier = ring::signature::UnparsedPublicKey::new(&ring::signature::ECDSA_P256_SHA256_ASN1, key);
-    let mut seen = Vec::new();
+    }
+    for (sig_ref, m) in referrers::signatures(reg, image, digest, &mut seen).await? {
+        found += 1;
+        if verify(reg, &sig_ref, &m, &want, &mut seen).await? {
+            return Ok(());
+        }
+    }
+    Err(refused(match (found, seen.is_empty()) {
+        (0, true) => {
+            "no signature (sigstoreSigned requires one; none tag-based, none among its referrers)".into()
+        }
+        (_, true) => "its signature manifest holds no cosign signature".into(),
+        _ => format!("no signature verifies: {}", seen.join("; ")),
+    }))
+}
+
+/// Whether a payload of signature manifest `m` (at `sig_ref`) is the signature `want`s; what was wrong with
+/// each payload that is not goes to `seen`.
+async fn verify(
+    reg: &Registry<'_>,
+    sig_ref: &Reference,
+    m: &Value,
+    want: &Wanted<'_>,
+    seen: &mut Vec<String>,
+) -> Result<bool> {
+    let whole = want.image.whole();
+    let verifier =
+        ring::signature::UnparsedPublicKey::new(&ring::signature::ECDSA_P256_SHA256_ASN1, want.key);
     for layer in m["layers"].as_array().into_iter().flatten() {
         if layer["mediaType"] != SIMPLE_SIGNING {
             continue;
@@ -134,7 +188,7 @@ async fn sigstore(
         let mut payload = Vec::new();
         reg.clients
             .oci
-            .pull_blob(&sig_ref, d.as_str(), &mut payload)
+            .pull_blob(sig_ref, d.as_str(), &mut payload)
             .await
             .map_err(|e| Error::from_registry(&format!("signature payload {d} of {whole}"), e))?;
         if Digest::of(&payload) != d {
@@ -153,26 +207,23 @@ async fn sigstore(
         let signed = p["critical"]["image"]["docker-manifest-digest"]
             .as_str()
             .unwrap_or_default();
-        if signed != digest.as_str() {
+        if signed != want.digest.as_str() {
             seen.push(format!("payload {d} signs {signed:?}"));
             continue;
         }
         let identity = p["critical"]["identity"]["docker-reference"]
             .as_str()
             .unwrap_or_default();
-        if !identity_matches(how, identity, image) {
+        if !identity_matches(want.how, identity, want.image) {
             seen.push(format!(
-                "payload {d} signs identity {identity:?}, which {how:?} does not accept"
+                "payload {d} signs identity {identity:?}, which {:?} does not accept",
+                want.how
             ));
             continue;
         }
-        return Ok(());
+        return Ok(true);
     }
-    Err(refused(if seen.is_empty() {
-        "its signature manifest holds no cosign signature".into()
-    } else {
-        format!("no signature verifies: {}", seen.join("; "))
-    }))
+    Ok(false)
 }
 
 #[cfg(test)]
