@@ -18,6 +18,7 @@ pub mod artifact;
 pub mod bounded;
 pub mod digest;
 mod download;
+pub mod entries;
 pub mod error;
 mod fetch;
 pub mod gate;

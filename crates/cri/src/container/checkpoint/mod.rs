@@ -21,6 +21,7 @@ use crate::store::container::Container;
 use super::Containers;
 
 pub(crate) mod archive;
+pub(crate) mod unpack;
 
 const CALL: &str = "CheckpointContainer";
 /// How long a checkpoint may take when the request sets no timeout.
@@ -43,8 +44,7 @@ impl Restore {
         if !archive::is_archive_path(image) {
             return Ok(None);
         }
-        let config = archive::read_config(Path::new(image))
-            .map_err(|e| Error::invalid("CreateContainer", "image.image", format!("{image}: {e}")))?;
+        let config = unpack::read_config(Path::new(image))?;
         if config.rootfs_image_ref.is_empty() && config.rootfs_image_name.is_empty() {
             return Err(Error::invalid(
                 "CreateContainer",
@@ -73,12 +73,8 @@ impl Restore {
         let dir = bundle.join(RESTORE_DIR);
         let io = |what: String| move |e| Error::io(what, e);
         crate::store::private_dir(bundle).map_err(io(format!("creating {}", bundle.display())))?;
-        archive::unpack(&self.archive, &dir).map_err(io(format!("unpacking {}", self.archive.display())))?;
-        archive::apply_rootfs_diff(&dir, rootfs).map_err(io(format!(
-            "applying {}'s rootfs changes to {}",
-            self.archive.display(),
-            rootfs.display()
-        )))?;
+        unpack::unpack(&self.archive, &dir)?;
+        unpack::apply_rootfs_diff(&self.archive, &dir, rootfs)?;
         let images = dir.join(archive::CHECKPOINT_DIR);
         if !images.join("inventory.img").is_file() {
             return Err(Error::invalid(

@@ -90,13 +90,13 @@ fn a_checkpoint_archive_has_kubelets_layout_and_the_container_runs_on() {
             archive::STATS_DUMP,
         ]
     );
-    let dump = archive::read_config(&at).unwrap();
+    let dump = super::unpack::read_config(&at).unwrap();
     assert_eq!((dump.id.as_str(), dump.name.as_str()), (id.as_str(), "counter"));
     assert_eq!(dump.rootfs_image, "busybox");
     assert_eq!(dump.rootfs_image_name, "busybox");
     assert!(dump.rootfs_image_ref.starts_with("sha256:"), "{dump:?}");
     let out = w.dir.path().join("out");
-    archive::unpack(&at, &out).unwrap();
+    super::unpack::unpack(&at, &out).unwrap();
     assert_eq!(
         std::fs::read_to_string(out.join(archive::CONTAINER_LOG)).unwrap(),
         "2026-01-01T00:00:00Z stdout F 41\n"
