@@ -16,6 +16,7 @@
 
 pub mod artifact;
 pub mod bounded;
+pub mod checkpoint;
 pub mod digest;
 mod download;
 pub mod entries;

@@ -96,8 +96,8 @@ impl Containers {
             }
         };
         let named = config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
-        // A checkpoint archive's path: the container is made of the image its checkpoint names.
-        let restore = Restore::of(&named)?;
+        // A checkpoint archive's path or image: the container is made of the image its checkpoint names.
+        let restore = Restore::of(&named, &*self.images)?;
         let image_ref = restore.as_ref().map(|r| r.image().to_string()).unwrap_or(named);
         let image = self.images.find(&image_ref).map_err(|e| match e {
             crius_image::Error::NotFound(_) => Error::ImageNotPulled {

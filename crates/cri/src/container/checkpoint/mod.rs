@@ -7,7 +7,8 @@
 //! [`DEFAULT_TIMEOUT`]) bounds the whole call: past it the answer is DeadlineExceeded and no archive is left.
 //! A failure leaves the container running and names what failed (the runtime's and CRIU's messages).
 //!
-//! A restore is a CreateContainer whose image is a checkpoint archive's path: its `config.dump` names the
+//! A restore is a CreateContainer whose image is a checkpoint archive's path, or a checkpoint image (CRI-O's
+//! format, `crius_image::checkpoint`: its one layer's blob is read as the archive): its `config.dump` names the
 //! image the container's rootfs is made of; the archive is unpacked into the new bundle, its rootfs diff
 //! applied to the new snapshot, and the shim restores CRIU's images at StartContainer.
 
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Kind, Result};
+use crate::image_store::ImageStore;
 use crate::shim::CheckpointTask;
 use crate::store::container::Container;
 
@@ -39,23 +41,34 @@ pub(crate) struct Restore {
 }
 
 impl Restore {
-    /// The checkpoint `image` (a CreateContainer's `image.image`) names, if it names one.
-    pub(crate) fn of(image: &str) -> Result<Option<Restore>> {
-        if !archive::is_archive_path(image) {
-            return Ok(None);
-        }
-        let config = unpack::read_config(Path::new(image))?;
+    /// The checkpoint `image` (a CreateContainer's `image.image`) names, if it names one: an archive's path,
+    /// or a checkpoint image in `images` (whose one layer is the archive).
+    pub(crate) fn of(image: &str, images: &dyn ImageStore) -> Result<Option<Restore>> {
+        let archive = if archive::is_archive_path(image) {
+            PathBuf::from(image)
+        } else {
+            let Ok(rec) = images.find(image) else {
+                return Ok(None);
+            };
+            match images.checkpoint_archive(&rec) {
+                Ok(Some(layer)) => layer,
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(Error::invalid("CreateContainer", "image.image", e.to_string())),
+            }
+        };
+        let config = unpack::read_config(&archive)?;
         if config.rootfs_image_ref.is_empty() && config.rootfs_image_name.is_empty() {
             return Err(Error::invalid(
                 "CreateContainer",
                 "image.image",
-                format!("{image}: its {} names no image", archive::CONFIG_DUMP),
+                format!(
+                    "{}: its {} names no image",
+                    archive.display(),
+                    archive::CONFIG_DUMP
+                ),
             ));
         }
-        Ok(Some(Restore {
-            archive: PathBuf::from(image),
-            config,
-        }))
+        Ok(Some(Restore { archive, config }))
     }
 
     /// The image the restored container's rootfs is made of: by id, else by name.

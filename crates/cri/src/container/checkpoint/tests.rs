@@ -208,3 +208,56 @@ fn a_create_whose_image_is_an_archive_restores_with_the_rootfs_changes() {
             .all(|c| c.config.metadata.as_ref().unwrap().name != "junk")
     );
 }
+
+#[test]
+fn a_create_whose_image_is_a_checkpoint_image_restores_as_from_its_archive() {
+    let w = World::new();
+    let id = w.running("counter");
+    // The archive as a checkpoint image's one layer (gzip, as buildah writes it).
+    let layer = w.dir.path().join("layer-blob");
+    let at = w.dir.path().join("c.tar.gz");
+    w.containers
+        .checkpoint(&id, &at.display().to_string(), 0)
+        .unwrap();
+    std::fs::rename(&at, &layer).unwrap();
+    w.images.add_checkpoint("localhost/ckpt:latest", &layer);
+
+    let restored = w
+        .containers
+        .create(
+            &w.sandbox,
+            w.dir.path(),
+            config("again", 0, "localhost/ckpt:latest"),
+        )
+        .unwrap();
+    let images = w
+        .containers
+        .bundle(&restored)
+        .join(super::RESTORE_DIR)
+        .join(archive::CHECKPOINT_DIR);
+    assert!(
+        w.shim
+            .calls()
+            .contains(&format!("create {restored} {}", images.display())),
+        "{:?}",
+        w.shim.calls()
+    );
+    // Made of the image the checkpoint names, not of the checkpoint image, with the container's changes.
+    let rec = w.containers.get(&restored).unwrap().record;
+    assert_eq!(rec.image_id, w.containers.get(&id).unwrap().record.image_id);
+    let rootfs = w.images.snapshot_usage_dir(&restored).with_file_name("rootfs");
+    assert_eq!(std::fs::read_to_string(rootfs.join("data/count")).unwrap(), "41");
+    // An ordinary image is no checkpoint.
+    let plain = w
+        .containers
+        .create(&w.sandbox, w.dir.path(), config("plain", 0, "busybox"))
+        .unwrap();
+    assert!(
+        !w.shim
+            .calls()
+            .iter()
+            .any(|c| c.starts_with(&format!("create {plain} /"))),
+        "{:?}",
+        w.shim.calls()
+    );
+}
