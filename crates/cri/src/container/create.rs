@@ -148,6 +148,10 @@ impl Containers {
         let (rootfs, volumes) = self.snapshot(&mut undo, r)?;
         let checkpoint = self.restore(&mut undo, r, &rootfs)?;
         let mut spec = self.spec(r, &rootfs)?;
+        if checkpoint.is_some() {
+            let dir = self.bundle(r.id).join(super::checkpoint::RESTORE_DIR);
+            super::checkpoint::point_criu_at_cgroup(&mut spec, &dir, self.cgroup_driver)?;
+        }
         let cx = adjust::Context {
             id: r.id,
             config: r.config,

@@ -104,6 +104,51 @@ impl Restore {
     }
 }
 
+/// The spec annotation runc (1.1 and later) and crun read the name of an extra CRIU configuration file from.
+pub(crate) const CRIU_CONFIG_ANNOTATION: &str = "org.criu.config";
+/// That file, in the restored container's [`RESTORE_DIR`].
+const CRIU_CONFIG: &str = "criu.conf";
+
+/// Points the restored container's CRIU at its own cgroup: a CRIU configuration file in `dir` saying
+/// `cgroup-root <the container's cgroup>`, named in `spec`'s [`CRIU_CONFIG_ANNOTATION`].
+///
+/// Without it runc 1.1 on cgroup v2 (which gives CRIU no cgroup root there, and CRIU's default `soft`
+/// cgroup mode) has CRIU put the restored processes back into the cgroup they were dumped from (the
+/// original container's, made again if it is gone), while runc's state names the new one: a StopContainer's
+/// `kill --all` then finds nothing to kill in it and the process runs on; and stopping the original killed
+/// the copy with it. crius-runc restores in `ignore` mode into the new cgroup and ignores the annotation.
+pub(crate) fn point_criu_at_cgroup(
+    spec: &mut oci_spec::runtime::Spec,
+    dir: &Path,
+    driver: crate::cgroup_driver::Driver,
+) -> Result<()> {
+    let Some(path) = spec.linux().as_ref().and_then(|l| l.cgroups_path().clone()) else {
+        return Ok(());
+    };
+    let path = path.display().to_string();
+    let root = match driver {
+        crate::cgroup_driver::Driver::Cgroupfs => path,
+        crate::cgroup_driver::Driver::Systemd => {
+            // `slice:prefix:name`: the scope `prefix-name.scope` in the slice's directory.
+            let mut parts = path.splitn(3, ':');
+            let (Some(slice), Some(prefix), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+                return Ok(());
+            };
+            let Ok(dir) = crius_oci::cgroup::systemd::expand_slice(slice) else {
+                return Ok(());
+            };
+            format!("/{}", dir.join(format!("{prefix}-{name}.scope")).display())
+        }
+    };
+    let file = dir.join(CRIU_CONFIG);
+    crate::store::write_private(&file, format!("cgroup-root {root}\n").as_bytes())
+        .map_err(|e| Error::io(format!("writing {}", file.display()), e))?;
+    let mut annotations = spec.annotations().clone().unwrap_or_default();
+    annotations.insert(CRIU_CONFIG_ANNOTATION.into(), file.display().to_string());
+    spec.set_annotations(Some(annotations));
+    Ok(())
+}
+
 /// Removes a directory when dropped.
 struct Scratch(PathBuf);
 

@@ -186,6 +186,17 @@ fn a_create_whose_image_is_an_archive_restores_with_the_rootfs_changes() {
     assert_eq!(rec.image_id, w.containers.get(&id).unwrap().record.image_id);
     let rootfs = w.images.snapshot_usage_dir(&restored).with_file_name("rootfs");
     assert_eq!(std::fs::read_to_string(rootfs.join("data/count")).unwrap(), "41");
+    // CRIU is pointed at the new container's cgroup (runc 1.1 on cgroup v2 leaves it the dumped one).
+    let spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("config.json")).unwrap()).unwrap();
+    let conf = spec["annotations"][super::CRIU_CONFIG_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(conf).unwrap(),
+        format!("cgroup-root {}\n", spec["linux"]["cgroupsPath"].as_str().unwrap())
+    );
+    assert!(conf.starts_with(&bundle.display().to_string()), "{conf}");
 
     // A file that is no archive is an image reference (not found); an archive without CRIU images is refused.
     let junk = w.dir.path().join("junk.tar");
@@ -259,5 +270,24 @@ fn a_create_whose_image_is_a_checkpoint_image_restores_as_from_its_archive() {
             .any(|c| c.starts_with(&format!("create {plain} /"))),
         "{:?}",
         w.shim.calls()
+    );
+}
+
+#[test]
+fn under_systemd_crius_cgroup_root_is_the_scope_of_the_container() {
+    let d = tempfile::tempdir().unwrap();
+    let mut spec = oci_spec::runtime::Spec::default();
+    let mut linux = spec.linux().clone().unwrap_or_default();
+    linux.set_cgroups_path(Some("kubepods-besteffort.slice:crius:c1".into()));
+    spec.set_linux(Some(linux));
+    super::point_criu_at_cgroup(&mut spec, d.path(), crate::cgroup_driver::Driver::Systemd).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("criu.conf")).unwrap(),
+        "cgroup-root /kubepods.slice/kubepods-besteffort.slice/crius-c1.scope\n"
+    );
+    let a = spec.annotations().clone().unwrap();
+    assert_eq!(
+        a[super::CRIU_CONFIG_ANNOTATION],
+        d.path().join("criu.conf").display().to_string()
     );
 }
