@@ -26,6 +26,11 @@ pub trait ImageStore: Send + Sync {
     fn snapshot_usage(&self, id: &str) -> (Usage, PathBuf);
     /// The ids of the snapshots there are.
     fn snapshots(&self) -> Vec<String>;
+    /// The checkpoint archive `image` carries if it is a checkpoint image (`crius_image::checkpoint`).
+    fn checkpoint_archive(&self, image: &ImageRecord) -> crius_image::Result<Option<PathBuf>> {
+        let _ = image;
+        Ok(None)
+    }
 }
 
 impl ImageStore for Store {
@@ -59,6 +64,10 @@ impl ImageStore for Store {
     fn snapshots(&self) -> Vec<String> {
         Store::snapshots(self)
     }
+
+    fn checkpoint_archive(&self, image: &ImageRecord) -> crius_image::Result<Option<PathBuf>> {
+        Store::checkpoint_archive(self, image)
+    }
 }
 
 /// An in-memory image store for tests: images by name, snapshots as directories under a tempdir.
@@ -74,6 +83,8 @@ pub mod fake {
         /// Where snapshots go.
         pub dir: tempfile::TempDir,
         images: Mutex<HashMap<String, (ImageRecord, serde_json::Value)>>,
+        /// Checkpoint images: the archive each carries, by image id.
+        checkpoints: Mutex<HashMap<String, PathBuf>>,
     }
 
     impl Default for FakeImages {
@@ -81,6 +92,7 @@ pub mod fake {
             FakeImages {
                 dir: tempfile::tempdir().unwrap(),
                 images: Mutex::new(HashMap::new()),
+                checkpoints: Mutex::new(HashMap::new()),
             }
         }
     }
@@ -111,6 +123,15 @@ pub mod fake {
             images.insert(name.to_string(), (rec.clone(), config.clone()));
             images.insert(id.to_string(), (rec, config));
             id
+        }
+
+        /// Adds a checkpoint image `name` whose one layer is the archive at `archive`.
+        pub fn add_checkpoint(&self, name: &str, archive: &std::path::Path) {
+            let id = self.add(name, serde_json::json!({"checkpoint": archive}));
+            self.checkpoints
+                .lock()
+                .unwrap()
+                .insert(id.to_string(), archive.to_path_buf());
         }
 
         /// Marks image `name` (added with [`FakeImages::add`]) an OCI artifact of type `artifact_type`.
@@ -162,6 +183,10 @@ pub mod fake {
 
         fn snapshots(&self) -> Vec<String> {
             crate::store::list_dir(self.dir.path())
+        }
+
+        fn checkpoint_archive(&self, image: &ImageRecord) -> crius_image::Result<Option<PathBuf>> {
+            Ok(self.checkpoints.lock().unwrap().get(image.id.as_str()).cloned())
         }
     }
 }

@@ -16,8 +16,10 @@
 
 pub mod artifact;
 pub mod bounded;
+pub mod checkpoint;
 pub mod digest;
 mod download;
+pub mod entries;
 pub mod error;
 mod fetch;
 pub mod gate;

@@ -43,15 +43,7 @@ pub fn unpack(reader: impl Read, dest: &Path) -> Result<Digest> {
 /// [`MAX_EXTENSION`](crate::gate::MAX_EXTENSION) or a name too long for PATH_MAX is [`Error::LayerRefused`],
 /// found before more than the cap was read or held.
 pub fn unpack_layer(reader: impl Read, dest: &Path, what: &str, limits: &Limits) -> Result<Digest> {
-    let mut buffered = BufReader::new(reader);
-    let head = buffered.fill_buf().map_err(|e| io("reading layer", e))?;
-    let plain: Box<dyn Read> = match head {
-        [0x1f, 0x8b, ..] => Box::new(flate2::read::GzDecoder::new(buffered)),
-        [0x28, 0xb5, 0x2f, 0xfd, ..] => Box::new(
-            zstd::stream::read::Decoder::with_buffer(buffered).map_err(|e| io("reading zstd layer", e))?,
-        ),
-        _ => Box::new(buffered),
-    };
+    let plain = decompressed(reader)?;
     let shared = Rc::new(Shared::default());
     let mut hashing = Hashing {
         inner: Gate::new(plain, shared.clone(), limits.max_bytes),
@@ -94,8 +86,21 @@ pub fn unpack_layer(reader: impl Read, dest: &Path, what: &str, limits: &Limits)
     Ok(Digest::from_hasher(hashing.hasher))
 }
 
+/// `reader` unzipped by its magic bytes: gzip, zstd, or as it is.
+pub(crate) fn decompressed<'a>(reader: impl Read + 'a) -> Result<Box<dyn Read + 'a>> {
+    let mut buffered = BufReader::new(reader);
+    let head = buffered.fill_buf().map_err(|e| io("reading layer", e))?;
+    Ok(match head {
+        [0x1f, 0x8b, ..] => Box::new(flate2::read::GzDecoder::new(buffered)),
+        [0x28, 0xb5, 0x2f, 0xfd, ..] => Box::new(
+            zstd::stream::read::Decoder::with_buffer(buffered).map_err(|e| io("reading zstd layer", e))?,
+        ),
+        _ => Box::new(buffered),
+    })
+}
+
 /// Refuses an entry or link name that does not fit PATH_MAX with its NUL.
-fn check_names<R: Read>(entry: &tar::Entry<'_, R>, what: &str) -> Result<()> {
+pub(crate) fn check_names<R: Read>(entry: &tar::Entry<'_, R>, what: &str) -> Result<()> {
     let names = [
         ("name", Some(entry.path_bytes())),
         ("link name", entry.link_name_bytes()),

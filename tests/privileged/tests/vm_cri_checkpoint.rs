@@ -1,9 +1,11 @@
 //! Checkpoint and restore through the CRI, with CRIU (in the VM: Debian's criu does not run on the host's
 //! kernel). A counter container is checkpointed with CheckpointContainer (it keeps running), the archive has
 //! kubelet's layout, and a CreateContainer whose image is the archive's path restores it: in another pod of the
-//! same criusd, and in another criusd with its own state ("another node"). The restored counter goes on from
-//! where it was, a file written before the checkpoint is there and a deleted one stays deleted. A container
-//! CRIU cannot dump (an established TCP connection) fails clearly and keeps running.
+//! same criusd, and in another criusd with its own state ("another node"); and a checkpoint image the test
+//! makes of the archive (CRI-O's format), imported with `crius images import` or pulled from a registry,
+//! restores the same way. The restored counter goes on from where it was, a file written before the checkpoint
+//! is there and a deleted one stays deleted. A container CRIU cannot dump (an established TCP connection) fails
+//! clearly and keeps running.
 //!
 //! The runtime is criusd's default (crius-runc), or the one `CRIUS_TEST_RUNTIME` names (`runc`), which the
 //! pods' shims get through criusd's environment (`CRIUS_SHIM_RUNTIME`).
@@ -12,11 +14,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crius_api::cri;
+use crius_api::cri::image_service_client::ImageServiceClient;
 use crius_privileged_tests::cri::{
     Client, client, config, container, create, cremove, cstop, host_network, import_busybox, start,
     wait_state,
 };
 use crius_test_support::daemon::Daemon;
+use crius_test_support::registry::Registry;
 use crius_test_support::require_root;
 
 /// The counter: counts in memory (the shell's variable), one line every 200 ms; before it starts it writes
@@ -94,6 +98,23 @@ impl Node {
         }
     }
 
+    /// Pulls `image` through the CRI.
+    async fn pull(&self, image: &str) {
+        let ch = crius_api::connect(&self.d.socket().display().to_string())
+            .await
+            .unwrap();
+        ImageServiceClient::new(ch)
+            .pull_image(cri::PullImageRequest {
+                image: Some(cri::ImageSpec {
+                    image: image.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("pulling {image}: {e}\n{}", self.d.log()));
+    }
+
     async fn checkpoint(&mut self, id: &str, to: &Path) -> Result<(), tonic::Status> {
         self.c
             .checkpoint_container(cri::CheckpointContainerRequest {
@@ -122,13 +143,16 @@ impl Node {
 
     /// Restores the checkpoint `archive` as container `name` in `pod` and starts it: its id.
     async fn restore(&mut self, pod: &str, name: &str, archive: &Path) -> String {
-        let id = create(
-            &mut self.c,
-            pod,
-            container(name, &archive.display().to_string(), COUNTER),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("restoring {}: {e}\n{}", archive.display(), self.d.log()));
+        self.restore_image(pod, name, &archive.display().to_string())
+            .await
+    }
+
+    /// Restores the checkpoint `image` (an archive's path or a checkpoint image) as container `name` in `pod`
+    /// and starts it: its id.
+    async fn restore_image(&mut self, pod: &str, name: &str, image: &str) -> String {
+        let id = create(&mut self.c, pod, container(name, image, COUNTER))
+            .await
+            .unwrap_or_else(|e| panic!("restoring {image}: {e}\n{}", self.d.log()));
         self.c
             .start_container(cri::StartContainerRequest {
                 container_id: id.clone(),
@@ -182,6 +206,42 @@ fn counts(log: &str) -> Vec<u64> {
     log.lines()
         .filter_map(|l| l.rsplit_once("n=").and_then(|(_, n)| n.trim().parse().ok()))
         .collect()
+}
+
+/// Writes at `layout` an OCI image layout holding checkpoint image `name` made of the archive at `archive`, in
+/// CRI-O's format (as buildah makes it): one layer whose tar is the archive's, the manifest annotated with the
+/// checkpointed container's name and its image.
+fn checkpoint_image(archive: &Path, layout: &Path, name: &str) {
+    use crius_image::{Digest, checkpoint};
+    use serde_json::json;
+    let blobs = layout.join("blobs/sha256");
+    std::fs::create_dir_all(&blobs).unwrap();
+    let put = |bytes: &[u8]| {
+        let d = Digest::of(bytes);
+        std::fs::write(blobs.join(d.hex()), bytes).unwrap();
+        json!({"digest": d.as_str(), "size": bytes.len()})
+    };
+    // The archive is a plain tar: the layer's blob and its diff id are the same.
+    let tar = std::fs::read(archive).unwrap();
+    let mut layer = put(&tar);
+    layer["mediaType"] = json!("application/vnd.oci.image.layer.v1.tar");
+    let config = json!({
+        "architecture": "amd64", "os": "linux", "config": {},
+        "rootfs": {"type": "layers", "diff_ids": [Digest::of(&tar).as_str()]},
+    });
+    let mut config_desc = put(&serde_json::to_vec(&config).unwrap());
+    config_desc["mediaType"] = json!("application/vnd.oci.image.config.v1+json");
+    let manifest = json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": config_desc, "layers": [layer],
+        "annotations": {checkpoint::NAME: "counter", checkpoint::ROOTFS_IMAGE_NAME: "busybox"},
+    });
+    let mut manifest_desc = put(&serde_json::to_vec(&manifest).unwrap());
+    manifest_desc["mediaType"] = json!("application/vnd.oci.image.manifest.v1+json");
+    manifest_desc["annotations"] = json!({"org.opencontainers.image.ref.name": name});
+    let index = json!({"schemaVersion": 2, "manifests": [manifest_desc]});
+    std::fs::write(layout.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    std::fs::write(layout.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
 }
 
 /// The entries of the archive at `path` outside `checkpoint/`, and whether CRIU's inventory is in it.
@@ -252,13 +312,33 @@ async fn a_counter_checkpointed_through_the_cri_goes_on_counting_in_another_pod_
     eprintln!("restored in {:?}", t.elapsed());
     a.check_restored("ckpt-b", "counter", &again, at).await;
 
+    // From a checkpoint image made of the archive and imported: restored the same way, in a third pod.
+    let layout = a.d.dir().join("ckpt-image");
+    checkpoint_image(&archive, &layout, "localhost/ckpt/counter:latest");
+    a.d.cli_ok(&["images", "import", &layout.display().to_string()]);
+    let third = a.pod("ckpt-d").await;
+    let from_image = a
+        .restore_image(&third, "counter", "localhost/ckpt/counter:latest")
+        .await;
+    a.check_restored("ckpt-d", "counter", &from_image, at).await;
+
     // And on another node: a criusd with its own state and image store.
     let pod_b = b.pod("ckpt-c").await;
     let moved = b.restore(&pod_b, "counter", &archive).await;
     b.check_restored("ckpt-c", "counter", &moved, at).await;
 
-    b.remove(&[&moved], &[&pod_b]).await;
-    a.remove(&[&id, &again], &[&pod, &other]).await;
+    // The checkpoint image pushed to a registry and pulled by the other node: restored the same way.
+    let reg = Registry::start();
+    reg.push(&layout, "localhost/ckpt/counter:latest", "ckpt/counter:latest");
+    let pulled = format!("{}/ckpt/counter:latest", reg.host);
+    b.pull(&pulled).await;
+    let pod_e = b.pod("ckpt-e").await;
+    let from_pull = b.restore_image(&pod_e, "counter", &pulled).await;
+    b.check_restored("ckpt-e", "counter", &from_pull, at).await;
+
+    b.remove(&[&moved, &from_pull], &[&pod_b, &pod_e]).await;
+    a.remove(&[&id, &again, &from_image], &[&pod, &other, &third])
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -96,8 +96,8 @@ impl Containers {
             }
         };
         let named = config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
-        // A checkpoint archive's path: the container is made of the image its checkpoint names.
-        let restore = Restore::of(&named)?;
+        // A checkpoint archive's path or image: the container is made of the image its checkpoint names.
+        let restore = Restore::of(&named, &*self.images)?;
         let image_ref = restore.as_ref().map(|r| r.image().to_string()).unwrap_or(named);
         let image = self.images.find(&image_ref).map_err(|e| match e {
             crius_image::Error::NotFound(_) => Error::ImageNotPulled {
@@ -148,6 +148,10 @@ impl Containers {
         let (rootfs, volumes) = self.snapshot(&mut undo, r)?;
         let checkpoint = self.restore(&mut undo, r, &rootfs)?;
         let mut spec = self.spec(r, &rootfs)?;
+        if checkpoint.is_some() {
+            let dir = self.bundle(r.id).join(super::checkpoint::RESTORE_DIR);
+            super::checkpoint::point_criu_at_cgroup(&mut spec, &dir, self.cgroup_driver)?;
+        }
         let cx = adjust::Context {
             id: r.id,
             config: r.config,

@@ -9,15 +9,12 @@
 //! - `container.log`: its CRI log;
 //! - `stats-dump`: CRIU's statistics of the dump.
 //!
-//! Here: the names, writing the rootfs diff from an upper directory and applying it to a new rootfs, packing
-//! and unpacking the archive, and telling whether an image reference is an archive. Paths from an archive
-//! are applied inside the rootfs only (`crius_common::inroot`, and the tar crate's own checks).
+//! Here: the names, writing the rootfs diff from an upper directory, packing the archive, and telling whether
+//! an image reference is an archive's path. Reading one back, as hostile input, is [`super::unpack`]'s.
 
-use std::fs::File;
-use std::io::{BufReader, Read, Write};
-use std::os::fd::AsFd;
+use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// CRIU's images.
 pub(crate) const CHECKPOINT_DIR: &str = "checkpoint";
@@ -72,48 +69,6 @@ fn gz(path: &Path) -> bool {
     n.ends_with(".gz") || n.ends_with(".tgz")
 }
 
-/// A reader of `path`, unzipped when it is gzip (by its magic bytes, whatever its name).
-fn open(path: &Path) -> std::io::Result<Box<dyn Read>> {
-    let mut f = BufReader::new(File::open(path)?);
-    let mut magic = [0u8; 2];
-    let n = f.read(&mut magic)?;
-    let head = std::io::Cursor::new(magic[..n].to_vec());
-    let chained = head.chain(f);
-    if n == 2 && magic == [0x1f, 0x8b] {
-        Ok(Box::new(flate2::read::GzDecoder::new(chained)))
-    } else {
-        Ok(Box::new(chained))
-    }
-}
-
-/// Reads `config.dump` out of the archive at `path` without unpacking it.
-pub(crate) fn read_config(path: &Path) -> std::io::Result<ConfigDump> {
-    let mut a = tar::Archive::new(open(path)?);
-    for entry in a.entries()? {
-        let mut e = entry?;
-        if clean(&e.path()?) == Path::new(CONFIG_DUMP) {
-            let mut text = Vec::new();
-            e.read_to_end(&mut text)?;
-            return serde_json::from_slice(&text)
-                .map_err(|e| std::io::Error::other(format!("{CONFIG_DUMP}: {e}")));
-        }
-    }
-    Err(std::io::Error::new(
-        std::io::ErrorKind::NotFound,
-        format!(
-            "{} holds no {CONFIG_DUMP}: not a checkpoint archive",
-            path.display()
-        ),
-    ))
-}
-
-/// `p` without `./` and leading `/`.
-fn clean(p: &Path) -> PathBuf {
-    p.components()
-        .filter(|c| matches!(c, Component::Normal(_)))
-        .collect()
-}
-
 /// Packs the contents of `dir` into the archive `to` (written beside it, then renamed), gzip by its name.
 pub(crate) fn pack(dir: &Path, to: &Path) -> std::io::Result<()> {
     let tmp = to.with_file_name(format!(
@@ -154,14 +109,6 @@ pub(crate) fn pack(dir: &Path, to: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Unpacks the archive at `path` into `dir` (which it makes).
-pub(crate) fn unpack(path: &Path, dir: &Path) -> std::io::Result<()> {
-    crius_common::private::dir_all(dir)?;
-    let mut a = tar::Archive::new(open(path)?);
-    a.set_preserve_permissions(true);
-    a.unpack(dir)
-}
-
 /// Whether an upper directory's entry is an overlayfs whiteout: a character device 0/0.
 fn whiteout(m: &std::fs::Metadata) -> bool {
     m.file_type().is_char_device() && m.rdev() == 0
@@ -195,51 +142,26 @@ pub(crate) fn write_rootfs_diff(upper: &Path, tar: &Path) -> std::io::Result<Vec
     Ok(deleted)
 }
 
-/// Applies a checkpoint's rootfs changes to `rootfs` (a new container's, mounted): `rootfs-diff.tar` unpacked
-/// over it, then the paths of `deleted.files` removed. Either file may be missing (nothing changed).
-pub(crate) fn apply_rootfs_diff(dir: &Path, rootfs: &Path) -> std::io::Result<()> {
-    let diff = dir.join(ROOTFS_DIFF);
-    if diff.exists() {
-        let mut a = tar::Archive::new(BufReader::new(File::open(&diff)?));
-        a.set_preserve_permissions(true);
-        a.set_preserve_ownerships(true);
-        a.set_overwrite(true);
-        a.set_unpack_xattrs(false);
-        a.unpack(rootfs)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("unpacking {ROOTFS_DIFF}: {e}")))?;
-    }
-    let listed = dir.join(DELETED_FILES);
-    if !listed.exists() {
-        return Ok(());
-    }
-    let paths: Vec<String> = serde_json::from_slice(&std::fs::read(&listed)?)
-        .map_err(|e| std::io::Error::other(format!("{DELETED_FILES}: {e}")))?;
-    let root = File::open(rootfs)?;
-    for p in paths {
-        let rel = crius_common::inroot::clean(Path::new(&p));
-        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
-            continue;
-        };
-        // The parent resolved inside the rootfs: a symlink on the way cannot lead out of it.
-        let dir = match crius_common::inroot::open(root.as_fd(), parent) {
-            Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        let target = crius_common::inroot::fd_path(&dir).join(name);
-        let r = match std::fs::symlink_metadata(&target) {
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&target),
-            Ok(_) => std::fs::remove_file(&target),
-            Err(_) => Ok(()),
-        };
-        r.map_err(|e| std::io::Error::new(e.kind(), format!("removing {p}: {e}")))?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::unpack::{apply_rootfs_diff, read_config, unpack};
     use super::*;
+    use std::fs::File;
+    use std::io::{BufReader, Read};
+
+    /// A reader of `path`, unzipped when it is gzip (by its magic bytes, whatever its name).
+    fn open(path: &Path) -> std::io::Result<Box<dyn Read>> {
+        let mut f = BufReader::new(File::open(path)?);
+        let mut magic = [0u8; 2];
+        let n = f.read(&mut magic)?;
+        let head = std::io::Cursor::new(magic[..n].to_vec());
+        let chained = head.chain(f);
+        if n == 2 && magic == [0x1f, 0x8b] {
+            Ok(Box::new(flate2::read::GzDecoder::new(chained)))
+        } else {
+            Ok(Box::new(chained))
+        }
+    }
 
     fn entries(archive: &Path) -> Vec<String> {
         let mut a = tar::Archive::new(open(archive).unwrap());
@@ -299,7 +221,7 @@ mod tests {
         assert!(!is_archive_path(&d.path().join("none.tar").display().to_string()));
         let e = read_config(&d.path().join("src").join(SPEC_DUMP)).unwrap_err();
         assert!(
-            e.to_string().contains("not a checkpoint archive") || e.kind() != std::io::ErrorKind::NotFound,
+            e.to_string().contains("not a checkpoint archive") || e.code() != tonic::Code::NotFound,
             "{e}"
         );
         // The config's JSON names are CRI-O's.
@@ -347,10 +269,11 @@ mod tests {
         std::os::unix::fs::symlink(&outside, rootfs.join("escape")).unwrap();
         std::fs::write(
             dir.join(DELETED_FILES),
-            serde_json::to_vec(&["/gone.txt", "etc/also-gone", "/escape/keep", "/not/there"]).unwrap(),
+            serde_json::to_vec(&["/gone.txt", "etc/also-gone", "/not/there"]).unwrap(),
         )
         .unwrap();
-        apply_rootfs_diff(&dir, &rootfs).unwrap();
+        let archive = d.path().join("c.tar");
+        apply_rootfs_diff(&archive, &dir, &rootfs).unwrap();
         assert_eq!(
             std::fs::read(rootfs.join("data/sub/new.txt")).unwrap(),
             b"written"
@@ -361,6 +284,15 @@ mod tests {
         );
         assert!(!rootfs.join("gone.txt").exists());
         assert!(!rootfs.join("etc/also-gone").exists());
+        // A deletion through a symlink is refused, and nothing outside is touched.
+        std::fs::write(
+            dir.join(DELETED_FILES),
+            serde_json::to_vec(&["/escape/keep"]).unwrap(),
+        )
+        .unwrap();
+        let e = apply_rootfs_diff(&archive, &dir, &rootfs).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("\"/escape/keep\""), "{e}");
         assert!(
             outside.join("keep").exists(),
             "a deletion followed a symlink out of the rootfs"

@@ -7,7 +7,8 @@
 //! [`DEFAULT_TIMEOUT`]) bounds the whole call: past it the answer is DeadlineExceeded and no archive is left.
 //! A failure leaves the container running and names what failed (the runtime's and CRIU's messages).
 //!
-//! A restore is a CreateContainer whose image is a checkpoint archive's path: its `config.dump` names the
+//! A restore is a CreateContainer whose image is a checkpoint archive's path, or a checkpoint image (CRI-O's
+//! format, `crius_image::checkpoint`: its one layer's blob is read as the archive): its `config.dump` names the
 //! image the container's rootfs is made of; the archive is unpacked into the new bundle, its rootfs diff
 //! applied to the new snapshot, and the shim restores CRIU's images at StartContainer.
 
@@ -15,12 +16,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Kind, Result};
+use crate::image_store::ImageStore;
 use crate::shim::CheckpointTask;
 use crate::store::container::Container;
 
 use super::Containers;
 
 pub(crate) mod archive;
+pub(crate) mod unpack;
 
 const CALL: &str = "CheckpointContainer";
 /// How long a checkpoint may take when the request sets no timeout.
@@ -38,24 +41,34 @@ pub(crate) struct Restore {
 }
 
 impl Restore {
-    /// The checkpoint `image` (a CreateContainer's `image.image`) names, if it names one.
-    pub(crate) fn of(image: &str) -> Result<Option<Restore>> {
-        if !archive::is_archive_path(image) {
-            return Ok(None);
-        }
-        let config = archive::read_config(Path::new(image))
-            .map_err(|e| Error::invalid("CreateContainer", "image.image", format!("{image}: {e}")))?;
+    /// The checkpoint `image` (a CreateContainer's `image.image`) names, if it names one: an archive's path,
+    /// or a checkpoint image in `images` (whose one layer is the archive).
+    pub(crate) fn of(image: &str, images: &dyn ImageStore) -> Result<Option<Restore>> {
+        let archive = if archive::is_archive_path(image) {
+            PathBuf::from(image)
+        } else {
+            let Ok(rec) = images.find(image) else {
+                return Ok(None);
+            };
+            match images.checkpoint_archive(&rec) {
+                Ok(Some(layer)) => layer,
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(Error::invalid("CreateContainer", "image.image", e.to_string())),
+            }
+        };
+        let config = unpack::read_config(&archive)?;
         if config.rootfs_image_ref.is_empty() && config.rootfs_image_name.is_empty() {
             return Err(Error::invalid(
                 "CreateContainer",
                 "image.image",
-                format!("{image}: its {} names no image", archive::CONFIG_DUMP),
+                format!(
+                    "{}: its {} names no image",
+                    archive.display(),
+                    archive::CONFIG_DUMP
+                ),
             ));
         }
-        Ok(Some(Restore {
-            archive: PathBuf::from(image),
-            config,
-        }))
+        Ok(Some(Restore { archive, config }))
     }
 
     /// The image the restored container's rootfs is made of: by id, else by name.
@@ -73,12 +86,8 @@ impl Restore {
         let dir = bundle.join(RESTORE_DIR);
         let io = |what: String| move |e| Error::io(what, e);
         crate::store::private_dir(bundle).map_err(io(format!("creating {}", bundle.display())))?;
-        archive::unpack(&self.archive, &dir).map_err(io(format!("unpacking {}", self.archive.display())))?;
-        archive::apply_rootfs_diff(&dir, rootfs).map_err(io(format!(
-            "applying {}'s rootfs changes to {}",
-            self.archive.display(),
-            rootfs.display()
-        )))?;
+        unpack::unpack(&self.archive, &dir)?;
+        unpack::apply_rootfs_diff(&self.archive, &dir, rootfs)?;
         let images = dir.join(archive::CHECKPOINT_DIR);
         if !images.join("inventory.img").is_file() {
             return Err(Error::invalid(
@@ -93,6 +102,51 @@ impl Restore {
         }
         Ok(images)
     }
+}
+
+/// The spec annotation runc (1.1 and later) and crun read the name of an extra CRIU configuration file from.
+pub(crate) const CRIU_CONFIG_ANNOTATION: &str = "org.criu.config";
+/// That file, in the restored container's [`RESTORE_DIR`].
+const CRIU_CONFIG: &str = "criu.conf";
+
+/// Points the restored container's CRIU at its own cgroup: a CRIU configuration file in `dir` saying
+/// `cgroup-root <the container's cgroup>`, named in `spec`'s [`CRIU_CONFIG_ANNOTATION`].
+///
+/// Without it runc 1.1 on cgroup v2 (which gives CRIU no cgroup root there, and CRIU's default `soft`
+/// cgroup mode) has CRIU put the restored processes back into the cgroup they were dumped from (the
+/// original container's, made again if it is gone), while runc's state names the new one: a StopContainer's
+/// `kill --all` then finds nothing to kill in it and the process runs on; and stopping the original killed
+/// the copy with it. crius-runc restores in `ignore` mode into the new cgroup and ignores the annotation.
+pub(crate) fn point_criu_at_cgroup(
+    spec: &mut oci_spec::runtime::Spec,
+    dir: &Path,
+    driver: crate::cgroup_driver::Driver,
+) -> Result<()> {
+    let Some(path) = spec.linux().as_ref().and_then(|l| l.cgroups_path().clone()) else {
+        return Ok(());
+    };
+    let path = path.display().to_string();
+    let root = match driver {
+        crate::cgroup_driver::Driver::Cgroupfs => path,
+        crate::cgroup_driver::Driver::Systemd => {
+            // `slice:prefix:name`: the scope `prefix-name.scope` in the slice's directory.
+            let mut parts = path.splitn(3, ':');
+            let (Some(slice), Some(prefix), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+                return Ok(());
+            };
+            let Ok(dir) = crius_oci::cgroup::systemd::expand_slice(slice) else {
+                return Ok(());
+            };
+            format!("/{}", dir.join(format!("{prefix}-{name}.scope")).display())
+        }
+    };
+    let file = dir.join(CRIU_CONFIG);
+    crate::store::write_private(&file, format!("cgroup-root {root}\n").as_bytes())
+        .map_err(|e| Error::io(format!("writing {}", file.display()), e))?;
+    let mut annotations = spec.annotations().clone().unwrap_or_default();
+    annotations.insert(CRIU_CONFIG_ANNOTATION.into(), file.display().to_string());
+    spec.set_annotations(Some(annotations));
+    Ok(())
 }
 
 /// Removes a directory when dropped.

@@ -90,13 +90,13 @@ fn a_checkpoint_archive_has_kubelets_layout_and_the_container_runs_on() {
             archive::STATS_DUMP,
         ]
     );
-    let dump = archive::read_config(&at).unwrap();
+    let dump = super::unpack::read_config(&at).unwrap();
     assert_eq!((dump.id.as_str(), dump.name.as_str()), (id.as_str(), "counter"));
     assert_eq!(dump.rootfs_image, "busybox");
     assert_eq!(dump.rootfs_image_name, "busybox");
     assert!(dump.rootfs_image_ref.starts_with("sha256:"), "{dump:?}");
     let out = w.dir.path().join("out");
-    archive::unpack(&at, &out).unwrap();
+    super::unpack::unpack(&at, &out).unwrap();
     assert_eq!(
         std::fs::read_to_string(out.join(archive::CONTAINER_LOG)).unwrap(),
         "2026-01-01T00:00:00Z stdout F 41\n"
@@ -186,6 +186,17 @@ fn a_create_whose_image_is_an_archive_restores_with_the_rootfs_changes() {
     assert_eq!(rec.image_id, w.containers.get(&id).unwrap().record.image_id);
     let rootfs = w.images.snapshot_usage_dir(&restored).with_file_name("rootfs");
     assert_eq!(std::fs::read_to_string(rootfs.join("data/count")).unwrap(), "41");
+    // CRIU is pointed at the new container's cgroup (runc 1.1 on cgroup v2 leaves it the dumped one).
+    let spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("config.json")).unwrap()).unwrap();
+    let conf = spec["annotations"][super::CRIU_CONFIG_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(conf).unwrap(),
+        format!("cgroup-root {}\n", spec["linux"]["cgroupsPath"].as_str().unwrap())
+    );
+    assert!(conf.starts_with(&bundle.display().to_string()), "{conf}");
 
     // A file that is no archive is an image reference (not found); an archive without CRIU images is refused.
     let junk = w.dir.path().join("junk.tar");
@@ -206,5 +217,77 @@ fn a_create_whose_image_is_an_archive_restores_with_the_rootfs_changes() {
             .of_sandbox("sb1")
             .iter()
             .all(|c| c.config.metadata.as_ref().unwrap().name != "junk")
+    );
+}
+
+#[test]
+fn a_create_whose_image_is_a_checkpoint_image_restores_as_from_its_archive() {
+    let w = World::new();
+    let id = w.running("counter");
+    // The archive as a checkpoint image's one layer (gzip, as buildah writes it).
+    let layer = w.dir.path().join("layer-blob");
+    let at = w.dir.path().join("c.tar.gz");
+    w.containers
+        .checkpoint(&id, &at.display().to_string(), 0)
+        .unwrap();
+    std::fs::rename(&at, &layer).unwrap();
+    w.images.add_checkpoint("localhost/ckpt:latest", &layer);
+
+    let restored = w
+        .containers
+        .create(
+            &w.sandbox,
+            w.dir.path(),
+            config("again", 0, "localhost/ckpt:latest"),
+        )
+        .unwrap();
+    let images = w
+        .containers
+        .bundle(&restored)
+        .join(super::RESTORE_DIR)
+        .join(archive::CHECKPOINT_DIR);
+    assert!(
+        w.shim
+            .calls()
+            .contains(&format!("create {restored} {}", images.display())),
+        "{:?}",
+        w.shim.calls()
+    );
+    // Made of the image the checkpoint names, not of the checkpoint image, with the container's changes.
+    let rec = w.containers.get(&restored).unwrap().record;
+    assert_eq!(rec.image_id, w.containers.get(&id).unwrap().record.image_id);
+    let rootfs = w.images.snapshot_usage_dir(&restored).with_file_name("rootfs");
+    assert_eq!(std::fs::read_to_string(rootfs.join("data/count")).unwrap(), "41");
+    // An ordinary image is no checkpoint.
+    let plain = w
+        .containers
+        .create(&w.sandbox, w.dir.path(), config("plain", 0, "busybox"))
+        .unwrap();
+    assert!(
+        !w.shim
+            .calls()
+            .iter()
+            .any(|c| c.starts_with(&format!("create {plain} /"))),
+        "{:?}",
+        w.shim.calls()
+    );
+}
+
+#[test]
+fn under_systemd_crius_cgroup_root_is_the_scope_of_the_container() {
+    let d = tempfile::tempdir().unwrap();
+    let mut spec = oci_spec::runtime::Spec::default();
+    let mut linux = spec.linux().clone().unwrap_or_default();
+    linux.set_cgroups_path(Some("kubepods-besteffort.slice:crius:c1".into()));
+    spec.set_linux(Some(linux));
+    super::point_criu_at_cgroup(&mut spec, d.path(), crate::cgroup_driver::Driver::Systemd).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("criu.conf")).unwrap(),
+        "cgroup-root /kubepods.slice/kubepods-besteffort.slice/crius-c1.scope\n"
+    );
+    let a = spec.annotations().clone().unwrap();
+    assert_eq!(
+        a[super::CRIU_CONFIG_ANNOTATION],
+        d.path().join("criu.conf").display().to_string()
     );
 }
