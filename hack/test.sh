@@ -41,10 +41,11 @@ CRIUS_TEST_RUNTIME=runc cargo test -p crius-privileged-tests "${host_suites[@]}"
 step "runtime handlers on the host: pods on crius-runc (the default, and by name) and on runc ([runtimes.runc]), also after a criusd restart; an unknown handler is NotFound; Status lists them (crun's pod runs in the VM: it refuses hybrid cgroups)"
 cargo test -p crius-privileged-tests --test runtime_handlers -- --ignored
 
-step "cgroup v2 suites in one VM: cgroup_v2 with crius-runc, then runc; vm_shim (OOM reports, live updates, also under containerd); vm_pods (CRI resources set and updated live; UpdatePodSandboxResources in the pod cgroup); vm_engine (a seed pod's limits, its pod cgroup); vm_pod_service (the seed resize through crius patch: in place, restart, Deferred, Infeasible, Error below usage); vm_apparmor (RuntimeDefault crius-default, Localhost, Unconfined, ExecSync under the profile, on the direct exec path and through crius-runc exec); vm_runtime_handlers (pods on crun and runc); vm_metrics (a container's memory and fs io counters in ListPodSandboxMetrics; a busy container's PSI in ContainerStats and PodSandboxStats); vm_nri (an NRI plugin's cpu.weight at create and through UpdateContainers); vm_chaos_paths (criusd SIGKILLed with an UpdatePodSandboxResources in flight); vm_checkpoint (CRIU, with crius-runc: a counter restored goes on, --leave-running and a restore on another root, a dump CRIU refuses leaves the container running); vm_cri_checkpoint (CheckpointContainer with CRIU, on crius-runc: a counter restored in another pod and on another criusd counts on, with its rootfs changes, also from a checkpoint image imported or pulled; a TCP connection CRIU cannot dump fails clearly and the container runs on)"
+step "cgroup v2 suites in one VM: cgroup_v2 with crius-runc, then runc; vm_shim (OOM reports, live updates, also under containerd); vm_pods (CRI resources set and updated live; UpdatePodSandboxResources in the pod cgroup); vm_engine (a seed pod's limits, its pod cgroup); vm_pod_service (the seed resize through crius patch: in place, restart, Deferred, Infeasible, Error below usage); vm_apparmor (RuntimeDefault crius-default, Localhost, Unconfined, ExecSync under the profile, on the direct exec path and through crius-runc exec); vm_runtime_handlers (pods on crun and runc); vm_metrics (a container's memory and fs io counters in ListPodSandboxMetrics; a busy container's PSI in ContainerStats and PodSandboxStats); vm_nri (an NRI plugin's cpu.weight at create and through UpdateContainers); vm_chaos_paths (criusd SIGKILLed with an UpdatePodSandboxResources in flight); vm_checkpoint (CRIU, with crius-runc: a counter restored goes on, --leave-running and a restore on another root, a dump CRIU refuses leaves the container running); vm_cri_checkpoint (CheckpointContainer with CRIU, on crius-runc and on runc: a counter restored in another pod and on another criusd counts on, with its rootfs changes, also from a checkpoint image imported or pulled; a TCP connection CRIU cannot dump fails clearly and the container runs on)"
 # The suites that need a pure cgroup-v2 kernel, each its own test binary: built here, run in the VM, which sees
-# the target dir at the same path. vm_checkpoint and vm_cri_checkpoint run with crius-runc only (runc passes them too: CRIUS_TEST_RUNTIME=runc),
-# as CRIU is slow on the emulated CPU (seconds to half a minute a dump or restore), hence the longer timeout.
+# the target dir at the same path. vm_checkpoint runs with crius-runc only (runc passes it too: CRIUS_TEST_RUNTIME=runc),
+# as CRIU is slow on the emulated CPU (seconds to half a minute a dump or restore), hence the longer timeout;
+# vm_cri_checkpoint runs with both, as criusd's restore differs by runtime (the CRIU config it gives runc).
 vm_suites=(cgroup_v2 vm_shim vm_pods vm_engine vm_pod_service vm_apparmor vm_runtime_handlers vm_metrics vm_nri vm_chaos_paths vm_checkpoint vm_cri_checkpoint)
 declare -A vm_bin=()
 while read -r name exe; do vm_bin[$name]=$exe; done < <(
@@ -66,7 +67,8 @@ RUN_IN_VM_TIMEOUT=${RUN_IN_VM_TIMEOUT:-2700} hack/vm/run-in-vm.sh sh -c "
   '${vm_bin[vm_nri]}' --ignored --test-threads=1 &&
   '${vm_bin[vm_chaos_paths]}' --ignored --test-threads=1 &&
   '${vm_bin[vm_checkpoint]}' --ignored --test-threads=1 &&
-  '${vm_bin[vm_cri_checkpoint]}' --ignored --test-threads=1"
+  '${vm_bin[vm_cri_checkpoint]}' --ignored --test-threads=1 &&
+  CRIUS_TEST_RUNTIME=runc '${vm_bin[vm_cri_checkpoint]}' --ignored --test-threads=1"
 
 step "the systemd cgroup driver in a VM booted with systemd as PID 1: vm_systemd (a container is a delegated scope in its pod's kubepods slice, its limits unit properties; a live update keeps the pid and outlasts systemctl daemon-reload; removal leaves no unit)"
 vm_systemd=$(cargo test -p crius-privileged-tests --test vm_systemd --no-run --message-format=json-render-diagnostics |

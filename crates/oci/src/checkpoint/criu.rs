@@ -54,8 +54,8 @@ impl Common {
         self.work_path.as_deref().unwrap_or(&self.image_path)
     }
 
-    /// The cgroup mode CRIU gets: the one asked for, else `ignore`, as runc 1.1 passes on cgroup v2 (the restored
-    /// tasks then start where CRIU runs: in the container's cgroup).
+    /// The cgroup mode CRIU gets: the one asked for, else `ignore` (the restored tasks then start where CRIU runs:
+    /// in the new container's cgroup, not the one they were dumped from, where runc 1.1.5 leaves them on v2).
     pub fn cgroups_mode(&self) -> &str {
         self.manage_cgroups_mode.as_deref().unwrap_or("ignore")
     }

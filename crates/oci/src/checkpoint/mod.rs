@@ -10,8 +10,9 @@
 //!                  --external mnt[..]:SOURCE --inherit-fd (stdio pipes and files, joined netns) ─► limits set,
 //!                  state.json, pid file ─► (without --detach) wait, delete, exit with its code
 //! ```
-//! The cgroup mode is `ignore` unless `--manage-cgroups-mode` says otherwise, as runc 1.1 passes it on cgroup v2:
-//! CRIU runs in the new spec's cgroup, so the tasks it restores start there (another mode adds
+//! The cgroup mode is `ignore` unless `--manage-cgroups-mode` says otherwise (runc 1.1.5 takes only soft, full
+//! or strict and gives CRIU no cgroup root on v2, so its restored tasks go back to the cgroup they were dumped
+//! from): CRIU runs in the new spec's cgroup, so the tasks it restores start there (another mode adds
 //! `--cgroup-root CG`).
 //! CRIU is driven through its command line rather than its RPC (`criu swrk` with rpc.proto): each call is one
 //! command that can be copied from the debug log and rerun by hand, no protobuf schema has to be transcribed and
