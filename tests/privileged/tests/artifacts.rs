@@ -114,6 +114,8 @@ async fn an_artifact_volume_mounts_its_files_read_only_and_noexec() {
     let cid = p.started(c).await;
     p.wait_for_log("reader", "done").await;
     let log = p.log_text("reader");
+    // What the pod saw, for the reader of `--nocapture`.
+    eprintln!("the reader container's log (CRI format):\n{log}");
     // (A line without its newline is logged as a partial one, `P`, then the newline as `F`.)
     for want in [
         " stdout F 100000",
