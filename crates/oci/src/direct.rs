@@ -39,7 +39,7 @@ pub const SERVER_ARG: &str = "__crius-direct-exec-server";
 
 /// The message that asks the exec server for one exec (with its four descriptors). It may go on with
 /// `\n<root>\n<id>`: the container the exec is for, whose record and seccomp filter the server then reads and
-/// compiles before it forks the worker, once per version of the container's state file ([`prewarm`]).
+/// compiles before it forks the worker, once per version of the container's state file (`prewarm`).
 pub const EXEC: &[u8] = b"exec";
 
 /// The descriptor the request comes on and the answer goes back on.
