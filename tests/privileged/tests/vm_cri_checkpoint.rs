@@ -166,9 +166,10 @@ impl Node {
     /// The restored counter `id` (`name` in `pod`) went on from at least `from`, its rootfs changes kept.
     async fn check_restored(&mut self, pod: &str, name: &str, id: &str, from: u64) {
         self.counted_to(pod, name, from + 3).await;
-        let counts = self.counts(pod, name);
-        let first = counts[0];
+        let first = self.counts(pod, name)[0];
         // The session, for the reader of `--nocapture`: where the dump was, where the copy went on.
+        self.counted_to(pod, name, first + 2).await;
+        let counts = self.counts(pod, name);
         eprintln!(
             "{pod}/{name} restored: the original had counted to {from} before the dump; the copy's log: {:?}",
             &counts[..counts.len().min(6)]
