@@ -188,14 +188,14 @@ impl Containers {
         self.records.list()
     }
 
+    /// The containers `keep` selects (only those are cloned).
+    pub fn list_where(&self, keep: impl Fn(&Container) -> bool) -> Vec<Container> {
+        self.records.list_where(keep)
+    }
+
     /// The containers of sandbox `sandbox_id`.
     pub fn of_sandbox(&self, sandbox_id: &str) -> Vec<Container> {
-        let mut v: Vec<Container> = self
-            .records
-            .list()
-            .into_iter()
-            .filter(|c| c.record.sandbox_id == sandbox_id)
-            .collect();
+        let mut v = self.list_where(|c| c.record.sandbox_id == sandbox_id);
         v.sort_by_key(|c| c.record.created_at);
         v
     }

@@ -104,12 +104,13 @@ pub(crate) fn io_usage(now: i64, p: Option<Psi>) -> Option<cri::IoUsage> {
 
 /// ListContainerStats: the stats of the running containers `filter` selects.
 pub fn list_stats(all: &Containers, filter: Option<&cri::ContainerStatsFilter>) -> Vec<cri::ContainerStats> {
-    all.list_all()
-        .into_iter()
-        .filter(|c| filter.is_none_or(|f| selected(c, &f.id, &f.pod_sandbox_id, &f.label_selector)))
-        .filter(|c| c.record.state() == State::Running)
-        .map(|c| all.stats(&c))
-        .collect()
+    all.list_where(|c| {
+        c.record.state() == State::Running
+            && filter.is_none_or(|f| selected(c, &f.id, &f.pod_sandbox_id, &f.label_selector))
+    })
+    .into_iter()
+    .map(|c| all.stats(&c))
+    .collect()
 }
 
 #[cfg(test)]

@@ -100,18 +100,20 @@ pub fn status(c: &Container) -> cri::ContainerStatus {
 
 /// ListContainers: the containers `filter` selects (id prefix, sandbox, state, labels).
 pub fn list(all: &Containers, filter: Option<&cri::ContainerFilter>) -> Vec<cri::Container> {
-    all.list_all()
+    let wanted = |c: &Container| {
+        filter.is_none_or(|f| {
+            selected(c, &f.id, &f.pod_sandbox_id, &f.label_selector)
+                && f.state
+                    .as_ref()
+                    .is_none_or(|s| s.state == cri_state(c.record.state()) as i32)
+        })
+    };
+    // Filtered in place: a kubelet or engine listing one pod's containers clones those, not the node's.
+    all.list_where(wanted)
         .into_iter()
-        .filter(|c| filter.is_none_or(|f| selected(c, &f.id, &f.pod_sandbox_id, &f.label_selector)))
-        .filter_map(|c| {
+        .map(|c| {
             let state = cri_state(c.record.state()) as i32;
-            if filter
-                .and_then(|f| f.state.as_ref())
-                .is_some_and(|s| s.state != state)
-            {
-                return None;
-            }
-            Some(cri::Container {
+            cri::Container {
                 id: c.record.id.clone(),
                 pod_sandbox_id: c.record.sandbox_id.clone(),
                 metadata: c.config.metadata.clone(),
@@ -122,7 +124,7 @@ pub fn list(all: &Containers, filter: Option<&cri::ContainerFilter>) -> Vec<cri:
                 labels: c.config.labels.clone(),
                 annotations: c.config.annotations.clone(),
                 image_id: c.record.image_id.clone(),
-            })
+            }
         })
         .collect()
 }

@@ -139,7 +139,17 @@ impl<E: Entry> Table<E> {
 
     /// Every entry.
     pub fn list(&self) -> Vec<E> {
-        self.lock().values().map(|s| s.entry.clone()).collect()
+        self.list_where(|_| true)
+    }
+
+    /// The entries `keep` selects, each read in place and only those cloned (a list filtered by pod clones
+    /// that pod's entries, not the node's).
+    pub fn list_where(&self, keep: impl Fn(&E) -> bool) -> Vec<E> {
+        self.lock()
+            .values()
+            .filter(|s| keep(&s.entry))
+            .map(|s| s.entry.clone())
+            .collect()
     }
 
     /// Forgets entry `id` and deletes its record; returns it if it was there.
