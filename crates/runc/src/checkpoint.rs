@@ -36,13 +36,37 @@ pub fn checkpoint(root: &Path, criu: &Path, a: CheckpointArgs) -> Result<()> {
             "--page-server and --status-fd are not supported by crius-runc (no lazy migration)"
         ));
     }
+    let common = common(criu, &a.criu)?;
+    if let Some(parent) = &a.parent_path {
+        check_parent_path(&common.image_path, parent)?;
+    }
     let opts = CheckpointOptions {
-        common: common(criu, &a.criu)?,
+        common,
         leave_running: a.leave_running,
         pre_dump: a.pre_dump,
         parent_path: a.parent_path,
     };
     crius_oci::checkpoint::checkpoint(root, &a.id, &opts)
+}
+
+/// `--parent-path` is checked before the container is looked at, as runc checks it: it must be relative and name
+/// a directory under the image path (CRIU reads it relative to the images).
+fn check_parent_path(image_path: &Path, parent: &Path) -> Result<()> {
+    if parent.is_absolute() {
+        return Err(err!(
+            "--parent-path {}: must be relative to the image path",
+            parent.display()
+        ));
+    }
+    let real = image_path.join(parent);
+    match std::fs::metadata(&real) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(err!(
+            "invalid --parent-path: {} is not a directory",
+            real.display()
+        )),
+        Err(e) => Err(err!("invalid --parent-path: {}: {e}", real.display())),
+    }
 }
 
 /// `restore`: with `--detach` returns once the container runs again; else waits for it, deletes it and returns

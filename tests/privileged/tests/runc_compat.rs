@@ -586,3 +586,6 @@ fn crius_only_cgroup2_in_a_user_namespace_without_a_cgroup_namespace_is_bound() 
 
 #[path = "runc_compat/checkpoint.rs"]
 mod checkpoint;
+
+#[path = "runc_compat/mounts.rs"]
+mod mounts;

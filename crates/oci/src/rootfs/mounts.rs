@@ -98,6 +98,28 @@ pub fn read_only_later(m: &Mount, fstype: &str) -> bool {
     fstype == "tmpfs" || inroot::clean(m.destination()) == Path::new("dev")
 }
 
+/// A proc or sysfs whose mount point exists but is no directory (a symlink included) is refused before anything
+/// is mounted, in runc's words: a mount through a symlink swapped in for /proc was an attack (CVE-2019-19921).
+/// A missing mount point is made later as usual.
+fn ordinary_dir(root: &Root, dest: &Path, fstype: &str) -> Result<()> {
+    if !matches!(fstype, "proc" | "sysfs") {
+        return Ok(());
+    }
+    let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else {
+        return Ok(());
+    };
+    let Ok(dir) = inroot::open(root.fd.as_fd(), parent) else {
+        return Ok(());
+    };
+    match nix::sys::stat::fstatat(dir.as_fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) if st.st_mode & libc::S_IFMT != libc::S_IFDIR => Err(err!(
+            "mount {}: filesystem {fstype:?} must be mounted on ordinary directory",
+            dest.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Makes mount `m` inside `root`. A bind mount's relative source is relative to `bundle`; `made` is the bind
 /// tree the runtime made for it before the user namespace ([`super::sources`]), else it is made here.
 pub fn mount_one(root: &Root, bundle: &Path, m: &Mount, userns: bool, made: Option<OwnedFd>) -> Result<()> {
@@ -139,6 +161,7 @@ pub fn mount_one(root: &Root, bundle: &Path, m: &Mount, userns: bool, made: Opti
             .map_err(|e| err!("{what}: source: {e}"))?,
         None => true,
     };
+    ordinary_dir(root, &dest, &fstype)?;
     let target = inroot::create(root.fd.as_fd(), &dest, is_dir)
         .map_err(|e| err!("{what}: making the mount point in the rootfs: {e}"))?;
     check_proc(&dest, &root.place_of(&target, &what)?, &fstype, src_fd.as_ref())?;

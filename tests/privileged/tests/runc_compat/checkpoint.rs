@@ -96,3 +96,25 @@ fn crius_only_checkpoint_refuses_what_it_does_not_support_before_criu_runs() {
     assert_eq!(rt.status(&id), "running");
     rt.ok(&["delete", "--force", &id]);
 }
+
+#[test]
+#[ignore = "needs root: run through hack/test.sh"]
+fn a_bad_parent_path_is_refused_before_criu_runs() {
+    // runc's checkpoint.bats "checkpoint --pre-dump (bad --parent-path)": an absolute --parent-path, and one
+    // that is not a directory under the image path, are refused, naming the flag; the container runs on.
+    let rt = Runtime::from_env();
+    let b = Bundle::new(&["sleep", "100"]);
+    let id = unique("ckp");
+    rt.create_started(&id, &b);
+    let images = tempfile::tempdir().unwrap();
+    let img = images.path().to_str().unwrap();
+    let absolute = images.path().join("parent");
+    std::fs::create_dir(&absolute).unwrap();
+    std::fs::write(images.path().join("file"), "").unwrap();
+    for parent in [absolute.to_str().unwrap(), "missing", "file"] {
+        let said = rt.fails(&["checkpoint", "--parent-path", parent, "--image-path", img, &id]);
+        assert!(said.contains("--parent-path"), "{parent}: {said}");
+        assert_eq!(rt.status(&id), "running", "{parent}");
+    }
+    rt.ok(&["delete", "--force", &id]);
+}
