@@ -15,8 +15,10 @@ fn a_proc_or_sysfs_on_a_symlink_is_refused() {
             std::os::unix::fs::symlink(link, dir.path().join("p")).unwrap();
             let mut b = Bundle::sh("true");
             let mounts = b.config["mounts"].as_array_mut().unwrap();
-            mounts.push(json!({"destination": "/tmp/d", "type": "bind", "source": dir.path(),
-                "options": ["rbind"]}));
+            mounts.push(
+                json!({"destination": "/tmp/d", "type": "bind", "source": dir.path(),
+                "options": ["rbind"]}),
+            );
             mounts.push(json!({"destination": "/tmp/d/p", "type": fstype, "source": fstype}));
             let (code, _, err) = rt.run_bundle(&b, "compat");
             assert_ne!(code, 0, "{fstype} on a link to {link}");
@@ -24,7 +26,10 @@ fn a_proc_or_sysfs_on_a_symlink_is_refused() {
                 err.contains("must be mounted on ordinary directory"),
                 "{fstype} on a link to {link}: {err}"
             );
-            assert!(std::fs::read_link(dir.path().join("p")).is_ok(), "the link is left as it was");
+            assert!(
+                std::fs::read_link(dir.path().join("p")).is_ok(),
+                "the link is left as it was"
+            );
         }
     }
 }
