@@ -473,7 +473,14 @@ impl Tasks {
                 args.push("--all");
             }
             args.extend([id, sig.as_str()]);
-            runtime.run(&args, None, &bundle)?;
+            if let Err(e) = runtime.run(&args, None, &bundle) {
+                // The runtime found it stopped before the reaper saw the exit: finished, not a failure.
+                return Err(if redeliver::has_ended(pid) {
+                    Error::Finished(format!("the init process of {id:?}"))
+                } else {
+                    e
+                });
+            }
             if let Some(sig) = dropped {
                 self.redeliver(id, pid, sig);
             }

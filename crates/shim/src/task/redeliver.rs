@@ -8,6 +8,9 @@
 //! a window of microseconds). It stops without sending when the signal is ignored (the program's choice), or
 //! when the process is gone. An init that shares a PID namespace (the host's, or the pod's) is not watched:
 //! the kernel does not drop its signals.
+//!
+//! And a Kill that the runtime refuses because the container just stopped (its init died, and the reaper has
+//! not yet reaped it) is [`has_ended`]'s case: the process is finished, which is what a stop wanted.
 
 use std::time::Duration;
 
@@ -59,6 +62,18 @@ pub(crate) fn namespace_init(status: &str) -> bool {
 
 fn status(pid: u32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/status")).ok()
+}
+
+/// Whether process `pid` has ended: gone, or dead and not yet reaped (a zombie).
+pub(crate) fn has_ended(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    status(pid).is_none_or(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("State:"))
+            .is_some_and(|st| matches!(st.trim_start().chars().next(), Some('Z' | 'X')))
+    })
 }
 
 /// Before a Kill of `pid` with `signal`: the signal to watch, when the kernel would drop it (a namespace's
@@ -114,6 +129,24 @@ impl Tasks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dead_or_gone_process_has_ended_and_a_living_one_has_not() {
+        // Other tests of this binary reap any child (the shim's reaper), so whether `true` is seen as a zombie
+        // or as gone depends on them: both are "ended". Nothing here waits for a child itself.
+        let living = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let dying = std::process::Command::new("true").spawn().unwrap();
+        assert!(!has_ended(living.id()));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !has_ended(dying.id()) {
+            assert!(std::time::Instant::now() < deadline, "`true` never ended");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!has_ended(0));
+        let _ = nix::sys::signal::kill(Pid::from_raw(living.id() as i32), Signal::SIGKILL);
+        // Reaped by whoever reaps in this binary, or left to the process's end: nothing to wait for here.
+        drop((living, dying));
+    }
 
     const STATUS: &str = "Name:\tsh\nNSpid:\t4242\t1\nSigPnd:\t0000000000000000\n\
         SigBlk:\t0000000000000000\nSigIgn:\t0000000000000004\nSigCgt:\t0000000000004002\n";

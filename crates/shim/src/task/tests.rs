@@ -12,7 +12,8 @@ use super::*;
 
 /// The stand-in runtime. An exec whose process names `"quick"` writes `out` and `err` and exits 3, one naming
 /// `"big"` writes 17 MB to stdout; any other sleeps. `create` logs each call to `<root>/calls`, fails if `<root>/fail-create` exists and
-/// takes 300 ms if `<root>/slow-create` does (so a racing Create overlaps it); `pause`/`resume` fail if
+/// takes 300 ms if `<root>/slow-create` does; `kill` with `<root>/stopped-kill` kills the init and then refuses,
+/// as runc does for a container that just stopped; (so a racing Create overlaps it); `pause`/`resume` fail if
 /// `<root>/fail-pause`/`fail-resume` exist. Errors go to `--log` as runc's JSON lines.
 const FAKE_RUNTIME: &str = r#"#!/bin/sh
 while :; do
@@ -40,6 +41,10 @@ create)
 start) [ -e "$root/$1/pid" ] || fail "container $1 does not exist" ;;
 kill)
   [ "$1" = --all ] && shift
+  if [ -e "$root/stopped-kill" ]; then
+    # runc's answer when the init died just before: the container is stopped.
+    kill -9 "$(cat "$root/$1/pid")"; sleep 0.1; fail "container $1 is stopped: cannot send a signal"
+  fi
   kill -"$2" "$(cat "$root/$1/pid")" ;;
 exec)
   eval "id=\${$#}"; pf=$(pid_file "$@")
@@ -494,4 +499,18 @@ fn an_exec_is_defined_started_killed_and_deleted_once_it_exited() {
     f.tasks.kill("c1", "", 9, false).unwrap();
     f.wait("c1", "").unwrap();
     f.tasks.delete("c1", "").unwrap();
+}
+
+#[test]
+fn a_kill_the_runtime_refuses_because_the_init_just_died_is_finished_not_a_failure() {
+    let f = Fixture::new();
+    f.create("c1").unwrap();
+    f.tasks.start("c1", "").unwrap();
+    f.mark("stopped-kill", true);
+    // The runtime saw the container stopped before the reaper told the task: a stop found what it wanted.
+    assert!(matches!(
+        f.tasks.kill("c1", "", 15, false),
+        Err(Error::Finished(_))
+    ));
+    assert_eq!(f.wait("c1", "").unwrap().status, 137);
 }
