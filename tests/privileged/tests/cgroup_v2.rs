@@ -316,11 +316,23 @@ fn delete_force_removes_the_cgroups_made_below_the_containers() {
     let sub = cgroup_dir(&b).join("foo/bar");
     std::fs::create_dir_all(&sub).unwrap();
     std::fs::create_dir(cgroup_dir(&b).join("other")).unwrap();
-    let pid = read(&b, "cgroup.procs")
-        .lines()
-        .find(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.contains("1001")))
-        .expect("the exec'd sleep")
-        .to_string();
+    // `exec -d` returns once the process is started, which with runc can be before its `runc init` has
+    // exec'd the command: wait for the sleep to show up, rather than read the cgroup once.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let pid = loop {
+        let found = read(&b, "cgroup.procs").lines().find_map(|p| {
+            let cmdline = std::fs::read_to_string(format!("/proc/{p}/cmdline")).ok()?;
+            cmdline.contains("1001").then(|| p.to_string())
+        });
+        if let Some(pid) = found {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the exec'd sleep is not in the container's cgroup after 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     std::fs::write(sub.join("cgroup.procs"), &pid).unwrap();
     rt.ok(&["delete", "--force", &id]);
     assert!(!rt.run(&["state", &id]).status.success(), "state after delete");
