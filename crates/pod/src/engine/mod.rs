@@ -35,6 +35,8 @@ use crate::report::{Event, Report};
 use crate::volumes::Volumes;
 
 mod adopt;
+#[cfg(test)]
+mod control_tests;
 mod events;
 mod images;
 mod lead;
@@ -43,6 +45,8 @@ mod probes;
 #[cfg(test)]
 mod probes_tests;
 mod resize;
+#[cfg(test)]
+mod restarts_tests;
 mod slot;
 mod start;
 mod stop;
