@@ -178,6 +178,25 @@ pub async fn cremove(c: &mut Client, id: &str) {
     .unwrap();
 }
 
+/// ExecSync of `sh -c script` in container `id`, 10 s at most, which must be answered: (exit code, stdout,
+/// stderr). [`Pod::sh`] for a pod's own client.
+pub async fn sh(c: &mut Client, id: &str, script: &str) -> (i32, String, String) {
+    let r = c
+        .exec_sync(cri::ExecSyncRequest {
+            container_id: id.into(),
+            cmd: vec!["sh".into(), "-c".into(), script.into()],
+            timeout: 10,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("ExecSync sh -c {script:?} in {id}: {e}"))
+        .into_inner();
+    (
+        r.exit_code,
+        String::from_utf8_lossy(&r.stdout).into_owned(),
+        String::from_utf8_lossy(&r.stderr).into_owned(),
+    )
+}
+
 /// ListContainers: the ids, sorted.
 pub async fn containers(c: &mut Client, filter: cri::ContainerFilter) -> Vec<String> {
     let mut ids: Vec<String> = c
@@ -356,23 +375,9 @@ impl Pod {
         self.net.as_ref()
     }
 
-    /// ExecSync of `sh -c script` in container `id`, 10 s at most: (exit code, stdout, stderr).
+    /// ExecSync of `sh -c script` in container `id`, 10 s at most: (exit code, stdout, stderr) (see [`sh`]).
     pub async fn sh(&mut self, id: &str, script: &str) -> (i32, String, String) {
-        let r = self
-            .c
-            .exec_sync(cri::ExecSyncRequest {
-                container_id: id.into(),
-                cmd: vec!["sh".into(), "-c".into(), script.into()],
-                timeout: 10,
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        (
-            r.exit_code,
-            String::from_utf8_lossy(&r.stdout).into_owned(),
-            String::from_utf8_lossy(&r.stderr).into_owned(),
-        )
+        sh(&mut self.c, id, script).await
     }
 
     /// Traffic on the pod's eth0: container `id` pings the bridge of the pod's own network once, which must

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crius_api::cri;
 use crius_api::cri::image_service_client::ImageServiceClient;
 use crius_privileged_tests::cri::{
-    Client, client, config, container, create, cremove, cstop, host_network, import_busybox, start,
+    Client, client, config, container, create, cremove, cstop, host_network, import_busybox, sh, start,
     wait_state,
 };
 use crius_test_support::daemon::Daemon;
@@ -126,27 +126,6 @@ impl Node {
             .map(drop)
     }
 
-    async fn sh(&mut self, id: &str, script: &str) -> (i32, String) {
-        let r = self
-            .c
-            .exec_sync(cri::ExecSyncRequest {
-                container_id: id.into(),
-                cmd: vec!["sh".into(), "-c".into(), script.into()],
-                timeout: 10,
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        let out = String::from_utf8_lossy(&r.stdout).into_owned() + &String::from_utf8_lossy(&r.stderr);
-        (r.exit_code, out)
-    }
-
-    /// Restores the checkpoint `archive` as container `name` in `pod` and starts it: its id.
-    async fn restore(&mut self, pod: &str, name: &str, archive: &Path) -> String {
-        self.restore_image(pod, name, &archive.display().to_string())
-            .await
-    }
-
     /// Restores the checkpoint `image` (an archive's path or a checkpoint image) as container `name` in `pod`
     /// and starts it: its id.
     async fn restore_image(&mut self, pod: &str, name: &str, image: &str) -> String {
@@ -161,6 +140,17 @@ impl Node {
             .unwrap_or_else(|e| panic!("starting the restored {id}: {e}\n{}", self.d.log()));
         wait_state(&mut self.c, &id, cri::ContainerState::ContainerRunning).await;
         id
+    }
+
+    /// Restores the counter from the checkpoint `image` (an archive's path or a checkpoint image) in a new pod
+    /// `pod` and checks it went on from at least `from`, its rootfs changes kept: (the pod's id, the container's).
+    async fn restored_in(&mut self, pod: &str, image: &str, from: u64) -> (String, String) {
+        let sandbox = self.pod(pod).await;
+        let t = Instant::now();
+        let id = self.restore_image(&sandbox, "counter", image).await;
+        eprintln!("{pod}: {image} restored in {:?}", t.elapsed());
+        self.check_restored(pod, "counter", &id, from).await;
+        (sandbox, id)
     }
 
     /// The restored counter `id` (`name` in `pod`) went on from at least `from`, its rootfs changes kept.
@@ -179,8 +169,9 @@ impl Node {
             "{name} started again from {first}, not from {from} on: {:?}",
             self.log(pod, name)
         );
-        assert_eq!(self.sh(id, "cat /kept").await, (0, "kept\n".into()));
-        let (code, out) = self.sh(id, "test -e /etc/group && echo there || echo gone").await;
+        let (code, out, err) = sh(&mut self.c, id, "cat /kept").await;
+        assert_eq!((code, out.as_str()), (0, "kept\n"), "{err}");
+        let (code, out, _) = sh(&mut self.c, id, "test -e /etc/group && echo there || echo gone").await;
         assert_eq!(
             (code, out.trim()),
             (0, "gone"),
@@ -313,35 +304,24 @@ async fn a_counter_checkpointed_through_the_cri_goes_on_counting_in_another_pod_
     wait_state(&mut a.c, &id, cri::ContainerState::ContainerRunning).await;
 
     // Restored into another pod of the same node, beside the original.
-    let other = a.pod("ckpt-b").await;
-    let t = Instant::now();
-    let again = a.restore(&other, "counter", &archive).await;
-    eprintln!("restored in {:?}", t.elapsed());
-    a.check_restored("ckpt-b", "counter", &again, at).await;
+    let archive_path = archive.display().to_string();
+    let (other, again) = a.restored_in("ckpt-b", &archive_path, at).await;
 
     // From a checkpoint image made of the archive and imported: restored the same way, in a third pod.
     let layout = a.d.dir().join("ckpt-image");
     checkpoint_image(&archive, &layout, "localhost/ckpt/counter:latest");
     a.d.cli_ok(&["images", "import", &layout.display().to_string()]);
-    let third = a.pod("ckpt-d").await;
-    let from_image = a
-        .restore_image(&third, "counter", "localhost/ckpt/counter:latest")
-        .await;
-    a.check_restored("ckpt-d", "counter", &from_image, at).await;
+    let (third, from_image) = a.restored_in("ckpt-d", "localhost/ckpt/counter:latest", at).await;
 
     // And on another node: a criusd with its own state and image store.
-    let pod_b = b.pod("ckpt-c").await;
-    let moved = b.restore(&pod_b, "counter", &archive).await;
-    b.check_restored("ckpt-c", "counter", &moved, at).await;
+    let (pod_b, moved) = b.restored_in("ckpt-c", &archive_path, at).await;
 
     // The checkpoint image pushed to a registry and pulled by the other node: restored the same way.
     let reg = Registry::start();
     reg.push(&layout, "localhost/ckpt/counter:latest", "ckpt/counter:latest");
     let pulled = format!("{}/ckpt/counter:latest", reg.host);
     b.pull(&pulled).await;
-    let pod_e = b.pod("ckpt-e").await;
-    let from_pull = b.restore_image(&pod_e, "counter", &pulled).await;
-    b.check_restored("ckpt-e", "counter", &from_pull, at).await;
+    let (pod_e, from_pull) = b.restored_in("ckpt-e", &pulled, at).await;
 
     b.remove(&[&moved, &from_pull], &[&pod_b, &pod_e]).await;
     a.remove(&[&id, &again, &from_image], &[&pod, &other, &third])

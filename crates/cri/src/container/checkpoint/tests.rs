@@ -1,64 +1,64 @@
 //! CheckpointContainer and a restoring CreateContainer against the fake shim and image store: the archive's
 //! layout, what a failure leaves, and the restore detected from the image.
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 
 use tonic::Code;
 
 use super::archive;
-use crate::container::tests::{config, open, ready_pod};
+use crate::container::tests::{World, config};
 use crate::image_store::fake::FakeImages;
-use crate::shim::fake::FakeShim;
 use crate::store::container::State;
 
-struct World {
-    dir: tempfile::TempDir,
-    shim: Arc<FakeShim>,
-    images: Arc<FakeImages>,
-    containers: super::Containers,
-    sandbox: crate::store::sandbox::Sandbox,
+/// A running container `name` whose writable layer holds a file and a whiteout, and whose log has a line.
+fn running(w: &World, name: &str) -> String {
+    let id = w.create(name).unwrap();
+    w.containers.start(&id).unwrap();
+    let upper = w.images.snapshot_usage_dir(&id);
+    std::fs::create_dir_all(upper.join("data")).unwrap();
+    std::fs::write(upper.join("data/count"), "41").unwrap();
+    let log = w.containers.get(&id).unwrap().record.log_path;
+    std::fs::write(&log, "2026-01-01T00:00:00Z stdout F 41\n").unwrap();
+    id
 }
 
-impl World {
-    fn new() -> World {
-        let dir = tempfile::tempdir().unwrap();
-        let shim = Arc::new(FakeShim::default());
-        let images = Arc::new(FakeImages::default());
-        images.add("busybox", serde_json::json!({"config": {"Cmd": ["sh"]}}));
-        let containers = open(&dir, shim.clone(), images.clone());
-        let sandbox = ready_pod(&dir);
-        World {
-            dir,
-            shim,
-            images,
-            containers,
-            sandbox,
-        }
-    }
+/// A CreateContainer of `name` whose image is `image` (a checkpoint archive or image): the new container's id.
+fn restore(w: &World, name: &str, image: &str) -> String {
+    w.create_with(config(name, 0, image)).unwrap()
+}
 
-    /// A running container `name` whose writable layer holds a file and a whiteout, and whose log has a line.
-    fn running(&self, name: &str) -> String {
-        let id = self
-            .containers
-            .create(&self.sandbox, self.dir.path(), config(name, 0, "busybox"))
-            .unwrap();
-        self.containers.start(&id).unwrap();
-        let upper = self.images.snapshot_usage_dir(&id);
-        std::fs::create_dir_all(upper.join("data")).unwrap();
-        std::fs::write(upper.join("data/count"), "41").unwrap();
-        let log = self.containers.get(&id).unwrap().record.log_path;
-        std::fs::write(&log, "2026-01-01T00:00:00Z stdout F 41\n").unwrap();
-        id
-    }
+/// `restored` is the checkpoint of `original` restored: the shim was asked to create it from the CRIU images
+/// unpacked in its bundle, and its rootfs is the image the checkpoint names (not a checkpoint image) with the
+/// changes `original` had made. The restored container's bundle.
+fn assert_restored(w: &World, original: &str, restored: &str) -> PathBuf {
+    let bundle = w.containers.bundle(restored);
+    let images = bundle.join(super::RESTORE_DIR).join(archive::CHECKPOINT_DIR);
+    assert!(
+        images.join("inventory.img").is_file(),
+        "no CRIU images in {}",
+        images.display()
+    );
+    assert!(
+        w.shim
+            .calls()
+            .contains(&format!("create {restored} {}", images.display())),
+        "{:?}",
+        w.shim.calls()
+    );
+    let rec = w.containers.get(restored).unwrap().record;
+    assert_eq!(rec.image_id, w.containers.get(original).unwrap().record.image_id);
+    let rootfs = w.images.snapshot_usage_dir(restored).with_file_name("rootfs");
+    assert_eq!(std::fs::read_to_string(rootfs.join("data/count")).unwrap(), "41");
+    bundle
 }
 
 impl FakeImages {
-    fn snapshot_usage_dir(&self, id: &str) -> std::path::PathBuf {
+    fn snapshot_usage_dir(&self, id: &str) -> PathBuf {
         crate::image_store::ImageStore::snapshot_usage(self, id).1
     }
 }
 
-fn entries(archive: &std::path::Path) -> Vec<String> {
+fn entries(archive: &Path) -> Vec<String> {
     let mut a = tar::Archive::new(std::fs::File::open(archive).unwrap());
     let mut v: Vec<String> = a
         .entries()
@@ -73,7 +73,7 @@ fn entries(archive: &std::path::Path) -> Vec<String> {
 #[test]
 fn a_checkpoint_archive_has_kubelets_layout_and_the_container_runs_on() {
     let w = World::new();
-    let id = w.running("counter");
+    let id = running(&w, "counter");
     let at = w.dir.path().join("checkpoint-counter.tar");
     w.containers
         .checkpoint(&id, &at.display().to_string(), 0)
@@ -119,7 +119,7 @@ fn a_checkpoint_archive_has_kubelets_layout_and_the_container_runs_on() {
 #[test]
 fn a_failed_checkpoint_names_why_and_leaves_no_archive() {
     let w = World::new();
-    let id = w.running("counter");
+    let id = running(&w, "counter");
     let at = w.dir.path().join("c.tar");
     let loc = at.display().to_string();
     *w.shim.checkpoint_refusal.lock().unwrap() = Some("criu failed: can't dump unix socket".into());
@@ -157,35 +157,14 @@ fn a_failed_checkpoint_names_why_and_leaves_no_archive() {
 #[test]
 fn a_create_whose_image_is_an_archive_restores_with_the_rootfs_changes() {
     let w = World::new();
-    let id = w.running("counter");
+    let id = running(&w, "counter");
     let at = w.dir.path().join("c.tar.gz");
     w.containers
         .checkpoint(&id, &at.display().to_string(), 0)
         .unwrap();
 
-    let restored = w
-        .containers
-        .create(
-            &w.sandbox,
-            w.dir.path(),
-            config("again", 0, &at.display().to_string()),
-        )
-        .unwrap();
-    let bundle = w.containers.bundle(&restored);
-    let images = bundle.join(super::RESTORE_DIR).join(archive::CHECKPOINT_DIR);
-    assert!(images.join("inventory.img").is_file());
-    assert!(
-        w.shim
-            .calls()
-            .contains(&format!("create {restored} {}", images.display())),
-        "{:?}",
-        w.shim.calls()
-    );
-    // The rootfs is the image the checkpoint names, with the changes the container had made.
-    let rec = w.containers.get(&restored).unwrap().record;
-    assert_eq!(rec.image_id, w.containers.get(&id).unwrap().record.image_id);
-    let rootfs = w.images.snapshot_usage_dir(&restored).with_file_name("rootfs");
-    assert_eq!(std::fs::read_to_string(rootfs.join("data/count")).unwrap(), "41");
+    let restored = restore(&w, "again", &at.display().to_string());
+    let bundle = assert_restored(&w, &id, &restored);
     // CRIU is pointed at the new container's cgroup (runc 1.1 on cgroup v2 leaves it the dumped one).
     let spec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(bundle.join("config.json")).unwrap()).unwrap();
@@ -223,7 +202,7 @@ fn a_create_whose_image_is_an_archive_restores_with_the_rootfs_changes() {
 #[test]
 fn a_create_whose_image_is_a_checkpoint_image_restores_as_from_its_archive() {
     let w = World::new();
-    let id = w.running("counter");
+    let id = running(&w, "counter");
     // The archive as a checkpoint image's one layer (gzip, as buildah writes it).
     let layer = w.dir.path().join("layer-blob");
     let at = w.dir.path().join("c.tar.gz");
@@ -233,31 +212,9 @@ fn a_create_whose_image_is_a_checkpoint_image_restores_as_from_its_archive() {
     std::fs::rename(&at, &layer).unwrap();
     w.images.add_checkpoint("localhost/ckpt:latest", &layer);
 
-    let restored = w
-        .containers
-        .create(
-            &w.sandbox,
-            w.dir.path(),
-            config("again", 0, "localhost/ckpt:latest"),
-        )
-        .unwrap();
-    let images = w
-        .containers
-        .bundle(&restored)
-        .join(super::RESTORE_DIR)
-        .join(archive::CHECKPOINT_DIR);
-    assert!(
-        w.shim
-            .calls()
-            .contains(&format!("create {restored} {}", images.display())),
-        "{:?}",
-        w.shim.calls()
-    );
     // Made of the image the checkpoint names, not of the checkpoint image, with the container's changes.
-    let rec = w.containers.get(&restored).unwrap().record;
-    assert_eq!(rec.image_id, w.containers.get(&id).unwrap().record.image_id);
-    let rootfs = w.images.snapshot_usage_dir(&restored).with_file_name("rootfs");
-    assert_eq!(std::fs::read_to_string(rootfs.join("data/count")).unwrap(), "41");
+    let restored = restore(&w, "again", "localhost/ckpt:latest");
+    assert_restored(&w, &id, &restored);
     // An ordinary image is no checkpoint.
     let plain = w
         .containers
