@@ -8,6 +8,7 @@
 #        hack/install-deps.sh first). BENCH_BIN=DIR takes crius-runc and a static crius-testprog from DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source hack/lib/bench.sh
 if [ $# -gt 0 ]; then sizes=("$@"); else sizes=(100 1024); fi
 runs=${RUNS:-3}
 
@@ -41,19 +42,14 @@ cleanup() {
 trap cleanup EXIT
 
 # One bundle for both runtimes: busybox, and the test program that allocates and touches N MiB, then waits.
-mkdir -p "$work/b/rootfs/bin" "$work/b/rootfs/proc" "$work/b/rootfs/dev" "$work/b/rootfs/sys" "$work/b/rootfs/tmp"
-cp /bin/busybox "$work/b/rootfs/bin/"
-ln "$work/b/rootfs/bin/busybox" "$work/b/rootfs/bin/sh"
-cp "$BENCH_BIN/crius-testprog" "$work/b/rootfs/bin/"
-(cd "$work/b" && "$BENCH_BIN/crius-runc" spec)
+busybox_bundle "$work/b" "$BENCH_BIN/crius-runc" "$BENCH_BIN/crius-testprog"
 
 now() { date +%s%N; }
 
 # one RT ID MIB: runs the process, checkpoints it, restores it; sets ck_ms, rs_ms and img_bytes.
 one() {
   local rt=$1 id=$2 mib=$3 img="$work/img-$2" out="$work/out-$2" t0 t1 t2 t3
-  jq --arg m "$mib" '.process.args = ["/bin/crius-testprog", "--alloc", $m] | .process.terminal = false
-    | .root.readonly = false' "$work/b/config.json" >"$work/b/c" && mv "$work/b/c" "$work/b/config.json"
+  jq --arg m "$mib" '.process.args = ["/bin/crius-testprog", "--alloc", $m]' "$work/b/config.json" >"$work/b/c" && mv "$work/b/c" "$work/b/config.json"
   ids+=("$id")
   : >"$out"
   # stdio are pipes the runtime records for CRIU, as a shim gives them; the reader outlives both runs.

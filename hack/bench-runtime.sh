@@ -3,24 +3,21 @@
 #   on the host: crius-runc vs runc (crun refuses this hybrid-cgroup host)
 #   in the VM (hack/vm, pure cgroup v2): crius-runc vs runc vs crun
 # Prints the median (and p90) per runtime and the ratio to crius-runc. Not a test: figures depend on the machine.
-# Usage: hack/bench-runtime.sh [iterations] [all|host|vm]     (root; hack/install-deps.sh first)
+# Usage: [BENCH_BIN=DIR | BENCH_PROFILE=debug] hack/bench-runtime.sh [iterations] [all|host|vm]
+# (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source hack/lib/bench.sh
 n=${1:-40}
 where=${2:-all}
 
-if [ "${BENCH_INNER:-}" != 1 ]; then
-  cargo build --release -p crius-runc --quiet
-fi
-crius=$PWD/target/release/crius-runc
+bench_build runc   # in the VM, BENCH_BIN is the outer run's; BENCH_BIN=DIR, BENCH_PROFILE=debug: see hack/lib/bench.sh
+crius=$bin/crius-runc
 
 work=$(mktemp -d /tmp/crius-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/rootfs/bin" "$work/rootfs/proc" "$work/rootfs/dev" "$work/rootfs/sys"
-cp /bin/busybox "$work/rootfs/bin/"
-ln "$work/rootfs/bin/busybox" "$work/rootfs/bin/sh"
-(cd "$work" && "$crius" spec)
-jq '.process.args = ["sh", "-c", ":"] | .root.readonly = false' "$work/config.json" > "$work/c" && mv "$work/c" "$work/config.json"
+busybox_bundle "$work" "$crius"
+jq '.process.args = ["sh", "-c", ":"]' "$work/config.json" > "$work/c" && mv "$work/c" "$work/config.json"
 
 now() { date +%s%N; }
 
@@ -62,5 +59,5 @@ if [ "$where" != vm ]; then
   report "host (hybrid cgroups)" crius-runc="$crius" runc=/usr/sbin/runc
 fi
 if [ "$where" != host ]; then
-  BENCH_INNER=1 RUN_IN_VM_TIMEOUT=1800 hack/vm/run-in-vm.sh bash hack/bench-runtime.sh "$((n / 2))"
+  BENCH_INNER=1 BENCH_BIN="$bin" RUN_IN_VM_TIMEOUT=1800 hack/vm/run-in-vm.sh bash hack/bench-runtime.sh "$((n / 2))"
 fi

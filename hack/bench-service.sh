@@ -7,15 +7,14 @@
 #           of 20 calls each.
 # No peer answers these calls on one machine without a cluster (kubectl needs an API server), so the figures
 # are printed next to issue 13's targets (apply < 1 s, get of 50 pods < 100 ms) as ratios of the target. Not a
-# test: figures depend on the machine. Usage: hack/bench-service.sh [N] [P]   (root; hack/install-deps.sh first)
+# test: figures depend on the machine. Usage: [BENCH_BIN=DIR | BENCH_PROFILE=debug] hack/bench-service.sh [N] [P]
+# (root; hack/install-deps.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib/bench.sh
 n=${1:-10}
 pods=${2:-50}
-cargo build --release --quiet -p crius-daemon -p crius-cli -p crius-shim -p crius-runc -p crius-test-support \
-  --bin criusd --bin crius --bin containerd-shim-crius-v2 --bin crius-runc --bin crius-mkimage
-bin=$PWD/target/release
+bench_build   # BENCH_BIN=DIR, BENCH_PROFILE=debug: see hack/lib/bench.sh
 work=$(mktemp -d /tmp/crius-bench-service.XXXXXX)
 bridge=criusbs$$
 bridge=${bridge:0:15}

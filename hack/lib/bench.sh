@@ -29,7 +29,8 @@ ms() {
 # median: the median of the numbers on stdin, one a line (the mean of the middle two for an even count).
 median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-# bench_build [shim]: the binaries the scripts run, in `bin` (and, with `shim`, the shim in `shim`).
+# bench_build [shim|runc]: the binaries the scripts run, in `bin` (and, with `shim`, the shim in `shim`); with
+# `runc`, only crius-runc (the runtime benchmarks').
 #   BENCH_BIN=DIR         takes them from DIR, no build (all five there, the shim too);
 #   BENCH_PROFILE=debug   builds and takes the debug build (its figures are not release's: for a tiny check run);
 #   otherwise             the release build; with `shim`, the shim as it ships (profile shim, static, as
@@ -37,6 +38,7 @@ median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (
 bench_build() {
   local bins=(--bin criusd --bin crius --bin containerd-shim-crius-v2 --bin crius-runc --bin crius-mkimage)
   local pkgs=(-p crius-daemon -p crius-cli -p crius-shim -p crius-runc -p crius-test-support)
+  if [ "${1:-}" = runc ]; then bins=(--bin crius-runc) pkgs=(-p crius-runc); fi
   if [ -n "${BENCH_BIN:-}" ]; then
     bin=$(realpath "$BENCH_BIN") shim=$bin/containerd-shim-crius-v2
     return
@@ -57,6 +59,21 @@ bench_build() {
       ;;
     *) echo "$(basename "$0"): BENCH_PROFILE is release or debug, not $BENCH_PROFILE" >&2; exit 2 ;;
   esac
+}
+
+# busybox_bundle DIR RUNTIME [FILE...]: an OCI bundle in DIR: a rootfs of the host's busybox (/bin/busybox,
+# /bin/sh) with /proc, /dev, /sys and /tmp to mount on and each FILE copied into its /bin, and RUNTIME's
+# default config.json (`RUNTIME spec`) with no terminal (the benchmarks run without a console socket) and a
+# writable root, for the scripts to set the process in.
+busybox_bundle() {
+  local dir=$1 rt=$2 f
+  mkdir -p "$dir/rootfs/bin" "$dir/rootfs/proc" "$dir/rootfs/dev" "$dir/rootfs/sys" "$dir/rootfs/tmp"
+  cp /bin/busybox "$dir/rootfs/bin/"
+  ln "$dir/rootfs/bin/busybox" "$dir/rootfs/bin/sh"
+  for f in "${@:3}"; do cp "$f" "$dir/rootfs/bin/"; done
+  (cd "$dir" && "$rt" spec)
+  jq '.process.terminal = false | .root.readonly = false' "$dir/config.json" >"$dir/config.json.new"
+  mv "$dir/config.json.new" "$dir/config.json"
 }
 
 # bench_images KIND ARCHIVE: the images a benchmark imports, made offline with crius-mkimage, as an archive:
