@@ -202,3 +202,102 @@ impl<R: Read> Read for Gate<R> {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The caps at their bound and one past it: the default byte cap itself (through a reader that claims
+    //! its bytes without writing them, so 64 GiB cost no memory and little time), and the entry cap with a
+    //! small `max_entries` (ten million entries would be ten million files).
+
+    use super::*;
+    use crate::Error;
+    use crate::unpack::unpack_layer;
+
+    /// `left` bytes of a stream whose reads leave the buffer as it is: only the counts are real.
+    struct Claims {
+        left: u64,
+    }
+
+    impl Read for Claims {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.left.min(buf.len() as u64);
+            self.left -= n;
+            Ok(n as usize)
+        }
+    }
+
+    /// Reads `len` bytes through a gate of the default caps, outside any header search: the error and the
+    /// refusal's words, if refused.
+    fn read_through(len: u64) -> Result<u64, (std::io::Error, Option<String>)> {
+        let shared = Rc::new(Shared::default());
+        let mut gate = Gate::new(Claims { left: len }, shared.clone(), Limits::default().max_bytes);
+        let mut buf = vec![0; 1 << 20];
+        let mut total = 0;
+        loop {
+            match gate.read(&mut buf) {
+                Ok(0) => return Ok(total),
+                Ok(n) => total += n as u64,
+                Err(e) => return Err((e, shared.refusal())),
+            }
+        }
+    }
+
+    #[test]
+    fn the_defaults_are_64_gib_and_ten_million_entries() {
+        assert_eq!(
+            Limits::default(),
+            Limits {
+                max_bytes: 64 * 1024 * 1024 * 1024,
+                max_entries: 10_000_000,
+            }
+        );
+    }
+
+    #[test]
+    fn a_stream_of_the_default_byte_cap_passes_and_one_byte_more_is_refused() {
+        let cap = Limits::default().max_bytes;
+        assert_eq!(read_through(cap).unwrap(), cap);
+        let (e, why) = read_through(cap + 1).unwrap_err();
+        assert_eq!(e.to_string(), "refused by the layer's caps");
+        assert_eq!(
+            why.as_deref(),
+            Some("more than 68719476736 bytes of uncompressed tar, the cap ([image] max_layer_bytes)")
+        );
+    }
+
+    /// A tar of `n` empty files.
+    fn files(n: usize) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for i in 0..n {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(0);
+            h.set_mode(0o644);
+            b.append_data(&mut h, format!("f{i}"), &[][..]).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn a_layer_of_as_many_entries_as_the_cap_unpacks_and_one_more_is_refused() {
+        let limits = Limits {
+            max_entries: 3,
+            ..Limits::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().join("three");
+        std::fs::create_dir(&at).unwrap();
+        unpack_layer(&files(3)[..], &at, "layer sha256:three", &limits).unwrap();
+        assert_eq!(std::fs::read_dir(&at).unwrap().count(), 3);
+
+        let at = dir.path().join("four");
+        std::fs::create_dir(&at).unwrap();
+        let e = unpack_layer(&files(4)[..], &at, "layer sha256:four", &limits).unwrap_err();
+        let Error::LayerRefused { layer, why } = &e else {
+            panic!("not a refusal: {e}")
+        };
+        assert_eq!(layer, "layer sha256:four");
+        assert_eq!(why, "more than 3 entries, the cap ([image] max_layer_entries)");
+        // Refused at the fourth entry's header: the three before it are unpacked, the fourth is not.
+        assert!(!at.join("f3").exists());
+    }
+}

@@ -335,4 +335,62 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("no signature"), "{e}");
     }
+
+    /// `routes` with `n` more cosign signatures listed before the real one: manifests the registry does not
+    /// have (`decoy-<i>`). Their digests, in the listing's order.
+    fn listed_first(routes: &mut Routes, n: usize) -> Vec<Digest> {
+        let decoys: Vec<Digest> = (0..n)
+            .map(|i| Digest::of(format!("decoy-{i}").as_bytes()))
+            .collect();
+        for (kind, body) in routes.values_mut() {
+            if *kind != OCI_INDEX {
+                continue;
+            }
+            let mut index: Value = serde_json::from_slice(body).unwrap();
+            let listed = index["manifests"].as_array_mut().unwrap();
+            for (i, d) in decoys.iter().enumerate() {
+                listed.insert(
+                    i,
+                    json!({"mediaType": OCI_MANIFEST, "digest": d.as_str(), "size": 9, "artifactType": COSIGN_SIGNATURE}),
+                );
+            }
+            *body = serde_json::to_vec(&index).unwrap();
+        }
+        decoys
+    }
+
+    #[tokio::test]
+    async fn no_more_than_max_referrers_signature_manifests_are_read() {
+        let image = Digest::of(b"the image's manifest");
+        let signer = key();
+        // The real signature listed MAX_REFERRERS-th is read and verifies; listed one later it is not read.
+        for (decoys, read) in [(MAX_REFERRERS - 1, true), (MAX_REFERRERS, false)] {
+            let fake = serve();
+            let mut routes = signed(&fake.host, &image, &signer, false);
+            let listed = listed_first(&mut routes, decoys);
+            *fake.routes.lock().unwrap() = routes;
+            let r = check(&fake, &image, signer.public_key().as_ref()).await;
+            let asked = fake.asked.lock().unwrap().clone();
+            let referrers_read = asked
+                .iter()
+                .filter(|p| p.starts_with("/v2/team/app/manifests/sha256:") && !p.contains(&image.hex()))
+                .collect::<std::collections::HashSet<_>>()
+                .len();
+            assert_eq!(referrers_read, MAX_REFERRERS, "{decoys} decoys: asked {asked:?}");
+            let decoys_read = listed
+                .iter()
+                .filter(|d| asked.contains(&format!("/v2/team/app/manifests/{d}")))
+                .count();
+            assert_eq!(decoys_read, decoys.min(MAX_REFERRERS), "asked {asked:?}");
+            match r {
+                Ok(()) => assert!(read, "{decoys} decoys: the signature past the cap was read"),
+                Err(e) => {
+                    assert!(!read, "{decoys} decoys: {e}");
+                    // Refused, naming what was tried: the decoys read are listed but not in the registry.
+                    assert!(matches!(e, Error::PolicyRefused(_)), "{e}");
+                    assert!(e.to_string().contains("listed but not in the registry"), "{e}");
+                }
+            }
+        }
+    }
 }
