@@ -3,7 +3,7 @@
 //! without writing outside, digest mismatches storing nothing, and a container run over the snapshot.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crius_image::{Error, Store, import, unpack};
 use crius_test_support::{Bundle, Runtime, image, require_root, testprog_binary, unique};
@@ -13,18 +13,25 @@ fn write(p: &Path, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
+/// A layout in `dir` holding busybox (`busybox:latest`) and the test program (`crius-testprog:latest`), and
+/// an empty store beside it: the layout's path, busybox's image, the store.
+fn two_images(dir: &Path) -> (PathBuf, image::ImageInfo, Store) {
+    let layout = dir.join("layout");
+    let bb = image::busybox(&layout, "busybox:latest").unwrap();
+    image::testprog(&layout, "crius-testprog:latest", &testprog_binary()).unwrap();
+    let store = Store::open(&dir.join("store")).unwrap();
+    (layout, bb, store)
+}
+
 #[test]
 #[ignore = "needs root: run through hack/test.sh"]
 fn import_an_oci_archive_and_run_a_container_over_its_snapshot() {
     let rt = Runtime::from_env();
     let dir = tempfile::tempdir().unwrap();
-    let layout = dir.path().join("layout");
-    let bb = image::busybox(&layout, "busybox:latest").unwrap();
-    image::testprog(&layout, "crius-testprog:latest", &testprog_binary()).unwrap();
+    let (layout, bb, store) = two_images(dir.path());
     let archive = dir.path().join("images.tar");
     image::write_archive(&layout, &archive).unwrap();
 
-    let store = Store::open(&dir.path().join("store")).unwrap();
     let recs = import::import_archive(&store, &archive).unwrap();
     assert_eq!(recs.len(), 2);
     let rec = store.find("busybox:latest").unwrap();
@@ -91,10 +98,7 @@ fn du(store: &Store) -> (u64, u64) {
 fn image_usage_walks_each_layer_once_and_follows_imports_and_removals() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
-    let layout = dir.path().join("layout");
-    image::busybox(&layout, "busybox:latest").unwrap();
-    image::testprog(&layout, "crius-testprog:latest", &testprog_binary()).unwrap();
-    let store = Store::open(&dir.path().join("store")).unwrap();
+    let (layout, _, store) = two_images(dir.path());
     let usage = |s: &Store| {
         let u = s.usage();
         (u.bytes, u.inodes)
@@ -131,10 +135,7 @@ fn image_usage_walks_each_layer_once_and_follows_imports_and_removals() {
 fn removing_an_image_collects_what_nothing_else_uses() {
     require_root();
     let dir = tempfile::tempdir().unwrap();
-    let layout = dir.path().join("layout");
-    image::busybox(&layout, "busybox:latest").unwrap();
-    image::testprog(&layout, "crius-testprog:latest", &testprog_binary()).unwrap();
-    let store = Store::open(&dir.path().join("store")).unwrap();
+    let (layout, _, store) = two_images(dir.path());
     import::import_layout(&store, &layout).unwrap();
     let count = |d: &str| std::fs::read_dir(store.root().join(d)).unwrap().count();
     assert_eq!((count("blobs/sha256"), count("layers")), (6, 2));

@@ -15,20 +15,6 @@ use crius_test_support::require_root;
 
 use crius_privileged_tests::nri::LOOP;
 
-/// ExecSync of `sh -c script` in container `id`: (exit code, stdout).
-async fn sh(p: &mut Pod, id: &str, script: &str) -> (i32, String) {
-    let r =
-        p.c.exec_sync(cri::ExecSyncRequest {
-            container_id: id.into(),
-            cmd: vec!["sh".into(), "-c".into(), script.into()],
-            timeout: 10,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    (r.exit_code, String::from_utf8_lossy(&r.stdout).into_owned())
-}
-
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root: run through hack/test.sh"]
 async fn a_pre_launched_plugin_adjusts_containers_and_sees_a_pods_whole_lifecycle() {
@@ -74,13 +60,13 @@ async fn a_pre_launched_plugin_adjusts_containers_and_sees_a_pods_whole_lifecycl
     .unwrap();
     let id = p.started(container("web", "busybox", LOOP)).await;
     p.wait_for_log("web", "ready").await;
-    let (code, out) = sh(
-        &mut p,
-        &id,
-        "echo $NRI_PLUGIN $FROM_CDI; cat /nri/hello; touch /nri/x 2>/dev/null || echo ro",
-    )
-    .await;
-    assert_eq!(code, 0);
+    let (code, out, err) = p
+        .sh(
+            &id,
+            "echo $NRI_PLUGIN $FROM_CDI; cat /nri/hello; touch /nri/x 2>/dev/null || echo ro",
+        )
+        .await;
+    assert_eq!(code, 0, "{err}");
     assert!(
         out.starts_with("logger yes\nhello from the host\n") && out.ends_with("ro\n"),
         "{out:?}"
