@@ -373,7 +373,7 @@ mod tests {
             let asked = fake.asked.lock().unwrap().clone();
             let referrers_read = asked
                 .iter()
-                .filter(|p| p.starts_with("/v2/team/app/manifests/sha256:") && !p.contains(&image.hex()))
+                .filter(|p| p.starts_with("/v2/team/app/manifests/sha256:") && !p.contains(image.hex()))
                 .collect::<std::collections::HashSet<_>>()
                 .len();
             assert_eq!(referrers_read, MAX_REFERRERS, "{decoys} decoys: asked {asked:?}");
