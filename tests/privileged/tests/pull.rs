@@ -154,26 +154,33 @@ async fn bad_references_unknown_images_and_a_registry_that_went_away() {
     assert_eq!(ok.image.id.as_str(), f.bb.config);
 }
 
+/// Pull options with alice's name and `password`.
+fn alice(password: &str) -> PullOptions {
+    PullOptions {
+        auth: crius_image::pull::Auth::Basic("alice".into(), password.into()),
+        ..Default::default()
+    }
+}
+
+/// A pull of `name` without credentials: refused (the registry's refusal, not a bad request), storing nothing.
+async fn anonymous_refused(f: &Fixture, name: &str) {
+    let e = pull(&f.store, name, &PullOptions::default()).await.unwrap_err();
+    assert!(!matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(f.store.images().unwrap().is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root, docker-registry, skopeo, htpasswd: run through hack/test.sh"]
 async fn basic_auth_is_required_and_accepted() {
-    use crius_image::pull::Auth;
     let f = fixture();
     let reg = Registry::start_with_basic_auth("alice", "s3cret");
     reg.push(&f.layout, "busybox:latest", "private/busybox:1");
     let name = format!("{}/private/busybox:1", reg.host);
-    let anonymous = pull(&f.store, &name, &PullOptions::default()).await.unwrap_err();
-    assert!(!matches!(anonymous, Error::InvalidArgument(_)), "{anonymous}");
-    let wrong = PullOptions {
-        auth: Auth::Basic("alice".into(), "wrong".into()),
-        ..Default::default()
-    };
+    anonymous_refused(&f, &name).await;
+    let wrong = alice("wrong");
     assert!(pull(&f.store, &name, &wrong).await.is_err());
     assert!(f.store.images().unwrap().is_empty());
-    let right = PullOptions {
-        auth: Auth::Basic("alice".into(), "s3cret".into()),
-        ..Default::default()
-    };
+    let right = alice("s3cret");
     let got = pull(&f.store, &name, &right).await.unwrap();
     assert_eq!(got.image.id.as_str(), f.bb.config);
 }
@@ -181,7 +188,6 @@ async fn basic_auth_is_required_and_accepted() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs root, docker-registry, skopeo: run through hack/test.sh"]
 async fn bearer_token_auth_is_required_and_accepted() {
-    use crius_image::pull::Auth;
     let f = fixture();
     let reg = Registry::start_with_token_auth("alice", "s3cret");
     let issuer = reg.token_issuer().unwrap();
@@ -192,12 +198,8 @@ async fn bearer_token_auth_is_required_and_accepted() {
         issuer.log()
     );
     let name = format!("{}/private/busybox:1", reg.host);
-    let anonymous = pull(&f.store, &name, &PullOptions::default()).await.unwrap_err();
-    assert!(!matches!(anonymous, Error::InvalidArgument(_)), "{anonymous}");
-    let wrong = PullOptions {
-        auth: Auth::Basic("alice".into(), "wrong".into()),
-        ..Default::default()
-    };
+    anonymous_refused(&f, &name).await;
+    let wrong = alice("wrong");
     let before = issuer.issued();
     assert!(pull(&f.store, &name, &wrong).await.is_err());
     assert_eq!(
@@ -207,10 +209,7 @@ async fn bearer_token_auth_is_required_and_accepted() {
         issuer.log()
     );
     assert!(f.store.images().unwrap().is_empty());
-    let right = PullOptions {
-        auth: Auth::Basic("alice".into(), "s3cret".into()),
-        ..Default::default()
-    };
+    let right = alice("s3cret");
     let got = pull(&f.store, &name, &right)
         .await
         .unwrap_or_else(|e| panic!("{e}\nissuer: {:?}\nregistry: {}", issuer.log(), reg.log()));
