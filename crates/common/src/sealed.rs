@@ -111,10 +111,30 @@ pub fn copy_of(file: &std::fs::File, name: &CStr) -> Result<OwnedFd, Error> {
         }
     }
     // SAFETY: fcntl on the memfd we own.
-    if unsafe { libc::fcntl(memfd.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } != 0 {
-        return Err(os_err("sealing the memfd"));
-    }
+    seal_retrying(|| unsafe { libc::fcntl(memfd.as_raw_fd(), libc::F_ADD_SEALS, SEALS) })?;
     Ok(memfd)
+}
+
+/// How many times [`copy_of`] tries to seal a copy the kernel finds busy.
+const SEAL_TRIES: u32 = 8;
+
+/// Runs `seal` (an `F_ADD_SEALS`) until it succeeds, again after an `EBUSY`. `F_SEAL_WRITE` answers EBUSY
+/// while any page of the memfd holds an extra reference (the kernel waits about 150 ms for them first):
+/// references the copy itself leaves in per-CPU page batches, or that compaction or migration take for a
+/// moment on a loaded machine. Nothing else holds this memfd, so the pins pass; after [`SEAL_TRIES`] the
+/// EBUSY is returned.
+fn seal_retrying(mut seal: impl FnMut() -> libc::c_int) -> Result<(), Error> {
+    for attempt in 1..=SEAL_TRIES {
+        if seal() == 0 {
+            return Ok(());
+        }
+        let busy = std::io::Error::last_os_error().raw_os_error() == Some(libc::EBUSY);
+        if !busy || attempt == SEAL_TRIES {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10 * u64::from(attempt)));
+    }
+    Err(os_err("sealing the memfd"))
 }
 
 /// What identifies a file's content without reading it: device, inode, size and modification time.
@@ -237,6 +257,43 @@ pub unsafe fn inherit_in_child(fd: RawFd) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    /// `seal` failing with `errno` for its first `fails` calls, then succeeding; counts its calls.
+    fn failing(errno: libc::c_int, fails: u32, calls: &std::cell::Cell<u32>) -> impl FnMut() -> libc::c_int {
+        move || {
+            calls.set(calls.get() + 1);
+            if calls.get() <= fails {
+                // SAFETY: errno is this thread's.
+                unsafe { *libc::__errno_location() = errno };
+                -1
+            } else {
+                0
+            }
+        }
+    }
+
+    #[test]
+    fn a_busy_seal_is_tried_again() {
+        let calls = std::cell::Cell::new(0);
+        seal_retrying(failing(libc::EBUSY, 3, &calls)).unwrap();
+        assert_eq!(calls.get(), 4);
+    }
+
+    #[test]
+    fn a_seal_busy_every_time_fails_after_the_last_try_naming_the_step() {
+        let calls = std::cell::Cell::new(0);
+        let e = seal_retrying(failing(libc::EBUSY, u32::MAX, &calls)).unwrap_err();
+        assert_eq!(calls.get(), SEAL_TRIES);
+        assert!(e.to_string().starts_with("sealing the memfd: "), "{e}");
+    }
+
+    #[test]
+    fn another_seal_error_is_not_tried_again() {
+        let calls = std::cell::Cell::new(0);
+        let e = seal_retrying(failing(libc::EPERM, u32::MAX, &calls)).unwrap_err();
+        assert_eq!(calls.get(), 1);
+        assert!(matches!(&e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::EPERM)));
+    }
+
     use std::io::Write;
     use std::os::fd::AsFd;
 
