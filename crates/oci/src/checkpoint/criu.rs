@@ -341,6 +341,10 @@ pub fn external_stdio(pid: i32) -> Vec<(u32, String)> {
         if !link.is_absolute() {
             continue; // pipe:[..], socket:[..], anon_inode:..
         }
+        if std::fs::metadata(format!("/proc/{pid}/fd/{n}")).is_ok_and(|md| super::terminal::is_pty_slave(&md))
+        {
+            continue; // the terminal: an external tty (terminal.rs)
+        }
         let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{n}")).unwrap_or_default();
         let Some(mnt) = info
             .lines()

@@ -3,7 +3,8 @@
 //!
 //! The restored init is CRIU's sibling (`--restore-sibling`), so crius-runc's own child: `restore` without
 //! `--detach` waits for it as `run` does; with `--detach` it is re-parented to the nearest subreaper (a shim), as
-//! after `create`.
+//! after `create`. A container with a terminal gets a new pty, whose master goes to `--console-socket`
+//! ([`super::terminal`]).
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use crate::state::Record;
 use crate::{Error, Result, err};
 
 use super::criu::{self, Common};
+use super::terminal;
 
 /// Options of `restore` (runc's flags).
 #[derive(Debug, Clone, Default)]
@@ -24,6 +26,8 @@ pub struct RestoreOptions {
     pub common: Common,
     /// The bundle whose config.json and rootfs the restored container gets.
     pub bundle: PathBuf,
+    /// The socket the new pty master is sent to, when the container has a terminal.
+    pub console_socket: Option<PathBuf>,
     /// Write the restored init's pid here.
     pub pid_file: Option<PathBuf>,
     /// The cgroup is a systemd scope (`--systemd-cgroup`): refused, not supported yet.
@@ -71,12 +75,36 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
     }
     let bundle = crate::config::load(&opts.bundle)?;
     let spec = &bundle.spec;
-    if spec.process().as_ref().and_then(|p| p.terminal()) == Some(true) {
-        return Err(err!(
-            "process.terminal is true: restoring a container with a terminal is not supported by crius-runc"
-        ));
-    }
     let c = &opts.common;
+    let wants_terminal = spec.process().as_ref().and_then(|p| p.terminal()) == Some(true);
+    let dumped = match (wants_terminal, terminal::load(&c.image_path)?) {
+        (true, Some(d)) => Some(d),
+        (false, None) => None,
+        (true, None) => {
+            return Err(err!(
+                "process.terminal is true but the images at {} hold no terminal record ({}): they were dumped \
+                 without a terminal, or by another runtime (runc's terminal comes back over CRIU's RPC, \
+                 orphan_pts_master, which crius-runc does not drive)",
+                c.image_path.display(),
+                terminal::TERMINAL
+            ));
+        }
+        (false, Some(_)) => {
+            return Err(err!(
+                "the checkpoint at {} has a terminal but process.terminal is false in {}",
+                c.image_path.display(),
+                opts.bundle.display()
+            ));
+        }
+    };
+    let console_socket = match (&dumped, &opts.console_socket) {
+        (Some(_), None) => {
+            return Err(err!(
+                "process.terminal is true: --console-socket is required to restore the container's terminal"
+            ));
+        }
+        (_, s) => s.as_deref(),
+    };
     let desc_path = c.image_path.join(criu::DESCRIPTORS);
     let text = std::fs::read(&desc_path).map_err(Error::io("reading", &desc_path))?;
     let descriptors: Vec<String> =
@@ -133,6 +161,14 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
         Err(_) => Vec::new(), // images of runc's
     };
     args.extend(criu::inherit_stdio(&descriptors, &external));
+    let fresh = match (&dumped, console_socket) {
+        (Some(d), Some(sock)) => {
+            let f = terminal::Fresh::new(spec, sock)?;
+            args.extend(f.args(d)?);
+            Some(f)
+        }
+        _ => None,
+    };
     if let Some(p) = &opts.lsm_profile {
         args.extend(["--lsm-profile".into(), p.clone()]);
     }
@@ -148,6 +184,9 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
     });
     c.run("restore", id, &args, Some(&cg))?;
     drop(ns_fds);
+    if let Some(f) = fresh {
+        f.send()?;
+    }
     let text = std::fs::read_to_string(&pid_path).map_err(Error::io("reading CRIU's pid file", &pid_path))?;
     let pid: i32 = text
         .trim()
