@@ -3,7 +3,7 @@
 //! another root ("another node"), a container CRIU cannot dump fails with CRIU's words and keeps running, and a
 //! restored container is a container like any other (state, exec, kill, delete; nothing left behind). A
 //! container with a terminal comes back on a new pty sent to the new console socket: its counter goes on there
-//! and what is typed there reaches it.
+//! and what is typed there reaches it; the container's CRIU configuration file (`org.criu.config`) applies.
 //! hack/test.sh runs it with crius-runc and with runc (`CRIUS_TEST_RUNTIME=runc`), so the two are compared.
 
 use std::io::{BufRead, BufReader};
@@ -327,12 +327,17 @@ fn a_container_with_a_terminal_is_restored_with_a_new_pty_sent_to_the_new_consol
     use std::io::Write;
     require_pure_cgroup_v2();
     let rt = Runtime::from_env();
-    // A counter in the background prints on the terminal; the foreground reads lines typed on it.
+    // A counter in the background prints on the terminal; the foreground reads lines typed on it, through
+    // /dev/tty (held open, as an interactive shell holds it).
     let mut b = Bundle::sh(
         "(i=0; while true; do i=$((i+1)); echo $i > /tmp/cnt; echo n=$i; sleep 0.2; done) & \
-         while read l; do echo got:$l; done",
+         exec 3</dev/tty; while read l <&3; do echo got:$l; done",
     );
     b.config["process"]["terminal"] = serde_json::json!(true);
+    // The container's own CRIU configuration file (runc's annotation): its log file wins over the runtime's.
+    let conf = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(conf.path(), "log-file=by-config.log\n").unwrap();
+    b.config["annotations"] = serde_json::json!({"org.criu.config": conf.path().to_str().unwrap()});
     let id = unique("ckt");
     let console = crius_test_support::ConsoleSocket::new();
     let sock = console.path();
@@ -347,6 +352,8 @@ fn a_container_with_a_terminal_is_restored_with_a_new_pty_sent_to_the_new_consol
     let (_t, img, work) = images();
     rt.ok(&["checkpoint", "--image-path", &img, "--work-path", &work, &id]);
     nothing_left(&rt, &id, &b);
+    let work_dir = Path::new(&work);
+    assert!(work_dir.join("by-config.log").exists() && !work_dir.join("dump.log").exists());
     // The old master reads to its end (EIO) once the dumped container is gone.
     std::thread::sleep(Duration::from_millis(300));
     let at_dump = *screen.counts().last().expect("the counter on the old terminal");
@@ -371,6 +378,7 @@ fn a_container_with_a_terminal_is_restored_with_a_new_pty_sent_to_the_new_consol
         &id2,
     ]);
     let mut master2 = receiver2.join().unwrap();
+    assert!(!work_dir.join("restore.log").exists());
     let screen2 = Screen::read(&master2);
     assert_eq!(rt.status(&id2), "running");
     // The counter goes on from where it was, on the new terminal.

@@ -23,9 +23,13 @@
 //! ([`terminal`]). What the RPC alone offers is not supported: notify callbacks (restore runs no hooks) and lazy
 //! pages.
 //!
+//! The container's CRIU configuration file (annotation `org.criu.config`, else `/etc/criu/runc.conf`) applies
+//! as with runc ([`config`]).
+//!
 //! A failed checkpoint leaves the container running: CRIU thaws what it froze, and the cgroup is thawed again
 //! here if it still reads frozen. Errors are [`Error::Criu`] with the end of CRIU's log.
 
+pub mod config;
 pub mod criu;
 mod restore;
 pub mod terminal;
@@ -99,7 +103,10 @@ pub fn checkpoint(root: &Path, id: &str, opts: &CheckpointOptions) -> Result<()>
         write_json(&c.image_path.join(criu::EXTERNAL_STDIO), &external)?;
         write_json(&c.image_path.join(criu::DESCRIPTORS), &criu::descriptors(rec.pid))?;
         let record = c.image_path.join(terminal::TERMINAL);
-        match has_terminal.then(|| terminal::dump(rec.pid)).flatten() {
+        let pids = Cgroup::at(&rec.cgroup)
+            .and_then(|cg| cg.procs())
+            .unwrap_or_default();
+        match has_terminal.then(|| terminal::dump(rec.pid, &pids)).flatten() {
             Some(t) => {
                 args.extend(terminal::dump_args(&t));
                 write_json(&record, &t)?;
@@ -110,6 +117,7 @@ pub fn checkpoint(root: &Path, id: &str, opts: &CheckpointOptions) -> Result<()>
         }
     }
     crate::log::debug(|| format!("checkpoint {id}: dumping init {} with CRIU", rec.pid));
+    let args = config::apply(&rec.spec, args)?;
     let result = c.run(if opts.pre_dump { "pre-dump" } else { "dump" }, id, &args, None);
     // Whatever CRIU did, a container that ran before runs after (unless it is gone: a dump that succeeded).
     if status == Status::Running && crate::state::process_alive(rec.pid, rec.pid_start) {

@@ -163,7 +163,7 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
     args.extend(criu::inherit_stdio(&descriptors, &external));
     let fresh = match (&dumped, console_socket) {
         (Some(d), Some(sock)) => {
-            let f = terminal::Fresh::new(spec, sock)?;
+            let mut f = terminal::Fresh::new(spec, sock)?;
             args.extend(f.args(d)?);
             Some(f)
         }
@@ -182,6 +182,7 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
             cg.dir.display()
         )
     });
+    let args = super::config::apply(spec, args)?;
     c.run("restore", id, &args, Some(&cg))?;
     drop(ns_fds);
     if let Some(f) = fresh {
