@@ -3,7 +3,8 @@
 //! another root ("another node"), a container CRIU cannot dump fails with CRIU's words and keeps running, and a
 //! restored container is a container like any other (state, exec, kill, delete; nothing left behind). A
 //! container with a terminal comes back on a new pty sent to the new console socket: its counter goes on there
-//! and what is typed there reaches it; the container's CRIU configuration file (`org.criu.config`) applies.
+//! and what is typed there reaches it; the container's CRIU configuration file (`org.criu.config`) applies; a
+//! bind nested in a bind comes back when its mount point was removed after the dump.
 //! hack/test.sh runs it with crius-runc and with runc (`CRIUS_TEST_RUNTIME=runc`), so the two are compared.
 
 use std::io::{BufRead, BufReader};
@@ -391,6 +392,43 @@ fn a_container_with_a_terminal_is_restored_with_a_new_pty_sent_to_the_new_consol
     // What is typed on the new master reaches the restored process.
     master2.write_all(b"after\n").unwrap();
     screen2.shows("got:after");
+    kill_and_delete(&rt, &id2);
+    nothing_left(&rt, &id2, &b);
+}
+
+#[test]
+#[ignore = "needs CRIU and a kernel it supports: run through hack/test.sh (in the VM)"]
+fn a_bind_nested_in_a_bind_is_restored_when_its_mount_point_is_gone() {
+    // runc's checkpoint.bats "nested bind mounts": the mount point of /test/for/nested lies in /test's source;
+    // it is removed after the dump, and restore makes it again before CRIU mounts there.
+    require_pure_cgroup_v2();
+    let rt = Runtime::from_env();
+    let mut b = counter();
+    let (outer, inner) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(inner.path().join("mark"), "inner").unwrap();
+    let mounts = b.config["mounts"].as_array_mut().unwrap();
+    for (src, dest) in [(outer.path(), "/test"), (inner.path(), "/test/for/nested")] {
+        mounts.push(serde_json::json!({"type": "bind", "source": src, "destination": dest, "options": ["rw", "bind"]}));
+    }
+    let id = unique("ckn");
+    let (_out, _in) = piped(&rt, &id, &b, &["create"], false);
+    rt.ok(&["start", &id]);
+    count_reaches(&rt, &id, 3);
+    let (_t, img, work) = images();
+    rt.ok(&["checkpoint", "--image-path", &img, "--work-path", &work, &id]);
+    nothing_left(&rt, &id, &b);
+    std::fs::remove_dir_all(outer.path().join("for")).unwrap();
+    let id2 = unique("rsn");
+    let (_out2, _in2) = piped(
+        &rt,
+        &id2,
+        &b,
+        &["restore", "-d", "--image-path", &img, "--work-path", &work],
+        false,
+    );
+    assert_eq!(rt.status(&id2), "running");
+    let said = rt.ok(&["exec", &id2, "cat", "/test/for/nested/mark"]);
+    assert_eq!(said.trim(), "inner");
     kill_and_delete(&rt, &id2);
     nothing_left(&rt, &id2, &b);
 }

@@ -90,7 +90,7 @@ pub fn checkpoint(root: &Path, id: &str, opts: &CheckpointOptions) -> Result<()>
     if opts.pre_dump || opts.parent_path.is_some() {
         args.push("--track-mem".into());
     }
-    args.extend(criu::dump_mounts(&rec.spec)?);
+    args.extend(criu::dump_mounts(&rec.spec, &rec.rootfs)?);
     args.extend(criu::dump_namespaces(&rec.spec)?);
     for dir in [&c.image_path, &c.work_dir().to_path_buf()] {
         crius_common::private::dir_all(dir).map_err(Error::io("creating", dir))?;

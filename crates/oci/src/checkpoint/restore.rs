@@ -3,7 +3,7 @@
 //!
 //! The restored init is CRIU's sibling (`--restore-sibling`), so crius-runc's own child: `restore` without
 //! `--detach` waits for it as `run` does; with `--detach` it is re-parented to the nearest subreaper (a shim), as
-//! after `create`. A container with a terminal gets a new pty, whose master goes to `--console-socket`
+//! after `create`. The mount points of the new spec's mounts are made first, as runc makes them. A container with a terminal gets a new pty, whose master goes to `--console-socket`
 //! ([`super::terminal`]).
 
 use std::os::fd::OwnedFd;
@@ -136,6 +136,7 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
     )
     .map_err(|e| err!("binding the rootfs {} for CRIU: {e}", bundle.rootfs.display()))?;
     undo.criu_root = Some(criu_root.clone());
+    prepare_mountpoints(spec, &bundle.dir, &criu_root)?;
     let pid_path = dir.join("criu-restore.pid");
     let rel = cg
         .dir
@@ -152,7 +153,11 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
     if c.cgroups_mode() != "ignore" {
         args.extend(["--cgroup-root".into(), format!("/{}", criu::path_arg(rel)?)]);
     }
-    args.extend(criu::restore_mounts(spec, &bundle.dir, &cg.dir)?);
+    args.extend(criu::restore_mounts(
+        spec,
+        (&bundle.dir, &bundle.rootfs),
+        &cg.dir,
+    )?);
     let (ns_args, ns_fds): (Vec<String>, Vec<OwnedFd>) = criu::restore_namespaces(spec)?;
     args.extend(ns_args);
     let ext_path = c.image_path.join(criu::EXTERNAL_STDIO);
@@ -209,4 +214,65 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
     crate::log::debug(|| format!("restore {id}: init {} runs again", Pid::from_raw(pid)));
     undo.armed = false;
     Ok(record)
+}
+
+/// Makes the mount points of the new spec's mounts in the rootfs (bound at `criu_root`), as runc does before
+/// CRIU restores the mounts: those under a tmpfs are skipped (CRIU restores the tmpfs with its content), and each
+/// bind is mounted there for a moment so that mount points inside it (a bind nested in a bind, whose directory
+/// lies in the first's source) can be made too. The binds are gone again when this returns.
+fn prepare_mountpoints(spec: &oci_spec::runtime::Spec, bundle_dir: &Path, criu_root: &Path) -> Result<()> {
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    let tmpfs: Vec<&Path> = mounts
+        .iter()
+        .filter(|m| m.typ().as_deref() == Some("tmpfs"))
+        .map(|m| m.destination().as_path())
+        .collect();
+    let mut bound: Vec<PathBuf> = Vec::new();
+    let mut make = || -> Result<()> {
+        for m in mounts {
+            let dest = m.destination();
+            if tmpfs.iter().any(|t| dest != *t && dest.starts_with(t)) {
+                continue;
+            }
+            let inside = criu::in_root(criu_root, dest);
+            let target = criu_root.join(inside.strip_prefix("/").unwrap_or(&inside));
+            let typ = m.typ().as_deref().unwrap_or_default();
+            let source = (criu::is_external(m) && typ != "cgroup" && typ != "cgroup2")
+                .then(|| m.source().as_deref().map(|s| bundle_dir.join(s)))
+                .flatten();
+            if std::fs::symlink_metadata(&target).is_err() {
+                if source.as_deref().is_some_and(|s| !s.is_dir()) {
+                    if let Some(parent) = target.parent() {
+                        std::fs::create_dir_all(parent).map_err(Error::io("creating", parent))?;
+                    }
+                    std::fs::File::create(&target).map_err(Error::io("creating", &target))?;
+                } else {
+                    std::fs::create_dir_all(&target).map_err(Error::io("creating", &target))?;
+                }
+            }
+            if let Some(src) = source {
+                nix::mount::mount(
+                    Some(&src),
+                    &target,
+                    None::<&str>,
+                    MsFlags::MS_BIND | MsFlags::MS_REC,
+                    None::<&str>,
+                )
+                .map_err(|e| {
+                    err!(
+                        "binding {} at {} to make the mount points in it: {e}",
+                        src.display(),
+                        dest.display()
+                    )
+                })?;
+                bound.push(target);
+            }
+        }
+        Ok(())
+    };
+    let made = make();
+    for t in bound.iter().rev() {
+        let _ = nix::mount::umount2(t, MntFlags::MNT_DETACH);
+    }
+    made
 }
