@@ -23,7 +23,7 @@ use crate::{Result, err};
 const DEVPTS_SUPER_MAGIC: i64 = 0x1cd1;
 
 /// The root of this process (`/`, the container's root after pivot_root or setns), as an O_PATH fd.
-fn root() -> Result<OwnedFd> {
+pub(crate) fn root() -> Result<OwnedFd> {
     nix::fcntl::open(
         "/",
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
@@ -32,24 +32,23 @@ fn root() -> Result<OwnedFd> {
     .map_err(|e| err!("opening /: {e}"))
 }
 
-/// A new pty master from the container's `/dev/ptmx`, checked; and its number.
-fn open_master(root: &OwnedFd) -> Result<(OwnedFd, u32)> {
+/// A new pty master from `ptmx` under `root` (the container's `dev/ptmx`), checked; and its number.
+pub(crate) fn open_master(root: &OwnedFd, ptmx: &str) -> Result<(OwnedFd, u32)> {
     let how = OpenHow::new()
         .flags(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let master =
-        nix::fcntl::openat2(root.as_fd(), "dev/ptmx", how).map_err(|e| err!("opening /dev/ptmx: {e}"))?;
-    let fs = nix::sys::statfs::fstatfs(&master).map_err(|e| err!("/dev/ptmx: {e}"))?;
+    let master = nix::fcntl::openat2(root.as_fd(), ptmx, how).map_err(|e| err!("opening /{ptmx}: {e}"))?;
+    let fs = nix::sys::statfs::fstatfs(&master).map_err(|e| err!("/{ptmx}: {e}"))?;
     if fs.filesystem_type().0 as i64 != DEVPTS_SUPER_MAGIC {
         return Err(err!(
-            "/dev/ptmx does not lead to a devpts (refused as the terminal)"
+            "/{ptmx} does not lead to a devpts (refused as the terminal)"
         ));
     }
     let mut n: libc::c_uint = 0;
     // SAFETY: TIOCGPTN writes the pty's number into a c_uint; it fails on anything but a pty master.
     if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut n) } != 0 {
         return Err(err!(
-            "/dev/ptmx did not give a pty master (TIOCGPTN: {})",
+            "/{ptmx} did not give a pty master (TIOCGPTN: {})",
             std::io::Error::last_os_error()
         ));
     }
@@ -62,7 +61,7 @@ fn open_master(root: &OwnedFd) -> Result<(OwnedFd, u32)> {
 }
 
 /// The slave of `master`, by the master itself (no path).
-fn open_slave(master: &OwnedFd, n: u32) -> Result<OwnedFd> {
+pub(crate) fn open_slave(master: &OwnedFd, n: u32) -> Result<OwnedFd> {
     let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
     // SAFETY: TIOCGPTPEER takes open flags and returns a new descriptor, or -1.
     let fd = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTPEER, flags) };
@@ -76,12 +75,8 @@ fn open_slave(master: &OwnedFd, n: u32) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Creates the pty, binds the slave onto `/dev/console` when `console` (a container's init), makes the slave
-/// stdin/stdout/stderr and the controlling tty, then sends the master to `sock`.
-pub fn setup(sock: &UnixStream, size: Option<&ConsoleSize>, console: bool) -> Result<()> {
-    let root = root()?;
-    let (master, n) = open_master(&root)?;
-    let slave = open_slave(&master, n)?;
+/// Gives the pty of `slave` the spec's console size, if any.
+pub(crate) fn set_size(slave: &OwnedFd, size: Option<&ConsoleSize>) {
     if let Some(s) = size {
         let ws = libc::winsize {
             ws_row: s.height() as u16,
@@ -92,6 +87,15 @@ pub fn setup(sock: &UnixStream, size: Option<&ConsoleSize>, console: bool) -> Re
         // SAFETY: TIOCSWINSZ with a valid winsize.
         unsafe { libc::ioctl(slave.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
     }
+}
+
+/// Creates the pty, binds the slave onto `/dev/console` when `console` (a container's init), makes the slave
+/// stdin/stdout/stderr and the controlling tty, then sends the master to `sock`.
+pub fn setup(sock: &UnixStream, size: Option<&ConsoleSize>, console: bool) -> Result<()> {
+    let root = root()?;
+    let (master, n) = open_master(&root, "dev/ptmx")?;
+    let slave = open_slave(&master, n)?;
+    set_size(&slave, size);
     if console {
         crate::rootfs::bind_console(&root, &slave)?;
     }
@@ -112,7 +116,11 @@ pub fn setup(sock: &UnixStream, size: Option<&ConsoleSize>, console: bool) -> Re
     if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } != 0 {
         return Err(err!("TIOCSCTTY: {}", std::io::Error::last_os_error()));
     }
-    let name = format!("/dev/pts/{n}");
+    send_master(sock, &master, &format!("/dev/pts/{n}"))
+}
+
+/// Sends a pty `master` to the console socket `sock` (SCM_RIGHTS), with the slave's `name` as the message.
+pub(crate) fn send_master(sock: &UnixStream, master: &OwnedFd, name: &str) -> Result<()> {
     let fds = [master.as_raw_fd()];
     sendmsg::<()>(
         sock.as_raw_fd(),

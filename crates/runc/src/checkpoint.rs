@@ -70,24 +70,46 @@ fn check_parent_path(image_path: &Path, parent: &Path) -> Result<()> {
 }
 
 /// `restore`: with `--detach` returns once the container runs again; else waits for it, deletes it and returns
-/// its exit code, as `run` does.
+/// its exit code, as `run` does. A terminal without `--console-socket` (and without `--detach`) is relayed to
+/// crius-runc's own stdio, as `run` relays it.
 pub fn restore(root: &Path, criu: &Path, a: RestoreArgs, systemd_cgroup: bool) -> Result<i32> {
     if !a.detach && !a.no_subreaper {
         crius_oci::wait::become_subreaper()?;
     }
+    let foreground = if !a.detach && a.console_socket.is_none() && crate::wants_terminal(&a.bundle) {
+        Some(crius_oci::foreground::Foreground::listen()?)
+    } else {
+        None
+    };
     let opts = RestoreOptions {
         common: common(criu, &a.criu)?,
         bundle: a.bundle,
+        console_socket: foreground
+            .as_ref()
+            .map(|f| f.path().to_path_buf())
+            .or(a.console_socket),
         pid_file: a.pid_file,
         systemd_cgroup,
         lsm_profile: a.lsm_profile,
         lsm_mount_context: a.lsm_mount_context,
     };
     let rec = crius_oci::checkpoint::restore(root, &a.id, &opts)?;
+    let relay = match foreground.map(|fg| fg.attach()).transpose() {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = ops::delete(root, &a.id, true);
+            return Err(e);
+        }
+    };
     if a.detach {
         return Ok(0);
     }
-    let code = crius_oci::wait::forward_until_exit(rec.pid)?;
+    let resize = relay.as_ref().map(|r| move || r.resize());
+    let code = crius_oci::wait::forward_until_exit_resizing(rec.pid, resize.as_ref().map(|f| f as &dyn Fn()));
+    if let Some(r) = relay {
+        r.finish();
+    }
+    let code = code?;
     ops::delete(root, &a.id, true)?;
     Ok(code)
 }

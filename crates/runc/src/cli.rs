@@ -357,7 +357,7 @@ pub struct RestoreArgs {
     /// Path to the bundle directory (holding config.json).
     #[arg(short, long, default_value = ".")]
     pub bundle: PathBuf,
-    /// Unix socket for a terminal's pty master (a restore with a terminal is not supported: refused).
+    /// Unix socket that receives the restored terminal's new pty master.
     #[arg(long)]
     pub console_socket: Option<PathBuf>,
     /// Detach from the container's process.

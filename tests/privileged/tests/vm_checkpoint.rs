@@ -1,7 +1,10 @@
 //! `checkpoint` and `restore` with CRIU, inside the VM (this host's kernel is too new for CRIU 3.17): a counter
 //! goes on from where it was, `--leave-running` leaves the original running while a copy is restored under
 //! another root ("another node"), a container CRIU cannot dump fails with CRIU's words and keeps running, and a
-//! restored container is a container like any other (state, exec, kill, delete; nothing left behind).
+//! restored container is a container like any other (state, exec, kill, delete; nothing left behind). A
+//! container with a terminal comes back on a new pty sent to the new console socket: its counter goes on there
+//! and what is typed there reaches it; the container's CRIU configuration file (`org.criu.config`) applies; a
+//! bind nested in a bind comes back when its mount point was removed after the dump.
 //! hack/test.sh runs it with crius-runc and with runc (`CRIUS_TEST_RUNTIME=runc`), so the two are compared.
 
 use std::io::{BufRead, BufReader};
@@ -275,4 +278,157 @@ fn a_socket_to_the_host_fails_the_checkpoint_with_criu_s_words_and_the_container
     drop(ours);
     kill_and_delete(&rt, &id);
     nothing_left(&rt, &id, &b);
+}
+
+/// What a pty master has said so far, read by a thread of its own (until EIO: the container's side is gone).
+struct Screen(std::sync::Arc<std::sync::Mutex<String>>);
+
+impl Screen {
+    fn read(master: &std::fs::File) -> Screen {
+        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (mut m, t) = (master.try_clone().unwrap(), text.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = std::io::Read::read(&mut m, &mut buf) {
+                t.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Screen(text)
+    }
+
+    fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The counter's values (`n=N` lines) shown so far.
+    fn counts(&self) -> Vec<u64> {
+        self.text()
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("n=")?.parse().ok())
+            .collect()
+    }
+
+    /// Waits until the text holds `what`.
+    fn shows(&self, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.text().contains(what) {
+            assert!(
+                Instant::now() < deadline,
+                "{what:?} never came: {:?}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs CRIU and a kernel it supports: run through hack/test.sh (in the VM)"]
+fn a_container_with_a_terminal_is_restored_with_a_new_pty_sent_to_the_new_console_socket() {
+    use std::io::Write;
+    require_pure_cgroup_v2();
+    let rt = Runtime::from_env();
+    // A counter in the background prints on the terminal; the foreground reads lines typed on it, through
+    // /dev/tty (held open, as an interactive shell holds it).
+    let mut b = Bundle::sh(
+        "(i=0; while true; do i=$((i+1)); echo $i > /tmp/cnt; echo n=$i; sleep 0.2; done) & \
+         exec 3</dev/tty; while read l <&3; do echo got:$l; done",
+    );
+    b.config["process"]["terminal"] = serde_json::json!(true);
+    // The container's own CRIU configuration file (runc's annotation): its log file wins over the runtime's.
+    let conf = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(conf.path(), "log-file=by-config.log\n").unwrap();
+    b.config["annotations"] = serde_json::json!({"org.criu.config": conf.path().to_str().unwrap()});
+    let id = unique("ckt");
+    let console = crius_test_support::ConsoleSocket::new();
+    let sock = console.path();
+    let receiver = std::thread::spawn(move || console.receive());
+    rt.create(&id, &b, &["--console-socket", sock.to_str().unwrap()]);
+    let mut master = receiver.join().unwrap();
+    let screen = Screen::read(&master);
+    rt.ok(&["start", &id]);
+    count_reaches(&rt, &id, 3);
+    master.write_all(b"before\n").unwrap();
+    screen.shows("got:before");
+    let (_t, img, work) = images();
+    rt.ok(&["checkpoint", "--image-path", &img, "--work-path", &work, &id]);
+    nothing_left(&rt, &id, &b);
+    let work_dir = Path::new(&work);
+    assert!(work_dir.join("by-config.log").exists() && !work_dir.join("dump.log").exists());
+    // The old master reads to its end (EIO) once the dumped container is gone.
+    std::thread::sleep(Duration::from_millis(300));
+    let at_dump = *screen.counts().last().expect("the counter on the old terminal");
+    drop(master);
+
+    let id2 = unique("rst");
+    let console2 = crius_test_support::ConsoleSocket::new();
+    let sock2 = console2.path();
+    let receiver2 = std::thread::spawn(move || console2.receive());
+    let dir = b.write().to_str().unwrap().to_string();
+    rt.ok(&[
+        "restore",
+        "-d",
+        "--console-socket",
+        sock2.to_str().unwrap(),
+        "--image-path",
+        &img,
+        "--work-path",
+        &work,
+        "--bundle",
+        &dir,
+        &id2,
+    ]);
+    let mut master2 = receiver2.join().unwrap();
+    assert!(!work_dir.join("restore.log").exists());
+    let screen2 = Screen::read(&master2);
+    assert_eq!(rt.status(&id2), "running");
+    // The counter goes on from where it was, on the new terminal.
+    screen2.shows(&format!("n={}", at_dump + 2));
+    let first = screen2.counts()[0];
+    assert!(
+        first == at_dump + 1 || first == at_dump,
+        "the new terminal starts at {first}, the dump was at {at_dump}"
+    );
+    // What is typed on the new master reaches the restored process.
+    master2.write_all(b"after\n").unwrap();
+    screen2.shows("got:after");
+    kill_and_delete(&rt, &id2);
+    nothing_left(&rt, &id2, &b);
+}
+
+#[test]
+#[ignore = "needs CRIU and a kernel it supports: run through hack/test.sh (in the VM)"]
+fn a_bind_nested_in_a_bind_is_restored_when_its_mount_point_is_gone() {
+    // runc's checkpoint.bats "nested bind mounts": the mount point of /test/for/nested lies in /test's source;
+    // it is removed after the dump, and restore makes it again before CRIU mounts there.
+    require_pure_cgroup_v2();
+    let rt = Runtime::from_env();
+    let mut b = counter();
+    let (outer, inner) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(inner.path().join("mark"), "inner").unwrap();
+    let mounts = b.config["mounts"].as_array_mut().unwrap();
+    for (src, dest) in [(outer.path(), "/test"), (inner.path(), "/test/for/nested")] {
+        mounts.push(serde_json::json!({"type": "bind", "source": src, "destination": dest, "options": ["rw", "bind"]}));
+    }
+    let id = unique("ckn");
+    let (_out, _in) = piped(&rt, &id, &b, &["create"], false);
+    rt.ok(&["start", &id]);
+    count_reaches(&rt, &id, 3);
+    let (_t, img, work) = images();
+    rt.ok(&["checkpoint", "--image-path", &img, "--work-path", &work, &id]);
+    nothing_left(&rt, &id, &b);
+    std::fs::remove_dir_all(outer.path().join("for")).unwrap();
+    let id2 = unique("rsn");
+    let (_out2, _in2) = piped(
+        &rt,
+        &id2,
+        &b,
+        &["restore", "-d", "--image-path", &img, "--work-path", &work],
+        false,
+    );
+    assert_eq!(rt.status(&id2), "running");
+    let said = rt.ok(&["exec", &id2, "cat", "/test/for/nested/mark"]);
+    assert_eq!(said.trim(), "inner");
+    kill_and_delete(&rt, &id2);
+    nothing_left(&rt, &id2, &b);
 }

@@ -193,12 +193,43 @@ pub fn is_external(m: &Mount) -> bool {
     bind || typ == "bind" || typ == "cgroup" || typ == "cgroup2"
 }
 
-/// Dump: every external mount of the spec, keyed by its destination.
-pub fn dump_mounts(spec: &Spec) -> Result<Vec<String>> {
+/// A mount destination as the container sees it mounted: its symlinks followed inside `rootfs` (a bind onto
+/// `/conf -> /real/conf` is mounted at `/real/conf`, and CRIU knows it by that path), as runc resolves it.
+pub fn in_root(rootfs: &Path, dest: &Path) -> PathBuf {
+    let mut todo: Vec<std::ffi::OsString> = dest.iter().rev().map(|c| c.to_os_string()).collect();
+    let mut out = PathBuf::from("/");
+    let mut hops = 0;
+    while let Some(c) = todo.pop() {
+        match c.to_str() {
+            Some("/" | ".") => continue,
+            Some("..") => {
+                out.pop();
+                continue;
+            }
+            _ => {}
+        }
+        let next = out.join(&c);
+        let on_disk = rootfs.join(next.strip_prefix("/").unwrap_or(&next));
+        match std::fs::read_link(&on_disk) {
+            Ok(target) if hops < 40 => {
+                hops += 1;
+                if target.is_absolute() {
+                    out = PathBuf::from("/");
+                }
+                todo.extend(target.iter().rev().map(|c| c.to_os_string()));
+            }
+            _ => out = next,
+        }
+    }
+    out
+}
+
+/// Dump: every external mount of the spec, keyed by its destination (resolved in `rootfs`).
+pub fn dump_mounts(spec: &Spec, rootfs: &Path) -> Result<Vec<String>> {
     let mut a = Vec::new();
     for m in spec.mounts().as_deref().unwrap_or_default() {
         if is_external(m) {
-            let dest = path_arg(m.destination())?;
+            let dest = path_arg(&in_root(rootfs, m.destination()))?;
             a.extend(["--external".into(), format!("mnt[{dest}]:{dest}")]);
         }
     }
@@ -207,13 +238,13 @@ pub fn dump_mounts(spec: &Spec) -> Result<Vec<String>> {
 
 /// Restore: every external mount of the (new) spec bound from its source: a bind's source (relative to the bundle
 /// directory when relative), the container's cgroup directory for a cgroup mount.
-pub fn restore_mounts(spec: &Spec, bundle: &Path, cgroup: &Path) -> Result<Vec<String>> {
+pub fn restore_mounts(spec: &Spec, (bundle, rootfs): (&Path, &Path), cgroup: &Path) -> Result<Vec<String>> {
     let mut a = Vec::new();
     for m in spec.mounts().as_deref().unwrap_or_default() {
         if !is_external(m) {
             continue;
         }
-        let dest = path_arg(m.destination())?;
+        let dest = path_arg(&in_root(rootfs, m.destination()))?;
         let typ = m.typ().as_deref().unwrap_or_default();
         let source = if typ == "cgroup" || typ == "cgroup2" {
             cgroup.to_path_buf()
@@ -341,6 +372,10 @@ pub fn external_stdio(pid: i32) -> Vec<(u32, String)> {
         if !link.is_absolute() {
             continue; // pipe:[..], socket:[..], anon_inode:..
         }
+        if std::fs::metadata(format!("/proc/{pid}/fd/{n}")).is_ok_and(|md| super::terminal::is_pty_slave(&md))
+        {
+            continue; // the terminal: an external tty (terminal.rs)
+        }
         let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{n}")).unwrap_or_default();
         let Some(mnt) = info
             .lines()
@@ -405,7 +440,7 @@ mod tests {
             {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup"},
         ]}));
         assert_eq!(
-            dump_mounts(&s).unwrap(),
+            dump_mounts(&s, Path::new("/nonexistent")).unwrap(),
             [
                 "--external",
                 "mnt[/etc/hosts]:/etc/hosts",
@@ -415,7 +450,12 @@ mod tests {
                 "mnt[/sys/fs/cgroup]:/sys/fs/cgroup"
             ]
         );
-        let r = restore_mounts(&s, Path::new("/b"), Path::new("/sys/fs/cgroup/c1")).unwrap();
+        let r = restore_mounts(
+            &s,
+            (Path::new("/b"), Path::new("/nonexistent")),
+            Path::new("/sys/fs/cgroup/c1"),
+        )
+        .unwrap();
         assert_eq!(
             r,
             [
@@ -427,6 +467,20 @@ mod tests {
                 "mnt[/sys/fs/cgroup]:/sys/fs/cgroup/c1"
             ]
         );
+    }
+
+    #[test]
+    fn a_destination_through_a_symlink_is_known_by_where_it_leads_in_the_rootfs() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("real/conf")).unwrap();
+        std::os::unix::fs::symlink("/real/conf", root.path().join("conf")).unwrap();
+        std::os::unix::fs::symlink("../real", root.path().join("rel")).unwrap();
+        let r = root.path();
+        assert_eq!(in_root(r, Path::new("/conf")), Path::new("/real/conf"));
+        assert_eq!(in_root(r, Path::new("/rel/conf/x")), Path::new("/real/conf/x"));
+        assert_eq!(in_root(r, Path::new("/../../etc/hosts")), Path::new("/etc/hosts"));
+        std::os::unix::fs::symlink("loop", root.path().join("loop")).unwrap();
+        assert_eq!(in_root(r, Path::new("/loop")), Path::new("/loop"));
     }
 
     #[test]

@@ -3,12 +3,13 @@
 //! namespaces, cgroup and stdio.
 //!
 //! ```text
-//! checkpoint ID: descriptors.json, external-stdio.json (init's stdio) ─► criu dump --tree INIT --root ROOTFS
-//!                  --freeze-cgroup CG --external mnt[..] net[..] file[..] ─► (without --leave-running) the
-//!                  container is deleted
+//! checkpoint ID: descriptors.json, external-stdio.json, terminal.json (init's stdio) ─► criu dump --tree INIT
+//!                  --root ROOTFS --freeze-cgroup CG --external mnt[..] net[..] file[..] tty[..]
+//!                  ─► (without --leave-running) the container is deleted
 //! restore ID:    cgroup made ─► ROOTFS bound at <root>/ID/criu-root ─► criu (in CG) restore -d -S --root it
-//!                  --external mnt[..]:SOURCE --inherit-fd (stdio pipes and files, joined netns) ─► limits set,
-//!                  state.json, pid file ─► (without --detach) wait, delete, exit with its code
+//!                  --external mnt[..]:SOURCE --inherit-fd (stdio pipes and files, joined netns, a new pty's
+//!                  slave) ─► pty master to the console socket, limits set, state.json, pid file
+//!                  ─► (without --detach) wait, delete, exit with its code
 //! ```
 //! The cgroup mode is `ignore` unless `--manage-cgroups-mode` says otherwise (runc 1.1.5 takes only soft, full
 //! or strict and gives CRIU no cgroup root on v2, so its restored tasks go back to the cgroup they were dumped
@@ -17,15 +18,21 @@
 //! CRIU is driven through its command line rather than its RPC (`criu swrk` with rpc.proto): each call is one
 //! command that can be copied from the debug log and rerun by hand, no protobuf schema has to be transcribed and
 //! kept, and the features used here (external mounts and namespaces, inherited descriptors, cgroup root,
-//! detached sibling restore, pid file) all have options. What the RPC alone offers is not supported: a terminal
-//! (the pty master of `--orphan-pts-master` comes back only over RPC), notify callbacks (restore runs no hooks),
-//! and lazy pages.
+//! detached sibling restore, pid file) all have options. A terminal too: where runc has CRIU make the new pty
+//! (`orphan_pts_master`, RPC only), crius-runc makes it and hands CRIU the slave as an external tty
+//! ([`terminal`]). What the RPC alone offers is not supported: notify callbacks (restore runs no hooks) and lazy
+//! pages.
+//!
+//! The container's CRIU configuration file (annotation `org.criu.config`, else `/etc/criu/runc.conf`) applies
+//! as with runc ([`config`]).
 //!
 //! A failed checkpoint leaves the container running: CRIU thaws what it froze, and the cgroup is thawed again
 //! here if it still reads frozen. Errors are [`Error::Criu`] with the end of CRIU's log.
 
+pub mod config;
 pub mod criu;
 mod restore;
+pub mod terminal;
 
 use std::path::{Path, PathBuf};
 
@@ -66,13 +73,7 @@ pub fn checkpoint(root: &Path, id: &str, opts: &CheckpointOptions) -> Result<()>
             "container {id:?}: checkpoint of a container in a systemd scope (--systemd-cgroup) is not supported"
         ));
     }
-    let process = rec.spec.process().as_ref();
-    if process.and_then(|p| p.terminal()) == Some(true) {
-        return Err(err!(
-            "container {id:?} has a terminal: its checkpoint is not supported by crius-runc (CRIU returns the \
-             restored pty master over its RPC only)"
-        ));
-    }
+    let has_terminal = rec.spec.process().as_ref().and_then(|p| p.terminal()) == Some(true);
     let c = &opts.common;
     let log = if opts.pre_dump { "pre-dump.log" } else { "dump.log" };
     let mut args = vec![if opts.pre_dump { "pre-dump" } else { "dump" }.to_string()];
@@ -89,7 +90,7 @@ pub fn checkpoint(root: &Path, id: &str, opts: &CheckpointOptions) -> Result<()>
     if opts.pre_dump || opts.parent_path.is_some() {
         args.push("--track-mem".into());
     }
-    args.extend(criu::dump_mounts(&rec.spec)?);
+    args.extend(criu::dump_mounts(&rec.spec, &rec.rootfs)?);
     args.extend(criu::dump_namespaces(&rec.spec)?);
     for dir in [&c.image_path, &c.work_dir().to_path_buf()] {
         crius_common::private::dir_all(dir).map_err(Error::io("creating", dir))?;
@@ -101,8 +102,22 @@ pub fn checkpoint(root: &Path, id: &str, opts: &CheckpointOptions) -> Result<()>
         }
         write_json(&c.image_path.join(criu::EXTERNAL_STDIO), &external)?;
         write_json(&c.image_path.join(criu::DESCRIPTORS), &criu::descriptors(rec.pid))?;
+        let record = c.image_path.join(terminal::TERMINAL);
+        let pids = Cgroup::at(&rec.cgroup)
+            .and_then(|cg| cg.procs())
+            .unwrap_or_default();
+        match has_terminal.then(|| terminal::dump(rec.pid, &pids)).flatten() {
+            Some(t) => {
+                args.extend(terminal::dump_args(&t));
+                write_json(&record, &t)?;
+            }
+            None => {
+                let _ = std::fs::remove_file(&record);
+            }
+        }
     }
     crate::log::debug(|| format!("checkpoint {id}: dumping init {} with CRIU", rec.pid));
+    let args = config::apply(&rec.spec, args)?;
     let result = c.run(if opts.pre_dump { "pre-dump" } else { "dump" }, id, &args, None);
     // Whatever CRIU did, a container that ran before runs after (unless it is gone: a dump that succeeded).
     if status == Status::Running && crate::state::process_alive(rec.pid, rec.pid_start) {

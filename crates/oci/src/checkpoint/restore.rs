@@ -3,7 +3,8 @@
 //!
 //! The restored init is CRIU's sibling (`--restore-sibling`), so crius-runc's own child: `restore` without
 //! `--detach` waits for it as `run` does; with `--detach` it is re-parented to the nearest subreaper (a shim), as
-//! after `create`.
+//! after `create`. The mount points of the new spec's mounts are made first, as runc makes them. A container with a terminal gets a new pty, whose master goes to `--console-socket`
+//! ([`super::terminal`]).
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use crate::state::Record;
 use crate::{Error, Result, err};
 
 use super::criu::{self, Common};
+use super::terminal;
 
 /// Options of `restore` (runc's flags).
 #[derive(Debug, Clone, Default)]
@@ -24,6 +26,8 @@ pub struct RestoreOptions {
     pub common: Common,
     /// The bundle whose config.json and rootfs the restored container gets.
     pub bundle: PathBuf,
+    /// The socket the new pty master is sent to, when the container has a terminal.
+    pub console_socket: Option<PathBuf>,
     /// Write the restored init's pid here.
     pub pid_file: Option<PathBuf>,
     /// The cgroup is a systemd scope (`--systemd-cgroup`): refused, not supported yet.
@@ -71,12 +75,36 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
     }
     let bundle = crate::config::load(&opts.bundle)?;
     let spec = &bundle.spec;
-    if spec.process().as_ref().and_then(|p| p.terminal()) == Some(true) {
-        return Err(err!(
-            "process.terminal is true: restoring a container with a terminal is not supported by crius-runc"
-        ));
-    }
     let c = &opts.common;
+    let wants_terminal = spec.process().as_ref().and_then(|p| p.terminal()) == Some(true);
+    let dumped = match (wants_terminal, terminal::load(&c.image_path)?) {
+        (true, Some(d)) => Some(d),
+        (false, None) => None,
+        (true, None) => {
+            return Err(err!(
+                "process.terminal is true but the images at {} hold no terminal record ({}): they were dumped \
+                 without a terminal, or by another runtime (runc's terminal comes back over CRIU's RPC, \
+                 orphan_pts_master, which crius-runc does not drive)",
+                c.image_path.display(),
+                terminal::TERMINAL
+            ));
+        }
+        (false, Some(_)) => {
+            return Err(err!(
+                "the checkpoint at {} has a terminal but process.terminal is false in {}",
+                c.image_path.display(),
+                opts.bundle.display()
+            ));
+        }
+    };
+    let console_socket = match (&dumped, &opts.console_socket) {
+        (Some(_), None) => {
+            return Err(err!(
+                "process.terminal is true: --console-socket is required to restore the container's terminal"
+            ));
+        }
+        (_, s) => s.as_deref(),
+    };
     let desc_path = c.image_path.join(criu::DESCRIPTORS);
     let text = std::fs::read(&desc_path).map_err(Error::io("reading", &desc_path))?;
     let descriptors: Vec<String> =
@@ -108,6 +136,7 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
     )
     .map_err(|e| err!("binding the rootfs {} for CRIU: {e}", bundle.rootfs.display()))?;
     undo.criu_root = Some(criu_root.clone());
+    prepare_mountpoints(spec, &bundle.dir, &criu_root)?;
     let pid_path = dir.join("criu-restore.pid");
     let rel = cg
         .dir
@@ -124,7 +153,11 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
     if c.cgroups_mode() != "ignore" {
         args.extend(["--cgroup-root".into(), format!("/{}", criu::path_arg(rel)?)]);
     }
-    args.extend(criu::restore_mounts(spec, &bundle.dir, &cg.dir)?);
+    args.extend(criu::restore_mounts(
+        spec,
+        (&bundle.dir, &bundle.rootfs),
+        &cg.dir,
+    )?);
     let (ns_args, ns_fds): (Vec<String>, Vec<OwnedFd>) = criu::restore_namespaces(spec)?;
     args.extend(ns_args);
     let ext_path = c.image_path.join(criu::EXTERNAL_STDIO);
@@ -133,6 +166,14 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
         Err(_) => Vec::new(), // images of runc's
     };
     args.extend(criu::inherit_stdio(&descriptors, &external));
+    let fresh = match (&dumped, console_socket) {
+        (Some(d), Some(sock)) => {
+            let mut f = terminal::Fresh::new(spec, sock)?;
+            args.extend(f.args(d)?);
+            Some(f)
+        }
+        _ => None,
+    };
     if let Some(p) = &opts.lsm_profile {
         args.extend(["--lsm-profile".into(), p.clone()]);
     }
@@ -146,8 +187,12 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
             cg.dir.display()
         )
     });
+    let args = super::config::apply(spec, args)?;
     c.run("restore", id, &args, Some(&cg))?;
     drop(ns_fds);
+    if let Some(f) = fresh {
+        f.send()?;
+    }
     let text = std::fs::read_to_string(&pid_path).map_err(Error::io("reading CRIU's pid file", &pid_path))?;
     let pid: i32 = text
         .trim()
@@ -169,4 +214,65 @@ pub fn restore(root: &Path, id: &str, opts: &RestoreOptions) -> Result<Record> {
     crate::log::debug(|| format!("restore {id}: init {} runs again", Pid::from_raw(pid)));
     undo.armed = false;
     Ok(record)
+}
+
+/// Makes the mount points of the new spec's mounts in the rootfs (bound at `criu_root`), as runc does before
+/// CRIU restores the mounts: those under a tmpfs are skipped (CRIU restores the tmpfs with its content), and each
+/// bind is mounted there for a moment so that mount points inside it (a bind nested in a bind, whose directory
+/// lies in the first's source) can be made too. The binds are gone again when this returns.
+fn prepare_mountpoints(spec: &oci_spec::runtime::Spec, bundle_dir: &Path, criu_root: &Path) -> Result<()> {
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    let tmpfs: Vec<&Path> = mounts
+        .iter()
+        .filter(|m| m.typ().as_deref() == Some("tmpfs"))
+        .map(|m| m.destination().as_path())
+        .collect();
+    let mut bound: Vec<PathBuf> = Vec::new();
+    let mut make = || -> Result<()> {
+        for m in mounts {
+            let dest = m.destination();
+            if tmpfs.iter().any(|t| dest != *t && dest.starts_with(t)) {
+                continue;
+            }
+            let inside = criu::in_root(criu_root, dest);
+            let target = criu_root.join(inside.strip_prefix("/").unwrap_or(&inside));
+            let typ = m.typ().as_deref().unwrap_or_default();
+            let source = (criu::is_external(m) && typ != "cgroup" && typ != "cgroup2")
+                .then(|| m.source().as_deref().map(|s| bundle_dir.join(s)))
+                .flatten();
+            if std::fs::symlink_metadata(&target).is_err() {
+                if source.as_deref().is_some_and(|s| !s.is_dir()) {
+                    if let Some(parent) = target.parent() {
+                        std::fs::create_dir_all(parent).map_err(Error::io("creating", parent))?;
+                    }
+                    std::fs::File::create(&target).map_err(Error::io("creating", &target))?;
+                } else {
+                    std::fs::create_dir_all(&target).map_err(Error::io("creating", &target))?;
+                }
+            }
+            if let Some(src) = source {
+                nix::mount::mount(
+                    Some(&src),
+                    &target,
+                    None::<&str>,
+                    MsFlags::MS_BIND | MsFlags::MS_REC,
+                    None::<&str>,
+                )
+                .map_err(|e| {
+                    err!(
+                        "binding {} at {} to make the mount points in it: {e}",
+                        src.display(),
+                        dest.display()
+                    )
+                })?;
+                bound.push(target);
+            }
+        }
+        Ok(())
+    };
+    let made = make();
+    for t in bound.iter().rev() {
+        let _ = nix::mount::umount2(t, MntFlags::MNT_DETACH);
+    }
+    made
 }
