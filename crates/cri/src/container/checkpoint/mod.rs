@@ -116,7 +116,8 @@ const CRIU_CONFIG: &str = "criu.conf";
 /// cgroup mode) has CRIU put the restored processes back into the cgroup they were dumped from (the
 /// original container's, made again if it is gone), while runc's state names the new one: a StopContainer's
 /// `kill --all` then finds nothing to kill in it and the process runs on; and stopping the original killed
-/// the copy with it. crius-runc restores in `ignore` mode into the new cgroup and ignores the annotation.
+/// the copy with it. crius-runc reads the file too, as runc does, but restores in `ignore` mode into the new
+/// cgroup, where its `cgroup-root` changes nothing.
 pub(crate) fn point_criu_at_cgroup(
     spec: &mut oci_spec::runtime::Spec,
     dir: &Path,
