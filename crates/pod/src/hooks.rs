@@ -21,6 +21,13 @@ pub struct ProbeState {
     failures: i32,
 }
 
+impl ProbeState {
+    /// When the probe runs next: None before its first run, which is due as soon as it is looked at.
+    pub fn next(&self) -> Option<Instant> {
+        self.next
+    }
+}
+
 /// A probe's outcome so far.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {

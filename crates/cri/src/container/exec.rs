@@ -30,20 +30,23 @@ impl Containers {
     /// stdout, stderr (each at most 16 MiB, the rest dropped) and exit code. `timeout` seconds (0: none;
     /// capped at `LONGEST`, a year) over, the process is killed and the call is DeadlineExceeded.
     pub async fn exec_sync(&self, id: &str, cmd: &[String], timeout: i64) -> Result<cri::ExecSyncResponse> {
-        let c = self.get_or_not_found(CALL, id)?;
+        // Its ids and state alone: every probe comes here, and the record's CRI config is not needed.
+        let (id, sandbox, state) = self.read_or_not_found(CALL, id, |c| {
+            (c.record.id.clone(), c.record.sandbox_id.clone(), c.record.state())
+        })?;
         if cmd.is_empty() {
             return Err(Error::invalid(CALL, "cmd", "is empty"));
         }
         crate::validate::argv(CALL, "cmd", cmd)?;
-        Self::running(CALL, &c)?;
-        let mut process = self.process_of(CALL, &c)?;
+        Self::running_state(CALL, &id, state)?;
+        let mut process = self.process_of(CALL, &id)?;
         process.set_args(Some(cmd.to_vec())).set_terminal(Some(false));
         let task = ExecSyncTask {
             exec_id: super::stream::new_exec_id()?,
             process,
             timeout: limit(timeout),
         };
-        let (sandbox, id) = (c.record.sandbox_id.as_str(), c.record.id.as_str());
+        let (sandbox, id) = (sandbox.as_str(), id.as_str());
         let deadline_exceeded = |why: &str| Error::DeadlineExceeded {
             call: CALL,
             kind: Kind::Container,

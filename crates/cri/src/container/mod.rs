@@ -162,8 +162,18 @@ impl Containers {
 
     /// The container `id` names: InvalidArgument if it is empty, NotFound if there is none.
     pub(crate) fn get_or_not_found(&self, call: &'static str, id: &str) -> Result<Container> {
+        self.read_or_not_found(call, id, Container::clone)
+    }
+
+    /// What `f` takes of the container `id` names, read in place (see [`Containers::get_or_not_found`]).
+    pub(crate) fn read_or_not_found<T>(
+        &self,
+        call: &'static str,
+        id: &str,
+        f: impl FnOnce(&Container) -> T,
+    ) -> Result<T> {
         crate::validate::id(call, "container_id", id)?;
-        self.get(id).ok_or_else(|| Error::NotFound {
+        self.records.read(id, f).ok_or_else(|| Error::NotFound {
             call,
             kind: Kind::Container,
             id: id.to_string(),
@@ -172,13 +182,18 @@ impl Containers {
 
     /// `c` is running, or call `call` is refused with FailedPrecondition.
     fn running(call: &'static str, c: &Container) -> Result<()> {
-        if c.record.state() == crate::store::container::State::Running {
+        Self::running_state(call, &c.record.id, c.record.state())
+    }
+
+    /// A container `id` in `state` is running, or call `call` is refused with FailedPrecondition.
+    fn running_state(call: &'static str, id: &str, state: crate::store::container::State) -> Result<()> {
+        if state == crate::store::container::State::Running {
             return Ok(());
         }
         Err(Error::FailedPrecondition {
             call,
             kind: Kind::Container,
-            id: c.record.id.clone(),
+            id: id.to_string(),
             reason: "is not running".into(),
         })
     }
@@ -191,6 +206,11 @@ impl Containers {
     /// The containers `keep` selects (only those are cloned).
     pub fn list_where(&self, keep: impl Fn(&Container) -> bool) -> Vec<Container> {
         self.records.list_where(keep)
+    }
+
+    /// What `f` makes of each container `keep` selects, read in place.
+    pub fn map_where<T>(&self, keep: impl Fn(&Container) -> bool, f: impl Fn(&Container) -> T) -> Vec<T> {
+        self.records.map_where(keep, f)
     }
 
     /// The containers of sandbox `sandbox_id`.

@@ -108,25 +108,20 @@ pub fn list(all: &Containers, filter: Option<&cri::ContainerFilter>) -> Vec<cri:
                     .is_none_or(|s| s.state == cri_state(c.record.state()) as i32)
         })
     };
-    // Filtered in place: a kubelet or engine listing one pod's containers clones those, not the node's.
-    all.list_where(wanted)
-        .into_iter()
-        .map(|c| {
-            let state = cri_state(c.record.state()) as i32;
-            cri::Container {
-                id: c.record.id.clone(),
-                pod_sandbox_id: c.record.sandbox_id.clone(),
-                metadata: c.config.metadata.clone(),
-                image: c.config.image.clone(),
-                image_ref: c.record.image_id.clone(),
-                state,
-                created_at: c.record.created_at,
-                labels: c.config.labels.clone(),
-                annotations: c.config.annotations.clone(),
-                image_id: c.record.image_id.clone(),
-            }
-        })
-        .collect()
+    // Filtered and read in place: a kubelet or engine listing one pod's containers clones the fields it
+    // answers with of those, not the node's records with their whole configs.
+    all.map_where(wanted, |c| cri::Container {
+        id: c.record.id.clone(),
+        pod_sandbox_id: c.record.sandbox_id.clone(),
+        metadata: c.config.metadata.clone(),
+        image: c.config.image.clone(),
+        image_ref: c.record.image_id.clone(),
+        state: cri_state(c.record.state()) as i32,
+        created_at: c.record.created_at,
+        labels: c.config.labels.clone(),
+        annotations: c.config.annotations.clone(),
+        image_id: c.record.image_id.clone(),
+    })
 }
 
 impl Containers {

@@ -158,7 +158,7 @@ impl Containers {
             return Err(Error::invalid(CALL, "cmd", "is empty"));
         }
         crate::validate::argv(CALL, "cmd", cmd)?;
-        let mut process = self.process_of(CALL, &c)?;
+        let mut process = self.process_of(CALL, &c.record.id)?;
         process.set_args(Some(cmd.to_vec())).set_terminal(Some(tty));
         if let Some((width, height)) = size.filter(|_| tty) {
             let b = oci_spec::runtime::BoxBuilder::default()
@@ -323,9 +323,9 @@ impl Containers {
 
     /// The container's process settings from its config.json (the base of an exec's process).
     /// Read once per version of the file (`process_cache`).
-    pub(crate) fn process_of(&self, call: &'static str, c: &Container) -> Result<oci_spec::runtime::Process> {
-        let config = self.bundle(&c.record.id).join("config.json");
-        let p = self.processes.get(call, &c.record.id, &config)?;
+    pub(crate) fn process_of(&self, call: &'static str, id: &str) -> Result<oci_spec::runtime::Process> {
+        let config = self.bundle(id).join("config.json");
+        let p = self.processes.get(call, id, &config)?;
         Ok((*p).clone())
     }
 }

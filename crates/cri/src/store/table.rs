@@ -134,7 +134,13 @@ impl<E: Entry> Table<E> {
 
     /// The entry whose id is `id`, or the only one whose id starts with it.
     pub fn get(&self, id: &str) -> Option<E> {
-        by_id_or_prefix(&self.lock(), id).map(|s| s.entry.clone())
+        self.read(id, E::clone)
+    }
+
+    /// What `f` takes of the entry [`Table::get`] would answer, read in place: a call that needs a few fields
+    /// of a record (an ExecSync, every probe) clones those, not the record and its whole CRI config.
+    pub fn read<T>(&self, id: &str, f: impl FnOnce(&E) -> T) -> Option<T> {
+        by_id_or_prefix(&self.lock(), id).map(|s| f(&s.entry))
     }
 
     /// Every entry.
@@ -145,10 +151,16 @@ impl<E: Entry> Table<E> {
     /// The entries `keep` selects, each read in place and only those cloned (a list filtered by pod clones
     /// that pod's entries, not the node's).
     pub fn list_where(&self, keep: impl Fn(&E) -> bool) -> Vec<E> {
+        self.map_where(keep, E::clone)
+    }
+
+    /// What `f` makes of each entry `keep` selects, read in place (ListContainers answers with a part of
+    /// each record: it clones that part only).
+    pub fn map_where<T>(&self, keep: impl Fn(&E) -> bool, f: impl Fn(&E) -> T) -> Vec<T> {
         self.lock()
             .values()
             .filter(|s| keep(&s.entry))
-            .map(|s| s.entry.clone())
+            .map(|s| f(&s.entry))
             .collect()
     }
 

@@ -14,7 +14,8 @@ use crate::report::{Event, Phase, Role};
 
 /// The longest restart back-off (kubelet's).
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
-/// How often states are read when the runtime's events say when something changed.
+/// How often states are read when the runtime's events say when something changed: a safety net, since every
+/// change wakes the loop anyway.
 const EVENTED_POLL: Duration = Duration::from_secs(1);
 
 impl<E: FnMut(Event)> Run<'_, E> {
@@ -27,6 +28,9 @@ impl<E: FnMut(Event)> Run<'_, E> {
             .unwrap_or(self.slots.len());
         let mut next_init = 0;
         let mut open = true;
+        // When states were last read, and whether the runtime said something changed since.
+        let mut read: Option<Instant> = None;
+        let mut changed = false;
         loop {
             // What arrived meanwhile first: a stop during image pulls or a long call starts nothing more.
             while open {
@@ -41,7 +45,15 @@ impl<E: FnMut(Event)> Run<'_, E> {
                     Err(mpsc::error::TryRecvError::Disconnected) => open = false,
                 }
             }
-            self.observe().await;
+            // States are read on every tick without events; with them, only when they say something changed
+            // (or once in EVENTED_POLL): a wake that only runs a probe reads nothing (kubelet's prober does
+            // not relist either).
+            let evented = self.events.live();
+            if !evented || changed || read.is_none_or(|at| at.elapsed() >= EVENTED_POLL) {
+                changed = false;
+                read = Some(Instant::now());
+                self.observe().await;
+            }
             if let Some(phase) = self.react() {
                 return phase;
             }
@@ -80,17 +92,20 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 return if ok { Phase::Succeeded } else { Phase::Failed };
             }
             // With the runtime's events, a state change wakes the loop and reads are rarer (kubelet's
-            // evented PLEG); restarts and probes still need the short tick.
+            // evented PLEG); otherwise it wakes when the next restart or probe is due, or for the next read.
             let evented = self.events.live();
-            let wait = if evented && !self.busy() {
-                EVENTED_POLL
-            } else {
-                self.opts.poll
+            let wait = match (evented, read) {
+                (true, Some(at)) => self
+                    .next_due(at + EVENTED_POLL)
+                    .saturating_duration_since(Instant::now()),
+                _ => self.opts.poll,
             };
             let events = self.events.notify.clone();
             tokio::select! {
+                // News first: an exit is read before a probe due at the same time runs against it.
+                biased;
+                () = events.notified(), if evented => changed = true,
                 () = tokio::time::sleep(wait) => {}
-                () = events.notified(), if evented => {}
                 c = controls.recv(), if open => match c {
                     None => open = false,
                     Some(Control::Stop) => return Phase::Stopped,
@@ -104,17 +119,14 @@ impl<E: FnMut(Event)> Run<'_, E> {
         }
     }
 
-    /// Whether something needs the short tick: a restart due, a startup still pending, a liveness probe.
-    fn busy(&self) -> bool {
-        self.slots.iter().any(|s| match &s.state {
-            State::Restarting { .. } => true,
-            State::Running { ready, .. } => {
-                (!ready && s.role != Role::Init && s.spec.startup_probe.is_some())
-                    || s.spec.liveness_probe.is_some()
-                    || s.spec.readiness_probe.is_some()
-            }
-            _ => false,
-        })
+    /// When the loop next has something to do on its own: the earliest restart or probe due, an exit to
+    /// decide (now), or `read_at` (the next read of states) if nothing is sooner.
+    fn next_due(&self, read_at: Instant) -> Instant {
+        let now = Instant::now();
+        self.slots
+            .iter()
+            .filter_map(|s| s.due(now))
+            .fold(read_at, Instant::min)
     }
 
     /// Decides what exits mean: restarts to schedule, init and main containers finished, a failed pod.

@@ -104,7 +104,8 @@ pub struct Options {
     pub log_root: PathBuf,
     /// The first restart back-off; it doubles up to 5 minutes (kubelet: 10 s).
     pub backoff: Duration,
-    /// How often container states are read (kubelet relists every second).
+    /// How often container states are read from a runtime that sends no container events (kubelet relists
+    /// every second). With events, states are read when they say something changed, and once a second.
     pub poll: Duration,
     /// The cgroup under which pods get their own, as kubelet's `--cgroup-root` with cgroupfs
     /// (`/kubepods/burstable/pod<uid>`...); None: no pod cgroups, the runtime places containers where it will.

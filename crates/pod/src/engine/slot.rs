@@ -16,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Container;
+use k8s_openapi::api::core::v1::{Container, Probe};
 
 use crate::hooks::ProbeState;
 use crate::report::Role;
@@ -121,6 +121,39 @@ pub(super) struct Slot {
     pub state: State,
 }
 
+impl Slot {
+    /// When the engine next has something to do for this slot on its own, news from the runtime aside: a
+    /// restart whose back-off ends, a probe that comes due (the probes [`Run::probe`](super::Run) runs, as it
+    /// picks them), an exit to decide (now). None: nothing until the runtime says something changed (an
+    /// init container's exit, a start waiting its turn).
+    pub fn due(&self, now: Instant) -> Option<Instant> {
+        // A probe the spec has runs at its next time, or now before its first run.
+        let probe = |p: Option<&Probe>, st: &ProbeState| p.map(|_| st.next().unwrap_or(now));
+        match &self.state {
+            State::Exited(_) => Some(now),
+            State::Restarting { at, .. } => Some(*at),
+            State::Running { .. } if self.role == Role::Init => None,
+            State::Running {
+                ready: true,
+                liveness,
+                readiness,
+                ..
+            } => [
+                probe(self.spec.readiness_probe.as_ref(), readiness),
+                probe(self.spec.liveness_probe.as_ref(), liveness),
+            ]
+            .into_iter()
+            .flatten()
+            .min(),
+            // Not ready yet: its startup probe's turn, or (without one) ready at the next look.
+            State::Running { startup, .. } => {
+                Some(probe(self.spec.startup_probe.as_ref(), startup).unwrap_or(now))
+            }
+            State::NotStarted | State::Done(_) => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +188,62 @@ mod tests {
         };
         assert_eq!(restarting.container(), Some("c1"));
         assert_eq!(restarting.ended().map(|e| e.code), Some(1));
+    }
+
+    fn slot(role: Role, probes: &str, state: State) -> Slot {
+        let spec: Container = serde_json::from_str(&format!(r#"{{"name": "c"{probes}}}"#)).unwrap();
+        Slot {
+            spec,
+            role,
+            image_ref: String::new(),
+            image_name: String::new(),
+            attempt: 0,
+            backoff: Duration::ZERO,
+            state,
+        }
+    }
+
+    #[test]
+    fn a_slot_is_due_for_its_probes_restarts_and_exits_alone() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(3);
+        let probe = r#"{"exec": {"command": ["true"]}}"#;
+        // Nothing of its own to do: waiting its turn, finished, or an init container's run.
+        assert_eq!(slot(Role::Main, "", State::NotStarted).due(now), None);
+        assert_eq!(slot(Role::Main, "", State::Done(ended(None, 0))).due(now), None);
+        let init = format!(r#", "startupProbe": {probe}"#);
+        assert_eq!(
+            slot(Role::Init, &init, State::running("c1".into())).due(now),
+            None
+        );
+        // An exit to decide now, a restart when its back-off ends.
+        assert_eq!(
+            slot(Role::Main, "", State::Exited(ended(None, 1))).due(now),
+            Some(now)
+        );
+        let restarting = State::Restarting {
+            at: later,
+            last: ended(None, 1),
+        };
+        assert_eq!(slot(Role::Main, "", restarting).due(now), Some(later));
+        // Running: without probes, ready at the next look, then nothing; a probe not run yet is due now.
+        assert_eq!(
+            slot(Role::Main, "", State::running("c1".into())).due(now),
+            Some(now)
+        );
+        let mut ready = State::running("c1".into());
+        if let State::Running { ready, .. } = &mut ready {
+            *ready = true;
+        }
+        assert_eq!(slot(Role::Main, "", ready).due(now), None);
+        let both = format!(r#", "readinessProbe": {probe}, "livenessProbe": {probe}"#);
+        let mut s = slot(Role::Sidecar, &both, State::running("c1".into()));
+        // Not ready: only a startup probe would count, and it has none.
+        assert_eq!(s.due(now), Some(now));
+        if let State::Running { ready, .. } = &mut s.state {
+            *ready = true;
+        }
+        assert_eq!(s.due(now), Some(now));
     }
 
     #[test]

@@ -39,7 +39,7 @@ impl Pod {
         Pod::new(&yaml).await
     }
 
-    async fn on(fake: Arc<FakeCri>, yaml: &str) -> Pod {
+    pub(super) async fn on(fake: Arc<FakeCri>, yaml: &str) -> Pod {
         let dir = tempfile::tempdir().unwrap();
         let channel = fake.serve(dir.path()).await;
         let opts = Options {

@@ -94,6 +94,8 @@ struct World {
     /// Every ExecSync asked for, in order.
     exec_requests: Vec<ExecAsked>,
     missing_images: HashSet<String>,
+    /// ListContainers calls so far.
+    lists: u32,
 }
 
 /// One ExecSync as the fake received it.
@@ -175,6 +177,11 @@ impl FakeCri {
     /// Image `image` is not on the node.
     pub fn missing_image(&self, image: &str) {
         self.world().missing_images.insert(image.into());
+    }
+
+    /// How many ListContainers calls the fake answered so far.
+    pub fn lists(&self) -> u32 {
+        self.world().lists
     }
 
     /// What the engine asked for so far.

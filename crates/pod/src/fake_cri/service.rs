@@ -179,6 +179,7 @@ impl RuntimeService for FakeCri {
             .filter
             .map(|f| f.pod_sandbox_id)
             .unwrap_or_default();
+        self.world().lists += 1;
         let containers = if sandbox.is_empty() || sandbox == SANDBOX {
             let w = self.world();
             w.containers
