@@ -44,6 +44,9 @@
 #                      command as the oneshot run-in-vm.service (in /system.slice), nothing else
 #                      started but the D-Bus system bus (when dbus is installed); systemctl and
 #                      systemd's D-Bus API work
+#   RUN_IN_VM_MONITOR  a path for a QEMU monitor (HMP) unix socket: its command `stop` pauses the
+#                      guest, its clocks with it (a long guest run can wait out a host measurement
+#                      without its timeouts seeing the pause), `cont` resumes it
 set -euo pipefail
 
 die() { echo "run-in-vm: $*" >&2; exit 125; }
@@ -374,6 +377,7 @@ QARGS=(-nodefaults -no-user-config -display none -no-reboot "${ACCEL_ARGS[@]}"
   -chardev stdio,id=out,signal=on -serial chardev:out
   -serial file:"$JOB/console.log" -serial file:"$JOB/status"
   -pidfile "$JOB/qemu.pid" -kernel "$BOOT_IMAGE" -initrd "$JOB/initrd.cpio" -append "$APPEND")
+[ -n "${RUN_IN_VM_MONITOR:-}" ] && QARGS+=(-monitor "unix:$RUN_IN_VM_MONITOR,server=on,wait=off")
 [ "$DISK" != 0 ] && QARGS+=(-drive if=none,id=scratch,driver=null-co,size="$DISK",read-zeroes=on -device virtio-blk-pci,drive=scratch)
 TO=(); [ "$TIMEOUT" != 0 ] && TO=(${PDS[@]+"${PDS[@]}"} timeout -k 5 "$TIMEOUT")
 set +e
