@@ -128,6 +128,7 @@ pub async fn run(address: &str, cmd: Run) -> Result<std::process::ExitCode, Stri
         log_root: cmd.log_root,
         backoff: cmd.restart_backoff,
         cgroup_root: Some(cmd.cgroup_root).filter(|r| !r.is_empty()),
+        started: Some(Instant::now()),
         ..Default::default()
     };
     let channel = crius_api::connect(address).await.map_err(|e| e.to_string())?;

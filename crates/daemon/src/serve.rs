@@ -273,6 +273,7 @@ pub fn run(c: Config) -> Result<(), String> {
                     pull: c.pods.pull_policy()?,
                     cgroup_root: c.pods.cgroup_root(driver)?,
                     allocatable: c.pods.allocatable(),
+                    started: Some(std::time::Instant::now()),
                     ..Default::default()
                 },
             },

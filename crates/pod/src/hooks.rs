@@ -19,6 +19,58 @@ use crate::Error;
 pub struct ProbeState {
     next: Option<Instant>,
     failures: i32,
+    /// The start of its ticks (see [`Ticks`]), set at its first run.
+    anchor: Option<Instant>,
+}
+
+/// When a pod's probes tick, as kubelet's prober ticks them: each probe has its own ticker, started when the
+/// pod was added, after a random part of a period when the prober itself had started less than a period
+/// before (kubelet: so that the pods taken up at its start do not all probe at the same moments). A probe
+/// runs at its ticks, every periodSeconds on a grid that does not drift; its first run, though, comes as soon
+/// as its container is seen running (past initialDelaySeconds), as kubelet runs a readiness probe at once
+/// when a container starts.
+#[derive(Debug, Clone, Copy)]
+pub struct Ticks {
+    /// When the pod was added.
+    pub added: Instant,
+    /// How long after the engine's start it was added; None: no random part.
+    pub since_start: Option<Duration>,
+}
+
+impl Ticks {
+    /// The start of the ticks of a probe of period `period`, `fraction` (in [0, 1)) being its random part.
+    fn anchor(&self, period: Duration, fraction: f64) -> Instant {
+        match self.since_start {
+            Some(age) if age < period => self.added + period.mul_f64(fraction.clamp(0.0, 1.0)),
+            _ => self.added,
+        }
+    }
+}
+
+/// The tick of the grid of `anchor` and `period` at which a probe that ran at `ran` runs next: the first at
+/// least half a period after it (so a run a little late on its tick keeps the next tick, and two runs are
+/// never less than half a period apart).
+fn next_tick(anchor: Instant, period: Duration, ran: Instant) -> Instant {
+    if period.is_zero() {
+        return ran;
+    }
+    let earliest = ran + period / 2;
+    if earliest <= anchor {
+        return anchor;
+    }
+    let since = (earliest - anchor).as_nanos();
+    let p = period.as_nanos();
+    let k = since.div_ceil(p);
+    anchor + Duration::from_nanos(u64::try_from(k * p).unwrap_or(u64::MAX))
+}
+
+/// A fraction in [0, 1) that differs from call to call (std's per-process random hash keys; no generator
+/// needed for a phase).
+fn random_fraction() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0);
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 impl ProbeState {
@@ -39,7 +91,8 @@ pub enum Verdict {
     Failed,
 }
 
-/// Runs `probe` against container `id` (of spec `c`, in a pod at `host`) if it is due.
+/// Runs `probe` against container `id` (of spec `c`, in a pod at `host`, whose probes tick as `ticks` says)
+/// if it is due.
 pub async fn probe(
     rt: &mut RuntimeServiceClient<Channel>,
     id: &str,
@@ -47,8 +100,13 @@ pub async fn probe(
     host: &str,
     probe: &Probe,
     st: &mut ProbeState,
+    ticks: Ticks,
 ) -> Verdict {
     let now = Instant::now();
+    let period = secs(probe.period_seconds, 10);
+    let anchor = *st
+        .anchor
+        .get_or_insert_with(|| ticks.anchor(period, random_fraction()));
     let next = *st
         .next
         .get_or_insert_with(|| now + secs(probe.initial_delay_seconds, 0));
@@ -69,9 +127,9 @@ pub async fn probe(
     } else {
         Err("a probe kind crius does not run (grpc)".into())
     };
-    // The next try is a period on, whatever this one said: a probe runs every periodSeconds, not every time
-    // the engine looks.
-    st.next = Some(now + secs(probe.period_seconds, 10));
+    // The next try is at its next tick, whatever this one said: a probe runs every periodSeconds, not every
+    // time the engine looks.
+    st.next = Some(next_tick(anchor, period, now));
     if result.is_ok() {
         st.failures = 0;
         return Verdict::Passed;
@@ -198,4 +256,58 @@ async fn http_get(c: &Container, host: &str, h: &HTTPGetAction, timeout: Duratio
     tokio::time::timeout(timeout, talk)
         .await
         .map_err(|_| "timed out".to_string())?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn ticks_stay_on_their_grid_and_keep_half_a_period_apart() {
+        let a = Instant::now();
+        // On its tick, or a little late: the next tick.
+        assert_eq!(next_tick(a, S, a), a + S);
+        assert_eq!(next_tick(a, S, a + S * 3 + Duration::from_millis(40)), a + S * 4);
+        // A first run between ticks: the first tick at least half a period on.
+        assert_eq!(next_tick(a, S, a + Duration::from_millis(300)), a + S);
+        assert_eq!(next_tick(a, S, a + Duration::from_millis(700)), a + S * 2);
+        // A run before the grid starts: its start, if half a period away.
+        assert_eq!(next_tick(a + S * 2, S, a), a + S * 2);
+        assert_eq!(next_tick(a, Duration::ZERO, a + S), a + S);
+    }
+
+    #[test]
+    fn only_a_pod_added_within_a_period_of_the_start_gets_a_random_phase() {
+        let added = Instant::now();
+        let young = Ticks {
+            added,
+            since_start: Some(Duration::from_millis(200)),
+        };
+        assert_eq!(young.anchor(S, 0.25), added + S / 4);
+        assert_eq!(young.anchor(S * 10, 0.5), added + S * 5);
+        let old = Ticks {
+            added,
+            since_start: Some(S * 2),
+        };
+        assert_eq!(old.anchor(S, 0.25), added);
+        let unknown = Ticks {
+            added,
+            since_start: None,
+        };
+        assert_eq!(unknown.anchor(S, 0.25), added);
+    }
+
+    #[test]
+    fn random_fractions_are_in_range_and_differ() {
+        let f: Vec<f64> = (0..64).map(|_| random_fraction()).collect();
+        assert!(f.iter().all(|x| (0.0..1.0).contains(x)), "{f:?}");
+        let mut sorted = f.clone();
+        sorted.sort_by(f64::total_cmp);
+        sorted.dedup();
+        assert!(sorted.len() > 60, "{f:?}");
+        // Spread over the range, not bunched.
+        assert!(f.iter().any(|x| *x < 0.3) && f.iter().any(|x| *x > 0.7), "{f:?}");
+    }
 }

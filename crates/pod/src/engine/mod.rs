@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crius_api::cri;
 use crius_api::cri::image_service_client::ImageServiceClient;
@@ -113,6 +113,11 @@ pub struct Options {
     /// What the node offers pods: the downward API's value of a limit that is not set, and (in
     /// crius-workloads) the figure admission and resizes are measured against; one figure for both.
     pub allocatable: crate::node::Allocatable,
+    /// When the caller started (kubelet's prober start): the probes of a pod added less than a period after
+    /// it tick at a random phase of their period, so that pods taken up together at start-up (those of a
+    /// manifest, those found again after a restart) do not all probe at once ([`crate::hooks::Ticks`]).
+    /// None: every probe ticks from when its pod was added.
+    pub started: Option<Instant>,
 }
 
 impl Default for Options {
@@ -126,6 +131,7 @@ impl Default for Options {
             poll: Duration::from_millis(100),
             cgroup_root: Some("/kubepods".into()),
             allocatable: crate::node::Allocatable::of_machine(),
+            started: None,
         }
     }
 }
@@ -150,6 +156,8 @@ struct Run<'a, E: FnMut(Event)> {
     slots: Vec<Slot>,
     /// A grace period that overrides the pod's (a stop from outside that named one).
     grace_s: Option<i64>,
+    /// When its probes tick.
+    ticks: crate::hooks::Ticks,
     on: E,
 }
 
@@ -215,6 +223,10 @@ pub async fn run_as(
     mut controls: mpsc::UnboundedReceiver<Control>,
     mut on: impl FnMut(Event),
 ) -> Result<Report, Error> {
+    let ticks = crate::hooks::Ticks {
+        added: Instant::now(),
+        since_start: opts.started.map(|s| s.elapsed()),
+    };
     let mut rt = RuntimeServiceClient::new(channel.clone());
     let mut img = ImageServiceClient::new(channel);
     let Given { uid, name } = given;
@@ -359,6 +371,7 @@ pub async fn run_as(
         qos,
         slots,
         grace_s: None,
+        ticks,
         on,
     };
     run.adopt().await;

@@ -31,8 +31,16 @@ impl<E: FnMut(Event)> Run<'_, E> {
                 continue;
             }
             if *ready && let Some(p) = s.spec.readiness_probe.as_ref() {
-                let verdict =
-                    hooks::probe(&mut self.rt, id, &s.spec, &self.fields.pod_ip, p, readiness).await;
+                let verdict = hooks::probe(
+                    &mut self.rt,
+                    id,
+                    &s.spec,
+                    &self.fields.pod_ip,
+                    p,
+                    readiness,
+                    self.ticks,
+                )
+                .await;
                 let now = match verdict {
                     Verdict::Passed => Some(true),
                     Verdict::Failed => Some(false),
@@ -56,7 +64,9 @@ impl<E: FnMut(Event)> Run<'_, E> {
             let verdict = match probe {
                 None if *ready => continue,
                 None => Verdict::Passed,
-                Some(p) => hooks::probe(&mut self.rt, id, &s.spec, &self.fields.pod_ip, p, st).await,
+                Some(p) => {
+                    hooks::probe(&mut self.rt, id, &s.spec, &self.fields.pod_ip, p, st, self.ticks).await
+                }
             };
             match verdict {
                 Verdict::Passed if !*ready => {

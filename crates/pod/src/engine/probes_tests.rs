@@ -87,10 +87,12 @@ async fn a_readiness_exec_probe_is_an_exec_sync_every_period_and_turns_after_the
         assert_eq!(a.cmd, ["check", "ready"]);
         assert_eq!(a.timeout, 4);
     }
-    // One a period, not one each time the engine looks (every few ms here).
-    for w in asked.windows(2) {
+    // One a period, not one each time the engine looks (every few ms here): on the probe's ticks, the first
+    // of which may come up to half a period after the run at the container's start.
+    for (i, w) in asked.windows(2).enumerate() {
         let gap = w[1].at - w[0].at;
-        assert!(gap >= Duration::from_millis(950), "probes {gap:?} apart");
+        let least = if i == 0 { 450 } else { 950 };
+        assert!(gap >= Duration::from_millis(least), "probes {gap:?} apart");
     }
     let lines = pod.lines();
     let unready = lines.iter().position(|l| l == "app: not ready (readiness probe)");
