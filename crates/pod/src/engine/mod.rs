@@ -115,7 +115,7 @@ pub struct Options {
     pub allocatable: crate::node::Allocatable,
     /// When the caller started (kubelet's prober start): the probes of a pod added less than a period after
     /// it tick at a random phase of their period, so that pods taken up together at start-up (those of a
-    /// manifest, those found again after a restart) do not all probe at once ([`crate::hooks::Ticks`]).
+    /// manifest, those found again after a restart) do not all probe at once (`hooks::Ticks`).
     /// None: every probe ticks from when its pod was added.
     pub started: Option<Instant>,
 }
