@@ -3,16 +3,13 @@
 //! The shim starts crius-runc's sealed copy (the one criusd hands it, `crius_common::sealed`) once, with the
 //! hidden first argument [`SERVER_ARG`] and one end of a `SOCK_SEQPACKET` pair as [`FD`]: the exec server,
 //! [`serve_many`], which stays for as long as the shim holds the other end. For each exec the shim sends it one
-//! message, [`SPAWN`] (or [`EXEC`]), carrying four descriptors: one end of a fresh stream socket, then the
-//! exec's stdin, stdout and stderr; the shim writes a [`Request`] (JSON) on the socket and shuts its writing
-//! down, and the answer is `pid N` (the host pid of the process, which has executed its program) or
-//! `error MESSAGE`. For [`SPAWN`], a process without a terminal in a container whose filter has no seccomp
-//! agent is started by the server itself, as a child of the shim (`CLONE_PARENT`: the shim collects its exit),
-//! with that stdio (`crate::enter::ForParent`); its answer may also be `failed N MESSAGE` (N made, its set-up
-//! failed). Otherwise the server forks a worker and goes back to waiting; the worker puts the stdio on 0 to 2
-//! and the socket on [`FD`], and from there on is what a one-shot process started with [`ARG`] is: [`serve`]
-//! answers, and the worker exits. Either way the process is started by [`crate::exec::spawn_loaded`], so every
-//! check and security step is `crius-runc exec`'s, in one implementation ([`crate::enter`]).
+//! message, `exec`, carrying four descriptors: one end of a fresh stream socket, then the exec's stdin, stdout
+//! and stderr. The server forks a worker and goes back to waiting; the worker puts the stdio on 0 to 2 and the
+//! socket on [`FD`], and from there on is what a one-shot process started with [`ARG`] is: the shim writes a
+//! [`Request`] (JSON) on the socket and shuts its writing down, [`serve`] answers `pid N` (the host pid of the
+//! process, which has executed its program) or `error MESSAGE`, and the worker exits. The process itself is
+//! started by [`crate::exec::spawn`], so every check and security step is `crius-runc exec`'s, in one
+//! implementation ([`crate::enter`]).
 //!
 //! Why the runtime's sealed copy and not the shim's own image: the process that enters the container must not
 //! run from a host file (CVE-2019-5736), and the shim holds no sealed copy of itself (making one per pod would
@@ -45,12 +42,6 @@ pub const SERVER_ARG: &str = "__crius-direct-exec-server";
 /// compiles before it forks the worker, once per version of the container's state file (`prewarm`).
 pub const EXEC: &[u8] = b"exec";
 
-/// The message that asks for one exec the server may start itself, as a child of its parent (the shim), when
-/// it knows the container (it must go on with `\n<root>\n<id>`), the process has no terminal and its
-/// filter no seccomp agent: no worker is forked then. Its answer may also be `failed N MESSAGE`: process N
-/// was made but its set-up failed (its exit is the shim's to collect). Otherwise as [`EXEC`].
-pub const SPAWN: &[u8] = b"spawn";
-
 /// The descriptor the request comes on and the answer goes back on.
 pub const FD: i32 = 3;
 
@@ -71,11 +62,6 @@ pub struct Request {
 /// Serves one request on [`FD`]; returns the exit code (0 when the process runs). The caller has made sure it
 /// runs from a sealed copy of the runtime.
 pub fn serve() -> i32 {
-    serve_read(None)
-}
-
-/// [`serve`], the request already read (by the exec server, before it forked this worker) when given.
-fn serve_read(mut read: Option<Request>) -> i32 {
     // Nothing but stdio and the request's socket (CVE-2024-21626); non-dumpable while in the container's
     // namespaces (its process is dumpable again after its execve).
     // SAFETY: close_range and prctl with integer arguments; no object of this process owns those descriptors.
@@ -87,11 +73,7 @@ fn serve_read(mut read: Option<Request>) -> i32 {
     let mut sock = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(FD) });
     // SAFETY: as above; close-on-exec, so that the process started does not inherit it.
     unsafe { libc::fcntl(FD, libc::F_SETFD, libc::FD_CLOEXEC) };
-    let request = match read.take() {
-        Some(r) => Ok(r),
-        None => read_request(&mut sock),
-    };
-    let answer = match request.and_then(run) {
+    let answer = match run(&mut sock) {
         Ok(pid) => format!("pid {pid}"),
         Err(e) => format!("error {e}"),
     };
@@ -130,81 +112,21 @@ pub fn serve_many() -> i32 {
                 return 1;
             }
         };
-        let (fds, container, here) = fds;
+        let (fds, container) = fds;
         let Ok([sock, stdin, stdout, stderr]) = <[OwnedFd; 4]>::try_from(fds) else {
             continue; // not a request: what came with it is closed
         };
-        if let Some((root, id)) = &container {
-            prewarm(root, id);
-        }
-        let mut read = None;
-        let mut sock = std::fs::File::from(sock);
-        if here && container.is_some() {
-            let answer = match read_request(&mut sock) {
-                Err(e) => Some(format!("error {e}")),
-                Ok(req) => match here_with(&req) {
-                    Some(rec) => Some(spawn_here(req, rec, [&stdin, &stdout, &stderr])),
-                    None => {
-                        read = Some(req);
-                        None
-                    }
-                },
-            };
-            if let Some(a) = answer {
-                let _ = sock.write_all(a.as_bytes());
-                continue; // the socket and the stdio are closed here
-            }
+        if let Some((root, id)) = container {
+            prewarm(&root, &id);
         }
         // SAFETY: this process is single-threaded; the child only runs `worker`, then _exits.
         match unsafe { nix::unistd::fork() } {
-            Ok(nix::unistd::ForkResult::Child) => worker(sock.into(), [stdin, stdout, stderr], read),
+            Ok(nix::unistd::ForkResult::Child) => worker(sock, [stdin, stdout, stderr]),
             Ok(nix::unistd::ForkResult::Parent { .. }) => workers += 1,
             Err(e) => {
-                let _ = sock.write_all(format!("error fork: {e}").as_bytes());
+                let _ = std::fs::File::from(sock).write_all(format!("error fork: {e}").as_bytes());
             }
         }
-    }
-}
-
-/// The record to start `req` with in the server itself ([`SPAWN`]): the one read before for its container,
-/// when the process has no terminal and the container's filter sends nothing to a seccomp agent (a terminal's
-/// console socket and an agent are other processes the server would wait on). None: a worker serves it.
-fn here_with(req: &Request) -> Option<crate::state::Record> {
-    if req.console_socket.is_some() || req.process.terminal() == Some(true) {
-        return None;
-    }
-    let loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
-    let l = loaded.as_ref().filter(|l| l.root == req.root && l.id == req.id)?;
-    let notifies = l
-        .rec
-        .spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.seccomp().as_ref())
-        .is_some_and(crate::seccomp::notifies);
-    (!notifies).then(|| l.rec.clone())
-}
-
-/// Starts `req` from the server, as a child of the shim with `stdio`; the answer for the shim.
-fn spawn_here(req: Request, rec: crate::state::Record, stdio: [&OwnedFd; 3]) -> String {
-    use std::os::fd::AsRawFd;
-    let fp = std::rc::Rc::new(crate::enter::ForParent {
-        stdio: stdio.map(AsRawFd::as_raw_fd),
-        close: Some(FD),
-        pid: std::cell::Cell::new(None),
-    });
-    // The record is the one read a moment ago; the status is found now.
-    let status = rec.status(&req.root);
-    let opts = ExecOptions {
-        for_parent: Some(fp.clone()),
-        ..options(req)
-    };
-    match crate::exec::spawn_loaded(rec, status, &opts) {
-        Ok(pid) => format!("pid {pid}"),
-        Err(e) => match fp.pid.get() {
-            Some(n) => format!("failed {n} {e}"),
-            None => format!("error {e}"),
-        },
     }
 }
 
@@ -295,9 +217,8 @@ fn prewarmed(root: &std::path::Path, id: &str) -> Option<crate::state::Record> {
         .map(|l| l.rec)
 }
 
-/// What a message brought: its descriptors, the container named after [`EXEC`] or [`SPAWN`], and whether it
-/// was [`SPAWN`].
-type Received = (Vec<OwnedFd>, Option<(PathBuf, String)>, bool);
+/// What a message brought: its descriptors, and the container named after [`EXEC`].
+type Received = (Vec<OwnedFd>, Option<(PathBuf, String)>);
 
 /// Receives one message on [`FD`]: its descriptors when it is [`EXEC`] (none for another message), with the
 /// container it names, if it does; or None once the peer closed the socket.
@@ -324,29 +245,24 @@ fn receive() -> Result<Option<Received>> {
             return Ok(None);
         }
         let msg = &buf[..n];
-        let (head, here) = match msg.strip_prefix(SPAWN) {
-            Some(_) => (SPAWN, true),
-            None => (EXEC, false),
-        };
-        if msg == head {
-            return Ok(Some((fds, None, here)));
+        if msg == EXEC {
+            return Ok(Some((fds, None)));
         }
         let named = msg
-            .strip_prefix(head)
+            .strip_prefix(EXEC)
             .and_then(|rest| rest.strip_prefix(b"\n"))
             .and_then(|rest| std::str::from_utf8(rest).ok())
             .and_then(|rest| rest.split_once('\n'))
             .filter(|(_, id)| crate::id::validate(id).is_ok());
         return Ok(Some(match named {
-            Some((root, id)) => (fds, Some((PathBuf::from(root), id.to_string())), here),
-            None => (Vec::new(), None, false),
+            Some((root, id)) => (fds, Some((PathBuf::from(root), id.to_string()))),
+            None => (Vec::new(), None),
         }));
     }
 }
 
-/// In a worker of the exec server: `stdio` on 0 to 2 and `sock` on [`FD`], then [`serve`] (of `read`, the
-/// request the server read, if it did); never returns.
-fn worker(sock: OwnedFd, stdio: [OwnedFd; 3], read: Option<Request>) -> ! {
+/// In a worker of the exec server: `stdio` on 0 to 2 and `sock` on [`FD`], then [`serve`]; never returns.
+fn worker(sock: OwnedFd, stdio: [OwnedFd; 3]) -> ! {
     use std::os::fd::{AsRawFd, IntoRawFd};
     // The server's socket goes first, so that FD is free; the received descriptors are all above 2 (the
     // server's stdio is open), so no dup2 below overwrites one not moved yet but for FD, moved last.
@@ -366,22 +282,18 @@ fn worker(sock: OwnedFd, stdio: [OwnedFd; 3], read: Option<Request>) -> ! {
     // serve() closes everything above FD, these included: given up here, not closed twice.
     let _ = sock.into_raw_fd();
     let _ = stdio.map(IntoRawFd::into_raw_fd);
-    let code = serve_read(read);
+    let code = serve();
     // SAFETY: leave without the server's destructors or atexit handlers.
     unsafe { libc::_exit(code) }
 }
 
-/// Reads the shim's request from its socket (until the shim shuts its side down).
-fn read_request(sock: &mut std::fs::File) -> Result<Request> {
+fn run(sock: &mut std::fs::File) -> Result<i32> {
     let mut buf = Vec::new();
     sock.read_to_end(&mut buf)
         .map_err(|e| err!("reading the direct exec request: {e}"))?;
-    serde_json::from_slice(&buf).map_err(|e| err!("decoding the direct exec request: {e}"))
-}
-
-/// The exec options of `req`: detached, as `crius-runc exec --detach`.
-fn options(req: Request) -> ExecOptions {
-    ExecOptions {
+    let req: Request =
+        serde_json::from_slice(&buf).map_err(|e| err!("decoding the direct exec request: {e}"))?;
+    let opts = ExecOptions {
         process: req.process,
         detach: true,
         pid_file: None,
@@ -389,20 +301,14 @@ fn options(req: Request) -> ExecOptions {
         preserve_fds: 0,
         ignore_paused: false,
         sub_cgroup: None,
-        for_parent: None,
-    }
-}
-
-fn run(req: Request) -> Result<i32> {
-    let (root, id) = (req.root.clone(), req.id.clone());
-    let opts = options(req);
-    match prewarmed(&root, &id) {
+    };
+    match prewarmed(&req.root, &req.id) {
         Some(rec) => {
             // The record is the server's reading of a moment ago; the status is found now.
-            let status = rec.status(&root);
+            let status = rec.status(&req.root);
             crate::exec::spawn_loaded(rec, status, &opts)
         }
-        None => crate::exec::spawn(&root, &id, &opts),
+        None => crate::exec::spawn(&req.root, &req.id, &opts),
     }
 }
 

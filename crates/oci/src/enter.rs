@@ -19,7 +19,7 @@
 //! The caller learns the child's host pid once its `execve` succeeded (a close-on-exec channel closes), or
 //! the error of its setup. Kernels before 5.8, whose `setns` takes no pidfd, join by `/proc/<pid>/ns/` files.
 
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 
@@ -52,20 +52,6 @@ pub struct Exec<'a> {
     pub console: Option<UnixStream>,
     /// Descriptors 3 to 3+N-1 that cross the `execve`.
     pub preserve_fds: u32,
-    /// Started for the caller's parent rather than as the caller's child (the shim's exec server, [`crate::direct`]).
-    pub for_parent: Option<&'a ForParent>,
-}
-
-/// A process started for the caller's parent: a child of that parent (`CLONE_PARENT`, so the parent collects
-/// its exit), with descriptors of the caller as its stdio.
-#[derive(Debug)]
-pub struct ForParent {
-    /// The caller's descriptors that become the process's stdin, stdout and stderr (each above 2).
-    pub stdio: [RawFd; 3],
-    /// A descriptor of the caller the process closes first (the exec server's own socket).
-    pub close: Option<RawFd>,
-    /// The process's pid once it is made, also when its set-up then fails (its exit is the parent's to collect).
-    pub pid: std::cell::Cell<Option<i32>>,
 }
 
 /// A receiver of the listener of the process's seccomp filter (one with `SCMP_ACT_NOTIFY` rules), given the
@@ -135,14 +121,10 @@ pub fn spawn(rec: &Record, exec: Exec<'_>, cg: &Cgroup, on_listener: Option<OnLi
         Some(fd)
     };
     let seccomp = rec.spec.linux().as_ref().and_then(|l| l.seccomp().clone());
-    let for_parent = exec.for_parent;
     let (parent, child) = crate::channel::pair()?;
     // SAFETY (of what follows): the caller is single-threaded, as documented; the child runs setup code only,
     // then execs or _exits.
-    let forked = match for_parent {
-        Some(_) => crate::spawn::fork_into_cgroup_for_parent(cg),
-        None => crate::spawn::fork_into_cgroup(cg),
-    };
+    let forked = crate::spawn::fork_into_cgroup(cg);
     if let (Ok(ForkResult::Parent { .. }) | Err(_), Some(own)) = (&forked, &own_pid_ns) {
         nix::sched::setns(own, CloneFlags::CLONE_NEWPID)
             .map_err(|e| err!("going back to this process's PID namespace: {e}"))?;
@@ -150,10 +132,7 @@ pub fn spawn(rec: &Record, exec: Exec<'_>, cg: &Cgroup, on_listener: Option<OnLi
     match forked? {
         ForkResult::Child => {
             drop(parent);
-            let e = match for_parent.map(own_stdio) {
-                Some(Err(e)) => e,
-                _ => enter(rec.pid, (&pidfd, &join, chroot), &child, exec, seccomp.as_ref()).unwrap_err(),
-            };
+            let e = enter(rec.pid, (&pidfd, &join, chroot), &child, exec, seccomp.as_ref()).unwrap_err();
             let _ = child.send(&format!("error {e}"));
             // SAFETY: leave without running the parent's destructors.
             unsafe { libc::_exit(127) }
@@ -161,36 +140,12 @@ pub fn spawn(rec: &Record, exec: Exec<'_>, cg: &Cgroup, on_listener: Option<OnLi
         ForkResult::Parent { child: pid } => {
             drop(child);
             let r = collect(&parent, pid, on_listener);
-            match for_parent {
-                // Not this process's child: its parent collects it, failed or not.
-                Some(fp) => fp.pid.set(Some(pid.as_raw())),
-                None if r.is_err() => {
-                    let _ = nix::sys::wait::waitpid(pid, None);
-                }
-                None => {}
+            if r.is_err() {
+                let _ = nix::sys::wait::waitpid(pid, None);
             }
             r
         }
     }
-}
-
-/// In the child of a [`ForParent`] start: its stdio becomes the given descriptors, and the caller's socket is
-/// closed.
-fn own_stdio(fp: &ForParent) -> Result<()> {
-    if let Some(fd) = fp.close {
-        // SAFETY: a descriptor number this process holds, owned by no object in this child.
-        unsafe { libc::close(fd) };
-    }
-    for (i, fd) in fp.stdio.iter().enumerate() {
-        if *fd <= 2 {
-            return Err(err!("stdio descriptor {fd} for descriptor {i}: must be above 2"));
-        }
-        // SAFETY: dup2 of a descriptor this process holds onto a stdio number.
-        if unsafe { libc::dup2(*fd, i as i32) } < 0 {
-            return Err(err!("dup2 of {fd} onto {i}: {}", std::io::Error::last_os_error()));
-        }
-    }
-    Ok(())
 }
 
 /// Waits for the channel to close (the process executed its program) or for its error; hands a seccomp

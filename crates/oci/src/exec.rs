@@ -27,8 +27,6 @@ pub struct ExecOptions {
     pub ignore_paused: bool,
     /// A cgroup below the container's to run it in (runc's `--cgroup`), relative to the container's.
     pub sub_cgroup: Option<PathBuf>,
-    /// Start it for this process's parent (the shim's exec server does): see [`crate::enter::ForParent`].
-    pub for_parent: Option<std::rc::Rc<crate::enter::ForParent>>,
 }
 
 /// Runs the process; returns its exit code, or 0 once it runs with `detach`.
@@ -113,7 +111,6 @@ pub fn spawn_loaded(rec: crate::state::Record, status: Status, opts: &ExecOption
                 process: &opts.process,
                 console,
                 preserve_fds: opts.preserve_fds,
-                for_parent: opts.for_parent.as_deref(),
             },
             cg,
             agent

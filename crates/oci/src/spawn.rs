@@ -30,22 +30,10 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// Forks a child that starts life in `cg`. The caller must be single-threaded: the child runs
 /// on a copy of the parent's stack, as after fork(2).
 pub fn fork_into_cgroup(cg: &Cgroup) -> Result<ForkResult> {
-    clone_into(cg, false)
-}
-
-/// [`fork_into_cgroup`], the child made a child of the caller's parent instead (`CLONE_PARENT`): the caller's
-/// parent collects its exit (the shim's exec server starts processes for the shim so). The caller must be
-/// single-threaded, as for [`fork_into_cgroup`].
-pub fn fork_into_cgroup_for_parent(cg: &Cgroup) -> Result<ForkResult> {
-    clone_into(cg, true)
-}
-
-fn clone_into(cg: &Cgroup, for_parent: bool) -> Result<ForkResult> {
     let dir = cg.dir.as_path();
     let fd = std::fs::File::open(dir).map_err(crate::Error::io("opening cgroup", dir))?;
-    let parent = if for_parent { libc::CLONE_PARENT as u64 } else { 0 };
     let args = CloneArgs {
-        flags: CLONE_INTO_CGROUP | parent,
+        flags: CLONE_INTO_CGROUP,
         exit_signal: libc::SIGCHLD as u64,
         cgroup: fd.as_raw_fd() as u64,
         ..Default::default()
@@ -72,22 +60,8 @@ fn clone_into(cg: &Cgroup, for_parent: bool) -> Result<ForkResult> {
                     source: e,
                 });
             }
-            let res = if for_parent {
-                // SAFETY: clone(2) without CLONE_VM and without a stack behaves like fork; single-threaded
-                // caller, as documented.
-                match unsafe {
-                    libc::syscall(libc::SYS_clone, libc::CLONE_PARENT | libc::SIGCHLD, 0, 0, 0, 0)
-                } {
-                    0 => ForkResult::Child,
-                    pid if pid > 0 => ForkResult::Parent {
-                        child: Pid::from_raw(pid as i32),
-                    },
-                    _ => return Err(err!("clone: {}", std::io::Error::last_os_error())),
-                }
-            } else {
-                // SAFETY: single-threaded caller, as documented.
-                unsafe { nix::unistd::fork() }.map_err(|e| err!("fork: {e}"))?
-            };
+            // SAFETY: single-threaded caller, as documented.
+            let res = unsafe { nix::unistd::fork() }.map_err(|e| err!("fork: {e}"))?;
             if let ForkResult::Child = res {
                 cg.add(std::process::id() as i32)?;
             }

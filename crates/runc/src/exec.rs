@@ -98,7 +98,6 @@ pub fn exec(root: &Path, a: ExecArgs) -> Result<i32> {
         preserve_fds: a.preserve_fds,
         ignore_paused: a.ignore_paused,
         sub_cgroup: sub_cgroup(&a.cgroup)?,
-        for_parent: None,
     };
     let Some(fg) = foreground else {
         return crius_oci::exec::exec(root, &a.id, &opts);

@@ -4,20 +4,17 @@
 //! started without one runs crius-runc by its path, which then seals itself) once, with the hidden first
 //! argument [`SERVER_ARG`] and one end of a `SOCK_SEQPACKET` pair as descriptor [`FD`]: the exec server
 //! (`crius_oci::direct::serve_many`), single-threaded, which stays until the shim closes its end (the shim's
-//! exit does). Each exec is one message to it, `spawn` and the container's root and id (whose record and
+//! exit does). Each exec is one message to it, `exec` and the container's root and id (whose record and
 //! seccomp filter the server then keeps, read and compiled once), with four descriptors (one end of a fresh
-//! socket pair, the exec's stdin, stdout and stderr); the shim writes the request (the runtime's root, the
-//! container id, the process spec, the console socket) on its end of the pair as JSON and reads back `pid N`,
-//! `error MESSAGE`, or `failed N MESSAGE` (process N was made, its set-up failed: its exit is collected and
-//! dropped here). The process joins the container with the very code `crius-runc exec` uses
-//! (`crius_oci::enter`, described with the protocol in `crius_oci::direct`). Without a terminal or a seccomp
-//! agent, the server starts it itself, as a child of the shim (`CLONE_PARENT`), which collects its exit;
-//! otherwise a worker forked by the server does, and exits as soon as the program runs (the program is then
-//! re-parented to the shim, its subreaper, as after `crius-runc exec --detach`). What this spares per exec:
-//! the runtime's command line, its log, spec and pid files, and an `execve` of the runtime with its dynamic
-//! linking and start-up: one fork of the server is all. A server that cannot be reached is started afresh
-//! once; a runtime that cannot serve (one older than the server) is run once per exec with the hidden
-//! argument [`ARG`] instead, on the same protocol.
+//! socket pair, the exec's stdin, stdout and stderr); the server forks a worker, and the shim writes the request (the
+//! runtime's root, the container id, the process spec, the console socket) on its end of the pair as JSON
+//! and reads back `pid N` or `error MESSAGE`. The worker joins the container itself, with the very code
+//! `crius-runc exec` uses (`crius_oci::enter`, described with the protocol in `crius_oci::direct`), and
+//! exits as soon as the exec'd program runs; the program is then re-parented to the shim, its subreaper, as
+//! after `crius-runc exec --detach`. What this spares per exec: the runtime's command line, its log, spec and
+//! pid files, and an `execve` of the runtime with its dynamic linking and start-up: a fork of the server is
+//! all. A server that cannot be reached is started afresh once; a runtime that cannot serve (one older than
+//! the server) is run once per exec with the hidden argument [`ARG`] instead, on the same protocol.
 //!
 //! The process that enters is never the shim's own image: the shim holds no sealed copy of itself, and one
 //! running from the host's file could be reached by the container through `/proc/<pid>/exe` (CVE-2019-5736).
@@ -120,12 +117,10 @@ fn pass_as_fd(cmd: &mut std::process::Command, raw: i32) {
 /// Asks the exec server of `runtime` (started or replaced as needed) for a worker that serves `theirs`,
 /// with `child` as its stdio. Err when no server could take it.
 fn ask_server(runtime: &Runtime, id: &str, theirs: &UnixStream, child: &[OwnedFd; 3]) -> Result<()> {
-    // The container named too: the server reads its record and compiles its filter before the fork, once,
-    // and may start the process itself, as this shim's child (SERVER_SPAWN).
+    // The container named too: the server reads its record and compiles its filter before the fork, once.
     let mut message = SERVER_EXEC.to_vec();
     let root = runtime.root.as_os_str().as_encoded_bytes();
-    if !root.contains(&b'\n') && SERVER_SPAWN.len() + root.len() + id.len() + 2 <= SERVER_MESSAGE_MAX {
-        message = SERVER_SPAWN.to_vec();
+    if !root.contains(&b'\n') && SERVER_EXEC.len() + root.len() + id.len() + 2 <= SERVER_MESSAGE_MAX {
         message.extend_from_slice(b"\n");
         message.extend_from_slice(root);
         message.extend_from_slice(b"\n");
@@ -168,11 +163,8 @@ fn ask_server(runtime: &Runtime, id: &str, theirs: &UnixStream, child: &[OwnedFd
     }
 }
 
-/// The exec server's request message (`crius_oci::direct::EXEC`), alone.
+/// The exec server's request message (`crius_oci::direct::EXEC`), followed by `\n<root>\n<id>`.
 const SERVER_EXEC: &[u8] = b"exec";
-/// Its request message that lets it start the process itself (`crius_oci::direct::SPAWN`), followed by
-/// `\n<root>\n<id>`.
-const SERVER_SPAWN: &[u8] = b"spawn";
 /// The longest message the server reads.
 const SERVER_MESSAGE_MAX: usize = 4096;
 
@@ -258,16 +250,6 @@ pub(crate) fn exec(
             .parse()
             .map_err(|_| Error::Runtime(format!("{shown}: a bad answer {answer:?}"))),
         Some(("error", e)) => Err(Error::Runtime(e.to_string())),
-        // Made by the server as this shim's child, its set-up failed: its exit is collected, and dropped.
-        Some(("failed", rest)) => {
-            let (pid, e) = rest.split_once(' ').unwrap_or((rest, ""));
-            if let Ok(pid) = pid.parse::<i32>()
-                && pid > 0
-            {
-                runtime.reaper().on_exit(pid, drop);
-            }
-            Err(Error::Runtime(e.to_string()))
-        }
         _ => Err(Error::Runtime(format!(
             "{shown}: ended without an answer{}",
             exit.map(|s| format!(" (exit status {s})")).unwrap_or_default()

@@ -345,95 +345,6 @@ fn an_exec_into_a_container_whose_init_exited_fails_and_leaves_nothing() {
 }
 
 /// The pids of the processes whose parent is `ppid`, with their command lines.
-/// The pid of the shim of `ctr`.
-fn shim_of(ctr: &Ctr) -> u32 {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .find(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let cmd = String::from_utf8_lossy(&cmd);
-            cmd.contains("containerd-shim-crius-v2") && cmd.contains(&ctr._cleanup.needle)
-        })
-        .expect("the shim")
-}
-
-/// The exec servers among the children of shim `shim_pid`.
-fn servers(shim_pid: u32) -> Vec<u32> {
-    children(shim_pid)
-        .into_iter()
-        .filter(|(_, cmd)| cmd.contains("__crius-direct-exec-server"))
-        .map(|(pid, _)| pid)
-        .collect()
-}
-
-#[test]
-#[ignore = "needs root: run through hack/test.sh"]
-fn a_process_without_a_terminal_is_the_shims_own_child_and_a_failed_one_is_collected() {
-    require_root();
-    let ctr = Ctr::new(true, sleeper());
-    let shim_pid = shim_of(&ctr);
-    let (status, _, _) = ctr.exec("first", json!({"args": ["true"]})).unwrap();
-    assert_eq!(status, 0);
-    let server = servers(shim_pid);
-    assert_eq!(server.len(), 1, "{:?}", children(shim_pid));
-    std::thread::scope(|s| {
-        let long = s.spawn(|| ctr.exec("long", json!({"args": ["sleep", "3"]})));
-        // Started by the server for the shim (CLONE_PARENT): the shim's child, no worker between them.
-        crius_privileged_tests::shim::wait_until("the exec to run as the shim's child", || {
-            children(shim_pid)
-                .iter()
-                .any(|(_, cmd)| cmd.trim_end() == "sleep 3")
-        });
-        assert!(children(server[0]).is_empty(), "{:?}", children(server[0]));
-        let (status, _, _) = long.join().unwrap().unwrap();
-        assert_eq!(status, 0);
-    });
-    // A process made whose set-up then fails (no such program): refused in the runtime's words, and its exit
-    // is collected by the shim, so no zombie stays behind.
-    for i in 0..3 {
-        let (_, msg) = ctr
-            .exec(&format!("missing{i}"), json!({"args": ["/no/such/program"]}))
-            .unwrap_err();
-        assert!(msg.contains("/no/such/program"), "{msg}");
-    }
-    crius_privileged_tests::shim::wait_until("no zombie under the shim", || {
-        children(shim_pid).iter().all(|(pid, _)| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                s.rsplit_once(')')
-                    .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
-            })
-        })
-    });
-    // The server reaped no child so far (no worker: the page faults of reaped children stay 0) ...
-    assert_eq!(reaped_faults(server[0]), 0, "the server forked workers");
-    // ... while a terminal goes through a worker, as before, and works.
-    let (status, out, _) = ctr
-        .exec(
-            "tty",
-            json!({"args": ["sh", "-c", "tty >/dev/null && echo yes"], "terminal": true}),
-        )
-        .unwrap();
-    assert_eq!((status, out.trim()), (0, "yes"));
-    assert_eq!(servers(shim_pid), server, "the same server throughout");
-    crius_privileged_tests::shim::wait_until("the terminal's worker to be reaped by the server", || {
-        reaped_faults(server[0]) > 0
-    });
-    ctr.end();
-}
-
-/// The minor page faults of the children process `pid` has reaped (`cminflt` of /proc/PID/stat).
-fn reaped_faults(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // state ppid pgrp session tty_nr tpgid flags minflt cminflt: the fields after the last ')'.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    rest.split_whitespace()
-        .nth(8)
-        .and_then(|f| f.parse().ok())
-        .unwrap()
-}
-
 fn children(ppid: u32) -> Vec<(u32, String)> {
     std::fs::read_dir("/proc")
         .unwrap()
@@ -457,8 +368,23 @@ fn children(ppid: u32) -> Vec<(u32, String)> {
 fn direct_execs_are_forks_of_one_sealed_exec_server_that_ends_with_the_shim() {
     require_root();
     let ctr = Ctr::new(true, sleeper());
-    let shim_pid = shim_of(&ctr);
-    let server = || servers(shim_pid);
+    let shim_pid = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd);
+            cmd.contains("containerd-shim-crius-v2") && cmd.contains(&ctr._cleanup.needle)
+        })
+        .expect("the shim");
+    let server = || -> Vec<u32> {
+        children(shim_pid)
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains("__crius-direct-exec-server"))
+            .map(|(pid, _)| pid)
+            .collect()
+    };
     assert!(server().is_empty(), "a server before the first exec");
     let (status, out, _) = ctr.exec("one", json!({"args": ["echo", "one"]})).unwrap();
     assert_eq!((status, out.as_str()), (0, "one\n"));
